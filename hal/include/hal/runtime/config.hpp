@@ -1,0 +1,72 @@
+// HAL runtime: hal.toml, the user's choice of plugins.
+//
+//   search_paths = ["plugins"]       # dirs scanned for libhal_plugin_*.so
+//   discover = true                  # also load unlisted plugins found there
+//   default_device = "cpu:0"
+//   fallback_device = "cpu:0"
+//   allow_world_writable = false     # refuse plugins in world-writable dirs
+//   caching_allocator = true
+//
+//   [[plugin]]
+//   name = "cpu"                     # found as libhal_plugin_cpu.so ...
+//   path = "lib/libhal_plugin_cpu.so"  # ... or given by path
+//   priority = 10                    # higher loads first, wins name clashes
+//   enabled = true
+//   sha256 = "<64 hex digits>"       # checked before the file is loaded
+//   allow_world_writable = false
+//   options = { device_count = 2 }   # passed to the plugin as strings
+//
+// Relative paths are relative to the config file's directory. Unknown keys,
+// wrong types and malformed TOML are errors naming file:line:column.
+#ifndef HAL_RUNTIME_CONFIG_HPP_
+#define HAL_RUNTIME_CONFIG_HPP_
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hal/runtime/error.hpp"
+
+namespace hal {
+
+// A configuration error; the message starts with "file:line:column: ".
+// Code: HAL_STATUS_INVALID_ARGUMENT (or NOT_FOUND for an unreadable file).
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct PluginSpec {
+  std::string name;  // wanted plugin name; may be empty when path is set
+  std::string path;  // absolute path, or empty to search by name
+  int64_t priority = 0;
+  bool enabled = true;
+  std::optional<std::string> sha256;  // lowercase hex
+  bool allow_world_writable = false;
+  std::vector<std::pair<std::string, std::string>> options;
+  // Where the user named it ("hal.toml:7:1", "--plugin", "HAL_PLUGIN_PATH"),
+  // empty for plugins found by scanning a directory.
+  std::string origin;
+};
+
+struct Config {
+  std::string source;  // file path, or "<string>"
+  std::vector<std::string> search_paths;  // absolute
+  bool discover = true;
+  std::string default_device;
+  std::string fallback_device;
+  bool allow_world_writable = false;
+  bool caching_allocator = true;
+  std::vector<PluginSpec> plugins;
+
+  // Parses TOML text; SOURCE names it in errors and anchors relative paths
+  // (its directory). Throws ConfigError.
+  static Config parse(const std::string& text, const std::string& source);
+  // Reads and parses a file. Throws ConfigError (NOT_FOUND when unreadable).
+  static Config load(const std::string& path);
+};
+
+}  // namespace hal
+
+#endif  // HAL_RUNTIME_CONFIG_HPP_

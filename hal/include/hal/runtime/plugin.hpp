@@ -1,0 +1,83 @@
+// HAL runtime: a loaded plugin and the record of one that could not be used.
+#ifndef HAL_RUNTIME_PLUGIN_HPP_
+#define HAL_RUNTIME_PLUGIN_HPP_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hal/hal.h"
+
+namespace hal {
+
+class Device;
+
+// Why a plugin was not used. Stable names via skip_reason_name().
+enum class SkipReason {
+  kFileNotFound,        // path or name did not resolve to a file
+  kUnsafePermissions,   // file or its directory is world-writable
+  kHashMismatch,        // sha256 pin did not match
+  kLoadFailed,          // the dynamic loader refused it (not a shared object, ...)
+  kMissingEntryPoint,   // no hal_plugin_entry symbol
+  kEntryFailed,         // the entry point returned an error status
+  kEntryThrew,          // the entry point let a C++ exception escape
+  kNullTable,           // entry succeeded but returned no table
+  kStructTooSmall,      // a table's struct_size is below the minimum
+  kAbiMajorMismatch,    // built for another ABI MAJOR
+  kInvalidPlugin,       // required field missing (name, create, device, memory)
+  kDuplicateName,       // another loaded plugin already has this name
+  kInitFailed,          // create() or device enumeration failed
+  kDisabled,            // enabled = false in the configuration
+};
+
+// "file_not_found", "abi_major_mismatch", ...
+const char* skip_reason_name(SkipReason reason) noexcept;
+
+struct SkipRecord {
+  std::string path;     // file as resolved (may be empty for an unresolved name)
+  std::string name;     // plugin name, when known
+  SkipReason reason;
+  std::string message;  // human-readable detail (dlopen error, status text)
+  bool requested;       // named explicitly by the user (config, CLI, env)
+};
+
+namespace detail {
+struct LoadedPlugin;
+}
+
+// A plugin that loaded, negotiated its ABI and initialised. Owned by the
+// Runtime through shared_ptr; safe to read from any thread.
+class Plugin {
+ public:
+  const std::string& name() const;
+  const std::string& path() const;
+  const std::string& vendor() const;
+  const std::string& version() const;
+  uint32_t abi_major() const;   // what the plugin was built with
+  uint32_t abi_minor() const;
+  uint32_t negotiated_minor() const;  // min(host MINOR, plugin MINOR)
+  int64_t priority() const;
+  // Interfaces the plugin's tables provide (HAL_CAPABILITY_* bits).
+  uint32_t interfaces() const;
+  const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
+
+  // The normalised C tables (zero-filled past the plugin's struct_size, so a
+  // NULL entry means "not implemented"). Valid while the Plugin lives.
+  const hal_plugin_api_t& api() const;
+  const hal_device_api_t& device_api() const;
+  const hal_memory_api_t& memory_api() const;
+  const hal_stream_api_t& stream_api() const;
+  hal_plugin_t* handle() const;
+
+  explicit Plugin(std::shared_ptr<detail::LoadedPlugin> loaded);
+  ~Plugin();
+
+ private:
+  friend class Runtime;
+  std::shared_ptr<detail::LoadedPlugin> loaded_;
+  std::vector<std::shared_ptr<Device>> devices_;
+};
+
+}  // namespace hal
+
+#endif  // HAL_RUNTIME_PLUGIN_HPP_

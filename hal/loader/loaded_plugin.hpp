@@ -1,0 +1,45 @@
+// Internal: one plugin library that passed every check, with its normalised
+// tables and its initialised instance.
+#ifndef HAL_LOADER_LOADED_PLUGIN_HPP_
+#define HAL_LOADER_LOADED_PLUGIN_HPP_
+
+#include <boost/dll/shared_library.hpp>
+#include <string>
+
+#include "hal/hal.h"
+#include "hal/runtime/error.hpp"
+
+namespace hal::detail {
+
+struct LoadedPlugin {
+  // Declared first so it is destroyed last: the instance and every status
+  // the plugin made must be gone before the code is unmapped.
+  boost::dll::shared_library library;
+  std::string path, name, vendor, version;
+  int64_t priority = 0;
+  uint32_t abi_major = 0, abi_minor = 0, negotiated_minor = 0;
+  uint32_t interfaces = 0;  // HAL_CAPABILITY_* bits for tables present
+  // Copies of the plugin's tables, zero-filled past its struct_size.
+  hal_plugin_api_t api{};
+  hal_device_api_t device{};
+  hal_memory_api_t memory{};
+  hal_stream_api_t stream{};
+  hal_host_api_t host{};  // handed to the plugin; must outlive it
+  hal_plugin_t* instance = nullptr;
+
+  ~LoadedPlugin() {
+    if (instance != nullptr) api.destroy(instance);
+  }
+
+  // Returns ENTRY or throws UNIMPLEMENTED naming the plugin and CALL.
+  template <class Fn>
+  Fn require(Fn entry, const char* call) const {
+    if (entry == nullptr)
+      throw Error(HAL_STATUS_UNIMPLEMENTED, name + ": " + call + " is not implemented by this plugin");
+    return entry;
+  }
+};
+
+}  // namespace hal::detail
+
+#endif  // HAL_LOADER_LOADED_PLUGIN_HPP_

@@ -1,0 +1,240 @@
+#include "loader/plugin_loader.hpp"
+
+#include <dlfcn.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <boost/dll/shared_library.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+namespace hal::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Host service: plugin log lines go to stderr at or above $HAL_LOG_LEVEL
+// (debug, info, warning (default), error).
+void host_log(void* context, uint32_t level, const char* message) {
+  static const uint32_t threshold = [] {
+    const char* env = std::getenv("HAL_LOG_LEVEL");
+    std::string v = env ? env : "warning";
+    if (v == "debug") return 0u;
+    if (v == "info") return 1u;
+    if (v == "error") return 3u;
+    return 2u;
+  }();
+  if (level < threshold || message == nullptr) return;
+  static const char* const kLevels[] = {"debug", "info", "warning", "error"};
+  const auto* plugin = static_cast<const LoadedPlugin*>(context);
+  std::fprintf(stderr, "[hal %s] %s: %s\n", kLevels[std::min(level, 3u)],
+               plugin->name.empty() ? plugin->path.c_str() : plugin->name.c_str(), message);
+}
+
+std::string take_message(hal_status_t* status) {
+  std::string m = status->message ? status->message : "(no message)";
+  m = std::string(status_code_name(status->code)) + ": " + m;
+  status->destroy(status);
+  return m;
+}
+
+bool world_writable(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0;
+}
+
+// Copies SIZE bytes of the plugin's table (never more than it declared, never
+// more than we know) into a zeroed struct of ours.
+template <class T>
+void normalise(T& out, const T* in) {
+  std::memset(&out, 0, sizeof(T));
+  if (in == nullptr) return;
+  std::memcpy(&out, in, std::min(in->struct_size, sizeof(T)));
+  out.struct_size = sizeof(T);
+}
+
+}  // namespace
+
+std::string sha256_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(HAL_STATUS_NOT_FOUND, path + ": cannot read file for sha256");
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  std::vector<char> chunk(1 << 16);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    EVP_DigestUpdate(ctx.get(), chunk.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  std::string hex;
+  static const char kHex[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < len; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+LoadOutcome load_plugin(const LoadRequest& request) {
+  const PluginSpec& spec = request.spec;
+  auto plugin = std::make_shared<LoadedPlugin>();
+  plugin->path = spec.path;
+  plugin->priority = spec.priority;
+  auto skip = [&](SkipReason reason, const std::string& message) {
+    LoadOutcome out;
+    out.skip = SkipRecord{spec.path, plugin->name.empty() ? spec.name : plugin->name, reason,
+                          (spec.origin.empty() ? "" : spec.origin + ": ") + message, request.requested};
+    return out;
+  };
+
+  const fs::path path(spec.path);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return skip(SkipReason::kFileNotFound, "no such file: " + spec.path);
+
+  if (!spec.allow_world_writable && !request.allow_world_writable) {
+    const fs::path dir = path.parent_path();
+    if (world_writable(dir))
+      return skip(SkipReason::kUnsafePermissions,
+                  "directory " + dir.string() +
+                      " is world-writable; refusing to load (set allow_world_writable = true to override)");
+    if (world_writable(path))
+      return skip(SkipReason::kUnsafePermissions,
+                  "file is world-writable; refusing to load (set allow_world_writable = true to override)");
+  }
+
+  if (spec.sha256) {
+    std::string actual;
+    try {
+      actual = sha256_file(spec.path);
+    } catch (const Error& e) {
+      return skip(SkipReason::kFileNotFound, e.what());
+    }
+    if (actual != *spec.sha256)
+      return skip(SkipReason::kHashMismatch, "sha256 is " + actual + " but the configuration pins " + *spec.sha256);
+  }
+
+  // RTLD_NODELETE: plugins keep process-lifetime statics (and so do the
+  // libraries they pull in); unmapping them under live references is unsafe.
+  const auto mode = static_cast<boost::dll::load_mode::type>(
+      boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local | RTLD_NODELETE);
+  try {
+    plugin->library.load(boost::dll::fs::path(spec.path), mode);
+  } catch (const std::exception& e) {
+    return skip(SkipReason::kLoadFailed, std::string("cannot load: ") + e.what());
+  }
+  if (!plugin->library.has(HAL_PLUGIN_ENTRY_SYMBOL))
+    return skip(SkipReason::kMissingEntryPoint,
+                std::string("no '") + HAL_PLUGIN_ENTRY_SYMBOL + "' symbol; not a HAL plugin");
+  auto entry = plugin->library.get<hal_status_t*(const hal_host_api_t*, const hal_plugin_api_t**)>(
+      HAL_PLUGIN_ENTRY_SYMBOL);
+
+  plugin->host.struct_size = sizeof(hal_host_api_t);
+  plugin->host.abi_version_major = request.host_abi_major;
+  plugin->host.abi_version_minor = request.host_abi_minor;
+  plugin->host.host_context = plugin.get();
+  plugin->host.log = &host_log;
+
+  const hal_plugin_api_t* api = nullptr;
+  hal_status_t* status = nullptr;
+  try {
+    status = entry(&plugin->host, &api);
+  } catch (const std::exception& e) {
+    return skip(SkipReason::kEntryThrew, std::string("entry point threw a C++ exception (ABI violation): ") + e.what());
+  } catch (...) {
+    return skip(SkipReason::kEntryThrew, "entry point threw an exception (ABI violation)");
+  }
+  if (status != nullptr) {
+    const bool abi = status->code == HAL_STATUS_ABI_MISMATCH;
+    return skip(abi ? SkipReason::kAbiMajorMismatch : SkipReason::kEntryFailed,
+                "entry point failed: " + take_message(status));
+  }
+  if (api == nullptr) return skip(SkipReason::kNullTable, "entry point succeeded but returned a NULL table");
+
+  constexpr size_t kHeader = HAL_STRUCT_SIZE_TO(hal_plugin_api_t, abi_version_minor);
+  if (api->struct_size < kHeader)
+    return skip(SkipReason::kStructTooSmall, "hal_plugin_api_t.struct_size " + std::to_string(api->struct_size) +
+                                                 " is smaller than its frozen header (" + std::to_string(kHeader) + ")");
+  plugin->abi_major = api->abi_version_major;
+  plugin->abi_minor = api->abi_version_minor;
+  if (api->abi_version_major != request.host_abi_major)
+    return skip(SkipReason::kAbiMajorMismatch,
+                "plugin ABI " + std::to_string(api->abi_version_major) + "." + std::to_string(api->abi_version_minor) +
+                    " but host ABI " + std::to_string(request.host_abi_major) + "." +
+                    std::to_string(request.host_abi_minor) + ": MAJOR must match");
+  if (api->struct_size < HAL_PLUGIN_API_MIN_SIZE)
+    return skip(SkipReason::kStructTooSmall, "hal_plugin_api_t.struct_size " + std::to_string(api->struct_size) +
+                                                 " is below the minimum " + std::to_string(HAL_PLUGIN_API_MIN_SIZE));
+  normalise(plugin->api, api);
+  plugin->negotiated_minor = std::min(request.host_abi_minor, api->abi_version_minor);
+
+  const hal_plugin_api_t& a = plugin->api;
+  if (a.name == nullptr || a.vendor == nullptr || a.plugin_version == nullptr || a.create == nullptr ||
+      a.destroy == nullptr || a.device == nullptr || a.memory == nullptr)
+    return skip(SkipReason::kInvalidPlugin,
+                "hal_plugin_api_t lacks a required field (name, vendor, plugin_version, create, destroy, device, "
+                "memory)");
+  plugin->name = a.name;
+  plugin->vendor = a.vendor;
+  plugin->version = a.plugin_version;
+  if (plugin->name.empty() ||
+      plugin->name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+    return skip(SkipReason::kInvalidPlugin, "plugin name '" + plugin->name + "' must match [a-z0-9_]+");
+  if (!spec.name.empty() && spec.name != plugin->name)
+    return skip(SkipReason::kInvalidPlugin,
+                "configured as '" + spec.name + "' but the plugin calls itself '" + plugin->name + "'");
+
+  if (a.device->struct_size < HAL_DEVICE_API_MIN_SIZE)
+    return skip(SkipReason::kStructTooSmall, "hal_device_api_t.struct_size " + std::to_string(a.device->struct_size) +
+                                                 " is below the minimum " + std::to_string(HAL_DEVICE_API_MIN_SIZE));
+  if (a.memory->struct_size < HAL_MEMORY_API_MIN_SIZE)
+    return skip(SkipReason::kStructTooSmall, "hal_memory_api_t.struct_size " + std::to_string(a.memory->struct_size) +
+                                                 " is below the minimum " + std::to_string(HAL_MEMORY_API_MIN_SIZE));
+  normalise(plugin->device, a.device);
+  normalise(plugin->memory, a.memory);
+  normalise(plugin->stream, a.stream);
+  if (plugin->device.device_count == nullptr || plugin->device.device_get == nullptr ||
+      plugin->device.device_get_properties == nullptr || plugin->memory.buffer_allocate == nullptr ||
+      plugin->memory.buffer_free == nullptr)
+    return skip(SkipReason::kInvalidPlugin, "device or memory table lacks a required entry");
+  plugin->interfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
+  if (a.stream != nullptr) plugin->interfaces |= HAL_CAPABILITY_STREAM;
+  if (a.collective != nullptr) plugin->interfaces |= HAL_CAPABILITY_COLLECTIVE;
+  if (a.op != nullptr) plugin->interfaces |= HAL_CAPABILITY_OPERATOR;
+  if (a.graph != nullptr) plugin->interfaces |= HAL_CAPABILITY_GRAPH;
+
+  if (request.loaded_path_of) {
+    if (auto other = request.loaded_path_of(plugin->name))
+      return skip(SkipReason::kDuplicateName,
+                  "plugin name '" + plugin->name + "' is already taken by " + *other + " (higher priority or earlier)");
+  }
+
+  std::vector<hal_option_t> options;
+  for (const auto& [key, value] : spec.options)
+    options.push_back(hal_option_t{sizeof(hal_option_t), key.c_str(), value.c_str()});
+  hal_plugin_create_args_t args{};
+  args.struct_size = sizeof(args);
+  args.options = options.empty() ? nullptr : options.data();
+  args.option_count = options.size();
+  hal_plugin_t* instance = nullptr;
+  try {
+    status = a.create(&args, &instance);
+  } catch (...) {
+    return skip(SkipReason::kInitFailed, "create() threw an exception (ABI violation)");
+  }
+  if (status != nullptr) return skip(SkipReason::kInitFailed, "create() failed: " + take_message(status));
+  if (instance == nullptr) return skip(SkipReason::kInitFailed, "create() returned no instance");
+  plugin->instance = instance;
+
+  LoadOutcome out;
+  out.plugin = std::move(plugin);
+  return out;
+}
+
+}  // namespace hal::detail

@@ -1,0 +1,43 @@
+// Internal: turns one plugin file into a LoadedPlugin or a SkipRecord.
+#ifndef HAL_LOADER_PLUGIN_LOADER_HPP_
+#define HAL_LOADER_PLUGIN_LOADER_HPP_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "hal/runtime/config.hpp"
+#include "hal/runtime/plugin.hpp"
+#include "loader/loaded_plugin.hpp"
+
+namespace hal::detail {
+
+struct LoadRequest {
+  PluginSpec spec;  // spec.path resolved and absolute
+  bool requested = false;
+  bool allow_world_writable = false;  // config-wide permission
+  uint32_t host_abi_major = HAL_ABI_VERSION_MAJOR;
+  uint32_t host_abi_minor = HAL_ABI_VERSION_MINOR;
+  // Returns the path of an already-loaded plugin with NAME, if any; checked
+  // before create() so a duplicate never initialises.
+  std::function<std::optional<std::string>(const std::string& name)> loaded_path_of;
+};
+
+struct LoadOutcome {
+  std::shared_ptr<LoadedPlugin> plugin;  // set on success
+  std::optional<SkipRecord> skip;        // set on failure
+};
+
+// Checks permissions and the sha256 pin, loads the library, calls the entry
+// point, validates and normalises the tables and creates the instance.
+// Never throws; every failure is a SkipRecord.
+LoadOutcome load_plugin(const LoadRequest& request);
+
+// Lowercase hex SHA-256 of a file. Throws hal::Error (NOT_FOUND) when
+// unreadable.
+std::string sha256_file(const std::string& path);
+
+}  // namespace hal::detail
+
+#endif  // HAL_LOADER_PLUGIN_LOADER_HPP_

@@ -1,0 +1,386 @@
+// Loading: every way a plugin can be unusable becomes a skip record with a
+// reason, and never disturbs the other plugins. Version negotiation.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hal/runtime/runtime.hpp"
+#include "loader/plugin_loader.hpp"
+#include "testing/test_util.hpp"
+
+using hal::SkipReason;
+using hal::testing::fixture;
+using hal::testing::load_config;
+using hal::testing::load_only;
+using hal::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kCpu = HAL_TEST_CPU_PLUGIN;
+
+// The single skip record of loading PATH alone.
+hal::SkipRecord only_skip(const std::string& path, hal::RuntimeOptions o = {}) {
+  auto rt = load_only({path}, o);
+  CHECK(rt->plugins().empty());
+  REQUIRE(rt->skipped().size() == 1);
+  CHECK(rt->skipped()[0].requested);
+  return rt->skipped()[0];
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Allocates, copies in and out: proves the plugin really works.
+void round_trip(hal::Device& d) {
+  hal::Buffer b = d.allocate(100);
+  std::string in = "0123456789", out(10, '-');
+  b.copy_from_host(in.data(), 10, 37);
+  b.copy_to_host(out.data(), 10, 37);
+  CHECK(out == in);
+}
+}  // namespace
+
+TEST_CASE("the CPU plugin loads and negotiates the current ABI") {
+  auto rt = load_only({kCpu});
+  REQUIRE(rt->plugins().size() == 1);
+  CHECK(rt->skipped().empty());
+  const auto& p = *rt->plugins()[0];
+  CHECK(p.name() == "cpu");
+  CHECK(p.path() == kCpu);
+  CHECK(p.abi_major() == HAL_ABI_VERSION_MAJOR);
+  CHECK(p.negotiated_minor() == HAL_ABI_VERSION_MINOR);
+  CHECK(p.interfaces() == (HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM));
+  REQUIRE(p.devices().size() == 1);
+  round_trip(*p.devices()[0]);
+}
+
+TEST_CASE("bad plugin files are skipped with a reason") {
+  SUBCASE("not a shared object") {
+    auto s = only_skip(fixture("not_elf"));
+    CHECK(s.reason == SkipReason::kLoadFailed);
+    CHECK(contains(s.message, "--plugin: cannot load"));
+    CHECK(contains(s.message, "libhal_plugin_fixture_not_elf.so"));
+  }
+  SUBCASE("a shared object with no entry point") {
+    auto s = only_skip(fixture("no_entry"));
+    CHECK(s.reason == SkipReason::kMissingEntryPoint);
+    CHECK(contains(s.message, "no 'hal_plugin_entry' symbol"));
+  }
+  SUBCASE("the entry point returns an error") {
+    auto s = only_skip(fixture("entry_error"));
+    CHECK(s.reason == SkipReason::kEntryFailed);
+    CHECK(contains(s.message, "DEVICE_ERROR: fixture_entry_error: driver not installed (native error -3)"));
+  }
+  SUBCASE("the entry point throws") {
+    auto s = only_skip(fixture("entry_throws"));
+    CHECK(s.reason == SkipReason::kEntryThrew);
+    CHECK(contains(s.message, "exception escaping the C ABI"));
+  }
+  SUBCASE("the entry point returns a NULL table") {
+    CHECK(only_skip(fixture("null_table")).reason == SkipReason::kNullTable);
+  }
+  SUBCASE("the table's struct_size is below the minimum") {
+    auto s = only_skip(fixture("small_struct"));
+    CHECK(s.reason == SkipReason::kStructTooSmall);
+    CHECK(contains(s.message, "hal_plugin_api_t.struct_size " +
+                                  std::to_string(HAL_STRUCT_SIZE_TO(hal_plugin_api_t, name)) +
+                                  " is below the minimum " + std::to_string(HAL_PLUGIN_API_MIN_SIZE)));
+  }
+  SUBCASE("the file does not exist") {
+    auto s = only_skip("/nonexistent/libhal_plugin_x.so");
+    CHECK(s.reason == SkipReason::kFileNotFound);
+    CHECK(contains(s.message, "no such file: /nonexistent/libhal_plugin_x.so"));
+  }
+}
+
+TEST_CASE("version negotiation") {
+  SUBCASE("a plugin built for another MAJOR is skipped") {
+    auto s = only_skip(fixture("major_mismatch"));
+    CHECK(s.reason == SkipReason::kAbiMajorMismatch);
+    CHECK(contains(s.message, "plugin ABI 2.0 but host ABI 1.0: MAJOR must match"));
+  }
+  SUBCASE("a host of another MAJOR is refused by an SDK plugin") {
+    hal::RuntimeOptions o;
+    o.host_abi_major = HAL_ABI_VERSION_MAJOR + 1;
+    auto s = only_skip(kCpu, o);
+    CHECK(s.reason == SkipReason::kAbiMajorMismatch);
+    CHECK(contains(s.message, "ABI_MISMATCH: cpu: hal_plugin_entry: host ABI major 2"));
+  }
+  SUBCASE("a newer MINOR loads and only known fields are used") {
+    auto rt = load_only({fixture("newer_minor")});
+    REQUIRE(rt->plugins().size() == 1);
+    const auto& p = *rt->plugins()[0];
+    CHECK(p.abi_minor() == HAL_ABI_VERSION_MINOR + 1);
+    CHECK(p.negotiated_minor() == HAL_ABI_VERSION_MINOR);
+    CHECK(p.api().struct_size == sizeof(hal_plugin_api_t));  // normalised to what we know
+    CHECK(p.device_api().struct_size == sizeof(hal_device_api_t));
+    REQUIRE(p.devices().size() == 1);
+    round_trip(*p.devices()[0]);
+    uint64_t free_bytes = 0, total = 0;
+    p.devices()[0]->memory_info(&free_bytes, &total);
+    CHECK(total > 0);
+  }
+  SUBCASE("an older MINOR loads and nothing past its struct_size is read") {
+    // The fixture's tables end right before a PROT_NONE page: an overread
+    // would crash here.
+    auto rt = load_only({fixture("older_minor")});
+    REQUIRE(rt->plugins().size() == 1);
+    auto d = rt->plugins()[0]->devices().at(0);
+    round_trip(*d);
+    uint64_t f = 0, t = 0;
+    CHECK_THROWS_WITH_AS(d->memory_info(&f, &t), "fixture_older_minor: memory_get_info is not implemented by this plugin",
+                         hal::Error);
+    hal::Stream s = d->create_stream();
+    hal::Event a = d->create_event(), b = d->create_event();
+    a.record(s);
+    b.record(s);
+    b.synchronize();
+    try {
+      hal::Event::elapsed_ns(a, b);
+      FAIL("expected UNIMPLEMENTED");
+    } catch (const hal::Error& e) {
+      CHECK(e.code() == HAL_STATUS_UNIMPLEMENTED);
+    }
+  }
+}
+
+TEST_CASE("one bad plugin does not affect the others") {
+  std::vector<std::string> paths;
+  for (const char* f : {"not_elf", "no_entry", "entry_error", "entry_throws", "null_table", "small_struct",
+                        "major_mismatch"})
+    paths.push_back(fixture(f));
+  paths.push_back(kCpu);
+  auto rt = load_only(paths);
+  CHECK(rt->skipped().size() == 7);
+  REQUIRE(rt->plugins().size() == 1);
+  CHECK(rt->plugins()[0]->name() == "cpu");
+  round_trip(*rt->default_device());
+}
+
+TEST_CASE("two plugins claiming the same name: the first (or higher priority) wins") {
+  TempDir dir;
+  fs::copy_file(kCpu, dir / "libhal_plugin_cpu_copy.so");
+  SUBCASE("in order") {
+    auto rt = load_only({kCpu, dir / "libhal_plugin_cpu_copy.so"});
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->plugins()[0]->path() == kCpu);
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].reason == SkipReason::kDuplicateName);
+    CHECK(contains(rt->skipped()[0].message, "plugin name 'cpu' is already taken by " + kCpu));
+    round_trip(*rt->default_device());
+  }
+  SUBCASE("by priority") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\n[[plugin]]\npath = \"libhal_plugin_cpu_copy.so\"\npriority = 5\n");
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->plugins()[0]->path() == dir / "libhal_plugin_cpu_copy.so");
+    CHECK(rt->plugins()[0]->priority() == 5);
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].path == kCpu);
+    CHECK(rt->skipped()[0].reason == SkipReason::kDuplicateName);
+  }
+}
+
+TEST_CASE("sha256 pins are checked before loading") {
+  TempDir dir;
+  const std::string actual = hal::detail::sha256_file(kCpu);
+  // Independent check of our hashing against coreutils.
+  auto sum = hal::testing::run_command("sha256sum '" + kCpu + "'");
+  CHECK(sum.output.substr(0, 64) == actual);
+  SUBCASE("mismatch") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\nsha256 = \"" + std::string(64, '0') + "\"\n");
+    CHECK(rt->plugins().empty());
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].reason == SkipReason::kHashMismatch);
+    CHECK(rt->skipped()[0].requested);
+    CHECK(contains(rt->skipped()[0].message, dir / "hal.toml:1:1: sha256 is " + actual + " but the configuration pins 0000"));
+  }
+  SUBCASE("match") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\nsha256 = \"" + actual + "\"\n");
+    CHECK(rt->skipped().empty());
+    CHECK(rt->plugins().size() == 1);
+  }
+}
+
+TEST_CASE("plugins in a world-writable directory are refused unless allowed") {
+  TempDir dir;
+  fs::create_directory(dir / "open");
+  ::chmod((dir / "open").c_str(), 0777);
+  fs::copy_file(kCpu, dir / "open/libhal_plugin_cpu.so");
+  const std::string path = dir / "open/libhal_plugin_cpu.so";
+  SUBCASE("refused") {
+    auto s = only_skip(path);
+    CHECK(s.reason == SkipReason::kUnsafePermissions);
+    CHECK(contains(s.message, "directory " + dir / "open is world-writable; refusing to load"));
+  }
+  SUBCASE("allowed per plugin") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"open/libhal_plugin_cpu.so\"\nallow_world_writable = true\n");
+    CHECK(rt->skipped().empty());
+    CHECK(rt->plugins().size() == 1);
+  }
+  SUBCASE("allowed for the whole config") {
+    auto rt = load_config(dir, "allow_world_writable = true\n[[plugin]]\npath = \"open/libhal_plugin_cpu.so\"\n");
+    CHECK(rt->plugins().size() == 1);
+  }
+  SUBCASE("a world-writable file is refused too") {
+    fs::create_directory(dir / "closed");
+    fs::copy_file(kCpu, dir / "closed/libhal_plugin_cpu.so");
+    ::chmod((dir / "closed/libhal_plugin_cpu.so").c_str(), 0777);
+    auto s = only_skip(dir / "closed/libhal_plugin_cpu.so");
+    CHECK(s.reason == SkipReason::kUnsafePermissions);
+    CHECK(contains(s.message, "file is world-writable"));
+  }
+}
+
+TEST_CASE("config problems with plugins name file:line and keep the rest") {
+  TempDir dir;
+  SUBCASE("missing plugin file") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\n\n[[plugin]]\npath = \"missing.so\"\n");
+    CHECK(rt->plugins().size() == 1);
+    REQUIRE(rt->skipped().size() == 1);
+    const auto& s = rt->skipped()[0];
+    CHECK(s.reason == SkipReason::kFileNotFound);
+    CHECK(s.requested);
+    CHECK(s.message == dir / "hal.toml:4:1: no such file: " + dir / "missing.so");
+  }
+  SUBCASE("a name that is found nowhere") {
+    auto rt = load_config(dir, "search_paths = [\".\"]\n[[plugin]]\nname = \"acme\"\n");
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].reason == SkipReason::kFileNotFound);
+    CHECK(rt->skipped()[0].message == dir / "hal.toml:2:1: plugin 'acme': libhal_plugin_acme.so not found in search paths [" + dir.path() + "]");
+  }
+  SUBCASE("a name found in a search path") {
+    fs::create_directory(dir / "plugins");
+    fs::copy_file(kCpu, dir / "plugins/libhal_plugin_cpu.so");
+    auto rt = load_config(dir, "search_paths = [\"plugins\"]\ndiscover = false\n[[plugin]]\nname = \"cpu\"\n");
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->plugins()[0]->path() == dir / "plugins/libhal_plugin_cpu.so");
+  }
+  SUBCASE("a name that does not match what the plugin says") {
+    fs::copy_file(kCpu, dir / "libhal_plugin_gpu.so");
+    auto rt = load_config(dir, "search_paths = [\".\"]\n[[plugin]]\nname = \"gpu\"\n");
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].reason == SkipReason::kInvalidPlugin);
+    CHECK(contains(rt->skipped()[0].message, "configured as 'gpu' but the plugin calls itself 'cpu'"));
+  }
+  SUBCASE("bad plugin options fail initialisation, naming the option") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\noptions = { device_count = \"many\" }\n");
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].reason == SkipReason::kInitFailed);
+    CHECK(contains(rt->skipped()[0].message,
+                   "create() failed: INVALID_ARGUMENT: cpu: create: option 'device_count' = 'many' is not an integer"));
+    rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\noptions = { colour = \"red\" }\n");
+    CHECK(contains(rt->skipped().at(0).message, "unknown option 'colour' = 'red'"));
+  }
+  SUBCASE("options reach the plugin") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\noptions = { device_count = 3 }\n");
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->devices().size() == 3);
+    CHECK(rt->device("cpu:2")->index() == 2);
+  }
+  SUBCASE("disabled plugins are listed, not loaded") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"" + kCpu + "\"\nenabled = false\n");
+    CHECK(rt->plugins().empty());
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].reason == SkipReason::kDisabled);
+    CHECK_FALSE(rt->skipped()[0].requested);
+  }
+  SUBCASE("a broken config file is an error, not a silent default") {
+    CHECK_THROWS_AS(load_config(dir, "[[plugin]\n"), hal::ConfigError);
+  }
+}
+
+TEST_CASE("discovery: HAL_PLUGIN_PATH and HAL_CONFIG") {
+  TempDir dir;
+  fs::create_directory(dir / "p");
+  fs::copy_file(kCpu, dir / "p/libhal_plugin_cpu.so");
+  hal::testing::write_file(dir / "p/README.txt", "not a plugin, not scanned");
+  hal::RuntimeOptions o;
+  o.use_install_dir = false;
+  SUBCASE("a directory in HAL_PLUGIN_PATH is scanned") {
+    ::setenv("HAL_PLUGIN_PATH", (dir / "p").c_str(), 1);
+    auto rt = hal::Runtime::create(o);
+    ::unsetenv("HAL_PLUGIN_PATH");
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->plugins()[0]->path() == dir / "p/libhal_plugin_cpu.so");
+    CHECK(rt->search_paths() == std::vector<std::string>{dir / "p"});
+  }
+  SUBCASE("a file in HAL_PLUGIN_PATH is requested explicitly") {
+    ::setenv("HAL_PLUGIN_PATH", (dir / "p/missing.so").c_str(), 1);
+    auto rt = hal::Runtime::create(o);
+    ::unsetenv("HAL_PLUGIN_PATH");
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].requested);
+    CHECK(rt->skipped()[0].message.rfind("HAL_PLUGIN_PATH: no such file", 0) == 0);
+  }
+  SUBCASE("HAL_CONFIG picks the config, and an explicit path overrides it") {
+    hal::testing::write_file(dir / "a.toml", "search_paths = [\"p\"]\ndefault_device = \"cpu:1\"\n"
+                                              "[[plugin]]\nname = \"cpu\"\noptions = { device_count = 2 }\n");
+    hal::testing::write_file(dir / "b.toml", "discover = false\n");
+    ::setenv("HAL_CONFIG", (dir / "a.toml").c_str(), 1);
+    auto rt = hal::Runtime::create(o);
+    CHECK(rt->config().source == dir / "a.toml");
+    CHECK(rt->devices().size() == 2);
+    CHECK(rt->default_device()->id() == "cpu:1");
+    o.config_path = dir / "b.toml";
+    auto rt2 = hal::Runtime::create(o);
+    ::unsetenv("HAL_CONFIG");
+    CHECK(rt2->config().source == dir / "b.toml");
+    CHECK(rt2->plugins().empty());
+  }
+}
+
+TEST_CASE("the install plugin dir is next to libhal") {
+  // In the build tree, lib/libhal.so and lib/hal/plugins/libhal_plugin_cpu.so.
+  CHECK(hal::Runtime::install_plugin_dir() == fs::path(kCpu).parent_path().string());
+  hal::RuntimeOptions o;
+  o.use_environment = false;
+  auto rt = hal::Runtime::create(o);
+  REQUIRE(rt->plugins().size() >= 1);
+  CHECK(rt->plugins()[0]->name() == "cpu");
+}
+
+TEST_CASE("hal-info: text and JSON agree - exit status reports requested failures") {
+  const std::string info = HAL_TEST_HAL_INFO;
+  auto text = hal::testing::run_command("env -u HAL_CONFIG -u HAL_PLUGIN_PATH '" + info + "' -v");
+  auto json = hal::testing::run_command("env -u HAL_CONFIG -u HAL_PLUGIN_PATH '" + info + "' --json");
+  CHECK(text.exit_code == 0);
+  CHECK(json.exit_code == 0);
+  auto j = nlohmann::json::parse(json.output);
+  REQUIRE(j["plugins"].size() >= 1);
+  REQUIRE(j["devices"].size() >= 1);
+  for (const auto& p : j["plugins"]) {
+    CHECK(contains(text.output, "  " + p["name"].get<std::string>() + " " + p["version"].get<std::string>()));
+    CHECK(contains(text.output, "path: " + p["path"].get<std::string>()));
+  }
+  for (const auto& d : j["devices"]) {
+    CHECK(contains(text.output, "  " + d["id"].get<std::string>() + "  " + d["name"].get<std::string>()));
+    CHECK(d["total_memory_bytes"].get<uint64_t>() > 0);
+    CHECK(d["capabilities"].size() >= 2);
+  }
+  CHECK(contains(text.output, "plugins: " + std::to_string(j["plugins"].size()) + " loaded"));
+  CHECK(contains(text.output, "devices: " + std::to_string(j["devices"].size())));
+
+  auto bad = hal::testing::run_command("'" + info + "' --json --plugin '" + fixture("no_entry") + "'");
+  CHECK(bad.exit_code == 1);
+  auto bj = nlohmann::json::parse(bad.output);
+  REQUIRE(bj["skipped"].size() == 1);
+  CHECK(bj["skipped"][0]["reason"] == "missing_entry_point");
+  CHECK(bj["plugins"].empty());
+
+  auto probe = hal::testing::run_command("'" + info + "' --plugin '" + kCpu + "'");
+  CHECK(probe.exit_code == 0);
+  CHECK(contains(probe.output, "cpu:0"));
+
+  TempDir dir;
+  hal::testing::write_file(dir / "hal.toml", "discover = 1\n");
+  auto cfg = hal::testing::run_command("'" + info + "' --config '" + dir / "hal.toml" + "' 2>&1");
+  CHECK(cfg.exit_code == 2);
+  CHECK(contains(cfg.output, dir / "hal.toml:1:12: 'discover' must be a boolean, not integer"));
+  auto usage = hal::testing::run_command("'" + info + "' --bogus 2>&1");
+  CHECK(usage.exit_code == 2);
+  CHECK(contains(usage.output, "unrecognised option '--bogus'"));
+}

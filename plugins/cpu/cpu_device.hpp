@@ -1,0 +1,48 @@
+// CPU plugin: a device whose memory is host RAM and whose streams are worker
+// threads.
+#ifndef HAL_PLUGINS_CPU_CPU_DEVICE_HPP_
+#define HAL_PLUGINS_CPU_CPU_DEVICE_HPP_
+
+#include <cstdint>
+#include <memory>
+
+#include "hal/sdk/plugin.hpp"
+
+namespace hal::cpu {
+
+class CpuBuffer final : public sdk::Buffer {
+ public:
+  CpuBuffer(sdk::Device& device, uint64_t size, void* data) : sdk::Buffer(device, size), data_(data) {}
+  ~CpuBuffer() override;
+  void* host_pointer() override { return data_; }
+  unsigned char* bytes() const { return static_cast<unsigned char*>(data_); }
+
+ private:
+  void* data_;
+};
+
+class CpuDevice final : public sdk::Device {
+ public:
+  explicit CpuDevice(uint32_t index) : index_(index) {}
+
+  sdk::DeviceProperties properties() override;
+  std::unique_ptr<sdk::Buffer> allocate(uint64_t size, uint64_t alignment) override;
+  void copy_host_to_device(sdk::Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size,
+                           sdk::Stream* stream) override;
+  void copy_device_to_host(void* dst, sdk::Buffer& src, uint64_t src_offset, uint64_t size,
+                           sdk::Stream* stream) override;
+  void copy_device_to_device(sdk::Buffer& dst, uint64_t dst_offset, sdk::Buffer& src,
+                             uint64_t src_offset, uint64_t size, sdk::Stream* stream) override;
+  void fill(sdk::Buffer& dst, uint64_t offset, uint64_t size, uint8_t value,
+            sdk::Stream* stream) override;
+  sdk::MemoryInfo memory_info() override;
+  std::unique_ptr<sdk::Stream> create_stream() override;
+  std::unique_ptr<sdk::Event> create_event() override;
+
+ private:
+  uint32_t index_;
+};
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_CPU_DEVICE_HPP_

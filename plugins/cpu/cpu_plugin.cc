@@ -1,0 +1,19 @@
+// The reference CPU plugin: every HAL interface implemented on host memory
+// and worker threads. Options (hal.toml [plugin.options]):
+//   device_count = N   expose N CPU devices (default 1), for multi-device use.
+#include "cpu_device.hpp"
+
+namespace hal::cpu {
+
+class CpuPlugin final : public sdk::Plugin {
+ public:
+  explicit CpuPlugin(const sdk::Options& options) {
+    options.require_known({"device_count"});
+    auto count = options.get_int("device_count", 1, 1, 64);
+    for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>(static_cast<uint32_t>(i)));
+  }
+};
+
+}  // namespace hal::cpu
+
+HAL_SDK_PLUGIN(hal::cpu::CpuPlugin, "cpu", "HAL project", "0.1.0")

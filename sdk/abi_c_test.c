@@ -1,0 +1,24 @@
+/* Compiles every public C header as plain C11 (-Wpedantic -Werror) and checks
+ * the frozen layout facts the loader relies on. */
+#include "hal/collective.h"
+#include "hal/device.h"
+#include "hal/graph.h"
+#include "hal/hal.h"
+#include "hal/memory.h"
+#include "hal/op.h"
+#include "hal/plugin.h"
+#include "hal/status.h"
+#include "hal/stream.h"
+#include "hal/types.h"
+
+int main(void) {
+  int failures = 0;
+  /* The first three fields of the plugin and host tables are frozen. */
+  if (offsetof(hal_plugin_api_t, struct_size) != 0) ++failures;
+  if (offsetof(hal_plugin_api_t, abi_version_major) != sizeof(size_t)) ++failures;
+  if (offsetof(hal_host_api_t, abi_version_minor) != sizeof(size_t) + 4) ++failures;
+  if (HAL_PLUGIN_API_MIN_SIZE > sizeof(hal_plugin_api_t)) ++failures;
+  if (HAL_MEMORY_API_MIN_SIZE >= sizeof(hal_memory_api_t)) ++failures; /* memory_get_info is optional */
+  if (HAL_DTYPE_BIT(HAL_DTYPE_BOOL) != 1024u) ++failures;
+  return failures == 0 ? 0 : 1;
+}

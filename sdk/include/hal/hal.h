@@ -1,0 +1,62 @@
+/*
+ * HAL C ABI — the contract between the HAL core and vendor plugins.
+ *
+ * This umbrella header includes every ABI header. All ABI headers are pure C
+ * (C11 and C++17); no C++ type, exception or allocator ownership crosses the
+ * boundary.
+ *
+ * VERSIONING RULES
+ *
+ *   HAL_ABI_VERSION_MAJOR changes when an existing binary would misbehave:
+ *     - a field or function-table entry is removed, reordered, retyped or has
+ *       its meaning changed;
+ *     - the entry point's signature or the layout of the frozen header of
+ *       hal_plugin_api_t / hal_host_api_t (struct_size, abi_version_major,
+ *       abi_version_minor — the first three fields) changes.
+ *     The core refuses (skips, with a reason) a plugin whose MAJOR differs.
+ *
+ *   HAL_ABI_VERSION_MINOR changes for compatible growth only:
+ *     - a field or table entry is APPENDED to a struct;
+ *     - a new enum value, status code, dtype, flag bit or optional table is
+ *       added (readers treat unknown values as "unsupported", never as errors
+ *       that crash).
+ *     MINOR is negotiated down: the host announces its version in
+ *     hal_host_api_t, the plugin announces its version in hal_plugin_api_t,
+ *     and each side uses only what both know (min of the two MINORs).
+ *
+ *   Every struct that crosses the boundary starts with `size_t struct_size`
+ *   set by whoever fills the struct to sizeof() of the version it was built
+ *   against. Readers never touch a field that lies at or beyond struct_size
+ *   (use HAL_STRUCT_HAS_FIELD). A function-table entry that is NULL, or lies
+ *   beyond the table's struct_size, is "not implemented": callers report
+ *   HAL_STATUS_UNIMPLEMENTED and never call it.
+ *
+ * ERRORS
+ *
+ *   Every fallible call returns `hal_status_t*`: NULL means success; non-NULL
+ *   is an error object created by the callee and OWNED BY THE CALLER from then
+ *   on, who must release it exactly once with `status->destroy(status)` (the
+ *   destroy function travels with the object, so a status created by a plugin
+ *   is freed by that plugin's allocator and vice versa). On error a call
+ *   leaves its out-parameters untouched.
+ *
+ * THREAD-SAFETY
+ *
+ *   Unless an entry says otherwise, every entry may be called concurrently
+ *   from several threads on different or the same objects; an object may not
+ *   be used concurrently with (or after) its own destroy/free call.
+ */
+#ifndef HAL_HAL_H_
+#define HAL_HAL_H_
+
+#include "hal/types.h"
+#include "hal/status.h"
+#include "hal/device.h"
+#include "hal/memory.h"
+#include "hal/stream.h"
+#include "hal/collective.h"
+#include "hal/op.h"
+#include "hal/graph.h"
+#include "hal/plugin.h"
+
+#endif /* HAL_HAL_H_ */
