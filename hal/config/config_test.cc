@@ -122,3 +122,10 @@ TEST_CASE("an unreadable config file is NOT_FOUND naming the path") {
     CHECK(std::string(e.what()) == "/nonexistent/hal.toml: cannot read config file");
   }
 }
+
+TEST_CASE("the shipped default hal.toml parses") {
+  Config c = Config::load(HAL_TEST_DEFAULT_CONFIG);
+  CHECK(c.default_device == "cpu:0");
+  REQUIRE(c.plugins.size() >= 1);
+  CHECK(c.plugins[0].name == "cpu");
+}

@@ -637,6 +637,8 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
   return call("hal_plugin_entry", [&] {
     if (host == nullptr || out_api == nullptr)
       fail(HAL_STATUS_INVALID_ARGUMENT, "host or out_api is NULL");
+    if (host->struct_size < HAL_STRUCT_SIZE_TO(hal_host_api_t, abi_version_minor))
+      fail(HAL_STATUS_ABI_MISMATCH, "host api struct_size ", host->struct_size, " is too small");
     if (host->abi_version_major != HAL_ABI_VERSION_MAJOR)
       fail(HAL_STATUS_ABI_MISMATCH, "host ABI major ", host->abi_version_major,
            " but this plugin was built for major ", HAL_ABI_VERSION_MAJOR);

@@ -1,0 +1,56 @@
+# Shared by .ci/main.sh and .ci/test.sh: installs what the build needs (only
+# what is missing, so a second run is quick) and builds into caches outside
+# the checkout (~/.cache/hal), reused by every clone on this machine.
+set -euo pipefail
+
+HAL_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HAL_CACHE=${HAL_CACHE:-$HOME/.cache/hal}
+# One build tree per checkout path (CMake ties a build dir to its source);
+# ccache with a base dir shares compiled objects between checkouts.
+HAL_BUILD_ROOT=$HAL_CACHE/build/$(printf '%s' "$HAL_SRC" | sha1sum | cut -c1-12)
+export CCACHE_DIR=$HAL_CACHE/ccache CCACHE_BASEDIR=$HAL_SRC CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
+
+HAL_APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost-dev libboost-filesystem-dev libboost-program-options-dev
+  libtomlplusplus-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libssl-dev
+)
+
+hal_log() { printf '\n=== %s\n' "$*"; }
+
+hal_install_packages() {
+  local missing=()
+  for p in "${HAL_APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    hal_log "installing Debian packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  mkdir -p "$HAL_CACHE/build"
+  # Build trees of checkouts untouched for a week (old CI clones) go.
+  find "$HAL_CACHE/build" -mindepth 1 -maxdepth 1 -type d -mtime +7 -exec rm -rf {} + 2>/dev/null || true
+}
+
+# hal_build NAME [cmake args...]: configure (once) and build $HAL_BUILD_ROOT/NAME.
+hal_build() {
+  local name=$1
+  shift
+  local dir=$HAL_BUILD_ROOT/$name
+  hal_log "building $name in $dir"
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S "$HAL_SRC" -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 || {
+      cat "$dir.configure.log"
+      return 1
+    }
+  else
+    cmake "$dir" "$@" >/dev/null
+  fi
+  touch "$dir"
+  # Progress lines hidden; warnings and errors shown.
+  ninja -C "$dir" -j "$(nproc)" | { grep -Ev '^\[[0-9]+/[0-9]+\] ' || true; }
+  return "${PIPESTATUS[0]}"
+}
