@@ -7,6 +7,7 @@ namespace hal::cpu {
 
 class CpuPlugin final : public sdk::Plugin {
  public:
+  static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM;
   explicit CpuPlugin(const sdk::Options& options) {
     options.require_known({"device_count"});
     auto count = options.get_int("device_count", 1, 1, 64);

@@ -21,6 +21,11 @@ function(hal_add_plugin name)
   elseif(DEFINED HAL_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${HAL_PLUGIN_OUTPUT_DIR})
   endif()
-  # Unresolved symbols are an error at link time, not at dlopen time.
-  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  # Unresolved symbols are an error at link time, not at dlopen time; the
+  # version script exports the entry point alone (hidden visibility still
+  # lets some libstdc++ symbols through).
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/${target}.map "{ global: hal_plugin_entry; local: *; };\n")
+  target_link_options(${target} PRIVATE -Wl,--no-undefined
+                      -Wl,--version-script=${CMAKE_CURRENT_BINARY_DIR}/${target}.map)
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${target}.map)
 endfunction()

@@ -66,9 +66,10 @@ class Options {
   }
   // Throws INVALID_ARGUMENT naming the first key not in KNOWN.
   void require_known(std::initializer_list<const char*> known) const {
-    for (const auto& [key, value] : entries_) {
+    for (const auto& entry : entries_) {
+      const std::string& key = entry.first;  // no structured binding: clang can't capture one
       bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return key == k; });
-      if (!ok) fail(HAL_STATUS_INVALID_ARGUMENT, "unknown option '", key, "' = '", value, "'");
+      if (!ok) fail(HAL_STATUS_INVALID_ARGUMENT, "unknown option '", key, "' = '", entry.second, "'");
     }
   }
 
@@ -189,9 +190,13 @@ class Device {
   DeviceProperties properties_;
 };
 
-// A plugin instance: owns its devices.
+// A plugin instance: owns its devices. A subclass that implements streams
+// and events declares it by shadowing kInterfaces; only the tables named
+// there are handed to the core.
 class Plugin {
  public:
+  static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
+
   virtual ~Plugin() = default;
   size_t device_count() const { return devices_.size(); }
   Device& device(size_t index) const { return *devices_.at(index); }
@@ -629,7 +634,7 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
                                        &plugin_destroy,
                                        &kDeviceApi,
                                        &kMemoryApi,
-                                       &kStreamApi,
+                                       (P::kInterfaces & HAL_CAPABILITY_STREAM) ? &kStreamApi : nullptr,
                                        nullptr,
                                        nullptr,
                                        nullptr};
