@@ -41,6 +41,7 @@ hal_build() {
   shift
   local dir=$HAL_BUILD_ROOT/$name
   hal_log "building $name in $dir"
+  mkdir -p "$HAL_BUILD_ROOT"
   if [ ! -f "$dir/build.ninja" ]; then
     cmake -S "$HAL_SRC" -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 || {
       cat "$dir.configure.log"
