@@ -14,6 +14,7 @@ HAL_APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libtomlplusplus-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libssl-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers python3
 )
 
 hal_log() { printf '\n=== %s\n' "$*"; }

@@ -24,6 +24,7 @@ struct LoadedPlugin {
   hal_device_api_t device{};
   hal_memory_api_t memory{};
   hal_stream_api_t stream{};
+  hal_op_api_t op{};  // entries only when negotiated_minor >= 1 (ABI 1.1)
   hal_host_api_t host{};  // handed to the plugin; must outlive it
   hal_plugin_t* instance = nullptr;
 

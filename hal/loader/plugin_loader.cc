@@ -199,6 +199,9 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   normalise(plugin->device, a.device);
   normalise(plugin->memory, a.memory);
   normalise(plugin->stream, a.stream);
+  // The op table's entries arrived in ABI 1.1; a 1.0 plugin's op table
+  // (struct_size only) normalises to all-NULL entries anyway.
+  if (plugin->negotiated_minor >= 1) normalise(plugin->op, a.op);
   if (plugin->device.device_count == nullptr || plugin->device.device_get == nullptr ||
       plugin->device.device_get_properties == nullptr || plugin->memory.buffer_allocate == nullptr ||
       plugin->memory.buffer_free == nullptr)

@@ -37,9 +37,19 @@ void CpuStream::run() {
   }
 }
 
+void CpuStream::record_error(const sdk::Error& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_) error_ = std::make_unique<sdk::Error>(error);
+}
+
 void CpuStream::synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  if (error_) {
+    sdk::Error e = *error_;
+    error_.reset();
+    throw e;
+  }
 }
 
 bool CpuStream::idle() {

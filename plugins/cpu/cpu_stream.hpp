@@ -24,6 +24,9 @@ class CpuStream final : public sdk::Stream {
   // Queues TASK; returns at once. Thread-safe.
   void enqueue(std::function<void()> task);
 
+  // Keeps the first error of queued work; synchronize() throws it once.
+  void record_error(const sdk::Error& error);
+
   void synchronize() override;
   bool idle() override;
   void enqueue_host_func(hal_host_func_t fn, void* user_data) override;
@@ -38,6 +41,7 @@ class CpuStream final : public sdk::Stream {
   std::deque<std::function<void()>> queue_;
   bool busy_ = false;
   bool stopping_ = false;
+  std::unique_ptr<sdk::Error> error_;
   std::thread worker_;
 };
 

@@ -1,10 +1,31 @@
 /*
- * HAL C ABI: the operator (standard op catalog: resolve, query, launch) interface (optional; advertised with
- * HAL_CAPABILITY_OPERATOR).
+ * HAL C ABI: the operator interface — ops of the standard op catalog
+ * (docs/ops.md) resolved by name, checked, and launched on streams.
+ * Optional; a plugin advertises it with HAL_CAPABILITY_OPERATOR on its
+ * devices and a non-NULL hal_plugin_api_t.op. Added in ABI 1.1: a host
+ * reads the entries below only when the negotiated MINOR is >= 1 and the
+ * table's struct_size covers them.
  *
- * Declared now so the entry point and negotiation are fixed; its entries are
- * appended in later MINOR versions. A plugin that does not implement it
- * leaves hal_plugin_api_t.op NULL.
+ * OPS. The catalog names each op ("add", "conv2d", ...), its inputs and
+ * outputs in order, its typed attributes with defaults, its dtype, shape,
+ * broadcasting and type-promotion rules. A plugin resolves a name to its own
+ * integer id once (op_resolve); launches then go by id. A plugin may also
+ * offer vendor ops under a "vendor::" prefixed name.
+ *
+ * TENSORS. A hal_tensor_t describes a strided view of a buffer: the element
+ * at index (i0, ..., ik) lives at byte
+ *   byte_offset + (i0*strides[0] + ... + ik*strides[k]) * dtype_size.
+ * Strides are in elements and may be 0 (broadcast views) but not negative.
+ * Non-contiguous tensors are normal; every op accepts them.
+ *
+ * OUTPUTS are always preallocated by the caller with the shape and dtype the
+ * catalog's rules give (hal::sdk and libhal compute them); an output of the
+ * wrong shape or dtype is INVALID_ARGUMENT. Ops whose output size depends on
+ * data (nonzero, ...) take an upper-bound output and write the real size to
+ * a 0-d int64 output ("count"); the catalog entry documents the protocol.
+ *
+ * ERRORS. A refused launch writes nothing to its outputs. Messages name the
+ * op, the argument and the offending values.
  */
 #ifndef HAL_OP_H_
 #define HAL_OP_H_
@@ -15,9 +36,108 @@
 extern "C" {
 #endif
 
+/* Largest rank a hal_tensor_t may have. */
+#define HAL_TENSOR_MAX_RANK 8
+
+/* A plugin's id for a resolved op; meaningful only to the plugin that
+ * returned it. */
+typedef uint32_t hal_op_id_t;
+
+/* A strided view of device memory. Owned by the caller; read by the callee
+ * only during the call it is passed to (a launch copies what it keeps). */
+typedef struct hal_tensor_t {
+  size_t struct_size;
+  /* The buffer holding the elements; NULL only for a tensor with zero
+   * elements. Must belong to the device the op runs on. */
+  hal_buffer_t* buffer;
+  uint64_t byte_offset; /* of element (0, ..., 0) */
+  uint32_t dtype;       /* hal_dtype_e */
+  uint32_t rank;        /* 0 (a scalar) .. HAL_TENSOR_MAX_RANK */
+  /* RANK sizes, each >= 0; NULL when RANK is 0. */
+  const int64_t* shape;
+  /* RANK strides in elements, each >= 0; NULL means contiguous row-major. */
+  const int64_t* strides;
+} hal_tensor_t;
+
+/* Attribute value types. Values are frozen; new ones are appended (MINOR). */
+typedef enum hal_attr_type_e {
+  HAL_ATTR_TYPE_INVALID = 0,
+  HAL_ATTR_TYPE_INT = 1,    /* value.i */
+  HAL_ATTR_TYPE_FLOAT = 2,  /* value.f */
+  HAL_ATTR_TYPE_BOOL = 3,   /* value.i: 0 or 1 */
+  HAL_ATTR_TYPE_STRING = 4, /* value.s: NUL-terminated UTF-8 */
+  HAL_ATTR_TYPE_INTS = 5,   /* value.ints[0..count) */
+  HAL_ATTR_TYPE_FLOATS = 6, /* value.floats[0..count) */
+  HAL_ATTR_TYPE_DTYPE = 7   /* value.i: a hal_dtype_e */
+} hal_attr_type_e;
+
+/* One named, typed attribute ("alpha" = 2.0). Owned by the caller; read only
+ * during the call. A catalog attribute of kind "scalar" accepts INT, FLOAT
+ * or BOOL values. */
+typedef struct hal_attr_t {
+  size_t struct_size;
+  const char* name; /* never NULL */
+  uint32_t type;    /* hal_attr_type_e */
+  union {
+    int64_t i;
+    double f;
+    const char* s;
+    const int64_t* ints;
+    const double* floats;
+  } value;
+  size_t count; /* element count for INTS / FLOATS, else ignored */
+} hal_attr_t;
+
+/* Everything an op call names. Owned by the caller; read only during the
+ * call. INPUTS and OUTPUTS are arrays of pointers (each tensor carries its
+ * own struct_size); an absent optional input is a NULL entry, and trailing
+ * optional inputs may be left out of INPUT_COUNT. Attributes not given take
+ * the catalog's defaults; unknown names are INVALID_ARGUMENT. */
+typedef struct hal_op_args_t {
+  size_t struct_size;
+  void* next; /* extension chain; NULL when none */
+  hal_op_id_t op;
+  const hal_tensor_t* const* inputs;
+  size_t input_count;
+  const hal_tensor_t* const* outputs;
+  size_t output_count;
+  const hal_attr_t* attrs; /* may be NULL when ATTR_COUNT is 0 */
+  size_t attr_count;
+} hal_op_args_t;
+
 typedef struct hal_op_api_t {
   size_t struct_size;
-  /* Entries are appended here (MINOR). */
+
+  /* Catalog version the plugin implements (HAL_OP_CATALOG_VERSION_* of
+   * hal/op_catalog.h). Ops keep their meaning within a catalog MAJOR. */
+  uint32_t catalog_version_major;
+  uint32_t catalog_version_minor;
+
+  /* Number of ops this plugin implements (on at least one device). */
+  hal_status_t* (*op_count)(hal_plugin_t* plugin, uint32_t* out_count);
+  /* Name of op INDEX (< op_count). *OUT_NAME is static in the plugin: valid
+   * until the library is unloaded. Errors: OUT_OF_RANGE. */
+  hal_status_t* (*op_get_name)(hal_plugin_t* plugin, uint32_t index, const char** out_name);
+  /* Resolves op NAME to this plugin's id. Call once, at load time; ids are
+   * stable for the plugin instance's lifetime. Errors: UNIMPLEMENTED when
+   * the plugin does not implement NAME (the message says whether the name
+   * is in the catalog at all). */
+  hal_status_t* (*op_resolve)(hal_plugin_t* plugin, const char* name, hal_op_id_t* out_id);
+
+  /* Would DEVICE accept this launch? Checks the op id, dtypes, shapes,
+   * strides, attributes and output shapes exactly as op_launch does, but
+   * reads no data; tensor buffers may be NULL. Returns NULL when it would,
+   * else the reason (UNSUPPORTED_DTYPE, UNIMPLEMENTED, INVALID_ARGUMENT,
+   * ...). Thread-safe. */
+  hal_status_t* (*op_check)(hal_device_t* device, const hal_op_args_t* args);
+
+  /* Validates ARGS (as op_check, plus buffers: live, of DEVICE, tensors
+   * inside them) and queues the op on STREAM, returning before it runs;
+   * STREAM NULL runs it synchronously. Inputs must not change and outputs
+   * must not be read until the stream reaches the op. On error nothing is
+   * queued and no output is written. Thread-safe. */
+  hal_status_t* (*op_launch)(hal_device_t* device, const hal_op_args_t* args,
+                             hal_stream_t* stream);
 } hal_op_api_t;
 
 #ifdef __cplusplus

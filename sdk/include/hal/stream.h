@@ -30,9 +30,11 @@ typedef struct hal_stream_api_t {
   /* Waits for the stream's queued work, then releases it. Errors:
    * INVALID_ARGUMENT when STREAM is not a live stream (e.g. destroyed). */
   hal_status_t* (*stream_destroy)(hal_stream_t* stream);
-  /* Blocks until all queued work has run. Errors: INVALID_ARGUMENT,
-   * DEVICE_ERROR (the first asynchronous failure of queued work, reported
-   * once). */
+  /* Blocks until all queued work has run. Errors: INVALID_ARGUMENT; the
+   * first asynchronous failure of queued work since the last synchronize,
+   * reported once with its own code (DEVICE_ERROR, or e.g. OUT_OF_RANGE for
+   * an op that found an index out of range in device data; such an op
+   * writes none of its outputs). */
   hal_status_t* (*stream_synchronize)(hal_stream_t* stream);
   /* *out_idle = true when all queued work has run. Never blocks. */
   hal_status_t* (*stream_query)(hal_stream_t* stream, bool* out_idle);

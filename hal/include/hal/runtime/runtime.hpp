@@ -25,6 +25,7 @@
 #include "hal/runtime/config.hpp"
 #include "hal/runtime/device.hpp"
 #include "hal/runtime/error.hpp"
+#include "hal/runtime/op.hpp"
 #include "hal/runtime/plugin.hpp"
 #include "hal/runtime/stream.hpp"
 

@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "hal/hal.h"
+#include "hal/sdk/op_registry.hpp"
+#include "hal/sdk/op_schema.hpp"
 #include "hal/sdk/status.hpp"
 
 namespace hal::sdk {
@@ -184,6 +186,10 @@ class Device {
   virtual std::unique_ptr<Event> create_event() {
     fail(HAL_STATUS_UNIMPLEMENTED, "this device has no events");
   }
+  // Device-specific refusal of a validated op call (op_check/op_launch run
+  // it after the catalog's checks): throw UNSUPPORTED_DTYPE/UNIMPLEMENTED
+  // with the reason. The default accepts everything the plugin registered.
+  virtual void check_op(const OpCall& call) { (void)call; }
 
  private:
   std::once_flag properties_once_;
@@ -200,6 +206,10 @@ class Plugin {
   virtual ~Plugin() = default;
   size_t device_count() const { return devices_.size(); }
   Device& device(size_t index) const { return *devices_.at(index); }
+  // The ops this plugin implements (register them in the constructor and
+  // add HAL_CAPABILITY_OPERATOR to kInterfaces).
+  OpRegistry& ops() { return ops_; }
+  const OpRegistry& ops() const { return ops_; }
 
  protected:
   Device& add_device(std::unique_ptr<Device> device) {
@@ -209,6 +219,7 @@ class Plugin {
 
  private:
   std::vector<std::unique_ptr<Device>> devices_;
+  OpRegistry ops_;
 };
 
 namespace detail {
@@ -586,7 +597,7 @@ hal_status_t* plugin_create(const hal_plugin_create_args_t* args, hal_plugin_t**
     auto plugin = std::make_unique<P>(options);
     registry().add(static_cast<Plugin*>(plugin.get()), Kind::kPlugin);
     for (size_t i = 0; i < plugin->device_count(); ++i)
-      registry().add(&plugin->device(i), Kind::kDevice);
+      registry().add(&plugin->device(i), Kind::kDevice, static_cast<Plugin*>(plugin.get()));
     *out = reinterpret_cast<hal_plugin_t*>(static_cast<Plugin*>(plugin.release()));
   });
 }
@@ -614,6 +625,8 @@ inline const hal_stream_api_t kStreamApi = {
     &event_destroy,           &event_record,       &event_query,       &event_synchronize,
     &event_elapsed_time};
 
+#include "hal/sdk/detail/op_entries.hpp"
+
 // Logs through the host (no-op before the entry point ran).
 inline void log(hal_log_level_e level, const std::string& message) noexcept {
   const hal_host_api_t* host = info().host;
@@ -636,7 +649,7 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
                                        &kMemoryApi,
                                        (P::kInterfaces & HAL_CAPABILITY_STREAM) ? &kStreamApi : nullptr,
                                        nullptr,
-                                       nullptr,
+                                       (P::kInterfaces & HAL_CAPABILITY_OPERATOR) ? &kOpApi : nullptr,
                                        nullptr};
   info().name = name;
   return call("hal_plugin_entry", [&] {

@@ -1,0 +1,6 @@
+// hal-conformance: the "reduction" ops — cases and double-precision references.
+#include "op_suite.hpp"
+
+namespace hal::conformance {
+namespace {}  // namespace
+}  // namespace hal::conformance

@@ -1,0 +1,112 @@
+// HAL runtime: launching catalog ops on a device (the operator interface).
+//
+//   hal::OpRunner add(device, "add");                    // resolves once
+//   add.launch({&a, &b}, {&out}, {hal::Attr::scalar("alpha", 2.0)}, &stream);
+//
+// Tensors are strided views of runtime Buffers (TensorView). Validation is
+// the plugin's (the SDK checks every call against the catalog); errors come
+// back as hal::Error naming the plugin, the op, the argument and the values.
+#ifndef HAL_RUNTIME_OP_HPP_
+#define HAL_RUNTIME_OP_HPP_
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hal/hal.h"
+#include "hal/runtime/device.hpp"
+#include "hal/runtime/error.hpp"
+#include "hal/runtime/stream.hpp"
+
+namespace hal {
+
+// A strided view of device memory. Does not own the memory: the Buffer (or
+// plugin buffer) must outlive every launch that uses the view. Copyable.
+struct TensorView {
+  hal_buffer_t* buffer = nullptr;  // plugin buffer; nullptr only when empty
+  // Bytes of BUFFER the view may use: the runtime Buffer's size (the plugin
+  // buffer behind a cached Buffer may be larger). 0 = unknown, left to the
+  // plugin's own check.
+  uint64_t buffer_bytes = 0;
+  uint64_t byte_offset = 0;
+  hal_dtype_e dtype = HAL_DTYPE_FLOAT32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // elements; empty = contiguous row-major
+
+  TensorView() = default;
+  TensorView(const Buffer& b, hal_dtype_e dt, std::vector<int64_t> sizes, std::vector<int64_t> st = {},
+             uint64_t offset = 0)
+      : buffer(b.handle()),
+        buffer_bytes(b.size()),
+        byte_offset(offset),
+        dtype(dt),
+        shape(std::move(sizes)),
+        strides(std::move(st)) {}
+  int64_t numel() const;
+};
+
+// A named, typed attribute. Owns its value. Copyable.
+class Attr {
+ public:
+  static Attr i(std::string name, int64_t v);
+  static Attr f(std::string name, double v);
+  static Attr b(std::string name, bool v);
+  static Attr s(std::string name, std::string v);
+  static Attr ints(std::string name, std::vector<int64_t> v);
+  static Attr floats(std::string name, std::vector<double> v);
+  static Attr dtype(std::string name, hal_dtype_e v);
+  // A "scalar" attribute from an integer (INT) or a double (FLOAT).
+  static Attr scalar(std::string name, double v) { return f(std::move(name), v); }
+
+  const std::string& name() const { return name_; }
+  // The C record; valid while this Attr lives and is not modified.
+  hal_attr_t c_attr() const;
+
+ private:
+  std::string name_;
+  uint32_t type_ = HAL_ATTR_TYPE_INVALID;
+  int64_t i_ = 0;
+  double f_ = 0;
+  std::string s_;
+  std::vector<int64_t> ints_;
+  std::vector<double> floats_;
+};
+
+// One op resolved on one device's plugin. Cheap to copy; thread-safe.
+class OpRunner {
+ public:
+  // Throws UNIMPLEMENTED when the plugin has no operator interface or does
+  // not implement NAME (the message says which).
+  OpRunner(std::shared_ptr<Device> device, const std::string& name);
+
+  const std::string& name() const { return name_; }
+  hal_op_id_t id() const { return id_; }
+  Device& device() const { return *device_; }
+
+  // Queues the op on STREAM (nullptr: runs synchronously). An absent
+  // optional input is a nullptr entry. Throws hal::Error; on error nothing
+  // was queued or written. A view reaching past its Buffer's size is
+  // OUT_OF_RANGE here, before the plugin sees it.
+  void launch(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
+              const std::vector<Attr>& attrs = {}, const Stream* stream = nullptr) const;
+  // Whether the device would accept the call (buffers are not read):
+  // nullptr when it would, else the reason.
+  std::unique_ptr<Error> check(const std::vector<const TensorView*>& inputs,
+                               const std::vector<const TensorView*>& outputs,
+                               const std::vector<Attr>& attrs = {}) const;
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::string name_;
+  hal_op_id_t id_ = 0;
+};
+
+// Names of the ops DEVICE's plugin implements (empty without an operator
+// interface).
+std::vector<std::string> op_names(const Device& device);
+
+}  // namespace hal
+
+#endif  // HAL_RUNTIME_OP_HPP_

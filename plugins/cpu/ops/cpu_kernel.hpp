@@ -1,0 +1,106 @@
+// CPU plugin: what every CPU kernel shares — running a validated call on its
+// stream, splitting work across threads (OpenMP, the runtime oneDNN uses
+// too), and the elementwise map over strided, broadcast operands.
+#ifndef HAL_PLUGINS_CPU_OPS_CPU_KERNEL_HPP_
+#define HAL_PLUGINS_CPU_OPS_CPU_KERNEL_HPP_
+
+#include <omp.h>
+
+#include <array>
+#include <tuple>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "hal/sdk/kernel/dispatch.hpp"
+#include "hal/sdk/kernel/strided.hpp"
+#include "hal/sdk/plugin.hpp"
+
+namespace hal::cpu {
+
+using sdk::OpCall;
+using sdk::Tensor;
+using CallPtr = std::shared_ptr<const OpCall>;
+
+// Runs BODY(call) on STREAM's worker (or now, when STREAM is nullptr). The
+// call was validated; BODY throws only for what needs the data (an index out
+// of range), before writing any output. Synchronously that is the launch's
+// error; on a stream, the stream's next synchronize reports it.
+void run_on_stream(const CallPtr& call, sdk::Stream* stream, void (*body)(const OpCall&));
+
+// Defines a KernelFn named NAME whose work is BODY (a function of const OpCall&).
+#define HAL_CPU_KERNEL(NAME, BODY) \
+  inline void NAME(const ::hal::cpu::CallPtr& call, ::hal::sdk::Stream* stream) { \
+    ::hal::cpu::run_on_stream(call, stream, BODY);                             \
+  }
+
+// Calls FN(begin, end) over [0, N) split into chunks of at least GRAIN, on
+// all cores when N is large enough.
+template <class Fn>
+void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  int threads = omp_get_max_threads();
+  if (n <= grain || threads <= 1 || omp_in_parallel()) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks);
+}
+
+// A contiguous copy of SRC converted to DTYPE, held by STORAGE.
+Tensor cast_contiguous(const Tensor& src, hal_dtype_e dtype, std::vector<unsigned char>& storage);
+
+// SRC converted to DTYPE: SRC itself when it already has that dtype.
+inline const Tensor& as_dtype(const Tensor& src, hal_dtype_e dtype, Tensor& tmp,
+                              std::vector<unsigned char>& storage) {
+  if (src.dtype == dtype) return src;
+  tmp = cast_contiguous(src, dtype, storage);
+  return tmp;
+}
+
+namespace detail {
+template <class OutT, class... InT, class F, size_t... I>
+void map_run(const sdk::kernel::StridedLoop<sizeof...(InT) + 1>& loop,
+             const std::array<char*, sizeof...(InT) + 1>& bases, int64_t b, int64_t e, F& f,
+             std::index_sequence<I...>) {
+  loop.run(bases, b, e, [&](char* const* p, const int64_t* s, int64_t n) {
+    bool contiguous = s[0] == sizeof(OutT) && ((s[I + 1] == sizeof(InT)) && ...);
+    OutT* out = reinterpret_cast<OutT*>(p[0]);
+    if (contiguous) {
+      std::tuple<const InT*...> in{reinterpret_cast<const InT*>(p[I + 1])...};
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<OutT>(f(static_cast<sdk::kernel::compute_t<InT>>(std::get<I>(in)[i])...));
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<OutT*>(p[0] + i * s[0]) =
+            static_cast<OutT>(f(static_cast<sdk::kernel::compute_t<InT>>(
+                *reinterpret_cast<const InT*>(p[I + 1] + i * s[I + 1]))...));
+    }
+  });
+}
+}  // namespace detail
+
+// OUT[i] = F(IN0[i], IN1[i], ...) with the inputs broadcast to OUT's shape.
+// Storage types are explicit; F receives the storage values (Half/BFloat16
+// convert to float implicitly).
+template <class OutT, class... InT, class F>
+void map(const Tensor& out, const std::array<const Tensor*, sizeof...(InT)>& ins, F f) {
+  std::array<const Tensor*, sizeof...(InT) + 1> ops;
+  std::array<char*, sizeof...(InT) + 1> bases;
+  ops[0] = &out;
+  bases[0] = static_cast<char*>(out.data);
+  for (size_t k = 0; k < ins.size(); ++k) {
+    ops[k + 1] = ins[k];
+    bases[k + 1] = static_cast<char*>(ins[k]->data);
+  }
+  sdk::kernel::StridedLoop<sizeof...(InT) + 1> loop(out, ops);
+  parallel_for(loop.numel(), 32768, [&](int64_t b, int64_t e) {
+    detail::map_run<OutT, InT...>(loop, bases, b, e, f, std::index_sequence_for<InT...>{});
+  });
+}
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_OPS_CPU_KERNEL_HPP_

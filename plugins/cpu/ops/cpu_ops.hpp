@@ -1,0 +1,31 @@
+// CPU plugin: one registration function per op group (plugins/cpu/ops/<group>.cc).
+#ifndef HAL_PLUGINS_CPU_OPS_CPU_OPS_HPP_
+#define HAL_PLUGINS_CPU_OPS_CPU_OPS_HPP_
+
+#include "hal/sdk/plugin.hpp"
+
+namespace hal::cpu {
+
+void register_elementwise_ops(sdk::OpRegistry& ops);
+void register_reduction_ops(sdk::OpRegistry& ops);
+void register_linalg_ops(sdk::OpRegistry& ops);
+void register_nn_ops(sdk::OpRegistry& ops);
+void register_index_ops(sdk::OpRegistry& ops);
+void register_data_ops(sdk::OpRegistry& ops);
+void register_random_ops(sdk::OpRegistry& ops);
+void register_transformer_ops(sdk::OpRegistry& ops);
+
+inline void register_all_ops(sdk::OpRegistry& ops) {
+  register_elementwise_ops(ops);
+  register_reduction_ops(ops);
+  register_linalg_ops(ops);
+  register_nn_ops(ops);
+  register_index_ops(ops);
+  register_data_ops(ops);
+  register_random_ops(ops);
+  register_transformer_ops(ops);
+}
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_OPS_CPU_OPS_HPP_

@@ -1,0 +1,472 @@
+// CPU kernels of the elementwise groups (unary, binary): one strided,
+// broadcasting, multi-threaded map per op. Inputs whose dtype differs from
+// the computing dtype are first cast to it (type promotion).
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "cpu_kernel.hpp"
+#include "cpu_ops.hpp"
+
+namespace hal::cpu {
+namespace {
+
+namespace op = sdk::op;
+using sdk::kernel::compute_t;
+using sdk::kernel::dispatch;
+
+// Which storage types a kernel body is instantiated for; others cannot
+// reach it (the catalog and the kernel's registered dtypes exclude them).
+enum Types : uint64_t { kFloat = sdk::kFloatDtypes, kNumeric = sdk::kFloatDtypes | sdk::kIntDtypes,
+                        kIntegral = sdk::kIntDtypes | HAL_DTYPE_BIT(HAL_DTYPE_BOOL), kAll = sdk::kAllDtypes };
+
+template <uint64_t kTypes, class F>
+decltype(auto) dispatch_in(uint32_t dtype, F&& f) {
+  return dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr ((kTypes >> sdk::kernel::dtype_of<T>()) & 1u) {
+      f(tag);
+    } else {
+      sdk::fail(HAL_STATUS_UNSUPPORTED_DTYPE, "no kernel for dtype ", sdk::dtype_name(dtype));
+    }
+  });
+}
+
+// ---- unary --------------------------------------------------------------------
+
+// out = F(self) computed in the output's dtype (integer inputs of float ops
+// are cast first).
+template <uint64_t kTypes, class F>
+void unary(const OpCall& c, F f) {
+  const Tensor& out = c.output(0);
+  Tensor tmp;
+  std::vector<unsigned char> storage;
+  const Tensor& in = as_dtype(c.input(0), out.dtype, tmp, storage);
+  dispatch_in<kTypes>(out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    map<T, T>(out, {&in}, [&](compute_t<T> x) { return f(x); });
+  });
+}
+
+// out (bool) = PRED(self) in the input's own dtype.
+template <class F>
+void predicate(const OpCall& c, F f) {
+  const Tensor& in = c.input(0);
+  dispatch(in.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    map<bool, T>(c.output(0), {&in}, [&](compute_t<T> x) { return f(x); });
+  });
+}
+
+template <class T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+template <class T>
+T gelu(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    const T k = T(0.7978845608028654);  // sqrt(2/pi)
+    return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+  }
+  return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+}
+
+#define HAL_CPU_UNARY(NAME, TYPES, EXPR)                     \
+  void NAME##_body(const OpCall& c) {                        \
+    unary<TYPES>(c, [](auto x) {                             \
+      using V = decltype(x);                                 \
+      (void)sizeof(V);                                       \
+      return EXPR;                                           \
+    });                                                      \
+  }                                                          \
+  HAL_CPU_KERNEL(NAME##_kernel, NAME##_body)
+
+HAL_CPU_UNARY(abs, kNumeric, x < V(0) ? V(-x) : x)
+HAL_CPU_UNARY(neg, kNumeric, V(-x))
+HAL_CPU_UNARY(exp, kFloat, std::exp(x))
+HAL_CPU_UNARY(log, kFloat, std::log(x))
+HAL_CPU_UNARY(log1p, kFloat, std::log1p(x))
+HAL_CPU_UNARY(expm1, kFloat, std::expm1(x))
+HAL_CPU_UNARY(sqrt, kFloat, std::sqrt(x))
+HAL_CPU_UNARY(rsqrt, kFloat, V(1) / std::sqrt(x))
+HAL_CPU_UNARY(reciprocal, kFloat, V(1) / x)
+HAL_CPU_UNARY(sin, kFloat, std::sin(x))
+HAL_CPU_UNARY(cos, kFloat, std::cos(x))
+HAL_CPU_UNARY(tanh, kFloat, std::tanh(x))
+HAL_CPU_UNARY(sigmoid, kFloat, sigmoid(x))
+HAL_CPU_UNARY(relu, kNumeric, x > V(0) ? x : V(0))
+HAL_CPU_UNARY(silu, kFloat, x * sigmoid(x))
+HAL_CPU_UNARY(erf, kFloat, std::erf(x))
+
+template <class V>
+V round_op(V x, int mode) {  // 0 floor, 1 ceil, 2 nearest-even
+  if constexpr (std::is_floating_point_v<V>) {
+    return mode == 0 ? std::floor(x) : mode == 1 ? std::ceil(x) : std::nearbyint(x);
+  } else {
+    return x;
+  }
+}
+HAL_CPU_UNARY(floor, kNumeric, round_op(x, 0))
+HAL_CPU_UNARY(ceil, kNumeric, round_op(x, 1))
+HAL_CPU_UNARY(round, kNumeric, round_op(x, 2))
+
+template <class V>
+V sign_op(V x) {
+  if constexpr (std::is_floating_point_v<V>) {
+    if (std::isnan(x)) return x;
+  }
+  return V((V(0) < x) - (x < V(0)));
+}
+HAL_CPU_UNARY(sign, kNumeric, sign_op(x))
+
+void gelu_body(const OpCall& c) {
+  bool approx = op::gelu::approximate(c) == "tanh";
+  unary<kFloat>(c, [approx](auto x) { return gelu(x, approx); });
+}
+HAL_CPU_KERNEL(gelu_kernel, gelu_body)
+
+void logical_not_body(const OpCall& c) {
+  predicate(c, [](auto x) { return x == decltype(x)(0); });
+}
+HAL_CPU_KERNEL(logical_not_kernel, logical_not_body)
+void isnan_body(const OpCall& c) {
+  predicate(c, [](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) return std::isnan(x);
+    else return false;
+  });
+}
+HAL_CPU_KERNEL(isnan_kernel, isnan_body)
+void isinf_body(const OpCall& c) {
+  predicate(c, [](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) return std::isinf(x);
+    else return false;
+  });
+}
+HAL_CPU_KERNEL(isinf_kernel, isinf_body)
+
+// ---- n-ary ----------------------------------------------------------------------
+
+// out = F(inputs...) over the broadcast shape, every input cast to the
+// computing dtype CT (the output's dtype, or the common dtype for
+// predicates, which write bool).
+template <uint64_t kTypes, size_t N, class F>
+void nary(const OpCall& c, hal_dtype_e compute, const std::array<const Tensor*, N>& inputs, F f) {
+  const Tensor& out = c.output(0);
+  std::array<Tensor, N> tmp;
+  std::array<std::vector<unsigned char>, N> storage;
+  std::array<const Tensor*, N> ins;
+  for (size_t k = 0; k < N; ++k) ins[k] = &as_dtype(*inputs[k], compute, tmp[k], storage[k]);
+  dispatch_in<kTypes>(compute, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto call_f = [&](auto... xs) { return f(static_cast<compute_t<T>>(xs)...); };
+    auto run = [&](auto out_tag) {
+      using O = typename decltype(out_tag)::type;
+      if constexpr (N == 1) map<O, T>(out, ins, call_f);
+      else if constexpr (N == 2) map<O, T, T>(out, ins, call_f);
+      else map<O, T, T, T>(out, ins, call_f);
+    };
+    if (out.dtype == HAL_DTYPE_BOOL && compute != HAL_DTYPE_BOOL) run(sdk::kernel::TypeTag<bool>{});
+    else run(tag);
+  });
+}
+
+// Computing dtype of an op whose output dtype is the promoted one (or float
+// for true division): the output's own dtype unless it is a bool predicate.
+hal_dtype_e compute_dtype(const OpCall& c) {
+  const Tensor& out = c.output(0);
+  return out.dtype == HAL_DTYPE_BOOL ? c.common_dtype() : out.dtype;
+}
+
+template <uint64_t kTypes, class F>
+void binary(const OpCall& c, F f) {
+  nary<kTypes, 2>(c, compute_dtype(c), {&c.input(0), &c.input(1)}, f);
+}
+
+template <class V>
+V scalar_as(const sdk::Scalar& s) {
+  if constexpr (std::is_same_v<V, bool>) return s.to_int() != 0;
+  else return s.to<V>();
+}
+
+void add_body(const OpCall& c) {
+  const sdk::Scalar& alpha = op::add::alpha(c);
+  binary<kAll>(c, [&](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_same_v<V, bool>) return V(a || (b && alpha.to_int() != 0));
+    else return V(a + scalar_as<V>(alpha) * b);
+  });
+}
+HAL_CPU_KERNEL(add_kernel, add_body)
+
+void sub_body(const OpCall& c) {
+  const sdk::Scalar& alpha = op::sub::alpha(c);
+  binary<kNumeric>(c, [&](auto a, auto b) {
+    using V = decltype(a);
+    return V(a - scalar_as<V>(alpha) * b);
+  });
+}
+HAL_CPU_KERNEL(sub_kernel, sub_body)
+
+void mul_body(const OpCall& c) {
+  binary<kAll>(c, [](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_same_v<V, bool>) return V(a && b);
+    else return V(a * b);
+  });
+}
+HAL_CPU_KERNEL(mul_kernel, mul_body)
+
+template <class V>
+V floor_div(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::floor(a / b);
+  } else {
+    if (b == 0) return V(0);  // integer division by zero: defined as 0 here
+    V q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
+}
+
+void div_body(const OpCall& c) {
+  const std::string& mode = op::div::rounding_mode(c);
+  int m = mode == "trunc" ? 1 : mode == "floor" ? 2 : 0;
+  binary<kAll>(c, [m](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_same_v<V, bool>) {
+      return V(b && a);  // rounded bool division: a // true = a, a // false = 0 as for integers
+    } else if constexpr (std::is_floating_point_v<V>) {
+      V q = a / b;
+      return m == 1 ? std::trunc(q) : m == 2 ? std::floor(q) : q;
+    } else {
+      if (b == 0) return V(0);
+      return m == 1 ? V(a / b) : floor_div(a, b);
+    }
+  });
+}
+HAL_CPU_KERNEL(div_kernel, div_body)
+
+template <class V>
+V ipow(V base, V exp) {
+  if (exp < 0) return base == 1 ? V(1) : base == V(-1) ? V((exp & 1) ? -1 : 1) : V(0);
+  V result = 1;
+  while (exp) {
+    if (exp & 1) result = V(result * base);
+    base = V(base * base);
+    exp >>= 1;
+  }
+  return result;
+}
+
+void pow_body(const OpCall& c) {
+  binary<kNumeric>(c, [](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_floating_point_v<V>) return std::pow(a, b);
+    else if constexpr (std::is_same_v<V, bool>) return V(a || !b);
+    else return ipow<V>(a, b);
+  });
+}
+HAL_CPU_KERNEL(pow_kernel, pow_body)
+
+template <bool kMax>
+void extremum_body(const OpCall& c) {
+  binary<kAll>(c, [](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_floating_point_v<V>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<V>::quiet_NaN();
+    }
+    return kMax ? (a > b ? a : b) : (a < b ? a : b);
+  });
+}
+HAL_CPU_KERNEL(maximum_kernel, extremum_body<true>)
+HAL_CPU_KERNEL(minimum_kernel, extremum_body<false>)
+
+void fmod_body(const OpCall& c) {
+  binary<kNumeric>(c, [](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_floating_point_v<V>) return std::fmod(a, b);
+    else return b == 0 ? V(0) : V(a % b);
+  });
+}
+HAL_CPU_KERNEL(fmod_kernel, fmod_body)
+
+void remainder_body(const OpCall& c) {
+  binary<kNumeric>(c, [](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_floating_point_v<V>) {
+      V r = std::fmod(a, b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    } else {
+      if (b == 0) return V(0);
+      V r = V(a % b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? V(r + b) : r;
+    }
+  });
+}
+HAL_CPU_KERNEL(remainder_kernel, remainder_body)
+
+#define HAL_CPU_BINARY(NAME, EXPR)                      \
+  void NAME##_body(const OpCall& c) {                   \
+    binary<kAll>(c, [](auto a, auto b) { return EXPR; }); \
+  }                                                     \
+  HAL_CPU_KERNEL(NAME##_kernel, NAME##_body)
+
+HAL_CPU_BINARY(eq, a == b)
+HAL_CPU_BINARY(ne, a != b)
+HAL_CPU_BINARY(lt, a < b)
+HAL_CPU_BINARY(le, a <= b)
+HAL_CPU_BINARY(gt, a > b)
+HAL_CPU_BINARY(ge, a >= b)
+HAL_CPU_BINARY(logical_and, (a != decltype(a)(0)) && (b != decltype(b)(0)))
+HAL_CPU_BINARY(logical_or, (a != decltype(a)(0)) || (b != decltype(b)(0)))
+HAL_CPU_BINARY(logical_xor, (a != decltype(a)(0)) != (b != decltype(b)(0)))
+
+template <int kOp>  // 0 and, 1 or, 2 xor
+void bitwise_body(const OpCall& c) {
+  binary<kIntegral>(c, [](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_floating_point_v<V>) {
+      return a;  // the catalog admits integral dtypes only
+    } else if constexpr (std::is_same_v<V, bool>) {
+      return kOp == 0 ? (a && b) : kOp == 1 ? (a || b) : (a != b);
+    } else {
+      return V(kOp == 0 ? (a & b) : kOp == 1 ? (a | b) : (a ^ b));
+    }
+  });
+}
+HAL_CPU_KERNEL(bitwise_and_kernel, bitwise_body<0>)
+HAL_CPU_KERNEL(bitwise_or_kernel, bitwise_body<1>)
+HAL_CPU_KERNEL(bitwise_xor_kernel, bitwise_body<2>)
+
+void where_body(const OpCall& c) {
+  const Tensor& out = c.output(0);
+  Tensor tmp[2];
+  std::vector<unsigned char> storage[2];
+  const Tensor& a = as_dtype(c.input(1), out.dtype, tmp[0], storage[0]);
+  const Tensor& b = as_dtype(c.input(2), out.dtype, tmp[1], storage[1]);
+  dispatch(out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    map<T, bool, T, T>(out, {&c.input(0), &a, &b}, [](bool cond, auto x, auto y) { return cond ? x : y; });
+  });
+}
+HAL_CPU_KERNEL(where_kernel, where_body)
+
+void clamp_body(const OpCall& c) {
+  const Tensor* lo = op::clamp::min(c);
+  const Tensor* hi = op::clamp::max(c);
+  hal_dtype_e dt = c.output(0).dtype;
+  auto clamp_lo = [](auto x, auto l) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      if (std::isnan(x) || std::isnan(l)) return std::numeric_limits<decltype(x)>::quiet_NaN();
+    }
+    return x < l ? l : x;
+  };
+  auto clamp_hi = [](auto x, auto h) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      if (std::isnan(x) || std::isnan(h)) return std::numeric_limits<decltype(x)>::quiet_NaN();
+    }
+    return x > h ? h : x;
+  };
+  if (lo && hi)
+    nary<kNumeric, 3>(c, dt, {&c.input(0), lo, hi}, [&](auto x, auto l, auto h) { return clamp_hi(clamp_lo(x, l), h); });
+  else if (lo)
+    nary<kNumeric, 2>(c, dt, {&c.input(0), lo}, clamp_lo);
+  else if (hi)
+    nary<kNumeric, 2>(c, dt, {&c.input(0), hi}, clamp_hi);
+  else
+    nary<kNumeric, 1>(c, dt, {&c.input(0)}, [](auto x) { return x; });
+}
+HAL_CPU_KERNEL(clamp_kernel, clamp_body)
+
+void lerp_body(const OpCall& c) {
+  nary<kFloat, 3>(c, c.output(0).dtype, {&c.input(0), &c.input(1), &c.input(2)},
+          [](auto a, auto b, auto w) { return a + w * (b - a); });
+}
+HAL_CPU_KERNEL(lerp_kernel, lerp_body)
+
+void addcmul_body(const OpCall& c) {
+  const sdk::Scalar& value = op::addcmul::value(c);
+  nary<kNumeric, 3>(c, c.output(0).dtype, {&c.input(0), &c.input(1), &c.input(2)}, [&](auto a, auto x, auto y) {
+    using V = decltype(a);
+    return V(a + scalar_as<V>(value) * x * y);
+  });
+}
+HAL_CPU_KERNEL(addcmul_kernel, addcmul_body)
+
+void addcdiv_body(const OpCall& c) {
+  const sdk::Scalar& value = op::addcdiv::value(c);
+  nary<kFloat, 3>(c, c.output(0).dtype, {&c.input(0), &c.input(1), &c.input(2)}, [&](auto a, auto x, auto y) {
+    using V = decltype(a);
+    return V(a + scalar_as<V>(value) * x / y);
+  });
+}
+HAL_CPU_KERNEL(addcdiv_kernel, addcdiv_body)
+
+// ---- backward -----------------------------------------------------------------
+
+void relu_backward_body(const OpCall& c) {
+  binary<kFloat>(c, [](auto g, auto x) { return x > decltype(x)(0) ? g : decltype(g)(0); });
+}
+HAL_CPU_KERNEL(relu_backward_kernel, relu_backward_body)
+
+void gelu_backward_body(const OpCall& c) {
+  bool approx = op::gelu_backward::approximate(c) == "tanh";
+  binary<kFloat>(c, [approx](auto g, auto x) {
+    using V = decltype(x);
+    if (approx) {
+      const V k = V(0.7978845608028654), a = V(0.044715);
+      V inner = k * (x + a * x * x * x);
+      V t = std::tanh(inner);
+      V dinner = k * (V(1) + V(3) * a * x * x);
+      return g * (V(0.5) * (V(1) + t) + V(0.5) * x * (V(1) - t * t) * dinner);
+    }
+    V cdf = V(0.5) * (V(1) + std::erf(x * V(0.7071067811865476)));
+    V pdf = std::exp(V(-0.5) * x * x) * V(0.3989422804014327);
+    return g * (cdf + x * pdf);
+  });
+}
+HAL_CPU_KERNEL(gelu_backward_kernel, gelu_backward_body)
+
+void silu_backward_body(const OpCall& c) {
+  binary<kFloat>(c, [](auto g, auto x) {
+    using V = decltype(x);
+    V s = sigmoid(x);
+    return g * s * (V(1) + x * (V(1) - s));
+  });
+}
+HAL_CPU_KERNEL(silu_backward_kernel, silu_backward_body)
+
+void sigmoid_backward_body(const OpCall& c) {
+  binary<kFloat>(c, [](auto g, auto y) { return g * y * (decltype(y)(1) - y); });
+}
+HAL_CPU_KERNEL(sigmoid_backward_kernel, sigmoid_backward_body)
+
+void tanh_backward_body(const OpCall& c) {
+  binary<kFloat>(c, [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });
+}
+HAL_CPU_KERNEL(tanh_backward_kernel, tanh_backward_body)
+
+}  // namespace
+
+void register_elementwise_ops(sdk::OpRegistry& ops) {
+  // The mask is of the common (promoted) dtype the call computes from.
+#define HAL_REG(NAME, TYPES) ops.add<op::NAME>(&NAME##_kernel, TYPES)
+  HAL_REG(abs, kNumeric); HAL_REG(neg, kNumeric); HAL_REG(relu, kNumeric); HAL_REG(floor, kNumeric);
+  HAL_REG(ceil, kNumeric); HAL_REG(round, kNumeric); HAL_REG(sign, kNumeric);
+  HAL_REG(exp, kAll); HAL_REG(log, kAll); HAL_REG(log1p, kAll); HAL_REG(expm1, kAll); HAL_REG(sqrt, kAll);
+  HAL_REG(rsqrt, kAll); HAL_REG(reciprocal, kAll); HAL_REG(sin, kAll); HAL_REG(cos, kAll); HAL_REG(tanh, kAll);
+  HAL_REG(sigmoid, kAll); HAL_REG(erf, kAll); HAL_REG(silu, kFloat); HAL_REG(gelu, kFloat);
+  HAL_REG(logical_not, kAll); HAL_REG(isnan, kAll); HAL_REG(isinf, kAll);
+  HAL_REG(relu_backward, kFloat); HAL_REG(gelu_backward, kFloat); HAL_REG(silu_backward, kFloat);
+  HAL_REG(sigmoid_backward, kFloat); HAL_REG(tanh_backward, kFloat);
+  HAL_REG(add, kAll); HAL_REG(sub, kNumeric); HAL_REG(mul, kAll); HAL_REG(div, kAll); HAL_REG(pow, kNumeric);
+  HAL_REG(maximum, kAll); HAL_REG(minimum, kAll); HAL_REG(fmod, kNumeric); HAL_REG(remainder, kNumeric);
+  HAL_REG(eq, kAll); HAL_REG(ne, kAll); HAL_REG(lt, kAll); HAL_REG(le, kAll); HAL_REG(gt, kAll); HAL_REG(ge, kAll);
+  HAL_REG(logical_and, kAll); HAL_REG(logical_or, kAll); HAL_REG(logical_xor, kAll);
+  HAL_REG(bitwise_and, kIntegral); HAL_REG(bitwise_or, kIntegral); HAL_REG(bitwise_xor, kIntegral);
+  HAL_REG(where, kAll); HAL_REG(clamp, kNumeric); HAL_REG(lerp, kFloat); HAL_REG(addcmul, kNumeric);
+  HAL_REG(addcdiv, kFloat);
+#undef HAL_REG
+}
+
+}  // namespace hal::cpu

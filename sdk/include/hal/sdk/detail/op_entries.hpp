@@ -1,0 +1,443 @@
+// HAL C++ SDK, internal: the operator table's C entries and the validation
+// that turns hal_op_args_t into an OpCall. Included by hal/sdk/plugin.hpp
+// inside namespace hal::sdk::detail; not a standalone header.
+
+// ---- building an OpCall -----------------------------------------------------
+
+}  // namespace detail
+
+struct OpCallBuilder {
+  // Validates ARGS against SCHEMA and copies them. NEED_BUFFERS: a launch
+  // (buffers must be live, of DEVICE, and hold the tensors); else a check,
+  // where buffers may be NULL.
+  static std::shared_ptr<const OpCall> build(const OpSchema& schema, Device& device, const hal_op_args_t& args,
+                                             bool need_buffers) {
+    auto call = std::make_shared<OpCall>();
+    call->schema_ = &schema;
+    call->device_ = &device;
+    const char* op = schema.name;
+
+    // Inputs.
+    bool variadic_in = schema.input_count == 1 && schema.inputs[0].variadic;
+    size_t required = 0;
+    for (size_t i = 0; i < schema.input_count; ++i) required += schema.inputs[i].optional ? 0 : 1;
+    if (args.input_count > 0 && args.inputs == nullptr)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": inputs is NULL but input_count is ", args.input_count);
+    if (variadic_in ? args.input_count == 0 : (args.input_count < required || args.input_count > schema.input_count))
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", args.input_count, " inputs but the op takes ",
+           variadic_in ? std::string("1 or more") :
+           required == schema.input_count ? std::to_string(required) :
+           std::to_string(required) + " to " + std::to_string(schema.input_count),
+           " (", input_names(schema), ")");
+    size_t n_in = variadic_in ? args.input_count : schema.input_count;
+    call->inputs_.resize(n_in);
+    for (size_t i = 0; i < n_in; ++i) {
+      const TensorSpec& spec = schema.inputs[variadic_in ? 0 : i];
+      const hal_tensor_t* t = i < args.input_count ? args.inputs[i] : nullptr;
+      std::string label = role_name("input", spec.name, variadic_in, i);
+      if (t == nullptr) {
+        if (!spec.optional) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": required ", label, " is NULL");
+        continue;
+      }
+      Tensor& dst = call->inputs_[i];
+      parse_tensor(op, label, *t, device, need_buffers, dst);
+      if ((spec.dtypes & HAL_DTYPE_BIT(dst.dtype)) == 0)
+        fail(HAL_STATUS_UNSUPPORTED_DTYPE, op, ": ", label, " has dtype ", dtype_name(dst.dtype),
+             "; the catalog allows ", dtype_mask_names(spec.dtypes));
+    }
+
+    // Attributes: defaults, then what the caller gave.
+    call->attrs_.resize(schema.attr_count);
+    for (size_t i = 0; i < schema.attr_count; ++i) set_default(schema.attrs[i], call->attrs_[i]);
+    if (args.attr_count > 0 && args.attrs == nullptr)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attrs is NULL but attr_count is ", args.attr_count);
+    for (size_t k = 0; k < args.attr_count; ++k) parse_attr(schema, args.attrs[k], call->attrs_);
+    for (size_t i = 0; i < schema.attr_count; ++i)
+      if (schema.attrs[i].required && !call->attrs_[i].given)
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": missing required attribute '", schema.attrs[i].name, "' (",
+             attr_kind_name(schema.attrs[i].kind), ")");
+
+    // Common dtype (PyTorch result_type over the promoted inputs).
+    call->common_dtype_ = common_dtype(schema, call->inputs_);
+
+    // Outputs: parse, then compare with what the rules expect.
+    bool variadic_out = schema.output_count == 1 && schema.outputs[0].variadic;
+    if (args.output_count > 0 && args.outputs == nullptr)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": outputs is NULL but output_count is ", args.output_count);
+    if (variadic_out ? args.output_count == 0 : args.output_count != schema.output_count)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", args.output_count, " outputs but the op has ",
+           variadic_out ? std::string("1 or more") : std::to_string(schema.output_count));
+    call->outputs_.resize(args.output_count);
+    for (size_t i = 0; i < args.output_count; ++i) {
+      std::string label = role_name("output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i);
+      if (args.outputs[i] == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " is NULL");
+      parse_tensor(op, label, *args.outputs[i], device, need_buffers, call->outputs_[i]);
+    }
+    std::vector<TensorMeta> expected(args.output_count);
+    for (size_t i = 0; i < expected.size(); ++i)
+      expected[i].dtype = output_dtype(*call, schema.outputs[variadic_out ? 0 : i]);
+    schema.shape(*call, expected);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const Tensor& o = call->outputs_[i];
+      std::string label = role_name("output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i);
+      if (o.dtype != expected[i].dtype)
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has dtype ", dtype_name(o.dtype), " but must be ",
+             dtype_name(expected[i].dtype));
+      if (o.sizes() != expected[i].sizes())
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has shape ", o.shape_str(), " but must be ",
+             shape_string(expected[i].shape, expected[i].rank));
+      if (has_internal_overlap(o))
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " with shape ", o.shape_str(), " and strides ",
+             o.strides_str(), " has overlapping elements (a broadcast view cannot be written)");
+    }
+    if (need_buffers) check_aliasing(schema, *call, variadic_in, variadic_out);
+    return call;
+  }
+
+ private:
+  static std::string input_names(const OpSchema& s) {
+    std::string out;
+    for (size_t i = 0; i < s.input_count; ++i)
+      out += (i ? ", " : "") + std::string(s.inputs[i].name) + (s.inputs[i].optional ? "?" : "");
+    return out;
+  }
+  static std::string role_name(const char* role, const char* name, bool variadic, size_t i) {
+    std::string out = std::string(role) + " '" + name + "'";
+    if (variadic) out += "[" + std::to_string(i) + "]";
+    return out;
+  }
+
+  static void parse_tensor(const char* op, const std::string& label, const hal_tensor_t& t, Device& device,
+                           bool need_buffers, Tensor& dst) {
+    if (!HAL_STRUCT_HAS_FIELD(&t, hal_tensor_t, strides))
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, ": hal_tensor_t.struct_size ", t.struct_size, " is too small");
+    if (t.dtype == HAL_DTYPE_INVALID || t.dtype >= HAL_DTYPE_COUNT_)
+      fail(HAL_STATUS_UNSUPPORTED_DTYPE, op, ": ", label, " has unknown dtype value ", t.dtype);
+    if (t.rank > HAL_TENSOR_MAX_RANK)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has rank ", t.rank, " > HAL_TENSOR_MAX_RANK (",
+           HAL_TENSOR_MAX_RANK, ")");
+    if (t.rank > 0 && t.shape == nullptr)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has rank ", t.rank, " but shape is NULL");
+    dst.defined = true;
+    dst.dtype = static_cast<hal_dtype_e>(t.dtype);
+    dst.rank = static_cast<int>(t.rank);
+    int64_t numel = 1;
+    for (int d = 0; d < dst.rank; ++d) {
+      dst.shape[d] = t.shape[d];
+      if (t.shape[d] < 0)
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has negative size ", t.shape[d], " in dim ", d,
+             " of shape ", dst.shape_str());
+      if (__builtin_mul_overflow(numel, t.shape[d], &numel) || numel > (int64_t{1} << 56))
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " shape ", dst.shape_str(), " has too many elements");
+    }
+    int64_t expect = 1;
+    for (int d = dst.rank - 1; d >= 0; --d) {
+      if (t.strides == nullptr) {
+        dst.strides[d] = expect;
+        expect *= dst.shape[d];
+      } else {
+        dst.strides[d] = t.strides[d];
+        if (t.strides[d] < 0)
+          fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has negative stride ", t.strides[d], " in dim ", d);
+      }
+    }
+    // Last element's offset; overflow-checked.
+    int64_t last = 0;
+    if (numel > 0)
+      for (int d = 0; d < dst.rank; ++d) {
+        int64_t step = 0;
+        if (__builtin_mul_overflow(dst.shape[d] - 1, dst.strides[d], &step) ||
+            __builtin_add_overflow(last, step, &last) || last > (int64_t{1} << 56))
+          fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " strides ", dst.strides_str(), " with shape ",
+               dst.shape_str(), " overflow");
+      }
+    dst.byte_offset = t.byte_offset;
+    if (!need_buffers) return;
+    if (t.buffer == nullptr) {
+      if (numel == 0) return;
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has ", numel, " elements but its buffer is NULL");
+    }
+    auto* buffer = detail::as<Buffer>(t.buffer, detail::Kind::kBuffer, (std::string(op) + ": " + label + " buffer").c_str());
+    if (&buffer->device() != &device)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " buffer belongs to another device");
+    dst.buffer = buffer;
+    uint64_t bytes = numel == 0 ? 0 : static_cast<uint64_t>(last + 1) * dtype_size(dst.dtype);
+    if (t.byte_offset > buffer->size() || bytes > buffer->size() - t.byte_offset)
+      fail(HAL_STATUS_OUT_OF_RANGE, op, ": ", label, " (shape ", dst.shape_str(), ", strides ", dst.strides_str(),
+           ", ", dtype_name(dst.dtype), ") needs bytes [", t.byte_offset, ", ", t.byte_offset + bytes,
+           ") but its buffer has ", buffer->size(), " bytes");
+    if (void* host = buffer->host_pointer()) dst.data = static_cast<unsigned char*>(host) + t.byte_offset;
+  }
+
+  static void set_default(const AttrSpec& spec, AttrValue& v) {
+    v.kind = spec.kind;
+    v.i = spec.default_i;
+    v.f = spec.default_f;
+    if (spec.default_s != nullptr) v.s = spec.default_s;
+    if (spec.default_ints != nullptr) v.ints.assign(spec.default_ints, spec.default_ints + spec.default_count);
+    if (spec.default_floats != nullptr)
+      v.floats.assign(spec.default_floats, spec.default_floats + spec.default_count);
+    if (spec.kind == AttrKind::kScalar)
+      v.scalar = spec.default_f == static_cast<double>(spec.default_i) ? Scalar::from_int(spec.default_i)
+                                                                       : Scalar::from_float(spec.default_f);
+  }
+
+  static const char* attr_type_name(uint32_t type) {
+    static const char* const names[] = {"invalid", "INT", "FLOAT", "BOOL", "STRING", "INTS", "FLOATS", "DTYPE"};
+    return type <= HAL_ATTR_TYPE_DTYPE ? names[type] : "unknown";
+  }
+
+  static void parse_attr(const OpSchema& schema, const hal_attr_t& a, std::vector<AttrValue>& values) {
+    const char* op = schema.name;
+    if (!HAL_STRUCT_HAS_FIELD(&a, hal_attr_t, count))
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": hal_attr_t.struct_size ", a.struct_size, " is too small");
+    if (a.name == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": an attribute has a NULL name");
+    size_t idx = schema.attr_count;
+    for (size_t i = 0; i < schema.attr_count; ++i)
+      if (std::strcmp(schema.attrs[i].name, a.name) == 0) idx = i;
+    if (idx == schema.attr_count) {
+      std::string known;
+      for (size_t i = 0; i < schema.attr_count; ++i) known += (i ? ", " : "") + std::string(schema.attrs[i].name);
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": unknown attribute '", a.name, "' (the op has: ",
+           known.empty() ? "no attributes" : known, ")");
+    }
+    const AttrSpec& spec = schema.attrs[idx];
+    AttrValue& v = values[idx];
+    if (v.given) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attribute '", a.name, "' given twice");
+    auto wrong = [&] {
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attribute '", a.name, "' must be ", attr_kind_name(spec.kind),
+           " but a ", attr_type_name(a.type), " was given");
+    };
+    switch (spec.kind) {
+      case AttrKind::kInt:
+        if (a.type != HAL_ATTR_TYPE_INT) wrong();
+        v.i = a.value.i;
+        break;
+      case AttrKind::kFloat:
+        if (a.type == HAL_ATTR_TYPE_FLOAT) v.f = a.value.f;
+        else if (a.type == HAL_ATTR_TYPE_INT) v.f = static_cast<double>(a.value.i);
+        else wrong();
+        break;
+      case AttrKind::kBool:
+        if (a.type != HAL_ATTR_TYPE_BOOL || (a.value.i != 0 && a.value.i != 1)) wrong();
+        v.i = a.value.i;
+        break;
+      case AttrKind::kString:
+        if (a.type != HAL_ATTR_TYPE_STRING || a.value.s == nullptr) wrong();
+        v.s = a.value.s;
+        if (spec.choices != nullptr) {
+          bool ok = false;
+          std::string list;
+          for (const char* const* c = spec.choices; *c != nullptr; ++c) {
+            ok = ok || v.s == *c;
+            list += (list.empty() ? "" : ", ") + std::string(*c);
+          }
+          if (!ok)
+            fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attribute '", a.name, "' = '", v.s, "' is not one of ", list);
+        }
+        break;
+      case AttrKind::kInts:
+        if (a.type != HAL_ATTR_TYPE_INTS || (a.count > 0 && a.value.ints == nullptr)) wrong();
+        v.ints.assign(a.value.ints, a.value.ints + a.count);
+        break;
+      case AttrKind::kFloats:
+        if (a.type != HAL_ATTR_TYPE_FLOATS || (a.count > 0 && a.value.floats == nullptr)) wrong();
+        v.floats.assign(a.value.floats, a.value.floats + a.count);
+        break;
+      case AttrKind::kDtype:
+        if (a.type != HAL_ATTR_TYPE_DTYPE) wrong();
+        if (a.value.i < 0 || a.value.i >= HAL_DTYPE_COUNT_ || dtype_size(static_cast<uint32_t>(a.value.i)) == 0)
+          if (a.value.i != HAL_DTYPE_INVALID)
+            fail(HAL_STATUS_UNSUPPORTED_DTYPE, op, ": attribute '", a.name, "' = ", a.value.i, " is not a dtype");
+        v.i = a.value.i;
+        break;
+      case AttrKind::kScalar:
+        if (a.type == HAL_ATTR_TYPE_INT || a.type == HAL_ATTR_TYPE_BOOL) v.scalar = Scalar::from_int(a.value.i);
+        else if (a.type == HAL_ATTR_TYPE_FLOAT) v.scalar = Scalar::from_float(a.value.f);
+        else wrong();
+        v.i = v.scalar.to_int();
+        v.f = v.scalar.to_double();
+        break;
+    }
+    v.given = true;
+  }
+
+  static hal_dtype_e common_dtype(const OpSchema& schema, const std::vector<Tensor>& inputs) {
+    if (schema.promote_mask == 0) {
+      for (const Tensor& t : inputs)
+        if (t.defined) return t.dtype;
+      return HAL_DTYPE_INVALID;
+    }
+    // PyTorch result_type: dimensioned tensors decide unless a 0-d tensor
+    // is of a higher category (bool < integer < floating).
+    hal_dtype_e dim = HAL_DTYPE_INVALID, zero = HAL_DTYPE_INVALID;
+    bool variadic = schema.input_count == 1 && schema.inputs[0].variadic;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined || !(variadic || (schema.promote_mask >> i) & 1u)) continue;
+      hal_dtype_e& slot = inputs[i].rank == 0 ? zero : dim;
+      slot = slot == HAL_DTYPE_INVALID ? inputs[i].dtype : promote_types(slot, inputs[i].dtype);
+    }
+    if (dim == HAL_DTYPE_INVALID) return zero;
+    if (zero == HAL_DTYPE_INVALID) return dim;
+    auto category = [](uint32_t d) { return d == HAL_DTYPE_BOOL ? 0 : is_floating(d) ? 2 : 1; };
+    return category(zero) > category(dim) ? promote_types(dim, zero) : dim;
+  }
+
+  static hal_dtype_e output_dtype(const OpCall& call, const TensorSpec& spec) {
+    hal_dtype_e common = call.common_dtype();
+    auto to_float = [](hal_dtype_e d) { return is_floating(d) ? d : HAL_DTYPE_FLOAT32; };
+    switch (spec.out_dtype) {
+      case OutDtype::kSame: return call.input_count() > 0 && call.input(0).defined ? call.input(0).dtype : common;
+      case OutDtype::kPromoted: return common;
+      case OutDtype::kFloat: return to_float(common);
+      case OutDtype::kBool: return HAL_DTYPE_BOOL;
+      case OutDtype::kInt64: return HAL_DTYPE_INT64;
+      case OutDtype::kFixed: return static_cast<hal_dtype_e>(spec.fixed_dtype);
+      case OutDtype::kAttr:
+      case OutDtype::kDiv: {
+        const OpSchema& s = call.schema();
+        for (size_t i = 0; i < s.attr_count; ++i) {
+          if (spec.out_dtype == OutDtype::kAttr && std::strcmp(s.attrs[i].name, "dtype") == 0) {
+            hal_dtype_e d = call.attr(i).as_dtype();
+            return d != HAL_DTYPE_INVALID ? d : common;
+          }
+          if (spec.out_dtype == OutDtype::kDiv && std::strcmp(s.attrs[i].name, "rounding_mode") == 0)
+            return call.attr(i).as_string() == "none" ? to_float(common) : common;
+        }
+        return common;
+      }
+    }
+    return common;
+  }
+
+  // Whether two distinct indices of T address the same element.
+  static bool has_internal_overlap(const Tensor& t) {
+    if (t.numel() <= 1) return false;
+    int order[HAL_TENSOR_MAX_RANK];
+    int n = 0;
+    for (int d = 0; d < t.rank; ++d)
+      if (t.shape[d] > 1) order[n++] = d;
+    // Insertion sort by stride (n <= 8; std::sort trips -Warray-bounds here).
+    for (int i = 1; i < n; ++i)
+      for (int j = i; j > 0 && t.strides[order[j]] < t.strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+    int64_t reach = 0;  // furthest offset the smaller dims reach
+    for (int k = 0; k < n; ++k) {
+      int d = order[k];
+      if (t.strides[d] <= reach) return true;
+      reach += (t.shape[d] - 1) * t.strides[d];
+    }
+    return false;
+  }
+
+  static std::pair<uint64_t, uint64_t> byte_range(const Tensor& t) {
+    int64_t last = 0;
+    for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
+    return {t.byte_offset, t.byte_offset + static_cast<uint64_t>(last + 1) * t.element_size()};
+  }
+
+  static void check_aliasing(const OpSchema& schema, const OpCall& call, bool variadic_in, bool variadic_out) {
+    for (size_t o = 0; o < call.output_count(); ++o) {
+      const Tensor& out = call.output(o);
+      if (out.buffer == nullptr || out.numel() == 0) continue;
+      auto ro = byte_range(out);
+      std::string olabel = role_name("output", schema.outputs[variadic_out ? 0 : o].name, variadic_out, o);
+      for (size_t i = 0; i < call.input_count(); ++i) {
+        const Tensor& in = call.input(i);
+        if (!in.defined || in.buffer != out.buffer || in.numel() == 0) continue;
+        auto ri = byte_range(in);
+        if (ri.second <= ro.first || ro.second <= ri.first) continue;
+        bool exact = in.byte_offset == out.byte_offset && in.dtype == out.dtype && in.sizes() == out.sizes() &&
+                     std::equal(in.strides, in.strides + in.rank, out.strides);
+        if (exact && schema.alias == Alias::kExact) continue;
+        fail(HAL_STATUS_INVALID_ARGUMENT, schema.name, ": ", olabel, " (bytes [", ro.first, ", ", ro.second,
+             ")) overlaps ", role_name("input", schema.inputs[variadic_in ? 0 : i].name, variadic_in, i), " (bytes [",
+             ri.first, ", ", ri.second, ")) of the same buffer; ",
+             schema.alias == Alias::kExact ? "only an exact in-place alias is allowed"
+                                           : "this op allows no aliasing");
+      }
+      for (size_t p = 0; p < o; ++p) {
+        const Tensor& other = call.output(p);
+        if (other.buffer != out.buffer || other.numel() == 0) continue;
+        auto rp = byte_range(other);
+        if (rp.second <= ro.first || ro.second <= rp.first) continue;
+        fail(HAL_STATUS_INVALID_ARGUMENT, schema.name, ": ", olabel, " overlaps output ", p, " of the same buffer");
+      }
+    }
+  }
+};
+
+namespace detail {
+
+// ---- C table entries ----------------------------------------------------------
+
+inline hal_status_t* op_count(hal_plugin_t* p, uint32_t* out) {
+  return call("op_count", [&] {
+    auto* plugin = as<Plugin>(p, Kind::kPlugin, "plugin");
+    if (out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_count is NULL");
+    *out = static_cast<uint32_t>(plugin->ops().size());
+  });
+}
+
+inline hal_status_t* op_get_name(hal_plugin_t* p, uint32_t index, const char** out) {
+  return call("op_get_name", [&] {
+    auto* plugin = as<Plugin>(p, Kind::kPlugin, "plugin");
+    if (out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_name is NULL");
+    if (index >= plugin->ops().size())
+      fail(HAL_STATUS_OUT_OF_RANGE, "op index ", index, " >= op count ", plugin->ops().size());
+    *out = plugin->ops().at(index).schema->name;
+  });
+}
+
+inline hal_status_t* op_resolve(hal_plugin_t* p, const char* name, hal_op_id_t* out) {
+  return call("op_resolve", [&] {
+    auto* plugin = as<Plugin>(p, Kind::kPlugin, "plugin");
+    if (name == nullptr || out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "name or out_id is NULL");
+    int64_t id = plugin->ops().find(name);
+    if (id < 0)
+      fail(HAL_STATUS_UNIMPLEMENTED, "op '", name, "' is ",
+           find_schema(name) != nullptr ? "in the catalog but not implemented by this plugin"
+                                        : "not in the op catalog (version " +
+                                              std::to_string(HAL_OP_CATALOG_VERSION_MAJOR) + "." +
+                                              std::to_string(HAL_OP_CATALOG_VERSION_MINOR) + ")");
+    *out = static_cast<hal_op_id_t>(id);
+  });
+}
+
+// Validates the call; returns the device, kernel and the built call.
+inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_args_t* args, bool need_buffers,
+                                                const Kernel** out_kernel) {
+  auto* device = as<Device>(d, Kind::kDevice, "device");
+  if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
+  if (!HAL_STRUCT_HAS_FIELD(args, hal_op_args_t, attr_count))
+    fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_args_t.struct_size ", args->struct_size, " is too small");
+  Plugin* plugin = static_cast<Plugin*>(const_cast<void*>(registry().owner(device)));
+  if (plugin == nullptr || args->op >= plugin->ops().size())
+    fail(HAL_STATUS_INVALID_ARGUMENT, "op id ", args->op, " was not returned by op_resolve of this plugin");
+  const Kernel& kernel = plugin->ops().at(args->op);
+  auto call = OpCallBuilder::build(*kernel.schema, *device, *args, need_buffers);
+  if (call->common_dtype() != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(call->common_dtype())) == 0)
+    fail(HAL_STATUS_UNSUPPORTED_DTYPE, kernel.schema->name, ": this device does not implement dtype ",
+         dtype_name(call->common_dtype()), " (it implements ", dtype_mask_names(kernel.dtypes), ")");
+  device->check_op(*call);
+  *out_kernel = &kernel;
+  return call;
+}
+
+inline hal_status_t* op_check(hal_device_t* d, const hal_op_args_t* args) {
+  return call("op_check", [&] {
+    const Kernel* kernel = nullptr;
+    prepare_op(d, args, false, &kernel);
+  });
+}
+
+inline hal_status_t* op_launch(hal_device_t* d, const hal_op_args_t* args, hal_stream_t* s) {
+  return call("op_launch", [&] {
+    const Kernel* kernel = nullptr;
+    auto op_call = prepare_op(d, args, true, &kernel);
+    Stream* stream = optional_stream(s, op_call->device());
+    kernel->fn(op_call, stream);
+  });
+}
+
+inline const hal_op_api_t kOpApi = {sizeof(hal_op_api_t), HAL_OP_CATALOG_VERSION_MAJOR, HAL_OP_CATALOG_VERSION_MINOR,
+                                    &op_count, &op_get_name, &op_resolve, &op_check, &op_launch};

@@ -1,0 +1,58 @@
+// Helpers shared by the shape rules: broadcasting and dim normalisation.
+#ifndef HAL_SDK_SHAPES_COMMON_HPP_
+#define HAL_SDK_SHAPES_COMMON_HPP_
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "hal/sdk/op_schema.hpp"
+
+namespace hal::sdk::shape_rules {
+
+// NumPy broadcast of the defined tensors among TENSORS; throws naming the
+// op and the first pair of sizes that do not broadcast.
+inline std::vector<int64_t> broadcast_shapes(const OpCall& call, TensorList tensors) {
+  std::vector<int64_t> out;
+  const Tensor* first = nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined) continue;
+    if (first == nullptr) first = &t;
+    if (static_cast<size_t>(t.rank) > out.size()) out.insert(out.begin(), t.rank - out.size(), 1);
+    for (int d = 0; d < t.rank; ++d) {
+      int64_t& o = out[out.size() - t.rank + d];
+      int64_t s = t.shape[d];
+      if (o == s || s == 1) continue;
+      if (o == 1) {
+        o = s;
+        continue;
+      }
+      fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": input '", call.schema().inputs[std::min(i, call.schema().input_count - 1)].name,
+           "' of shape ", t.shape_str(), " does not broadcast with shape ", shape_string(out.data(), static_cast<int>(out.size())),
+           " (size ", s, " vs ", o, ")");
+    }
+  }
+  return out;
+}
+
+// Wraps DIM (may be negative) into [0, RANK); throws naming the op and ATTR.
+inline int normalize_dim(const OpCall& call, const char* attr, int64_t dim, int rank) {
+  int64_t r = std::max(rank, 1);  // a 0-d tensor accepts dim 0 / -1
+  if (dim < -r || dim >= r)
+    fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute '", attr, "' = ", dim,
+         " is out of range for a tensor of rank ", rank, " (expected [", -r, ", ", r - 1, "])");
+  return static_cast<int>(dim < 0 ? dim + r : dim);
+}
+
+// Throws unless the input named by index I has exactly rank RANK.
+inline void require_rank(const OpCall& call, size_t i, int rank) {
+  const Tensor& t = call.input(i);
+  if (t.rank != rank)
+    fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": input '", call.schema().inputs[i].name, "' must have rank ",
+         rank, " but has shape ", t.shape_str());
+}
+
+}  // namespace hal::sdk::shape_rules
+
+#endif  // HAL_SDK_SHAPES_COMMON_HPP_
