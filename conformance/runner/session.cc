@@ -88,6 +88,9 @@ class HalReporter : public doctest::IReporter {
       std::printf("  UNEXPECTED PASS %s: declared a known failure (%s) but it passed\n", e.name.c_str(),
                   e.known_failure.c_str());
     }
+    if (st.failure_flags & doctest::TestCaseFailureReason::Crash)
+      std::printf("hal-conformance: the plugin crashed in %s; the run stops here and writes no reports "
+                  "(leave the test out with --filter to run the rest)\n", e.name.c_str());
     counts_[e.status]++;
     g_current = nullptr;
   }

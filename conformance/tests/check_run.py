@@ -42,10 +42,12 @@ def main():
         p = run(binary, plugin, "--filter", "add", "--failures-csv", str(csv_path), "--report-json", str(json_path))
         assert p.returncode == 1, "a wrong add must fail the run"
         assert re.search(r"^add \[.*\]: \d+ passed, [1-9]\d* failed", p.stdout, re.M), "no failing 'add' line"
-        passed, failed, _ = summary(p)
+        passed, failed, skipped = summary(p)
         # 1000 ulp is outside the float32/float16/bfloat16 tolerances but
         # inside float64's (1e-10 relative): exactly those three fail.
-        assert failed == 3 and passed == 7, "float32/16/bf16 fail; float64, integers and bool pass"
+        assert (failed, passed, skipped) == (3, 6, 1), "float32/16/bf16 fail; float64, integers pass; bool refused"
+        assert re.search(r"^add \[.*\]: 6 passed, 3 failed, 1 skipped \(the device refuses it: UNSUPPORTED_DTYPE",
+                         p.stdout, re.M)
         rows = list(csv.DictReader(open(csv_path)))
         bad = [r for r in rows if r["op"] == "add" and r["dtype"] == "float32"]
         assert bad, "no add/float32 row in the failures CSV"
@@ -56,7 +58,7 @@ def main():
         report = json.load(open(json_path))
         status = {t["name"]: t["status"] for t in report["tests"]}
         assert status["op.add.float32"] == "failed" and status["op.add.int32"] == "passed", status
-        assert status["op.add.float64"] == "passed", status
+        assert status["op.add.float64"] == "passed" and status["op.add.bool"] == "skipped", status
     elif mode == "known_failure":
         kf = work / "known.toml"
         kf.write_text('[[known_failure]]\ntest = "op.add.*float16"\nreason = "skewed on purpose"\n'
