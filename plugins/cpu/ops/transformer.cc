@@ -1,9 +1,283 @@
-// CPU kernels of the "transformer" op group.
+// CPU kernels of the "transformer" op group. Attention is computed in the
+// accumulation type A (float; double for float64) on contiguous copies:
+// the forward is flash-style (online softmax over key blocks, one query row
+// per task, nothing of size L×S materialised); the backward recomputes the
+// probabilities from the saved logsumexp, once per query row (grad_query)
+// and once per key row (grad_key, grad_value), so both passes parallelise
+// without atomics.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "random_layout.hpp"
 
 namespace hal::cpu {
+namespace {
 
-void register_transformer_ops(sdk::OpRegistry& ops) { (void)ops; }
+namespace op = sdk::op;
+using sdk::kernel::compute_t;
+
+template <class A>
+inline A dot(const A* a, const A* b, int64_t n) {
+  A s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t e = 0; e < n; ++e) s += a[e] * b[e];
+  return s;
+}
+template <class A>
+inline void axpy(A alpha, const A* x, A* y, int64_t n) {
+#pragma omp simd
+  for (int64_t e = 0; e < n; ++e) y[e] += alpha * x[e];
+}
+
+// One attention call's operands as contiguous [B, L|S, E|Ev] arrays of A.
+template <class A>
+struct Attention {
+  static constexpr hal_dtype_e kDtype = std::is_same_v<A, double> ? HAL_DTYPE_FLOAT64 : HAL_DTYPE_FLOAT32;
+  int64_t B = 1, L = 0, S = 0, E = 0, Ev = 0;
+  A scale = 1;
+  bool causal = false;
+  const A* q = nullptr;
+  const A* k = nullptr;
+  const A* v = nullptr;
+  // Additive mask (0 / -inf for bool masks) in the mask's own shape, read
+  // through broadcast element strides; nullptr = none.
+  const A* mask = nullptr;
+  std::vector<int64_t> mask_batch_off;  // per b
+  int64_t mask_sl = 0, mask_ss = 0;
+
+  Tensor tq, tk, tv, tm;
+  std::vector<unsigned char> sq, sk, sv, sm;
+  std::vector<A> mask_values;
+
+  Attention(const OpCall& c, size_t q_i, size_t mask_i) {
+    const Tensor& query = c.input(q_i);
+    const Tensor& key = c.input(q_i + 1);
+    const Tensor& value = c.input(q_i + 2);
+    const int r = query.rank;
+    for (int d = 0; d < r - 2; ++d) B *= query.shape[d];
+    L = query.shape[r - 2];
+    E = query.shape[r - 1];
+    S = key.shape[r - 2];
+    Ev = value.shape[r - 1];
+    double s = c.attr(1).as_float();
+    scale = static_cast<A>(s != 0 ? s : E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
+    causal = c.attr(0).as_bool();
+    q = contiguous_as<A>(query, kDtype, tq, sq);
+    k = contiguous_as<A>(key, kDtype, tk, sk);
+    v = contiguous_as<A>(value, kDtype, tv, sv);
+    if (const Tensor* m = c.optional_input(mask_i)) load_mask(*m, query);
+  }
+
+  void load_mask(const Tensor& m, const Tensor& query) {
+    const int r = query.rank;
+    mask_values.resize(static_cast<size_t>(m.numel()));
+    if (m.dtype == HAL_DTYPE_BOOL) {
+      const bool* b = contiguous_as<bool>(m, HAL_DTYPE_BOOL, tm, sm);
+      for (size_t i = 0; i < mask_values.size(); ++i)
+        mask_values[i] = b[i] ? A(0) : -std::numeric_limits<A>::infinity();
+    } else {
+      const A* f = contiguous_as<A>(m, kDtype, tm, sm);
+      std::copy(f, f + mask_values.size(), mask_values.begin());
+    }
+    mask = mask_values.data();
+    // Element strides of the contiguous mask broadcast to [batch..., L, S].
+    std::vector<int64_t> target = query.sizes(), st(r, 0);
+    target[r - 1] = S;
+    int64_t stride = 1;
+    for (int d = m.rank - 1; d >= 0; --d) {
+      int td = r - m.rank + d;
+      st[td] = m.shape[d] == 1 ? 0 : stride;
+      stride *= m.shape[d];
+    }
+    mask_sl = st[r - 2];
+    mask_ss = st[r - 1];
+    mask_batch_off.assign(static_cast<size_t>(B), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t rest = b, off = 0;
+      for (int d = r - 3; d >= 0; --d) {
+        off += (rest % target[d]) * st[d];
+        rest /= target[d];
+      }
+      mask_batch_off[b] = off;
+    }
+  }
+
+  // Score of query row (b, i) with key j: scaled dot product plus mask;
+  // -inf when masked out.
+  A score(int64_t b, int64_t i, int64_t j) const {
+    if (causal && j > i) return -std::numeric_limits<A>::infinity();
+    A s = dot(q + (b * L + i) * E, k + (b * S + j) * E, E) * scale;
+    if (mask != nullptr) s += mask[mask_batch_off[b] + i * mask_sl + j * mask_ss];
+    return s;
+  }
+  // Keys row i may attend: [0, key_end(i)).
+  int64_t key_end(int64_t i) const { return causal ? std::min(S, i + 1) : S; }
+  int64_t grain(int64_t work_per_row) const { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, work_per_row)); }
+};
+
+constexpr int64_t kKeyBlock = 64;
+
+template <class A>
+void attention_forward(const OpCall& c) {
+  Attention<A> at(c, 0, 3);
+  const int64_t B = at.B, L = at.L, Ev = at.Ev;
+  std::vector<A> out(static_cast<size_t>(B * L * Ev)), lse(static_cast<size_t>(B * L));
+  parallel_for(B * L, at.grain(at.S * (at.E + Ev)), [&](int64_t begin, int64_t end) {
+    std::vector<A> s(kKeyBlock);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / L, i = row % L, s_end = at.key_end(i);
+      A* acc = out.data() + row * Ev;  // accumulates in place, rescaled online
+      A m = -std::numeric_limits<A>::infinity(), l = 0;
+      for (int64_t j0 = 0; j0 < s_end; j0 += kKeyBlock) {
+        const int64_t n = std::min(kKeyBlock, s_end - j0);
+        A bm = -std::numeric_limits<A>::infinity();
+        for (int64_t jj = 0; jj < n; ++jj) {
+          s[jj] = at.score(b, i, j0 + jj);
+          bm = std::max(bm, s[jj]);
+        }
+        if (bm == -std::numeric_limits<A>::infinity()) continue;
+        if (bm > m) {
+          const A corr = std::exp(m - bm);  // 0 on the first unmasked block
+          l *= corr;
+          for (int64_t e = 0; e < Ev; ++e) acc[e] *= corr;
+          m = bm;
+        }
+        for (int64_t jj = 0; jj < n; ++jj) {
+          const A p = std::exp(s[jj] - m);
+          l += p;
+          axpy(p, at.v + (b * at.S + j0 + jj) * Ev, acc, Ev);
+        }
+      }
+      if (l > 0) {
+        const A inv = A(1) / l;
+        for (int64_t e = 0; e < Ev; ++e) acc[e] *= inv;
+        lse[row] = m + std::log(l);
+      } else {  // every key masked out: 0, as PyTorch's safe softmax
+        lse[row] = -std::numeric_limits<A>::infinity();
+      }
+    }
+  });
+  store<A>(c.output(0), out.data(), Attention<A>::kDtype);
+  store<A>(c.output(1), lse.data(), Attention<A>::kDtype);
+}
+
+void attention_body(const OpCall& c) {
+  if (c.input(0).dtype == HAL_DTYPE_FLOAT64) attention_forward<double>(c);
+  else attention_forward<float>(c);
+}
+HAL_CPU_KERNEL(attention_kernel, attention_body)
+
+template <class A>
+void attention_backward(const OpCall& c) {
+  Attention<A> at(c, 1, 6);
+  const int64_t B = at.B, L = at.L, S = at.S, E = at.E, Ev = at.Ev;
+  Tensor t_do, t_o, t_lse;
+  std::vector<unsigned char> s_do, s_o, s_lse;
+  const A* dout = contiguous_as<A>(c.input(0), Attention<A>::kDtype, t_do, s_do);
+  const A* out = contiguous_as<A>(c.input(4), Attention<A>::kDtype, t_o, s_o);
+  const A* lse = contiguous_as<A>(c.input(5), Attention<A>::kDtype, t_lse, s_lse);
+  std::vector<A> d(static_cast<size_t>(B * L));
+  parallel_for(B * L, at.grain(Ev), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) d[row] = dot(dout + row * Ev, out + row * Ev, Ev);
+  });
+  // P_ij and dS_ij of query row (b, i) and key j.
+  auto probs = [&](int64_t b, int64_t i, int64_t j, A& p, A& ds) {
+    const int64_t row = b * L + i;
+    const A s = at.score(b, i, j);
+    p = (s == -std::numeric_limits<A>::infinity() || lse[row] == -std::numeric_limits<A>::infinity())
+            ? A(0) : std::exp(s - lse[row]);
+    ds = p == A(0) ? A(0) : p * (dot(dout + row * Ev, at.v + (b * S + j) * Ev, Ev) - d[row]);
+  };
+  std::vector<A> dq(static_cast<size_t>(B * L * E)), dk(static_cast<size_t>(B * S * E)),
+      dv(static_cast<size_t>(B * S * Ev));
+  parallel_for(B * L, at.grain(S * (E + Ev)), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / L, i = row % L;
+      A* g = dq.data() + row * E;
+      for (int64_t j = 0, je = at.key_end(i); j < je; ++j) {
+        A p, ds;
+        probs(b, i, j, p, ds);
+        if (ds != A(0)) axpy(ds * at.scale, at.k + (b * S + j) * E, g, E);
+      }
+    }
+  });
+  parallel_for(B * S, at.grain(L * (E + 2 * Ev)), [&](int64_t begin, int64_t end) {
+    for (int64_t key_row = begin; key_row < end; ++key_row) {
+      const int64_t b = key_row / S, j = key_row % S;
+      A* gk = dk.data() + key_row * E;
+      A* gv = dv.data() + key_row * Ev;
+      for (int64_t i = at.causal ? j : 0; i < L; ++i) {
+        A p, ds;
+        probs(b, i, j, p, ds);
+        if (p != A(0)) axpy(p, dout + (b * L + i) * Ev, gv, Ev);
+        if (ds != A(0)) axpy(ds * at.scale, at.q + (b * L + i) * E, gk, E);
+      }
+    }
+  });
+  store<A>(c.output(0), dq.data(), Attention<A>::kDtype);
+  store<A>(c.output(1), dk.data(), Attention<A>::kDtype);
+  store<A>(c.output(2), dv.data(), Attention<A>::kDtype);
+}
+
+void attention_backward_body(const OpCall& c) {
+  if (c.input(1).dtype == HAL_DTYPE_FLOAT64) attention_backward<double>(c);
+  else attention_backward<float>(c);
+}
+HAL_CPU_KERNEL(attention_backward_kernel, attention_backward_body)
+
+void rotary_body(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const int64_t S = x.shape[x.rank - 2], D = x.shape[x.rank - 1], H = D / 2;
+  const int64_t rows = x.numel() / std::max<int64_t>(1, D);
+  const bool interleaved = op::rotary_embedding::interleaved(c);
+  sdk::kernel::dispatch_float(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    constexpr hal_dtype_e kC = std::is_same_v<C, double> ? HAL_DTYPE_FLOAT64 : HAL_DTYPE_FLOAT32;
+    Tensor tx, tc, ts;
+    std::vector<unsigned char> sx, sc, ss;
+    const T* in = contiguous_as<T>(x, x.dtype, tx, sx);
+    const C* cs = contiguous_as<C>(c.input(1), kC, tc, sc);
+    const C* sn = contiguous_as<C>(c.input(2), kC, ts, ss);
+    ContiguousOut<T> dst(c.output(0));
+    T* o = dst.data();
+    // a·c - b·n, b·c + a·n per pair; a and b are read before either is
+    // written, so an exact in-place alias is safe.
+    parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, D)), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* xr = in + r * D;
+        T* orow = o + r * D;
+        const C* cr = cs + (r % S) * H;
+        const C* sr = sn + (r % S) * H;
+        if (interleaved) {
+          for (int64_t k = 0; k < H; ++k) {
+            const C a = static_cast<C>(xr[2 * k]), b = static_cast<C>(xr[2 * k + 1]);
+            orow[2 * k] = static_cast<T>(a * cr[k] - b * sr[k]);
+            orow[2 * k + 1] = static_cast<T>(b * cr[k] + a * sr[k]);
+          }
+        } else {
+          for (int64_t k = 0; k < H; ++k) {
+            const C a = static_cast<C>(xr[k]), b = static_cast<C>(xr[k + H]);
+            orow[k] = static_cast<T>(a * cr[k] - b * sr[k]);
+            orow[k + H] = static_cast<T>(b * cr[k] + a * sr[k]);
+          }
+        }
+      }
+    });
+    dst.finish();
+  });
+}
+HAL_CPU_KERNEL(rotary_kernel, rotary_body)
+
+}  // namespace
+
+void register_transformer_ops(sdk::OpRegistry& ops) {
+  ops.add<op::scaled_dot_product_attention>(&attention_kernel, sdk::kFloatDtypes);
+  ops.add<op::scaled_dot_product_attention_backward>(&attention_backward_kernel, sdk::kFloatDtypes);
+  ops.add<op::rotary_embedding>(&rotary_kernel, sdk::kFloatDtypes);
+}
 
 }  // namespace hal::cpu
