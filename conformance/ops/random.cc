@@ -13,6 +13,9 @@ namespace hal::conformance {
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
+// uniform and normal have no input to take dtypes from: every floating dtype.
+constexpr uint64_t kFloats = HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32) | HAL_DTYPE_BIT(HAL_DTYPE_FLOAT16) |
+                             HAL_DTYPE_BIT(HAL_DTYPE_BFLOAT16) | HAL_DTYPE_BIT(HAL_DTYPE_FLOAT64);
 
 // The Philox4x32-10 stream of (seed, offset): word(n) is word n of it.
 class PhiloxWords {
@@ -145,7 +148,7 @@ std::vector<HostTensor> uniform_ref(const OpCase& c) {
     out.values[i] = from + (to - from) * element_uniform(w, i, dt, uniform_op_bits(dt));
   return {out};
 }
-HAL_CONFORMANCE_SUITE(uniform, uniform_cases, uniform_ref, 0x1eu /* float32, float16, bfloat16, float64 */);
+HAL_CONFORMANCE_SUITE(uniform, uniform_cases, uniform_ref, kFloats);
 
 std::vector<OpCase> normal_cases(hal_dtype_e dt) {
   std::vector<OpCase> cases = sized_cases(dt, "mean", "std", 1.5, 0.25);
@@ -172,7 +175,7 @@ std::vector<HostTensor> normal_ref(const OpCase& c) {
   }
   return {out};
 }
-HAL_CONFORMANCE_SUITE(normal, normal_cases, normal_ref, 0x1eu /* float32, float16, bfloat16, float64 */);
+HAL_CONFORMANCE_SUITE(normal, normal_cases, normal_ref, kFloats);
 
 // ---- bernoulli -------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 // CPU kernels of the "transformer" op group. Attention is computed in the
 // accumulation type A (float; double for float64) on contiguous copies:
-// the forward is flash-style (online softmax over key blocks, one query row
-// per task, nothing of size L×S materialised); the backward recomputes the
+// the forward is flash-style (online softmax over key blocks, tiles of
+// query rows in parallel, nothing of size L×S materialised); the backward recomputes the
 // probabilities from the saved logsumexp, once per query row (grad_query)
 // and once per key row (grad_key, grad_value), so both passes parallelise
 // without atomics.
@@ -106,12 +106,15 @@ struct Attention {
   }
 
   // Score of query row (b, i) with key j: scaled dot product plus mask;
-  // -inf when masked out.
-  A score(int64_t b, int64_t i, int64_t j) const {
+  // -inf when masked out. RAW is the dot product.
+  A finish_score(int64_t b, int64_t i, int64_t j, A raw) const {
     if (causal && j > i) return -std::numeric_limits<A>::infinity();
-    A s = dot(q + (b * L + i) * E, k + (b * S + j) * E, E) * scale;
+    A s = raw * scale;
     if (mask != nullptr) s += mask[mask_batch_off[b] + i * mask_sl + j * mask_ss];
     return s;
+  }
+  A score(int64_t b, int64_t i, int64_t j) const {
+    return finish_score(b, i, j, dot(q + (b * L + i) * E, k + (b * S + j) * E, E));
   }
   // Keys row i may attend: [0, key_end(i)).
   int64_t key_end(int64_t i) const { return causal ? std::min(S, i + 1) : S; }
@@ -119,44 +122,82 @@ struct Attention {
 };
 
 constexpr int64_t kKeyBlock = 64;
+constexpr int64_t kRowTile = 4;  // query rows sharing each key row load
+
+// Dot products of key row K with the query rows Q[r] (r < kRowTile).
+template <class A>
+inline void dot4(const A* const* q, const A* k, int64_t n, A* out) {
+  A s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  for (int64_t e = 0; e < n; ++e) {
+    const A kv = k[e];
+    s0 += q[0][e] * kv;
+    s1 += q[1][e] * kv;
+    s2 += q[2][e] * kv;
+    s3 += q[3][e] * kv;
+  }
+  out[0] = s0;
+  out[1] = s1;
+  out[2] = s2;
+  out[3] = s3;
+}
 
 template <class A>
 void attention_forward(const OpCall& c) {
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   Attention<A> at(c, 0, 3);
-  const int64_t B = at.B, L = at.L, Ev = at.Ev;
+  const int64_t B = at.B, L = at.L, S = at.S, E = at.E, Ev = at.Ev;
+  const int64_t tiles = (L + kRowTile - 1) / kRowTile;
   std::vector<A> out(static_cast<size_t>(B * L * Ev)), lse(static_cast<size_t>(B * L));
-  parallel_for(B * L, at.grain(at.S * (at.E + Ev)), [&](int64_t begin, int64_t end) {
-    std::vector<A> s(kKeyBlock);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / L, i = row % L, s_end = at.key_end(i);
-      A* acc = out.data() + row * Ev;  // accumulates in place, rescaled online
-      A m = -std::numeric_limits<A>::infinity(), l = 0;
+  parallel_for(B * tiles, at.grain(kRowTile * S * (E + Ev)), [&](int64_t begin, int64_t end) {
+    A s[kRowTile][kKeyBlock];
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t b = tile / tiles, i0 = (tile % tiles) * kRowTile, rows = std::min(kRowTile, L - i0);
+      const int64_t s_end = at.key_end(i0 + rows - 1);
+      const A* qr[kRowTile];
+      A* acc[kRowTile];  // out rows accumulate in place, rescaled online
+      A m[kRowTile], l[kRowTile];
+      for (int64_t r = 0; r < kRowTile; ++r) {
+        qr[r] = at.q + (b * L + i0 + std::min(r, rows - 1)) * E;  // short tiles repeat their last row
+        acc[r] = out.data() + (b * L + i0 + r) * Ev;
+        m[r] = kNegInf;
+        l[r] = 0;
+      }
       for (int64_t j0 = 0; j0 < s_end; j0 += kKeyBlock) {
         const int64_t n = std::min(kKeyBlock, s_end - j0);
-        A bm = -std::numeric_limits<A>::infinity();
         for (int64_t jj = 0; jj < n; ++jj) {
-          s[jj] = at.score(b, i, j0 + jj);
-          bm = std::max(bm, s[jj]);
+          A raw[kRowTile];
+          dot4(qr, at.k + (b * S + j0 + jj) * E, E, raw);
+          for (int64_t r = 0; r < rows; ++r) s[r][jj] = at.finish_score(b, i0 + r, j0 + jj, raw[r]);
         }
-        if (bm == -std::numeric_limits<A>::infinity()) continue;
-        if (bm > m) {
-          const A corr = std::exp(m - bm);  // 0 on the first unmasked block
-          l *= corr;
-          for (int64_t e = 0; e < Ev; ++e) acc[e] *= corr;
-          m = bm;
+        for (int64_t r = 0; r < rows; ++r) {
+          A bm = kNegInf;
+          for (int64_t jj = 0; jj < n; ++jj) bm = std::max(bm, s[r][jj]);
+          if (bm > m[r]) {
+            const A corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
+            l[r] *= corr;
+            for (int64_t e = 0; e < Ev; ++e) acc[r][e] *= corr;
+            m[r] = bm;
+          }
+          for (int64_t jj = 0; jj < n; ++jj) {
+            s[r][jj] = m[r] == kNegInf ? A(0) : std::exp(s[r][jj] - m[r]);
+            l[r] += s[r][jj];
+          }
         }
         for (int64_t jj = 0; jj < n; ++jj) {
-          const A p = std::exp(s[jj] - m);
-          l += p;
-          axpy(p, at.v + (b * at.S + j0 + jj) * Ev, acc, Ev);
+          const A* vj = at.v + (b * S + j0 + jj) * Ev;
+          for (int64_t r = 0; r < rows; ++r)
+            if (s[r][jj] != A(0)) axpy(s[r][jj], vj, acc[r], Ev);
         }
       }
-      if (l > 0) {
-        const A inv = A(1) / l;
-        for (int64_t e = 0; e < Ev; ++e) acc[e] *= inv;
-        lse[row] = m + std::log(l);
-      } else {  // every key masked out: 0, as PyTorch's safe softmax
-        lse[row] = -std::numeric_limits<A>::infinity();
+      for (int64_t r = 0; r < rows; ++r) {
+        if (l[r] > 0) {
+          const A inv = A(1) / l[r];
+          for (int64_t e = 0; e < Ev; ++e) acc[r][e] *= inv;
+          lse[b * L + i0 + r] = m[r] + std::log(l[r]);
+        } else {  // every key masked out: 0, as PyTorch's safe softmax
+          lse[b * L + i0 + r] = kNegInf;
+        }
       }
     }
   });
