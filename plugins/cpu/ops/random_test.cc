@@ -185,7 +185,7 @@ TEST_CASE("dropout scales kept elements, its mask keeps 1 - p, and train = false
     uint32_t w = philox::block(3 + i / 4, 11)[i % 4];
     bool keep = (w >> 8) * 0x1p-24 < 1.0 - 0.2;
     CHECK(m[i] == (keep ? 1 : 0));
-    CHECK(o[i] == (keep ? x[i] * static_cast<float>(1.0 / 0.8) : 0.0f));
+    CHECK(o[i] == (keep ? x[i] * static_cast<float>(1.0 / (1.0 - 0.2)) : 0.0f));
     kept += keep;
   }
   CHECK(static_cast<double>(kept) / n == doctest::Approx(0.8).epsilon(0.01));
