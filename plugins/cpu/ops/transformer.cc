@@ -1,13 +1,16 @@
 // CPU kernels of the "transformer" op group. Attention is computed in the
 // accumulation type A (float; double for float64) on contiguous copies:
 // the forward is flash-style (online softmax over key blocks, tiles of
-// query rows in parallel, nothing of size L×S materialised); the backward recomputes the
+// query rows in parallel, nothing of size L×S materialised; float32 blocks
+// are oneDNN sgemms); the backward recomputes the
 // probabilities from the saved logsumexp, once per query row (grad_query)
 // and once per key row (grad_key, grad_value), so both passes parallelise
 // without atomics.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include <oneapi/dnnl/dnnl.h>
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
@@ -107,11 +110,12 @@ struct Attention {
 
   // Score of query row (b, i) with key j: scaled dot product plus mask;
   // -inf when masked out. RAW is the dot product.
-  A finish_score(int64_t b, int64_t i, int64_t j, A raw) const {
+  A finish_score(int64_t b, int64_t i, int64_t j, A raw) const { return mask_score(b, i, j, raw * scale); }
+  // SCALED with the causal mask and attn_mask applied.
+  A mask_score(int64_t b, int64_t i, int64_t j, A scaled) const {
     if (causal && j > i) return -std::numeric_limits<A>::infinity();
-    A s = raw * scale;
-    if (mask != nullptr) s += mask[mask_batch_off[b] + i * mask_sl + j * mask_ss];
-    return s;
+    if (mask != nullptr) scaled += mask[mask_batch_off[b] + i * mask_sl + j * mask_ss];
+    return scaled;
   }
   A score(int64_t b, int64_t i, int64_t j) const {
     return finish_score(b, i, j, dot(q + (b * L + i) * E, k + (b * S + j) * E, E));
@@ -142,24 +146,63 @@ inline void dot4(const A* const* q, const A* k, int64_t n, A* out) {
   out[3] = s3;
 }
 
+// One online-softmax step of ROWS query rows over a block of N scores (row
+// stride LD): raises each row's running max M (rescaling its sum L and its
+// output row ACC + r·EV), and turns the scores into exp(s - M).
 template <class A>
-void attention_forward(const OpCall& c) {
+void softmax_block(A* s, int64_t ld, int64_t rows, int64_t n, A* m, A* l, A* acc, int64_t ev) {
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
-  Attention<A> at(c, 0, 3);
+  for (int64_t r = 0; r < rows; ++r) {
+    A* sr = s + r * ld;
+    A bm = kNegInf;
+    for (int64_t jj = 0; jj < n; ++jj) bm = std::max(bm, sr[jj]);
+    if (bm > m[r]) {
+      const A corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
+      l[r] *= corr;
+      for (int64_t e = 0; e < ev; ++e) acc[r * ev + e] *= corr;
+      m[r] = bm;
+    }
+    A sum = 0;
+    for (int64_t jj = 0; jj < n; ++jj) {
+      sr[jj] = m[r] == kNegInf ? A(0) : std::exp(sr[jj] - m[r]);
+      sum += sr[jj];
+    }
+    l[r] += sum;
+  }
+}
+
+// Normalises ROWS output rows and writes their logsumexp; a row with no key
+// to attend stays 0 with logsumexp -inf (PyTorch's safe softmax).
+template <class A>
+void finish_rows(int64_t rows, const A* m, const A* l, A* acc, int64_t ev, A* lse) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (l[r] > 0) {
+      const A inv = A(1) / l[r];
+      for (int64_t e = 0; e < ev; ++e) acc[r * ev + e] *= inv;
+      lse[r] = m[r] + std::log(l[r]);
+    } else {
+      lse[r] = -std::numeric_limits<A>::infinity();
+    }
+  }
+}
+
+// Loop version (float64, and E or Ev = 0): tiles of kRowTile query rows
+// share each key row load.
+template <class A>
+void attention_forward_loops(const Attention<A>& at, A* out, A* lse) {
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t B = at.B, L = at.L, S = at.S, E = at.E, Ev = at.Ev;
   const int64_t tiles = (L + kRowTile - 1) / kRowTile;
-  std::vector<A> out(static_cast<size_t>(B * L * Ev)), lse(static_cast<size_t>(B * L));
   parallel_for(B * tiles, at.grain(kRowTile * S * (E + Ev)), [&](int64_t begin, int64_t end) {
-    A s[kRowTile][kKeyBlock];
+    A s[kRowTile * kKeyBlock];
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t b = tile / tiles, i0 = (tile % tiles) * kRowTile, rows = std::min(kRowTile, L - i0);
       const int64_t s_end = at.key_end(i0 + rows - 1);
+      A* acc = out + (b * L + i0) * Ev;  // output rows accumulate in place
       const A* qr[kRowTile];
-      A* acc[kRowTile];  // out rows accumulate in place, rescaled online
       A m[kRowTile], l[kRowTile];
       for (int64_t r = 0; r < kRowTile; ++r) {
         qr[r] = at.q + (b * L + i0 + std::min(r, rows - 1)) * E;  // short tiles repeat their last row
-        acc[r] = out.data() + (b * L + i0 + r) * Ev;
         m[r] = kNegInf;
         l[r] = 0;
       }
@@ -168,39 +211,69 @@ void attention_forward(const OpCall& c) {
         for (int64_t jj = 0; jj < n; ++jj) {
           A raw[kRowTile];
           dot4(qr, at.k + (b * S + j0 + jj) * E, E, raw);
-          for (int64_t r = 0; r < rows; ++r) s[r][jj] = at.finish_score(b, i0 + r, j0 + jj, raw[r]);
+          for (int64_t r = 0; r < rows; ++r) s[r * kKeyBlock + jj] = at.finish_score(b, i0 + r, j0 + jj, raw[r]);
         }
-        for (int64_t r = 0; r < rows; ++r) {
-          A bm = kNegInf;
-          for (int64_t jj = 0; jj < n; ++jj) bm = std::max(bm, s[r][jj]);
-          if (bm > m[r]) {
-            const A corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
-            l[r] *= corr;
-            for (int64_t e = 0; e < Ev; ++e) acc[r][e] *= corr;
-            m[r] = bm;
-          }
-          for (int64_t jj = 0; jj < n; ++jj) {
-            s[r][jj] = m[r] == kNegInf ? A(0) : std::exp(s[r][jj] - m[r]);
-            l[r] += s[r][jj];
-          }
-        }
+        softmax_block(s, kKeyBlock, rows, n, m, l, acc, Ev);
         for (int64_t jj = 0; jj < n; ++jj) {
           const A* vj = at.v + (b * S + j0 + jj) * Ev;
           for (int64_t r = 0; r < rows; ++r)
-            if (s[r][jj] != A(0)) axpy(s[r][jj], vj, acc[r], Ev);
+            if (s[r * kKeyBlock + jj] != A(0)) axpy(s[r * kKeyBlock + jj], vj, acc + r * Ev, Ev);
         }
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        if (l[r] > 0) {
-          const A inv = A(1) / l[r];
-          for (int64_t e = 0; e < Ev; ++e) acc[r][e] *= inv;
-          lse[b * L + i0 + r] = m[r] + std::log(l[r]);
-        } else {  // every key masked out: 0, as PyTorch's safe softmax
-          lse[b * L + i0 + r] = kNegInf;
-        }
-      }
+      finish_rows(rows, m, l, acc, Ev, lse + b * L + i0);
     }
   });
+}
+
+void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
+    sdk::fail(HAL_STATUS_DEVICE_ERROR, "dnnl_sgemm failed (", m, "x", n, "x", k, ")");
+}
+
+// float32 version: per tile of kGemmRows query rows and block of kGemmKeys
+// keys, scores = scale·Q·Kᵀ and out += P·V are oneDNN sgemms.
+constexpr int64_t kGemmRows = 64, kGemmKeys = 128;
+void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t B = at.B, L = at.L, S = at.S, E = at.E, Ev = at.Ev;
+  const int64_t tiles = (L + kGemmRows - 1) / kGemmRows;
+  const bool masked = at.causal || at.mask != nullptr;
+  parallel_for(B * tiles, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> s(static_cast<size_t>(kGemmRows * kGemmKeys));
+    float m[kGemmRows], l[kGemmRows];
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t b = tile / tiles, i0 = (tile % tiles) * kGemmRows, rows = std::min(kGemmRows, L - i0);
+      const int64_t s_end = at.key_end(i0 + rows - 1);
+      float* acc = out + (b * L + i0) * Ev;
+      std::fill(m, m + rows, kNegInf);
+      std::fill(l, l + rows, 0.0f);
+      for (int64_t j0 = 0; j0 < s_end; j0 += kGemmKeys) {
+        const int64_t n = std::min(kGemmKeys, s_end - j0);
+        sgemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f, s.data(),
+              kGemmKeys);
+        if (masked)
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t jj = 0; jj < n; ++jj)
+              s[r * kGemmKeys + jj] = at.mask_score(b, i0 + r, j0 + jj, s[r * kGemmKeys + jj]);
+        softmax_block(s.data(), kGemmKeys, rows, n, m, l, acc, Ev);
+        sgemm('N', 'N', rows, Ev, n, 1.0f, s.data(), kGemmKeys, at.v + (b * S + j0) * Ev, Ev, 1.0f, acc, Ev);
+      }
+      finish_rows(rows, m, l, acc, Ev, lse + b * L + i0);
+    }
+  });
+}
+
+template <class A>
+void attention_forward(const OpCall& c) {
+  Attention<A> at(c, 0, 3);
+  std::vector<A> out(static_cast<size_t>(at.B * at.L * at.Ev)), lse(static_cast<size_t>(at.B * at.L));
+  if constexpr (std::is_same_v<A, float>) {
+    if (at.E > 0 && at.Ev > 0) attention_forward_gemm(at, out.data(), lse.data());
+    else attention_forward_loops(at, out.data(), lse.data());
+  } else {
+    attention_forward_loops(at, out.data(), lse.data());
+  }
   store<A>(c.output(0), out.data(), Attention<A>::kDtype);
   store<A>(c.output(1), lse.data(), Attention<A>::kDtype);
 }
