@@ -2,10 +2,9 @@
 // accumulation type A (float; double for float64) on contiguous copies:
 // the forward is flash-style (online softmax over key blocks, tiles of
 // query rows in parallel, nothing of size L×S materialised; float32 blocks
-// are oneDNN sgemms); the backward recomputes the
-// probabilities from the saved logsumexp, once per query row (grad_query)
-// and once per key row (grad_key, grad_value), so both passes parallelise
-// without atomics.
+// are oneDNN sgemms); the backward recomputes the probabilities from the
+// saved logsumexp, once per query tile (grad_query) and once per key block
+// (grad_key, grad_value), so both passes parallelise without atomics.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -284,56 +283,133 @@ void attention_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(attention_kernel, attention_body)
 
+// The backward's operands: the forward's plus grad_out, out, logsumexp,
+// D_i = grad_out_i·out_i, and the (zeroed) gradients.
 template <class A>
-void attention_backward(const OpCall& c) {
-  Attention<A> at(c, 1, 6);
-  const int64_t B = at.B, L = at.L, S = at.S, E = at.E, Ev = at.Ev;
-  Tensor t_do, t_o, t_lse;
-  std::vector<unsigned char> s_do, s_o, s_lse;
-  const A* dout = contiguous_as<A>(c.input(0), Attention<A>::kDtype, t_do, s_do);
-  const A* out = contiguous_as<A>(c.input(4), Attention<A>::kDtype, t_o, s_o);
-  const A* lse = contiguous_as<A>(c.input(5), Attention<A>::kDtype, t_lse, s_lse);
-  std::vector<A> d(static_cast<size_t>(B * L));
-  parallel_for(B * L, at.grain(Ev), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) d[row] = dot(dout + row * Ev, out + row * Ev, Ev);
-  });
-  // P_ij and dS_ij of query row (b, i) and key j.
+struct Backward {
+  const Attention<A>& at;
+  const A* dout;
+  const A* lse;
+  std::vector<A> d, dq, dk, dv;
+
+  Backward(const Attention<A>& a, const A* grad_out, const A* out, const A* logsumexp)
+      : at(a), dout(grad_out), lse(logsumexp), d(static_cast<size_t>(a.B * a.L)),
+        dq(static_cast<size_t>(a.B * a.L * a.E)), dk(static_cast<size_t>(a.B * a.S * a.E)),
+        dv(static_cast<size_t>(a.B * a.S * a.Ev)) {
+    const int64_t ev = a.Ev;
+    parallel_for(a.B * a.L, a.grain(ev), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) d[row] = dot(dout + row * ev, out + row * ev, ev);
+    });
+  }
+  // P = exp(SCORE - lse) of query row ROW (0 when masked or the row is empty).
+  A prob(int64_t row, A score) const {
+    constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+    return score == kNegInf || lse[row] == kNegInf ? A(0) : std::exp(score - lse[row]);
+  }
+};
+
+// Loop version (float64, and E or Ev = 0): grad_query per query row, then
+// grad_key and grad_value per key row.
+template <class A>
+void attention_backward_loops(Backward<A>& g) {
+  const Attention<A>& at = g.at;
+  const int64_t L = at.L, S = at.S, E = at.E, Ev = at.Ev;
   auto probs = [&](int64_t b, int64_t i, int64_t j, A& p, A& ds) {
     const int64_t row = b * L + i;
-    const A s = at.score(b, i, j);
-    p = (s == -std::numeric_limits<A>::infinity() || lse[row] == -std::numeric_limits<A>::infinity())
-            ? A(0) : std::exp(s - lse[row]);
-    ds = p == A(0) ? A(0) : p * (dot(dout + row * Ev, at.v + (b * S + j) * Ev, Ev) - d[row]);
+    p = g.prob(row, at.score(b, i, j));
+    ds = p == A(0) ? A(0) : p * (dot(g.dout + row * Ev, at.v + (b * S + j) * Ev, Ev) - g.d[row]);
   };
-  std::vector<A> dq(static_cast<size_t>(B * L * E)), dk(static_cast<size_t>(B * S * E)),
-      dv(static_cast<size_t>(B * S * Ev));
-  parallel_for(B * L, at.grain(S * (E + Ev)), [&](int64_t begin, int64_t end) {
+  parallel_for(at.B * L, at.grain(S * (E + Ev)), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / L, i = row % L;
-      A* g = dq.data() + row * E;
       for (int64_t j = 0, je = at.key_end(i); j < je; ++j) {
         A p, ds;
         probs(b, i, j, p, ds);
-        if (ds != A(0)) axpy(ds * at.scale, at.k + (b * S + j) * E, g, E);
+        if (ds != A(0)) axpy(ds * at.scale, at.k + (b * S + j) * E, g.dq.data() + row * E, E);
       }
     }
   });
-  parallel_for(B * S, at.grain(L * (E + 2 * Ev)), [&](int64_t begin, int64_t end) {
+  parallel_for(at.B * S, at.grain(L * (E + 2 * Ev)), [&](int64_t begin, int64_t end) {
     for (int64_t key_row = begin; key_row < end; ++key_row) {
       const int64_t b = key_row / S, j = key_row % S;
-      A* gk = dk.data() + key_row * E;
-      A* gv = dv.data() + key_row * Ev;
       for (int64_t i = at.causal ? j : 0; i < L; ++i) {
         A p, ds;
         probs(b, i, j, p, ds);
-        if (p != A(0)) axpy(p, dout + (b * L + i) * Ev, gv, Ev);
-        if (ds != A(0)) axpy(ds * at.scale, at.q + (b * L + i) * E, gk, E);
+        if (p != A(0)) axpy(p, g.dout + (b * L + i) * Ev, g.dv.data() + key_row * Ev, Ev);
+        if (ds != A(0)) axpy(ds * at.scale, at.q + (b * L + i) * E, g.dk.data() + key_row * E, E);
       }
     }
   });
-  store<A>(c.output(0), dq.data(), Attention<A>::kDtype);
-  store<A>(c.output(1), dk.data(), Attention<A>::kDtype);
-  store<A>(c.output(2), dv.data(), Attention<A>::kDtype);
+}
+
+// float32 version: the same two passes over (query tile, key block) pairs,
+// each block's P and dS from two sgemms, the gradients from one or two more.
+void attention_backward_gemm(Backward<float>& g) {
+  const Attention<float>& at = g.at;
+  const int64_t L = at.L, S = at.S, E = at.E, Ev = at.Ev, ld = kGemmKeys;
+  const int64_t q_tiles = (L + kGemmRows - 1) / kGemmRows, k_blocks = (S + kGemmKeys - 1) / kGemmKeys;
+  const bool masked = at.causal || at.mask != nullptr;
+  // P and dS of query rows [i0, i0 + rows) of batch b with keys [j0, j0 + n).
+  auto block = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, float* p, float* ds) {
+    sgemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f, p, ld);
+    sgemm('N', 'T', rows, n, Ev, 1.0f, g.dout + (b * L + i0) * Ev, Ev, at.v + (b * S + j0) * Ev, Ev, 0.0f, ds, ld);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = b * L + i0 + r;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        float score = p[r * ld + jj];
+        if (masked) score = at.mask_score(b, i0 + r, j0 + jj, score);
+        const float pr = g.prob(row, score);
+        p[r * ld + jj] = pr;
+        ds[r * ld + jj] = pr * (ds[r * ld + jj] - g.d[row]);
+      }
+    }
+  };
+  parallel_for(at.B * q_tiles, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> p(static_cast<size_t>(kGemmRows * ld)), ds(p.size());
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / q_tiles, i0 = (t % q_tiles) * kGemmRows, rows = std::min(kGemmRows, L - i0);
+      const int64_t s_end = at.key_end(i0 + rows - 1);
+      for (int64_t j0 = 0; j0 < s_end; j0 += kGemmKeys) {
+        const int64_t n = std::min(kGemmKeys, s_end - j0);
+        block(b, i0, rows, j0, n, p.data(), ds.data());
+        sgemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
+              g.dq.data() + (b * L + i0) * E, E);
+      }
+    }
+  });
+  parallel_for(at.B * k_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> p(static_cast<size_t>(kGemmRows * ld)), ds(p.size());
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / k_blocks, j0 = (t % k_blocks) * kGemmKeys, n = std::min(kGemmKeys, S - j0);
+      for (int64_t i0 = at.causal ? j0 / kGemmRows * kGemmRows : 0; i0 < L; i0 += kGemmRows) {
+        const int64_t rows = std::min(kGemmRows, L - i0);
+        block(b, i0, rows, j0, n, p.data(), ds.data());
+        sgemm('T', 'N', n, Ev, rows, 1.0f, p.data(), ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f,
+              g.dv.data() + (b * S + j0) * Ev, Ev);
+        sgemm('T', 'N', n, E, rows, at.scale, ds.data(), ld, at.q + (b * L + i0) * E, E, 1.0f,
+              g.dk.data() + (b * S + j0) * E, E);
+      }
+    }
+  });
+}
+
+template <class A>
+void attention_backward(const OpCall& c) {
+  Attention<A> at(c, 1, 6);
+  Tensor t_do, t_o, t_lse;
+  std::vector<unsigned char> s_do, s_o, s_lse;
+  Backward<A> g(at, contiguous_as<A>(c.input(0), Attention<A>::kDtype, t_do, s_do),
+                contiguous_as<A>(c.input(4), Attention<A>::kDtype, t_o, s_o),
+                contiguous_as<A>(c.input(5), Attention<A>::kDtype, t_lse, s_lse));
+  if constexpr (std::is_same_v<A, float>) {
+    if (at.E > 0 && at.Ev > 0) attention_backward_gemm(g);
+    else attention_backward_loops(g);
+  } else {
+    attention_backward_loops(g);
+  }
+  store<A>(c.output(0), g.dq.data(), Attention<A>::kDtype);
+  store<A>(c.output(1), g.dk.data(), Attention<A>::kDtype);
+  store<A>(c.output(2), g.dv.data(), Attention<A>::kDtype);
 }
 
 void attention_backward_body(const OpCall& c) {
