@@ -119,6 +119,8 @@ std::vector<OpCase> attention_value_cases(hal_dtype_e dt) {
   return {
       qkv("[2, 3, 4] x [2, 5, 4]", dt, {2}, 3, 5, 4, 3, 1),
       qkv("heads [2, 2, 4, 8], S = 70 (two key blocks)", dt, {2, 2}, 4, 70, 8, 5, 2),
+      qkv("L = 70, S = 150 (several query tiles and key blocks)", dt, {1}, 70, 150, 8, 4, 13),
+      qkv("causal L = 70, S = 150", dt, {1}, 70, 150, 8, 4, 14).attr(hal::Attr::b("is_causal", true)),
       qkv("scale 0.3", dt, {2}, 3, 4, 6, 2, 3).attr(hal::Attr::f("scale", 0.3)),
       qkv("causal", dt, {2}, 5, 5, 4, 3, 4).attr(hal::Attr::b("is_causal", true)),
       qkv("causal L > S", dt, {1}, 6, 3, 4, 2, 5).attr(hal::Attr::b("is_causal", true)),
