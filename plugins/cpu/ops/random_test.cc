@@ -248,3 +248,27 @@ TEST_CASE("random ops refuse bad attributes, naming the op, the attribute and th
   expect_refused(t, "uniform", {}, {&out.view}, {sizes({2, 2}), Attr::i("seed", 1), Attr::i("mean", 1)}, I,
                  "unknown attribute 'mean'", &out);
 }
+
+TEST_CASE("dropout and bernoulli read non-contiguous inputs by logical index; 0-d and empty tensors") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  auto x = t.tensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto xt_buf = t.tensor({3, 2}, {1, 4, 2, 5, 3, 6});  // x stored column-major
+  hal::TensorView xt = xt_buf.view;
+  xt.shape = {2, 3};
+  xt.strides = {1, 2};
+  auto o1 = t.empty(HAL_DTYPE_FLOAT32, {2, 3}), o2 = t.empty(HAL_DTYPE_FLOAT32, {2, 3});
+  auto m1 = t.empty(HAL_DTYPE_BOOL, {2, 3}), m2 = t.empty(HAL_DTYPE_BOOL, {2, 3});
+  std::vector<Attr> attrs = {Attr::f("p", 0.4), Attr::i("seed", 21)};
+  t.run("dropout", {&x.view}, {&o1.view, &m1.view}, attrs);
+  t.run("dropout", {&xt}, {&o2.view, &m2.view}, attrs);
+  CHECK(t.read<float>(o1) == t.read<float>(o2));
+  CHECK(t.read<uint8_t>(m1) == t.read<uint8_t>(m2));
+
+  auto p = t.tensor({}, {1.0f});
+  auto out = t.empty(HAL_DTYPE_FLOAT32, {});
+  t.run("bernoulli", {&p.view}, {&out.view}, {Attr::i("seed", 4)});
+  CHECK(t.read<float>(out)[0] == 1.0f);
+  auto empty = t.empty(HAL_DTYPE_FLOAT32, {0, 2});
+  auto empty_out = t.empty(HAL_DTYPE_FLOAT32, {0, 2});
+  t.run("bernoulli", {&empty.view}, {&empty_out.view}, {Attr::i("seed", 4)});
+}
