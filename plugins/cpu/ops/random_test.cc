@@ -272,3 +272,21 @@ TEST_CASE("dropout and bernoulli read non-contiguous inputs by logical index; 0-
   auto empty_out = t.empty(HAL_DTYPE_FLOAT32, {0, 2});
   t.run("bernoulli", {&empty.view}, {&empty_out.view}, {Attr::i("seed", 4)});
 }
+
+TEST_CASE("long streams (batched Philox blocks) match block by block, from any start") {
+  for (uint64_t begin : {0u, 3u, 5u}) {
+    std::vector<uint32_t> words;
+    philox::for_each_word(0x123456789abcdefull, 77, begin, begin + 1000, [&](uint64_t w, uint32_t x) {
+      CHECK(w == begin + words.size());
+      words.push_back(x);
+    });
+    REQUIRE(words.size() == 1000);
+    for (size_t i = 0; i < words.size(); ++i) CHECK(words[i] == philox::block(77 + (begin + i) / 4, 0x123456789abcdefull)[(begin + i) % 4]);
+  }
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  auto out = t.empty(HAL_DTYPE_FLOAT32, {1000});
+  t.run("uniform", {}, {&out.view}, {Attr::ints("size", {1000}), Attr::i("seed", 8), Attr::i("offset", 2)});
+  std::vector<float> got = t.read<float>(out);
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK(got[i] == static_cast<float>((philox::block(2 + i / 4, 8)[i % 4] >> 8) * 0x1p-24));
+}
