@@ -2,6 +2,9 @@
 // values exactly as sdk/catalog/ops/random.toml specifies (the mapping lives
 // in hal/sdk/kernel/philox.hpp). Element i of an output is a function of i
 // alone, so chunks are generated in parallel and layouts do not matter.
+#include <algorithm>
+#include <cmath>
+
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
 #include "hal/sdk/kernel/philox.hpp"
@@ -39,6 +42,52 @@ void uniform_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(uniform_kernel, uniform_body)
 
+// A when MASK is all ones, B when it is 0: a select without control flow,
+// so the loops below vectorise.
+inline float select(uint32_t mask, float a, float b) {
+  return sdk::kernel::bits_float((sdk::kernel::float_bits(a) & mask) | (sdk::kernel::float_bits(b) & ~mask));
+}
+
+// ln(x) for normal x in (0, 1] (Cephes logf: ~1 ulp), branch-free.
+inline float log_unit(float x) {
+  uint32_t bits = sdk::kernel::float_bits(x);
+  float e = static_cast<float>(static_cast<int32_t>((bits >> 23) & 0xffu) - 126);
+  float m = sdk::kernel::bits_float((bits & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
+  const uint32_t small = 0u - static_cast<uint32_t>(m < 0.70710678f);
+  e = select(small, e - 1.0f, e);
+  m = select(small, m + m - 1.0f, m - 1.0f);
+  const float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z - 2.12194440e-4f * e - 0.5f * z;
+  return m + y + 0.693359375f * e;
+}
+
+// sin and cos of 2π·u for u in [0, 1): octant j of 8u, reduced argument
+// (π/4)(8u - j) in [-π/4, π/4] exactly up to one rounding, Cephes
+// polynomials (~1 ulp), branch-free.
+inline void sincos_turn(float u, float& s_out, float& c_out) {
+  const float t = 8.0f * u;
+  int32_t j = static_cast<int32_t>(t);
+  j += j & 1;
+  const float x = (t - static_cast<float>(j)) * 0.78539816339744831f;
+  const float z = x * x;
+  const float s = x + x * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
+  const float c = 1.0f - 0.5f * z + z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f);
+  const uint32_t k = static_cast<uint32_t>(j >> 1) & 3u;  // angle = k·π/2 + x
+  const uint32_t odd = 0u - (k & 1u);
+  const float sk = select(odd, c, s), ck = select(odd, s, c);
+  s_out = sdk::kernel::bits_float(sdk::kernel::float_bits(sk) ^ ((k & 2u) << 30));  // sign flips
+  c_out = sdk::kernel::bits_float(sdk::kernel::float_bits(ck) ^ (((k + 1u) & 2u) << 30));
+}
+
 void normal_body(const OpCall& c) {
   const Tensor& out = c.output(0);
   const uint64_t seed = u64(op::normal::seed(c)), offset = u64(op::normal::offset(c));
@@ -51,17 +100,46 @@ void normal_body(const OpCall& c) {
     ContiguousOut<T> dst(out);
     T* p = dst.data();
     parallel_for((n + 1) / 2, kGrain / 2, [&](int64_t b, int64_t e) {
-      double v0 = 0;
-      philox::for_each_uniform(seed, offset, wide, 24, u64(2 * b), u64(2 * e), [&](uint64_t i, double v) {
-        if (i % 2 == 0) {
-          v0 = v;
-          return;
+      if constexpr (std::is_same_v<C, double>) {
+        double v0 = 0;
+        philox::for_each_uniform(seed, offset, wide, 24, u64(2 * b), u64(2 * e), [&](uint64_t i, double v) {
+          if (i % 2 == 0) {
+            v0 = v;
+            return;
+          }
+          double z0, z1;
+          philox::box_muller(1.0 - v0, v, z0, z1);
+          p[i - 1] = static_cast<T>(mean + sd * z0);
+          if (static_cast<int64_t>(i) < n) p[i] = static_cast<T>(mean + sd * z1);
+        });
+      } else {
+        // Uniforms of a chunk of pairs first, then Box-Muller over the
+        // chunk in a loop the compiler vectorises.
+        constexpr int64_t kChunk = 256;
+        float u1[kChunk], u2[kChunk], z[2 * kChunk];
+        for (int64_t j0 = b; j0 < e; j0 += kChunk) {
+          const int64_t m = std::min(kChunk, e - j0);
+          philox::for_each_uniform(seed, offset, false, 24, u64(2 * j0), u64(2 * (j0 + m)), [&](uint64_t i, double v) {
+            const int64_t k = static_cast<int64_t>(i / 2) - j0;
+            if (i % 2 == 0) u1[k] = static_cast<float>(1.0 - v);
+            else u2[k] = static_cast<float>(v);
+          });
+#pragma omp simd
+          for (int64_t k = 0; k < m; ++k) {
+            u1[k] = -2.0f * log_unit(u1[k]);
+            sincos_turn(u2[k], z[2 * k], z[2 * k + 1]);
+          }
+          // sqrt apart: its errno path keeps the loop above from vectorising.
+          for (int64_t k = 0; k < m; ++k) {
+            const float r = std::sqrt(u1[k]);
+            const float cs = z[2 * k + 1], sn = z[2 * k];
+            z[2 * k] = mean + sd * (r * cs);
+            z[2 * k + 1] = mean + sd * (r * sn);
+          }
+          const int64_t first = 2 * j0, count = std::min(2 * m, n - first);
+          for (int64_t k = 0; k < count; ++k) p[first + k] = static_cast<T>(z[k]);
         }
-        C z0, z1;
-        philox::box_muller(static_cast<C>(1.0 - v0), static_cast<C>(v), z0, z1);
-        p[i - 1] = static_cast<T>(mean + sd * z0);
-        if (static_cast<int64_t>(i) < n) p[i] = static_cast<T>(mean + sd * z1);
-      });
+      }
     });
     dst.finish();
   });
