@@ -98,21 +98,17 @@ std::vector<A> expand(const Tensor* src, const Tensor& shape_of) {
   return out;
 }
 
-// Values of a [n] input as A (absent: empty).
+// Values of an input, row-major, as A (absent: empty).
 template <class T, class A>
 std::vector<A> load_vector(const Tensor* src) {
   if (src == nullptr) return {};
-  std::vector<A> out(static_cast<size_t>(src->numel()));
-  const char* base = static_cast<const char*>(src->data);
-  int64_t stride = src->rank == 0 ? 0 : src->strides[0];
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<A>(*reinterpret_cast<const T*>(base + static_cast<int64_t>(i) * stride * sizeof(T)));
+  Tensor tmp;
+  std::vector<unsigned char> storage;
+  const Tensor& c = contiguous(*src, tmp, storage);
+  const T* p = static_cast<const T*>(c.data);
+  std::vector<A> out(static_cast<size_t>(c.numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<A>(p[i]);
   return out;
-}
-
-template <class T, class A>
-inline void convert(const T* src, A* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<A>(src[i]);
 }
 
 // ---- vectorisable maths (per element; loops over these auto-vectorise) -------
