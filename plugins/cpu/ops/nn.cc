@@ -19,7 +19,7 @@ using nn::lane_sum;
 // ---- row functions (A = float or double) ---------------------------------------
 
 template <class A>
-inline void softmax_row(const A* x, A* y, int64_t n) {
+HAL_NN_INLINE void softmax_row(const A* x, A* y, int64_t n) {
   A m = lane_max(x, n);
   for (int64_t i = 0; i < n; ++i) y[i] = exp_f(x[i] - m);
   A inv = A(1) / lane_sum<A>(n, [&](int64_t i) { return y[i]; });
@@ -27,20 +27,20 @@ inline void softmax_row(const A* x, A* y, int64_t n) {
 }
 
 template <class A>
-inline void log_softmax_row(const A* x, A* y, int64_t n) {
+HAL_NN_INLINE void log_softmax_row(const A* x, A* y, int64_t n) {
   A m = lane_max(x, n);
   A lse = m + std::log(lane_sum<A>(n, [&](int64_t i) { return exp_f(x[i] - m); }));
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
 }
 
 template <class A>
-inline void softmax_backward_row(const A* g, const A* y, A* gi, int64_t n) {
+HAL_NN_INLINE void softmax_backward_row(const A* g, const A* y, A* gi, int64_t n) {
   A s = lane_sum<A>(n, [&](int64_t i) { return g[i] * y[i]; });
   for (int64_t i = 0; i < n; ++i) gi[i] = y[i] * (g[i] - s);
 }
 
 template <class A>
-inline void log_softmax_backward_row(const A* g, const A* y, A* gi, int64_t n) {
+HAL_NN_INLINE void log_softmax_backward_row(const A* g, const A* y, A* gi, int64_t n) {
   A s = lane_sum<A>(n, [&](int64_t i) { return g[i]; });
   for (int64_t i = 0; i < n; ++i) gi[i] = g[i] - exp_f(y[i]) * s;
 }
@@ -48,7 +48,7 @@ inline void log_softmax_backward_row(const A* g, const A* y, A* gi, int64_t n) {
 enum class Kind { kSoftmax, kLogSoftmax, kSoftmaxBackward, kLogSoftmaxBackward };
 
 template <Kind kKind, class A>
-inline void row(const A* a, const A* b, A* y, int64_t n) {
+HAL_NN_INLINE void row(const A* a, const A* b, A* y, int64_t n) {
   if constexpr (kKind == Kind::kSoftmax) softmax_row(a, y, n);
   else if constexpr (kKind == Kind::kLogSoftmax) log_softmax_row(a, y, n);
   else if constexpr (kKind == Kind::kSoftmaxBackward) softmax_backward_row(a, b, y, n);

@@ -17,6 +17,10 @@
 
 namespace hal::cpu::nn {
 
+// Hot helpers are force-inlined so the AVX2/AVX-512 clones of the row
+// loops (target_clones) compile them for their own ISA.
+#define HAL_NN_INLINE inline __attribute__((always_inline))
+
 using sdk::kernel::BFloat16;
 using sdk::kernel::Half;
 
@@ -113,7 +117,7 @@ std::vector<A> load_vector(const Tensor* src) {
 
 // ---- vectorisable maths (per element; loops over these auto-vectorise) -------
 
-inline float bits_as_float(int32_t i) {
+HAL_NN_INLINE float bits_as_float(int32_t i) {
   float f;
   std::memcpy(&f, &i, 4);
   return f;
@@ -122,7 +126,7 @@ inline float bits_as_float(int32_t i) {
 // e^x in float, within ~2 ulp (Cephes expf: Cody-Waite reduction by ln 2,
 // degree-6 polynomial), branch-free so loops of it vectorise. 0 below
 // -87.3, NaN stays NaN.
-inline float exp_f(float x) {
+HAL_NN_INLINE float exp_f(float x) {
   float c = std::min(std::max(x, -87.3f), 88.3f);
   float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
   float r = c - k * 0.693359375f;
@@ -138,14 +142,14 @@ inline float exp_f(float x) {
   y = x < -87.3f ? 0.0f : y;
   return x != x ? x : y;
 }
-inline double exp_f(double x) { return std::exp(x); }
+HAL_NN_INLINE double exp_f(double x) { return std::exp(x); }
 
 // Lane-parallel reductions: kLanes independent accumulators, combined at
 // the end (the order differs from a serial sum, as in any SIMD library).
 inline constexpr int kLanes = 16;
 
 template <class A, class F>
-inline A lane_sum(int64_t n, F f) {
+HAL_NN_INLINE A lane_sum(int64_t n, F f) {
   A acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -158,7 +162,7 @@ inline A lane_sum(int64_t n, F f) {
 }
 
 template <class A>
-inline A lane_max(const A* x, int64_t n) {
+HAL_NN_INLINE A lane_max(const A* x, int64_t n) {
   A acc[kLanes];
   for (int j = 0; j < kLanes; ++j) acc[j] = -std::numeric_limits<A>::infinity();
   int64_t i = 0;

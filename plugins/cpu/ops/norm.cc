@@ -37,7 +37,7 @@ std::vector<A> param(const Tensor* t, int64_t n, A fill) {
 
 // One row: Y = (X - mean)·rstd·W + B (kRms: mean = 0, no B).
 template <bool kRms, class T, class A>
-inline void norm_row(const T* x, const A* w, const A* b, T* y, T* mean_out, T* rstd_out, int64_t n, A eps) {
+HAL_NN_INLINE void norm_row(const T* x, const A* w, const A* b, T* y, T* mean_out, T* rstd_out, int64_t n, A eps) {
   A mean = 0;
   A var;
   if constexpr (kRms) {
