@@ -140,8 +140,9 @@ void class_loss_backward(const OpCall& c, const ClassLossArgs& a) {
     const T* pg = g.ptr<T>();
     const T* px = x.ptr<T>();
     T* pdx = dx.ptr<T>();
+    using A = acc_t<T>;
     parallel_for(l.positions(), std::max<int64_t>(1, 4096 / std::max<int64_t>(l.c, 1)), [&](int64_t lo, int64_t hi) {
-      std::vector<double> prob(static_cast<size_t>(l.c));
+      std::vector<A> prob(static_cast<size_t>(l.c));
       for (int64_t p = lo; p < hi; ++p) {
         int64_t t = pt[p];
         if (t == a.ignore) {
@@ -155,18 +156,21 @@ void class_loss_backward(const OpCall& c, const ClassLossArgs& a) {
           for (int64_t k = 0; k < l.c; ++k) pdx[l.at(p, k)] = static_cast<T>(k == t ? -w[t] * scale : 0.0);
           continue;
         }
-        double m = -std::numeric_limits<double>::infinity(), s = 0;
-        for (int64_t k = 0; k < l.c; ++k) m = std::max(m, double(px[l.at(p, k)]));
-        for (int64_t k = 0; k < l.c; ++k) {
-          prob[k] = std::exp(double(px[l.at(p, k)]) - m);
-          s += prob[k];
+        // softmax of the row, then (1-ε)·w[t]·(p - onehot) + ε/C·(p·Σw - w).
+        for (int64_t k = 0; k < l.c; ++k) prob[k] = A(px[l.at(p, k)]);
+        A m = lane_max(prob.data(), l.c);
+        for (int64_t k = 0; k < l.c; ++k) prob[k] = exp_f(prob[k] - m);
+        A inv = A(1) / lane_sum<A>(l.c, [&](int64_t k) { return prob[k]; });
+        A sc = A(scale), wt = A((1 - a.smoothing) * w[t]);
+        A ws = A(a.smoothing / double(l.c) * wsum), e_c = A(a.smoothing / double(l.c));
+        if (a.weight == nullptr) {
+          for (int64_t k = 0; k < l.c; ++k) pdx[l.at(p, k)] = static_cast<T>(sc * ((wt + ws) * prob[k] * inv - e_c));
+        } else {
+          for (int64_t k = 0; k < l.c; ++k)
+            pdx[l.at(p, k)] = static_cast<T>(sc * ((wt + ws) * prob[k] * inv - e_c * A(w[k])));
         }
-        double eps = a.smoothing, cls = double(l.c);
-        for (int64_t k = 0; k < l.c; ++k) {
-          double pk = prob[k] / s;
-          double gk = (1 - eps) * w[t] * (pk - (k == t ? 1.0 : 0.0)) + eps / cls * (pk * wsum - w[k]);
-          pdx[l.at(p, k)] = static_cast<T>(scale * gk);
-        }
+        A wk = a.weight == nullptr ? A(1) : A(w[t]);
+        pdx[l.at(p, t)] = static_cast<T>(sc * ((wt + ws) * prob[t] * inv - e_c * wk - wt));
       }
     });
   });
