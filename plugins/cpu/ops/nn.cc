@@ -55,11 +55,9 @@ HAL_NN_INLINE void row(const A* a, const A* b, A* y, int64_t n) {
   else log_softmax_backward_row(a, b, y, n);
 }
 
-// ROWS contiguous float32 rows of N, compiled for AVX-512 / AVX2 / baseline
-// and picked at load time (the plugin is built for the baseline ISA).
+// ROWS contiguous float32 rows of N (vectorised for the plugin's -march).
 template <Kind kKind>
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void float_rows(
-    const float* a, const float* b, float* y, int64_t rows, int64_t n) {
+void float_rows(const float* a, const float* b, float* y, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) row<kKind>(a + r * n, b == nullptr ? nullptr : b + r * n, y + r * n, n);
 }
 

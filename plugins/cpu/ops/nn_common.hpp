@@ -17,8 +17,8 @@
 
 namespace hal::cpu::nn {
 
-// Hot helpers are force-inlined so the AVX2/AVX-512 clones of the row
-// loops (target_clones) compile them for their own ISA.
+// Hot helpers are force-inlined into the row loops so those vectorise
+// whole (a call per element would not).
 #define HAL_NN_INLINE inline __attribute__((always_inline))
 
 using sdk::kernel::BFloat16;

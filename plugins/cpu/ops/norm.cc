@@ -60,9 +60,8 @@ HAL_NN_INLINE void norm_row(const T* x, const A* w, const A* b, T* y, T* mean_ou
 }
 
 template <bool kRms>
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void norm_rows_f32(
-    const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows, int64_t n,
-    float eps) {
+void norm_rows_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
+                   int64_t n, float eps) {
   for (int64_t r = 0; r < rows; ++r)
     norm_row<kRms, float, float>(x + r * n, w, b, y + r * n, kRms ? nullptr : mean + r, rstd + r, n, eps);
 }
