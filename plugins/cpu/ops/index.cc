@@ -137,6 +137,14 @@ struct Dims {
 
 // Element offsets through STRIDES of every multi-index over SHAPE[BEGIN, END),
 // row-major.
+// True when OFFSETS[k] == k (the inner dims are contiguous): lets the hot
+// loops index directly instead of through the table.
+bool is_identity(const std::vector<int64_t>& offsets) {
+  for (size_t k = 0; k < offsets.size(); ++k)
+    if (offsets[k] != static_cast<int64_t>(k)) return false;
+  return true;
+}
+
 std::vector<int64_t> offsets(const int64_t* shape, const int64_t* strides, int begin, int end) {
   std::vector<int64_t> out{0};
   for (int d = begin; d < end; ++d) {
@@ -287,6 +295,7 @@ void gather_body(const OpCall& c) {
     int64_t R = ix.prod(0, dim), m = ix.shape[dim], K = ix.prod(dim + 1, ix.rank), sd = s.strides[dim];
     std::vector<int64_t> outer = offsets(ix.shape, s.strides, 0, dim);
     std::vector<int64_t> inner = offsets(ix.shape, s.strides, dim + 1, ix.rank);
+    bool dense = is_identity(inner);
     dispatch_bytes(self.element_size(), [&](auto tag) {
       using U = typename decltype(tag)::type;
       const U* src = static_cast<const U*>(self.data);
@@ -296,7 +305,11 @@ void gather_body(const OpCall& c) {
         for (int64_t j = 0; j < m; ++j) {
           const I* irow = ip + (r * m + j) * K;
           U* orow = dst + (r * m + j) * K;
-          for (int64_t k = k0; k < k1; ++k) orow[k] = base[irow[k] * sd + inner[k]];
+          if (dense) {
+            for (int64_t k = k0; k < k1; ++k) orow[k] = base[irow[k] * sd + k];
+          } else {
+            for (int64_t k = k0; k < k1; ++k) orow[k] = base[irow[k] * sd + inner[k]];
+          }
         }
       });
     });
@@ -327,6 +340,7 @@ void scatter_impl(const OpCall& c, int64_t dim_attr) {
     int64_t od = o.strides[dim], sd = sr.strides[dim];
     std::vector<int64_t> o_outer = offsets(ix.shape, o.strides, 0, dim), o_inner = offsets(ix.shape, o.strides, dim + 1, ix.rank);
     std::vector<int64_t> s_outer = offsets(ix.shape, sr.strides, 0, dim), s_inner = offsets(ix.shape, sr.strides, dim + 1, ix.rank);
+    bool dense = is_identity(o_inner) && is_identity(s_inner);
     auto run = [&](auto tag) {
       using U = typename decltype(tag)::type;
       const U* sp = static_cast<const U*>(src.data);
@@ -334,15 +348,19 @@ void scatter_impl(const OpCall& c, int64_t dim_attr) {
       walk_columns(R, m, K, [&](int64_t r, int64_t k0, int64_t k1) {
         U* obase = dst + o_outer[r];
         const U* sbase = sp + s_outer[r];
-        for (int64_t j = 0; j < m; ++j) {
-          const I* irow = ip + (r * m + j) * K;
-          for (int64_t k = k0; k < k1; ++k) {
-            U& target = obase[irow[k] * od + o_inner[k]];
-            const U& v = sbase[j * sd + s_inner[k]];
-            if constexpr (kAdd) target = static_cast<U>(static_cast<compute_t<U>>(target) + static_cast<compute_t<U>>(v));
-            else target = v;
+        auto rows = [&](auto o_at, auto s_at) {
+          for (int64_t j = 0; j < m; ++j) {
+            const I* irow = ip + (r * m + j) * K;
+            for (int64_t k = k0; k < k1; ++k) {
+              U& target = obase[irow[k] * od + o_at(k)];
+              const U& v = sbase[j * sd + s_at(k)];
+              if constexpr (kAdd) target = static_cast<U>(static_cast<compute_t<U>>(target) + static_cast<compute_t<U>>(v));
+              else target = v;
+            }
           }
-        }
+        };
+        if (dense) rows([](int64_t k) { return k; }, [](int64_t k) { return k; });
+        else rows([&](int64_t k) { return o_inner[k]; }, [&](int64_t k) { return s_inner[k]; });
       });
     };
     if constexpr (kAdd) {

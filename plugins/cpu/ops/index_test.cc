@@ -259,7 +259,7 @@ TEST_CASE("index_put sets or accumulates slices with wrapped, broadcast-stacked 
 TEST_CASE("masked_fill broadcasts the mask and fills in place") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto self = t.tensor<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6}, HAL_DTYPE_INT32);
-  auto mask = t.tensor<bool>({3}, {true, false, true}, HAL_DTYPE_BOOL);
+  auto mask = t.tensor<uint8_t>({3}, {true, false, true}, HAL_DTYPE_BOOL);
   auto out = t.empty(HAL_DTYPE_INT32, {2, 3});
   t.run("masked_fill", {&self.view, &mask.view}, {&out.view}, {Attr::i("value", -9)});
   CHECK(t.read<int32_t>(out) == std::vector<int32_t>{-9, 2, -9, -9, 5, -9});
@@ -270,7 +270,7 @@ TEST_CASE("masked_fill broadcasts the mask and fills in place") {
   auto fself = t.tensor({2, 3}, {1, 2, 3, 4, 5, 6});
   expect_error(t, "masked_fill", {&fself.view, &fmask.view}, {&sent.view}, {Attr::f("value", 0)},
                HAL_STATUS_UNSUPPORTED_DTYPE, "'mask' has dtype float32", &sent);
-  auto mask4 = t.tensor<bool>({4}, {true, false, true, true}, HAL_DTYPE_BOOL);
+  auto mask4 = t.tensor<uint8_t>({4}, {true, false, true, true}, HAL_DTYPE_BOOL);
   expect_error(t, "masked_fill", {&fself.view, &mask4.view}, {&sent.view}, {Attr::f("value", 0)},
                HAL_STATUS_INVALID_ARGUMENT, "does not broadcast", &sent);
   expect_error(t, "masked_fill", {&fself.view, &mask.view}, {&sent.view}, {}, HAL_STATUS_INVALID_ARGUMENT, "value",
@@ -292,7 +292,7 @@ TEST_CASE("nonzero writes count rows of coordinates and leaves the rest") {
   t.run("nonzero", {&st}, {&out.view, &count.view});
   CHECK(t.read<int64_t>(count) == std::vector<int64_t>{3});
   CHECK(t.read<int64_t>(out) == std::vector<int64_t>{0, 1, 1, 0, 2, 1, -7, -7, -7, -7, -7, -7});
-  auto s0 = t.tensor<bool>({}, {true}, HAL_DTYPE_BOOL);
+  auto s0 = t.tensor<uint8_t>({}, {true}, HAL_DTYPE_BOOL);
   auto out0 = t.empty(HAL_DTYPE_INT64, {1, 0});
   t.run("nonzero", {&s0.view}, {&out0.view, &count.view});
   CHECK(t.read<int64_t>(count) == std::vector<int64_t>{1});
@@ -353,7 +353,7 @@ TEST_CASE("sort, argsort and topk order rows, NaN largest, along any dim") {
                "attribute 'k' = 6 is out of range [0, 5]");
   expect_error(t, "sort", {&x.view}, {&v.view, &i.view}, {Attr::i("dim", 2)}, HAL_STATUS_INVALID_ARGUMENT,
                "attribute 'dim' = 2 is out of range");
-  auto b = t.tensor<bool>({2}, {true, false}, HAL_DTYPE_BOOL);
+  auto b = t.tensor<uint8_t>({2}, {true, false}, HAL_DTYPE_BOOL);
   auto bv = t.empty(HAL_DTYPE_BOOL, {1});
   auto bi = t.empty(HAL_DTYPE_INT64, {1});
   expect_error(t, "topk", {&b.view}, {&bv.view, &bi.view}, {Attr::i("k", 1)}, HAL_STATUS_UNSUPPORTED_DTYPE, "bool");
