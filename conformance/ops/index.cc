@@ -595,12 +595,18 @@ std::vector<OpCase> topk_cases(hal_dtype_e dt) {
       OpCase("k = n").in(distinct(dt, {2, 5}, 5)).attr(k(5)),
       OpCase("k = 0").in(distinct(dt, {2, 5}, 6)).attr(k(0)),
       OpCase("long rows").in(distinct(dt, {2, 100}, 7)).attr(k(10)),
+      OpCase("small k, long row").in(distinct(dt, {1, 256}, 12)).attr(k(8)),
+      OpCase("small k along dim 0").in(distinct(dt, {128, 2}, 13)).attr(k(4)).attr(Attr::i("dim", 0))
+          .attr(Attr::b("largest", false)),
       OpCase("0-d").in(scalar(dt, 1.0)).attr(k(1)),
       OpCase("zero-size rows").in(HostTensor(dt, {0, 5})).attr(k(2)),
   };
   OpCase unsorted("unsorted");
   unsorted.in(distinct(dt, {3, 8}, 8)).attr(k(4)).attr(Attr::b("sorted", false)).custom_check = check_unordered;
   cases.push_back(unsorted);
+  OpCase unsorted_small("unsorted small k");
+  unsorted_small.in(distinct(dt, {2, 128}, 14)).attr(k(4)).attr(Attr::b("sorted", false)).custom_check = check_unordered;
+  cases.push_back(unsorted_small);
   OpCase ties("ties");
   ties.in(random(dt, {3, 9}, 9, 0, 3)).attr(k(4)).custom_check = check_ties;
   cases.push_back(ties);

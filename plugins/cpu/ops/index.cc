@@ -192,14 +192,19 @@ void select_rows(const Tensor& self, int64_t R, int64_t n, int64_t K, const I* i
       const U* s = reinterpret_cast<const U*>(src);
       U* o = reinterpret_cast<U*>(dst);
       parallel_for(R * m, grain, [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) o[p] = s[(p / m) * n + idx[p % m]];
+        for (int64_t r = b / m, j = b % m, p = b; p < e; ++r, j = 0) {
+          const U* row = s + r * n;
+          for (int64_t end = std::min(e, p + (m - j)); p < end; ++p, ++j) o[p] = row[idx[j]];
+        }
       });
     });
     return;
   }
   size_t row = static_cast<size_t>(K) * es;
   parallel_for(R * m, grain, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) std::memcpy(dst + p * row, src + ((p / m) * n + idx[p % m]) * row, row);
+    for (int64_t r = b / m, j = b % m, p = b; p < e; ++r, j = 0)
+      for (int64_t end = std::min(e, p + (m - j)); p < end; ++p, ++j)
+        std::memcpy(dst + p * row, src + (r * n + idx[j]) * row, row);
   });
 }
 
@@ -549,11 +554,32 @@ void sort_rows(const OpCall& c, int dim, int64_t k, bool descending, Order order
     auto cmp = [descending](const Item& a, const Item& b) {
       return descending ? greater_nan_first(a.first, b.first) : less_nan_last(a.first, b.first);
     };
+    // Small k: one pass keeping the best k in a heap (worst on top), so most
+    // elements cost one comparison and no copy.
+    bool use_heap = order != Order::kSort && order != Order::kStableSort && k > 0 && k * 16 <= n;
     parallel_for(R * K, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-      std::vector<Item> row(static_cast<size_t>(n));
+      std::vector<Item> row(static_cast<size_t>(use_heap ? k : n));
       for (int64_t col = b; col < e; ++col) {
         int64_t r = col / K, kk = col % K;
         const T* base = src + outer[r] + inner[kk];
+        int64_t at = r * k * K + kk;
+        if (use_heap) {
+          for (int64_t j = 0; j < k; ++j) row[j] = {static_cast<C>(base[j * sd]), j};
+          std::make_heap(row.begin(), row.end(), cmp);
+          for (int64_t j = k; j < n; ++j) {
+            Item x{static_cast<C>(base[j * sd]), j};
+            if (!cmp(x, row.front())) continue;
+            std::pop_heap(row.begin(), row.end(), cmp);
+            row.back() = x;
+            std::push_heap(row.begin(), row.end(), cmp);
+          }
+          if (order == Order::kTopSorted) std::sort_heap(row.begin(), row.end(), cmp);
+          for (int64_t j = 0; j < k; ++j, at += K) {
+            if (vo != nullptr) vo[at] = base[row[j].second * sd];
+            io[at] = row[j].second;
+          }
+          continue;
+        }
         for (int64_t j = 0; j < n; ++j) row[j] = {static_cast<C>(base[j * sd]), j};
         switch (order) {
           case Order::kSort: std::sort(row.begin(), row.end(), cmp); break;
@@ -564,7 +590,6 @@ void sort_rows(const OpCall& c, int dim, int64_t k, bool descending, Order order
             if (order == Order::kTopSorted) std::sort(row.begin(), row.begin() + k, cmp);
             break;
         }
-        int64_t at = r * k * K + kk;
         for (int64_t j = 0; j < k; ++j, at += K) {
           if (vo != nullptr) vo[at] = base[row[j].second * sd];
           io[at] = row[j].second;

@@ -340,6 +340,20 @@ TEST_CASE("sort, argsort and topk order rows, NaN largest, along any dim") {
   t.run("topk", {&x.view}, {&tv0.view, &ti0.view}, {Attr::i("k", 1), Attr::i("dim", 0)});
   CHECK(t.read<float>(tv0) == std::vector<float>{4, 9, 8, 7, 5});
   CHECK(t.read<int64_t>(ti0) == std::vector<int64_t>{0, 0, 1, 0, 1});
+  // Small k of a long row (the one-pass heap), NaN largest.
+  std::vector<float> long_row(40);
+  for (int j = 0; j < 40; ++j) long_row[j] = static_cast<float>((j * 17) % 40);
+  long_row[23] = nan;
+  auto lr = t.tensor({40}, long_row);
+  auto lv = t.empty(HAL_DTYPE_FLOAT32, {2});
+  auto li = t.empty(HAL_DTYPE_INT64, {2});
+  t.run("topk", {&lr.view}, {&lv.view, &li.view}, {Attr::i("k", 2)});
+  CHECK(std::isnan(t.read<float>(lv)[0]));
+  CHECK(t.read<float>(lv)[1] == 39);
+  CHECK(t.read<int64_t>(li) == std::vector<int64_t>{23, 7});
+  t.run("topk", {&lr.view}, {&lv.view, &li.view}, {Attr::i("k", 2), Attr::b("largest", false)});
+  CHECK(t.read<float>(lv) == std::vector<float>{0, 1});
+  CHECK(t.read<int64_t>(li) == std::vector<int64_t>{0, 33});
   auto s = t.tensor({}, {3});
   auto sv = t.empty(HAL_DTYPE_FLOAT32, {});
   auto si = t.empty(HAL_DTYPE_INT64, {});
