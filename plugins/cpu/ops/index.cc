@@ -307,6 +307,13 @@ void gather_body(const OpCall& c) {
       U* dst = out.ptr<U>();
       walk_columns(R, m, K, [&](int64_t r, int64_t k0, int64_t k1) {
         const U* base = src + outer[r];
+        if (K == 1) {  // indexed dim innermost: index and output rows are contiguous runs
+          const I* irow = ip + r * m;
+          U* orow = dst + r * m;
+          const U* b0 = base + inner[0];
+          for (int64_t j = 0; j < m; ++j) orow[j] = b0[irow[j] * sd];
+          return;
+        }
         for (int64_t j = 0; j < m; ++j) {
           const I* irow = ip + (r * m + j) * K;
           U* orow = dst + (r * m + j) * K;
