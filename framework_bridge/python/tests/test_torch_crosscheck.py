@@ -230,7 +230,7 @@ CASES: List[Case] = [
          lambda x, i, s: x.scatter_add(1, i, s), {"dim": 1}),
     Case("masked_fill", lambda: [rand(4, 6), rand(6) > 0], lambda x, m: x.masked_fill(m, -1.5), {"value": -1.5}),
     Case("topk", lambda: [rand(4, 9)], lambda x: tuple(torch.topk(x, 3, 1)), {"k": 3, "dim": 1}),
-    Case("sort", lambda: [torch.randint(0, 4, (3, 9)).float()], lambda x: tuple(torch.sort(x, 1, stable=True)),
+    Case("sort", lambda: [torch.randint(0, 4, (3, 9)).float()], lambda x: tuple(torch.sort(x, dim=1, stable=True)),
          {"dim": 1, "stable": True}),
     Case("argsort", lambda: [rand(3, 9)], lambda x: torch.argsort(x, 1, descending=True),
          {"dim": 1, "descending": True}),
