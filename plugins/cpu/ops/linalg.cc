@@ -105,6 +105,9 @@ dn::PrimitiveCache<MatmulEntry>& matmul_cache() {
 // float32 C = A·B (+ BIAS, contiguous [N]) on oneDNN; false when oneDNN
 // refuses the layout (the caller then loops).
 bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
+  // oneDNN broadcasts the weights' batch but not the source's: then solve
+  // Cᵀ = Bᵀ·Aᵀ (strides only).
+  if (a.batch == 1 && c.batch > 1 && b.batch > 1) return bias == nullptr && gemm_onednn(b.t(), a.t(), c.t(), nullptr);
   const int64_t M = c.rows, N = c.cols, K = a.cols;
   std::vector<int64_t> ad{a.batch, M, K}, as{a.bs, a.rs, a.cs}, bd{b.batch, K, N}, bst{b.bs, b.rs, b.cs},
       cd{c.batch, M, N}, cst{c.bs, c.rs, c.cs};
@@ -131,8 +134,12 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
       {DNNL_ARG_DST, dnnl::memory(e->pd.dst_desc(), eng, c.p)},
       {DNNL_ARG_SCRATCHPAD, dnnl::memory(e->pd.scratchpad_desc(), eng, scratch.get(e->pd.scratchpad_desc().get_size()))}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->pd.bias_desc(), eng, const_cast<float*>(bias)));
-  e->prim.execute(dn::stream(), args);
-  dn::stream().wait();
+  try {
+    e->prim.execute(dn::stream(), args);
+    dn::stream().wait();
+  } catch (const dnnl::error&) {
+    return false;  // refused before computing: the caller loops
+  }
   return true;
 }
 
