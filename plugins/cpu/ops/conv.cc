@@ -181,6 +181,11 @@ dnnl::memory::desc any_like(const dnnl::memory::desc& m) {
 }
 
 dnnl::memory::desc vec_md(const Tensor& t) { return dn::md({t.shape[0]}, {t.strides[0]}); }
+// oneDNN's convolutions ignore a bias's stride: they get a dense one (and the
+// slot a reorder from/to the caller's).
+dnnl::memory::desc dense(const dnnl::memory::desc& m) {
+  return m.is_zero() ? m : dnnl::memory::desc(m.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+}
 
 // One argument of a primitive: the caller's layout, the primitive's, and the
 // reorder between them when they differ.
@@ -293,7 +298,7 @@ void conv_forward_onednn(const Geom& g, const Tensor& x, const Tensor& w, const 
   auto e = conv_cache().get(conv_key(1, g, {&xm, &wm, &bm, &ym}), [&] {
     ConvParams p = conv_params(g);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                      any_like(xm), any_like(wm), bm, any_like(ym), p.strides, p.dilates, p.pad_l,
+                                      any_like(xm), any_like(wm), dense(bm), any_like(ym), p.strides, p.dilates, p.pad_l,
                                       p.pad_r);
     dnnl::convolution_forward::primitive_desc pd(d, user_scratchpad(), dn::engine());
     std::vector<Slot> slots{{DNNL_ARG_SRC, false, xm, pd.src_desc()},
@@ -338,7 +343,7 @@ void conv_weight_onednn(const Geom& g, const Tensor& x, const Tensor& gy, const 
   auto e = conv_cache().get(conv_key(3, g, {&xm, &gym, &gwm, &gbm}), [&] {
     ConvParams p = conv_params(g);
     auto hint = forward_hint(any_like(xm), any_like(gwm), any_like(gym), p);
-    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any_like(xm), any_like(gwm), gbm,
+    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any_like(xm), any_like(gwm), dense(gbm),
                                                any_like(gym), p.strides, p.dilates, p.pad_l, p.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad(), dn::engine(), hint);
     std::vector<Slot> slots{{DNNL_ARG_SRC, false, xm, pd.src_desc()},
@@ -358,7 +363,7 @@ void deconv_onednn(const Geom& g, const Tensor& x, const Tensor& w, const Tensor
     // oneDNN checks in = (out - eff + pad_l + pad_r) / stride + 1.
     ConvParams p = conv_params(g.transposed_as_conv());
     dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
-                                        any_like(xm), any_like(wm), bm, any_like(ym), p.strides, p.dilates, p.pad_l,
+                                        any_like(xm), any_like(wm), dense(bm), any_like(ym), p.strides, p.dilates, p.pad_l,
                                         p.pad_r);
     dnnl::deconvolution_forward::primitive_desc pd(d, user_scratchpad(), dn::engine());
     std::vector<Slot> slots{{DNNL_ARG_SRC, false, xm, pd.src_desc()},

@@ -104,6 +104,27 @@ TEST_CASE("conv2d: hand-computed values with bias, stride and padding") {
   CHECK(t.read<float>(yu) == std::vector<float>{16, 18, 22, 24});
 }
 
+TEST_CASE("strided bias and grad_bias are read and written through their stride") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  auto x = t.tensor({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  auto w = t.tensor({2, 1, 2, 2}, {1, 0, 0, 1, 0, 0, 0, 0});
+  auto b = t.tensor({3}, {10, 99, 20});
+  hal::TensorView bs = b.view;
+  bs.shape = {2};
+  bs.strides = {2};
+  auto y = t.empty(HAL_DTYPE_FLOAT32, {1, 2, 2, 2});
+  t.run("conv2d", {&x.view, &w.view, &bs}, {&y.view});
+  CHECK(t.read<float>(y) == std::vector<float>{16, 18, 22, 24, 20, 20, 20, 20});
+  auto gx = t.empty(HAL_DTYPE_FLOAT32, {1, 1, 3, 3});
+  auto gw = t.empty(HAL_DTYPE_FLOAT32, {2, 1, 2, 2});
+  auto gb = t.tensor({3}, {7, 7, 7});
+  hal::TensorView gbs = gb.view;
+  gbs.shape = {2};
+  gbs.strides = {2};
+  t.run("conv_backward", {&y.view, &x.view, &w.view}, {&gx.view, &gw.view, &gbs});
+  CHECK(t.read<float>(gb) == std::vector<float>{80, 7, 80});
+}
+
 TEST_CASE("conv2d and conv1d: float32 (oneDNN) agrees with float64 loops; float16 too") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   Pair x = pair(t, {2, 4, 9, 8}, 1), w = pair(t, {6, 2, 3, 2}, 2), b = pair(t, {6}, 3);
