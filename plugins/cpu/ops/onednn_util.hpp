@@ -1,0 +1,114 @@
+// CPU plugin, linalg group: oneDNN plumbing shared by matmul and convolution —
+// one engine, a stream on the calling thread, memory descriptors that carry
+// HAL strides (transposed views need no copy), and a thread-safe primitive
+// cache (creating a primitive costs far more than a small matmul).
+#ifndef HAL_PLUGINS_CPU_OPS_ONEDNN_UTIL_HPP_
+#define HAL_PLUGINS_CPU_OPS_ONEDNN_UTIL_HPP_
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace hal::cpu::onednn {
+
+inline dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// oneDNN streams are cheap but not free; one per thread that runs kernels.
+inline dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+// f32 memory descriptor of DIMS with element STRIDES (any non-negative
+// strides; size-1 dims get a harmless stride).
+inline dnnl::memory::desc md(const std::vector<int64_t>& dims, std::vector<int64_t> strides) {
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] == 1) strides[d] = 1;
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32,
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+// A cache key: the integers that decide a primitive (shapes, strides, attrs).
+class Key {
+ public:
+  explicit Key(int kind) { add(kind); }
+  Key& add(int64_t v) {
+    s_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  Key& add(const std::vector<int64_t>& v) {
+    add(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) add(x);
+    return *this;
+  }
+  const std::string& str() const { return s_; }
+
+ private:
+  std::string s_;
+};
+
+// LRU cache of built primitives (ENTRY: whatever a kind needs, immutable
+// after construction; oneDNN primitives may be executed concurrently).
+template <class Entry>
+class PrimitiveCache {
+ public:
+  explicit PrimitiveCache(size_t capacity = 256) : capacity_(capacity) {}
+
+  template <class Make>
+  std::shared_ptr<const Entry> get(const Key& key, Make&& make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key.str());
+      if (it != map_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return it->second->second;
+      }
+    }
+    std::shared_ptr<const Entry> made = make();  // outside the lock: slow
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key.str());
+    if (it != map_.end()) return it->second->second;
+    lru_.emplace_front(key.str(), made);
+    map_.emplace(key.str(), lru_.begin());
+    if (lru_.size() > capacity_) {
+      map_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return made;
+  }
+
+ private:
+  using Item = std::pair<std::string, std::shared_ptr<const Entry>>;
+  size_t capacity_;
+  std::mutex mu_;
+  std::list<Item> lru_;
+  std::unordered_map<std::string, typename std::list<Item>::iterator> map_;
+};
+
+// A float scratch buffer for a primitive's internal memory (64-byte aligned).
+class Scratch {
+ public:
+  float* get(size_t bytes) {
+    size_t n = (bytes + sizeof(float) - 1) / sizeof(float) + 16;
+    if (buf_.size() < n) buf_.assign(n, 0.0f);
+    auto addr = reinterpret_cast<uintptr_t>(buf_.data());
+    return reinterpret_cast<float*>((addr + 63) & ~uintptr_t{63});
+  }
+
+ private:
+  std::vector<float> buf_;
+};
+
+}  // namespace hal::cpu::onednn
+
+#endif  // HAL_PLUGINS_CPU_OPS_ONEDNN_UTIL_HPP_

@@ -1,0 +1,253 @@
+// CPU kernels of the "linalg" group, 2-D pooling: max (with indices), average
+// and adaptive average, forward and backward. One (N, C) plane per task;
+// inputs are read through their strides; float16/bfloat16 compute in float.
+// Backward kernels gather a plane in a float (double for float64) buffer and
+// write it once.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_kernel.hpp"
+#include "linalg_util.hpp"
+
+namespace hal::cpu {
+namespace {
+
+namespace op = sdk::op;
+using linalg::View4;
+using sdk::shape_rules::PoolGeometry;
+
+template <class T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Runs F(TypeTag<T>) for the floating storage type of DTYPE.
+template <class F>
+void for_float(hal_dtype_e dtype, F&& f) {
+  sdk::kernel::dispatch_float(dtype, std::forward<F>(f));
+}
+
+// F(n, c) for every plane, in parallel.
+template <class F>
+void planes(const PoolGeometry& g, F&& f) {
+  parallel_for(g.n * g.c, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) f(t / g.c, t % g.c);
+  });
+}
+
+// Writes the H x W plane BUF to (N, C) of OUT.
+template <class T, class A>
+void store_plane(const View4<T>& out, int64_t n, int64_t c, const std::vector<A>& buf, int64_t h, int64_t w) {
+  for (int64_t i = 0; i < h; ++i)
+    for (int64_t j = 0; j < w; ++j) out.at(n, c, i, j) = static_cast<T>(buf[i * w + j]);
+}
+
+// ---- max --------------------------------------------------------------------------
+
+void max_pool2d_body(const OpCall& c) {
+  PoolGeometry g = sdk::shape_rules::pool_geometry(c, 0, true);
+  for_float(c.input(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    View4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
+    View4<int64_t> ind(c.output(1), g.batched, 2);
+    planes(g, [&](int64_t n, int64_t ch) {
+      for (int64_t oh = 0; oh < g.out[0]; ++oh)
+        for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+          A best = -std::numeric_limits<A>::infinity();
+          int64_t arg = -1;
+          for (int64_t kh = 0; kh < g.kernel[0]; ++kh) {
+            int64_t ih = oh * g.stride[0] - g.padding[0] + kh * g.dilation[0];
+            if (ih < 0 || ih >= g.in[0]) continue;
+            for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
+              int64_t iw = ow * g.stride[1] - g.padding[1] + kw * g.dilation[1];
+              if (iw < 0 || iw >= g.in[1]) continue;
+              A v = static_cast<A>(x.at(n, ch, ih, iw));
+              if (arg < 0 || v > best || std::isnan(v)) {  // NaN wins, as PyTorch
+                best = v;
+                arg = ih * g.in[1] + iw;
+              }
+            }
+          }
+          y.at(n, ch, oh, ow) = static_cast<T>(best);
+          ind.at(n, ch, oh, ow) = arg;
+        }
+    });
+  });
+}
+HAL_CPU_KERNEL(max_pool2d_kernel, max_pool2d_body)
+
+void max_pool2d_backward_body(const OpCall& c) {
+  PoolGeometry g = sdk::shape_rules::pool_geometry(c, 1, true);
+  const Tensor& indices = c.input(2);
+  View4<int64_t> ind(indices, g.batched, 2);
+  const int64_t plane = g.in[0] * g.in[1];
+  // Check every index before writing anything.
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t ch = 0; ch < g.c; ++ch)
+      for (int64_t oh = 0; oh < g.out[0]; ++oh)
+        for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+          int64_t v = ind.at(n, ch, oh, ow);
+          if (v < 0 || v >= plane)
+            sdk::fail(HAL_STATUS_OUT_OF_RANGE, c.name(), ": index ", v, " in 'indices' at position ",
+                      ((n * g.c + ch) * g.out[0] + oh) * g.out[1] + ow, " is out of range [0, ", plane, ")");
+        }
+  for_float(c.input(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    View4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
+    planes(g, [&](int64_t n, int64_t ch) {
+      std::vector<A> buf(static_cast<size_t>(plane), A(0));
+      for (int64_t oh = 0; oh < g.out[0]; ++oh)
+        for (int64_t ow = 0; ow < g.out[1]; ++ow) buf[ind.at(n, ch, oh, ow)] += static_cast<A>(gy.at(n, ch, oh, ow));
+      store_plane(gx, n, ch, buf, g.in[0], g.in[1]);
+    });
+  });
+}
+HAL_CPU_KERNEL(max_pool2d_backward_kernel, max_pool2d_backward_body)
+
+// ---- average ------------------------------------------------------------------------
+
+// One avg_pool2d window, clipped to the input, and its divisor (PyTorch's rule).
+struct Window {
+  int64_t h0, h1, w0, w1;
+  int64_t divisor;
+  bool empty() const { return h0 >= h1 || w0 >= w1; }
+};
+
+Window avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad, int64_t divisor_override) {
+  Window w;
+  w.h0 = oh * g.stride[0] - g.padding[0];
+  w.w0 = ow * g.stride[1] - g.padding[1];
+  w.h1 = std::min(w.h0 + g.kernel[0], g.in[0] + g.padding[0]);
+  w.w1 = std::min(w.w0 + g.kernel[1], g.in[1] + g.padding[1]);
+  int64_t padded = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.h0 = std::max<int64_t>(w.h0, 0);
+  w.w0 = std::max<int64_t>(w.w0, 0);
+  w.h1 = std::min(w.h1, g.in[0]);
+  w.w1 = std::min(w.w1, g.in[1]);
+  w.divisor = divisor_override ? divisor_override : count_include_pad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0);
+  return w;
+}
+
+// G, COUNT_INCLUDE_PAD and DIVISOR_OVERRIDE of avg_pool2d(_backward), input INDEX.
+template <class Op>
+PoolGeometry avg_geometry(const OpCall& c, size_t index, bool& include_pad, int64_t& divisor) {
+  include_pad = Op::count_include_pad(c);
+  divisor = Op::divisor_override(c);
+  return sdk::shape_rules::pool_geometry(c, index, false);
+}
+
+void avg_pool2d_body(const OpCall& c) {
+  bool include_pad;
+  int64_t divisor;
+  PoolGeometry g = avg_geometry<op::avg_pool2d>(c, 0, include_pad, divisor);
+  for_float(c.input(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    View4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
+    planes(g, [&](int64_t n, int64_t ch) {
+      for (int64_t oh = 0; oh < g.out[0]; ++oh)
+        for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+          Window w = avg_window(g, oh, ow, include_pad, divisor);
+          A sum = 0;
+          for (int64_t ih = w.h0; ih < w.h1; ++ih)
+            for (int64_t iw = w.w0; iw < w.w1; ++iw) sum += static_cast<A>(x.at(n, ch, ih, iw));
+          y.at(n, ch, oh, ow) = static_cast<T>(w.empty() ? A(0) : sum / static_cast<A>(w.divisor));
+        }
+    });
+  });
+}
+HAL_CPU_KERNEL(avg_pool2d_kernel, avg_pool2d_body)
+
+void avg_pool2d_backward_body(const OpCall& c) {
+  bool include_pad;
+  int64_t divisor;
+  PoolGeometry g = avg_geometry<op::avg_pool2d_backward>(c, 1, include_pad, divisor);
+  for_float(c.input(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    View4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
+    planes(g, [&](int64_t n, int64_t ch) {
+      std::vector<A> buf(static_cast<size_t>(g.in[0] * g.in[1]), A(0));
+      for (int64_t oh = 0; oh < g.out[0]; ++oh)
+        for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+          Window w = avg_window(g, oh, ow, include_pad, divisor);
+          if (w.empty()) continue;
+          A v = static_cast<A>(gy.at(n, ch, oh, ow)) / static_cast<A>(w.divisor);
+          for (int64_t ih = w.h0; ih < w.h1; ++ih)
+            for (int64_t iw = w.w0; iw < w.w1; ++iw) buf[ih * g.in[1] + iw] += v;
+        }
+      store_plane(gx, n, ch, buf, g.in[0], g.in[1]);
+    });
+  });
+}
+HAL_CPU_KERNEL(avg_pool2d_backward_kernel, avg_pool2d_backward_body)
+
+// ---- adaptive average -------------------------------------------------------------
+
+// Output index O of SIZE over an input of IN spans [begin, end).
+int64_t adaptive_begin(int64_t o, int64_t size, int64_t in) { return o * in / size; }
+int64_t adaptive_end(int64_t o, int64_t size, int64_t in) { return ((o + 1) * in + size - 1) / size; }
+
+void adaptive_avg_pool2d_body(const OpCall& c) {
+  PoolGeometry g = sdk::shape_rules::pool_input(c, 0);
+  g.out[0] = c.output(0).shape[c.output(0).rank - 2];
+  g.out[1] = c.output(0).shape[c.output(0).rank - 1];
+  for_float(c.input(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    View4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
+    planes(g, [&](int64_t n, int64_t ch) {
+      for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+        int64_t h0 = adaptive_begin(oh, g.out[0], g.in[0]), h1 = adaptive_end(oh, g.out[0], g.in[0]);
+        for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+          int64_t w0 = adaptive_begin(ow, g.out[1], g.in[1]), w1 = adaptive_end(ow, g.out[1], g.in[1]);
+          A sum = 0;
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) sum += static_cast<A>(x.at(n, ch, ih, iw));
+          y.at(n, ch, oh, ow) = static_cast<T>(sum / static_cast<A>((h1 - h0) * (w1 - w0)));
+        }
+      }
+    });
+  });
+}
+HAL_CPU_KERNEL(adaptive_avg_pool2d_kernel, adaptive_avg_pool2d_body)
+
+void adaptive_avg_pool2d_backward_body(const OpCall& c) {
+  PoolGeometry g = sdk::shape_rules::pool_input(c, 1);
+  const Tensor& go = c.input(0);
+  g.out[0] = go.shape[go.rank - 2];
+  g.out[1] = go.shape[go.rank - 1];
+  for_float(go.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    View4<T> gy(go, g.batched, 2), gx(c.output(0), g.batched, 2);
+    planes(g, [&](int64_t n, int64_t ch) {
+      std::vector<A> buf(static_cast<size_t>(g.in[0] * g.in[1]), A(0));
+      for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+        int64_t h0 = adaptive_begin(oh, g.out[0], g.in[0]), h1 = adaptive_end(oh, g.out[0], g.in[0]);
+        for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+          int64_t w0 = adaptive_begin(ow, g.out[1], g.in[1]), w1 = adaptive_end(ow, g.out[1], g.in[1]);
+          A v = static_cast<A>(gy.at(n, ch, oh, ow)) / static_cast<A>((h1 - h0) * (w1 - w0));
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) buf[ih * g.in[1] + iw] += v;
+        }
+      }
+      store_plane(gx, n, ch, buf, g.in[0], g.in[1]);
+    });
+  });
+}
+HAL_CPU_KERNEL(adaptive_avg_pool2d_backward_kernel, adaptive_avg_pool2d_backward_body)
+
+}  // namespace
+
+void register_pool_ops(sdk::OpRegistry& ops) {
+  ops.add<op::max_pool2d>(&max_pool2d_kernel, sdk::kFloatDtypes);
+  ops.add<op::max_pool2d_backward>(&max_pool2d_backward_kernel, sdk::kFloatDtypes);
+  ops.add<op::avg_pool2d>(&avg_pool2d_kernel, sdk::kFloatDtypes);
+  ops.add<op::avg_pool2d_backward>(&avg_pool2d_backward_kernel, sdk::kFloatDtypes);
+  ops.add<op::adaptive_avg_pool2d>(&adaptive_avg_pool2d_kernel, sdk::kFloatDtypes);
+  ops.add<op::adaptive_avg_pool2d_backward>(&adaptive_avg_pool2d_backward_kernel, sdk::kFloatDtypes);
+}
+
+}  // namespace hal::cpu
