@@ -360,6 +360,9 @@ std::vector<OpCase> norm_cases(hal_dtype_e dt) {
   cases.push_back(OpCase("p = inf, empty dim").in(random(dt, {0, 4}, 122)).attr(Attr::ints("dim", {0}))
                       .attr(Attr::f("p", kInf))
                       .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {4})}, {"dim 0", "size 0"}));
+  cases.push_back(OpCase("p = -1, empty dim").in(random(dt, {3, 0}, 123)).attr(Attr::ints("dim", {1}))
+                      .attr(Attr::f("p", -1.0))
+                      .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3})}, {"dim 1", "size 0"}));
   return cases;
 }
 std::vector<HostTensor> norm_ref(const OpCase& c) {

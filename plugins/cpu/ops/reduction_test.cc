@@ -177,6 +177,8 @@ TEST_CASE("0-d and zero-size inputs: identities, NaN mean, errors where there is
   auto out0 = t.tensor({}, {7});
   expect_error(t, "argmax", {&e.view}, out0, {}, HAL_STATUS_INVALID_ARGUMENT, {"empty", "[0, 3]"});
   expect_error(t, "norm", {&e.view}, out0, {Attr::f("p", INFINITY)}, HAL_STATUS_INVALID_ARGUMENT, {"dim 0 of size 0"});
+  expect_error(t, "norm", {&e.view}, out0, {Attr::f("p", -1.0)}, HAL_STATUS_INVALID_ARGUMENT, {"dim 0 of size 0", "p = -1"});
+  check_close(run<float>(t, "norm", e.view, HAL_DTYPE_FLOAT32, {}, {Attr::f("p", 0.5)}), {0});
 }
 
 TEST_CASE("mean needs a floating result dtype") {

@@ -90,10 +90,12 @@ inline void reduce_nonempty(const OpCall& call, std::vector<TensorMeta>& outputs
   set_reduced(call, mask, outputs);
 }
 
-// As reduce; p = ±inf needs non-empty dims (torch.linalg.vector_norm).
+// As reduce; p = inf and p < 0 have no identity, so they need non-empty
+// dims (torch.linalg.vector_norm).
 inline void reduce_norm(const OpCall& call, std::vector<TensorMeta>& outputs) {
   uint32_t mask = reduce_mask(call);
-  if (std::isinf(attr_named(call, "p").as_float())) require_nonempty(call, mask, "p = inf");
+  double p = attr_named(call, "p").as_float();
+  if (std::isinf(p) || p < 0) require_nonempty(call, mask, ("p = " + std::to_string(p)).c_str());
   set_reduced(call, mask, outputs);
 }
 
