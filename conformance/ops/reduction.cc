@@ -98,12 +98,6 @@ struct Shape {
   bool keepdim;
 };
 
-// Output shape of reducing SHAPE over DIMS (for error cases' outputs).
-std::vector<int64_t> out_shape(const std::vector<int64_t>& shape, const std::vector<int64_t>& dims, bool keepdim) {
-  HostTensor x(HAL_DTYPE_FLOAT32, shape);
-  return group(x, reduced_dims(x.rank(), dims), keepdim).shape;
-}
-
 // Cases over dims lists for a reduction with output dtype OUT_DT. IDENTITY:
 // the op may reduce an empty dim (else that is a bad-input case). DIM_REQUIRED:
 // always pass 'dim' ([] for all dims).
