@@ -3,6 +3,7 @@
 // float16/bfloat16 in float lanes over 1024-element blocks and add the
 // blocks in double; integers accumulate in 64 bits, wrapping like torch.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -160,10 +161,46 @@ bool beats(V x, V a) {
   if constexpr (kMax) return x > a;
   else return x < a;
 }
+// The running extreme: a NaN A stays (X > NaN is false), so no test of A is
+// needed; both tests are evaluated (| not ||) so the select vectorises.
 template <bool kMax, class V>
 V pick(V a, V x) {
-  return beats<kMax>(x, a) ? x : a;
+  if constexpr (kMax) return ((x > a) | is_nan(x)) ? x : a;
+  else return ((x < a) | is_nan(x)) ? x : a;
 }
+// The maximum (kMax) or minimum of P[0..N) and INIT, NaN if any element
+// is NaN: an OpenMP simd max/min reduction plus a NaN flag (vectorises,
+// where a NaN-propagating select in lanes does not).
+template <bool kMax, class L, class T>
+L extreme_fold(const T* p, int64_t n, L init) {
+  if constexpr (std::is_same_v<L, bool>) {
+    auto f = [](L a, L x) { return pick<kMax>(a, x); };
+    return f(init, lane_fold<L>(p, n, init, f, f));
+  } else {
+    L m = init;
+    int nan = 0;
+    if constexpr (kMax) {
+#pragma omp simd reduction(max : m) reduction(| : nan)
+      for (int64_t i = 0; i < n; ++i) {
+        L x = static_cast<L>(static_cast<compute_t<T>>(p[i]));
+        m = x > m ? x : m;
+        nan |= is_nan(x);
+      }
+    } else {
+#pragma omp simd reduction(min : m) reduction(| : nan)
+      for (int64_t i = 0; i < n; ++i) {
+        L x = static_cast<L>(static_cast<compute_t<T>>(p[i]));
+        m = x < m ? x : m;
+        nan |= is_nan(x);
+      }
+    }
+    if constexpr (std::is_floating_point_v<L>) {
+      if (nan) return std::numeric_limits<L>::quiet_NaN();
+    }
+    return m;
+  }
+}
+
 template <bool kMax, class V>
 V extreme_init() {
   if constexpr (std::is_same_v<V, bool>) return !kMax;
@@ -180,10 +217,7 @@ struct ExtremeR {
   Acc init() const { return extreme_init<kMax, Acc>(); }
   void step(Acc& a, Acc x, int64_t) const { a = pick<kMax>(a, x); }
   void merge(Acc& a, const Acc& b) const { a = pick<kMax>(a, b); }
-  void run(Acc& a, const T* p, int64_t n, int64_t) const {
-    auto f = [](Acc x, Acc y) { return pick<kMax>(x, y); };
-    a = pick<kMax>(a, lane_fold<Acc>(p, n, init(), f, f));
-  }
+  void run(Acc& a, const T* p, int64_t n, int64_t) const { a = pick<kMax>(a, extreme_fold<kMax>(p, n, init())); }
   void write(const Acc& a, int64_t, const int64_t* o) const { out[o[0]] = static_cast<T>(a); }
 };
 
@@ -221,8 +255,7 @@ struct ArgR {
   // The extreme by a vectorised fold, then the first position holding it.
   void run(Acc& a, const T* p, int64_t n, int64_t pos0) const {
     if (n == 0) return;
-    auto f = [](V x, V y) { return pick<kMax>(x, y); };
-    V best = lane_fold<V>(p, n, static_cast<V>(p[0]), f, f);
+    V best = extreme_fold<kMax>(p, n, static_cast<V>(p[0]));
     int64_t i = 0;
     if (is_nan(best)) {
       while (!is_nan(static_cast<V>(p[i]))) ++i;
@@ -396,6 +429,32 @@ HAL_CPU_KERNEL(norm_kernel, norm_body)
 
 // ---- logsumexp --------------------------------------------------------------------
 
+// e^X for X <= 0 (x - max in logsumexp), in a form the compiler vectorises:
+// X = n·ln2 + r (Cody-Waite), |r| <= ln2/2, e^r by its degree-7 Taylor
+// polynomial (error < 1e-8), times 2^n built in the exponent bits. X below
+// -87 (also -inf) gives e^-87, negligible against the max's term of 1.
+inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+template <class L>
+L exp_nonpositive(L x) {
+  return std::exp(x);
+}
+
 // Running maximum M and Σ exp(x - M) of the finite elements, with flags for
 // NaN and +inf (which decide the result alone).
 struct LseAcc {
@@ -439,7 +498,7 @@ struct LseR {
     LseAcc b;
     if (is_nan(m)) b.nan = true;
     else if (std::isinf(m)) b.inf = m > 0;  // all -inf: nothing to add
-    else b = {static_cast<double>(m), blocked_sum<double, L>(p, n, [m](L x) { return std::exp(x - m); }), false, false};
+    else b = {static_cast<double>(m), blocked_sum<double, L>(p, n, [m](L x) { return exp_nonpositive(x - m); }), false, false};
     merge_lse(a, b);
   }
   void write(const Acc& a, int64_t, const int64_t* o) const {
