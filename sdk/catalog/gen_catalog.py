@@ -46,7 +46,8 @@ OP_KEYS = {"name", "summary", "inputs", "outputs", "attrs", "dtypes", "promote",
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 CPP_KEYWORDS = {"and", "or", "xor", "not", "bool", "int", "float", "double", "default",
                 "operator", "signed", "unsigned", "char", "long", "short", "auto", "case",
-                "const", "delete", "new", "this", "union", "return", "template"}
+                "const", "delete", "new", "this", "union", "return", "template",
+                "std"}  # "std" would shadow namespace std inside hal::sdk::op
 
 
 class CatalogError(Exception):
