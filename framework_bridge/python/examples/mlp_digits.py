@@ -67,7 +67,7 @@ class HalMLP:
 
     def predict(self, x):
         self.forward_logits(x)
-        self.op["argmax"]([self.logits], [self.pred], {"dim": 1})
+        self.op["argmax"]([self.logits], [self.pred], {"dim": [1]})
         return tu.to_torch(self.pred)
 
     def forward_logits(self, x):

@@ -75,7 +75,7 @@ TEST_CASE("uniform follows the catalog's mapping and offset counts 128-bit block
   CHECK(std::vector<float>(got.begin() + 4, got.end()) == s);
 }
 
-TEST_CASE("uniform in float64, float16 and bfloat16 stays in [0, 1) and float64 uses 53 bits") {
+TEST_CASE("uniform in float64, float16 and bfloat16 stays within 0 <= x < 1 and float64 uses 53 bits") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto d = t.empty(HAL_DTYPE_FLOAT64, {6});
   t.run("uniform", {}, {&d.view}, {Attr::ints("size", {6}), Attr::dtype("dtype", HAL_DTYPE_FLOAT64), Attr::i("seed", 5)});
@@ -111,7 +111,7 @@ TEST_CASE("random values depend on the logical index, not the output's layout") 
     for (int j = 0; j < 4; ++j) CHECK(b[j * 3 + i] == r[i * 4 + j]);
 }
 
-TEST_CASE("normal and uniform statistics over a large sample; 0-d and empty outputs") {
+TEST_CASE("normal and uniform statistics over a large sample, 0-d and empty outputs") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   const int64_t n = 200001;  // odd: the last pair's second value is dropped
   auto out = t.empty(HAL_DTYPE_FLOAT32, {n});
