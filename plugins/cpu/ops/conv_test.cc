@@ -125,7 +125,7 @@ TEST_CASE("strided bias and grad_bias are read and written through their stride"
   CHECK(t.read<float>(gb) == std::vector<float>{80, 7, 80});
 }
 
-TEST_CASE("conv2d and conv1d: float32 (oneDNN) agrees with float64 loops; float16 too") {
+TEST_CASE("conv2d and conv1d: float32 (oneDNN) agrees with float64 loops, float16 too") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   Pair x = pair(t, {2, 4, 9, 8}, 1), w = pair(t, {6, 2, 3, 2}, 2), b = pair(t, {6}, 3);
   // (9 + 2 - 2·2 - 1) / 2 + 1 = 4, (8 + 2 - 1·1 - 1) / 2 + 1 = 5
@@ -191,7 +191,7 @@ TEST_CASE("conv_backward: adjoint identities and float32 against float64") {
   }
 }
 
-TEST_CASE("conv_transpose2d is the adjoint of conv2d; output_padding and bias") {
+TEST_CASE("conv_transpose2d is the adjoint of conv2d, output_padding and bias") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   std::vector<Attr> conv_attrs{Attr::ints("stride", {2, 2}), Attr::ints("padding", {1, 1}), Attr::i("groups", 2),
                                Attr::ints("dilation", {1, 2})};

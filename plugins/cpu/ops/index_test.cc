@@ -119,7 +119,7 @@ TEST_CASE("an out-of-range gather on a stream is reported by synchronize, output
   CHECK(t.read<float>(out) == std::vector<float>{7, 7, 7});
 }
 
-TEST_CASE("index_select and embedding copy rows; bad ids are refused") {
+TEST_CASE("index_select and embedding copy rows, bad ids are refused") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto w = t.tensor({3, 2}, {0, 1, 10, 11, 20, 21});
   auto ids = i32(t, {2, 2}, {2, 0, 1, 2});

@@ -180,7 +180,7 @@ TEST_CASE("matmul: dot, matrix-vector, vector-matrix and broadcast batches") {
   check_close(t.read<float>(out2), want2);
 }
 
-TEST_CASE("addmm and baddbmm apply beta and alpha; beta = 0 ignores self") {
+TEST_CASE("addmm and baddbmm apply beta and alpha, beta = 0 ignores self") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto self = t.tensor({2}, {1, 10});
   auto a = t.tensor({2, 2}, {1, 2, 3, 4});

@@ -269,7 +269,7 @@ TEST_CASE("layer_norm and rms_norm: statistics, weight and bias, backward by cen
                HAL_STATUS_INVALID_ARGUMENT, {"attribute 'eps' must be float"});
 }
 
-TEST_CASE("group_norm and its backward; num_groups must divide C") {
+TEST_CASE("group_norm and its backward, num_groups must divide C") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   const std::vector<int64_t> shape = {2, 4, 3};
   std::vector<double> xv = pseudo_random(24, 11), wv = pseudo_random(4, 12), bv = pseudo_random(4, 13),

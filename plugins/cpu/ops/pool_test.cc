@@ -76,7 +76,7 @@ TEST_CASE("max_pool2d: values, flat indices, ceil_mode, NaN and strided input") 
   CHECK(t.read<float>(y4) == std::vector<float>{5, 6, 7, 6, 9, 10, 11, 10, 13, 14, 15, 14, 9, 10, 11, 10});
 }
 
-TEST_CASE("max_pool2d in float64 and float16; empty batches") {
+TEST_CASE("max_pool2d in float64 and float16, empty batches") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   std::vector<double> xd(16);
   std::vector<uint16_t> xh(16);

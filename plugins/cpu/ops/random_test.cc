@@ -249,7 +249,7 @@ TEST_CASE("random ops refuse bad attributes, naming the op, the attribute and th
                  "unknown attribute 'mean'", &out);
 }
 
-TEST_CASE("dropout and bernoulli read non-contiguous inputs by logical index; 0-d and empty tensors") {
+TEST_CASE("dropout and bernoulli read non-contiguous inputs by logical index, 0-d and empty tensors") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto x = t.tensor({2, 3}, {1, 2, 3, 4, 5, 6});
   auto xt_buf = t.tensor({3, 2}, {1, 4, 2, 5, 3, 6});  // x stored column-major

@@ -191,7 +191,7 @@ TEST_CASE("mean needs a floating result dtype") {
   expect_error(t, "mean", {&i.view}, iout, {}, HAL_STATUS_INVALID_ARGUMENT, {"int32", "floating"});
 }
 
-TEST_CASE("amax, max and argmax propagate NaN; ties give the first index") {
+TEST_CASE("amax, max and argmax propagate NaN, ties give the first index") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto a = t.tensor({2, 4}, {1, 3, 3, 2, 5, NAN, 9, NAN});
   check_close(run<float>(t, "amax", a.view, HAL_DTYPE_FLOAT32, {2}, {Attr::ints("dim", {1})}), {3, kNaN});
@@ -224,7 +224,7 @@ TEST_CASE("amax, max and argmax propagate NaN; ties give the first index") {
   CHECK(run<uint8_t>(t, "amin", b.view, HAL_DTYPE_BOOL, {}) == std::vector<uint8_t>{0});
 }
 
-TEST_CASE("var and std with corrections; norm for every kind of p") {
+TEST_CASE("var and std with corrections, norm for every kind of p") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto a = t.tensor({2, 3}, {1, 2, 4, -3, 0, 3});
   check_close(run<float>(t, "var", a.view, HAL_DTYPE_FLOAT32, {2}, {Attr::ints("dim", {1})}), {7.0 / 3, 9});
