@@ -41,6 +41,8 @@ int run(int argc, char** argv) {
                                              "device, or the configured default device)")
       ("filter,f", po::value<std::string>(), "only tests whose op name or test name matches this glob "
                                              "('add*', 'op.add.float16', 'runtime.*')")
+      ("exclude,x", po::value<std::vector<std::string>>(), "leave out tests whose op name or test name matches "
+                                                           "this glob (repeatable)")
       ("dtype", po::value<std::string>(), "only op tests of this dtype (float32, float16, bfloat16, float64, "
                                           "int8, uint8, int16, int32, int64, bool); skips runtime tests")
       ("list", "list the tests that would run, with skip reasons and known failures, and exit")
@@ -69,6 +71,7 @@ int run(int argc, char** argv) {
 
   RunOptions opts;
   if (vm.count("filter")) opts.filter = vm["filter"].as<std::string>();
+  if (vm.count("exclude")) opts.exclude = vm["exclude"].as<std::vector<std::string>>();
   if (vm.count("dtype")) {
     opts.dtype = parse_dtype(vm["dtype"].as<std::string>());
     if (!opts.dtype) {
@@ -131,21 +134,31 @@ int run(int argc, char** argv) {
     return 0;
   }
 
+  auto finish = [&]() -> bool {
+    bool ok = true;
+    try {
+      if (vm.count("report-json")) write_json(session, vm["report-json"].as<std::string>());
+      if (vm.count("report-junit")) write_junit(session, vm["report-junit"].as<std::string>());
+      if (vm.count("failures-csv")) write_failures_csv(session, vm["failures-csv"].as<std::string>());
+      if (vm.count("coverage-md")) write_coverage_md(session, vm["coverage-md"].as<std::string>());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hal-conformance: %s\n", e.what());
+      ok = false;
+    }
+    if (int k = session.count(Status::kKnownFailure))
+      std::printf("%d known failures (declared; not counted as failed)\n", k);
+    if (int u = session.count(Status::kUnexpectedPass))
+      std::printf("%d unexpected passes (declared known failures that passed; counted as failed)\n", u);
+    std::printf("%d passed, %d failed, %d skipped\n", session.count(Status::kPassed),
+                session.count(Status::kFailed) + session.count(Status::kUnexpectedPass),
+                session.count(Status::kSkipped));
+    std::fflush(stdout);
+    return ok;
+  };
+  // A crash ends the process with its signal; the reports still say how far it got.
+  session.on_crash([&] { finish(); });
   int failed = session.run();
-  try {
-    if (vm.count("report-json")) write_json(session, vm["report-json"].as<std::string>());
-    if (vm.count("report-junit")) write_junit(session, vm["report-junit"].as<std::string>());
-    if (vm.count("failures-csv")) write_failures_csv(session, vm["failures-csv"].as<std::string>());
-    if (vm.count("coverage-md")) write_coverage_md(session, vm["coverage-md"].as<std::string>());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "hal-conformance: %s\n", e.what());
-    return 2;
-  }
-  if (int k = session.count(Status::kKnownFailure)) std::printf("%d known failures (declared; not counted as failed)\n", k);
-  if (int u = session.count(Status::kUnexpectedPass))
-    std::printf("%d unexpected passes (declared known failures that passed; counted as failed)\n", u);
-  std::printf("%d passed, %d failed, %d skipped\n", session.count(Status::kPassed), failed,
-              session.count(Status::kSkipped));
+  if (!finish()) return 2;
   return failed == 0 ? 0 : 1;
 }
 

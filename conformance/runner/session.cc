@@ -60,7 +60,10 @@ class HalReporter : public doctest::IReporter {
 
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override { flush_group(); }
+  void test_run_end(const doctest::TestRunStats&) override {
+    flush_group();
+    if (crashed_ && g_session != nullptr) g_session->crashed();
+  }
   void test_case_start(const doctest::TestCaseData& tc) override {
     g_current = &(*g_tests)[tc.m_line - 1];
     start_ = std::chrono::steady_clock::now();
@@ -88,9 +91,11 @@ class HalReporter : public doctest::IReporter {
       std::printf("  UNEXPECTED PASS %s: declared a known failure (%s) but it passed\n", e.name.c_str(),
                   e.known_failure.c_str());
     }
-    if (st.failure_flags & doctest::TestCaseFailureReason::Crash)
-      std::printf("hal-conformance: the plugin crashed in %s; the run stops here and writes no reports "
-                  "(leave the test out with --filter to run the rest)\n", e.name.c_str());
+    if (st.failure_flags & doctest::TestCaseFailureReason::Crash) {
+      crashed_ = true;
+      std::printf("hal-conformance: the plugin crashed in %s; the run stops here, the tests after it are "
+                  "not run (leave it out with --exclude to run the rest)\n", e.name.c_str());
+    }
     counts_[e.status]++;
     g_current = nullptr;
   }
@@ -148,6 +153,7 @@ class HalReporter : public doctest::IReporter {
   std::chrono::steady_clock::time_point start_;
   std::string group_, dtypes_, reason_;
   std::map<Status, int> counts_;
+  bool crashed_ = false;
 };
 
 DOCTEST_REGISTER_REPORTER("hal", 1, HalReporter);
@@ -184,8 +190,12 @@ int Session::count(Status s) const {
 }
 
 bool Session::matches(const std::string& op, const std::string& test_name) const {
-  if (options_.filter.empty()) return true;
-  return (!op.empty() && glob_match(options_.filter, op)) || glob_match(options_.filter, test_name);
+  auto hit = [&](const std::string& glob) {
+    return (!op.empty() && glob_match(glob, op)) || glob_match(glob, test_name);
+  };
+  for (const std::string& x : options_.exclude)
+    if (hit(x)) return false;
+  return options_.filter.empty() || hit(options_.filter);
 }
 
 void Session::add(TestEntry e) {
