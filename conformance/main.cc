@@ -51,7 +51,9 @@ int run(int argc, char** argv) {
       ("report-junit", po::value<std::string>(), "write a JUnit XML report")
       ("failures-csv", po::value<std::string>(), "write one CSV row per failing case and layout")
       ("coverage-md", po::value<std::string>(), "write the op x dtype result matrix as Markdown")
-      ("no-runtime-tests", "run only op tests");
+      ("no-runtime-tests", "run only op tests")
+      ("timeout", po::value<double>()->default_value(600), "seconds one test may take before it is failed as a "
+                                                          "hang and the run ends (0: no limit)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -80,6 +82,7 @@ int run(int argc, char** argv) {
     }
   }
   opts.runtime_tests = !vm.count("no-runtime-tests");
+  opts.test_timeout_s = vm["timeout"].as<double>();
   if (vm.count("known-failures")) {
     try {
       opts.known_failures = load_known_failures(vm["known-failures"].as<std::string>());

@@ -82,6 +82,9 @@ struct RunOptions {
   std::optional<hal_dtype_e> dtype;
   std::vector<KnownFailure> known_failures;
   bool runtime_tests = true;
+  // A test still running after this many seconds is failed as a hang and
+  // the run ends (reports written, exit status 1); 0 = no limit.
+  double test_timeout_s = 600;
 };
 
 class Session {

@@ -4,7 +4,7 @@ plugin and checks its exit status, output and reports.
 
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
-MODE is one of: wrong_kernel, gap_write, input_mutation, crash, known_failure,
+MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
 unexpected_pass, template_all_skipped, bad_known_failures, list.
 """
 import csv
@@ -60,12 +60,18 @@ def main():
         status = {t["name"]: t["status"] for t in report["tests"]}
         assert status["op.add.float32"] == "failed" and status["op.add.int32"] == "passed", status
         assert status["op.add.float64"] == "passed" and status["op.add.bool"] == "skipped", status
-    elif mode in ("gap_write", "input_mutation", "crash"):
-        env = {"gap_write": "gap", "input_mutation": "mutate", "crash": "crash"}[mode]
+    elif mode in ("gap_write", "input_mutation", "crash", "hang"):
+        env = {"gap_write": "gap", "input_mutation": "mutate", "crash": "crash", "hang": "hang"}[mode]
         os.environ["HAL_TEST_WRONG_ADD"] = env
-        p = run(binary, plugin, "--filter", "add", "--dtype", "float32", "--failures-csv", str(csv_path))
+        p = run(binary, plugin, "--filter", "add", "--dtype", "float32", "--failures-csv", str(csv_path),
+                "--timeout", "2")
         assert p.returncode != 0
-        if mode == "crash":
+        if mode == "hang":
+            assert p.returncode == 1 and "op.add.float32 hung" in p.stdout
+            assert summary(p) == (0, 1, 0)
+            rows = list(csv.DictReader(open(csv_path)))
+            assert rows and "timed out after 2 s" in rows[0]["message"], rows
+        elif mode == "crash":
             assert "the plugin crashed in op.add.float32" in p.stdout
             assert summary(p) == (0, 1, 0)
             rows = list(csv.DictReader(open(csv_path)))
