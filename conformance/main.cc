@@ -41,6 +41,8 @@ int run(int argc, char** argv) {
                                              "device, or the configured default device)")
       ("filter,f", po::value<std::string>(), "only tests whose op name or test name matches this glob "
                                              "('add*', 'op.add.float16', 'runtime.*')")
+      ("exclude,x", po::value<std::vector<std::string>>(), "leave out tests whose op name or test name matches "
+                                                           "this glob (repeatable)")
       ("dtype", po::value<std::string>(), "only op tests of this dtype (float32, float16, bfloat16, float64, "
                                           "int8, uint8, int16, int32, int64, bool); skips runtime tests")
       ("list", "list the tests that would run, with skip reasons and known failures, and exit")
@@ -49,7 +51,9 @@ int run(int argc, char** argv) {
       ("report-junit", po::value<std::string>(), "write a JUnit XML report")
       ("failures-csv", po::value<std::string>(), "write one CSV row per failing case and layout")
       ("coverage-md", po::value<std::string>(), "write the op x dtype result matrix as Markdown")
-      ("no-runtime-tests", "run only op tests");
+      ("no-runtime-tests", "run only op tests")
+      ("timeout", po::value<double>()->default_value(600), "seconds one test may take before it is failed as a "
+                                                          "hang and the run ends (0: no limit)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -69,6 +73,7 @@ int run(int argc, char** argv) {
 
   RunOptions opts;
   if (vm.count("filter")) opts.filter = vm["filter"].as<std::string>();
+  if (vm.count("exclude")) opts.exclude = vm["exclude"].as<std::vector<std::string>>();
   if (vm.count("dtype")) {
     opts.dtype = parse_dtype(vm["dtype"].as<std::string>());
     if (!opts.dtype) {
@@ -77,6 +82,7 @@ int run(int argc, char** argv) {
     }
   }
   opts.runtime_tests = !vm.count("no-runtime-tests");
+  opts.test_timeout_s = vm["timeout"].as<double>();
   if (vm.count("known-failures")) {
     try {
       opts.known_failures = load_known_failures(vm["known-failures"].as<std::string>());
@@ -131,21 +137,31 @@ int run(int argc, char** argv) {
     return 0;
   }
 
+  auto finish = [&]() -> bool {
+    bool ok = true;
+    try {
+      if (vm.count("report-json")) write_json(session, vm["report-json"].as<std::string>());
+      if (vm.count("report-junit")) write_junit(session, vm["report-junit"].as<std::string>());
+      if (vm.count("failures-csv")) write_failures_csv(session, vm["failures-csv"].as<std::string>());
+      if (vm.count("coverage-md")) write_coverage_md(session, vm["coverage-md"].as<std::string>());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hal-conformance: %s\n", e.what());
+      ok = false;
+    }
+    if (int k = session.count(Status::kKnownFailure))
+      std::printf("%d known failures (declared; not counted as failed)\n", k);
+    if (int u = session.count(Status::kUnexpectedPass))
+      std::printf("%d unexpected passes (declared known failures that passed; counted as failed)\n", u);
+    std::printf("%d passed, %d failed, %d skipped\n", session.count(Status::kPassed),
+                session.count(Status::kFailed) + session.count(Status::kUnexpectedPass),
+                session.count(Status::kSkipped));
+    std::fflush(stdout);
+    return ok;
+  };
+  // A crash ends the process with its signal; the reports still say how far it got.
+  session.on_crash([&] { finish(); });
   int failed = session.run();
-  try {
-    if (vm.count("report-json")) write_json(session, vm["report-json"].as<std::string>());
-    if (vm.count("report-junit")) write_junit(session, vm["report-junit"].as<std::string>());
-    if (vm.count("failures-csv")) write_failures_csv(session, vm["failures-csv"].as<std::string>());
-    if (vm.count("coverage-md")) write_coverage_md(session, vm["coverage-md"].as<std::string>());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "hal-conformance: %s\n", e.what());
-    return 2;
-  }
-  if (int k = session.count(Status::kKnownFailure)) std::printf("%d known failures (declared; not counted as failed)\n", k);
-  if (int u = session.count(Status::kUnexpectedPass))
-    std::printf("%d unexpected passes (declared known failures that passed; counted as failed)\n", u);
-  std::printf("%d passed, %d failed, %d skipped\n", session.count(Status::kPassed), failed,
-              session.count(Status::kSkipped));
+  if (!finish()) return 2;
   return failed == 0 ? 0 : 1;
 }
 

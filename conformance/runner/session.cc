@@ -2,11 +2,15 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "hal/sdk/op_catalog.hpp"
 #include "runner/storage.hpp"
@@ -45,6 +49,14 @@ const sdk::OpSchema* catalog_op(const std::string& name) {
 Session* g_session = nullptr;
 std::vector<TestEntry>* g_tests = nullptr;
 TestEntry* g_current = nullptr;
+// When the running test started (steady clock, ns); -1 between tests. Read
+// by the hang watchdog.
+std::atomic<int64_t> g_started_ns{-1};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 void trampoline() {
   if (g_current != nullptr && g_current->body) g_current->body();
@@ -60,14 +72,19 @@ class HalReporter : public doctest::IReporter {
 
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override { flush_group(); }
+  void test_run_end(const doctest::TestRunStats&) override {
+    flush_group();
+    if (crashed_ && g_session != nullptr) g_session->crashed();
+  }
   void test_case_start(const doctest::TestCaseData& tc) override {
     g_current = &(*g_tests)[tc.m_line - 1];
     start_ = std::chrono::steady_clock::now();
+    g_started_ns = now_ns();
     begin(*g_current);
   }
   void test_case_reenter(const doctest::TestCaseData&) override {}
   void test_case_end(const doctest::CurrentTestCaseStats& st) override {
+    g_started_ns = -1;
     TestEntry& e = *g_current;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     using R = doctest::TestCaseFailureReason::Enum;
@@ -88,9 +105,11 @@ class HalReporter : public doctest::IReporter {
       std::printf("  UNEXPECTED PASS %s: declared a known failure (%s) but it passed\n", e.name.c_str(),
                   e.known_failure.c_str());
     }
-    if (st.failure_flags & doctest::TestCaseFailureReason::Crash)
-      std::printf("hal-conformance: the plugin crashed in %s; the run stops here and writes no reports "
-                  "(leave the test out with --filter to run the rest)\n", e.name.c_str());
+    if (st.failure_flags & doctest::TestCaseFailureReason::Crash) {
+      crashed_ = true;
+      std::printf("hal-conformance: the plugin crashed in %s; the run stops here, the tests after it are "
+                  "not run (leave it out with --exclude to run the rest)\n", e.name.c_str());
+    }
     counts_[e.status]++;
     g_current = nullptr;
   }
@@ -148,6 +167,7 @@ class HalReporter : public doctest::IReporter {
   std::chrono::steady_clock::time_point start_;
   std::string group_, dtypes_, reason_;
   std::map<Status, int> counts_;
+  bool crashed_ = false;
 };
 
 DOCTEST_REGISTER_REPORTER("hal", 1, HalReporter);
@@ -184,8 +204,12 @@ int Session::count(Status s) const {
 }
 
 bool Session::matches(const std::string& op, const std::string& test_name) const {
-  if (options_.filter.empty()) return true;
-  return (!op.empty() && glob_match(options_.filter, op)) || glob_match(options_.filter, test_name);
+  auto hit = [&](const std::string& glob) {
+    return (!op.empty() && glob_match(glob, op)) || glob_match(glob, test_name);
+  };
+  for (const std::string& x : options_.exclude)
+    if (hit(x)) return false;
+  return options_.filter.empty() || hit(options_.filter);
 }
 
 void Session::add(TestEntry e) {
@@ -323,12 +347,44 @@ int Session::run() {
     tc* doctest::should_fail(!e.known_failure.empty());
     doctest::detail::regTest(tc);
   }
+  // A hung plugin must not hang CI: fail the running test, write what we
+  // have, and end the process (the hung call cannot be interrupted).
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog;
+  if (options_.test_timeout_s > 0)
+    watchdog = std::thread([&] {
+      std::unique_lock<std::mutex> l(m);
+      while (!cv.wait_for(l, std::chrono::milliseconds(200), [&] { return done; })) {
+        int64_t started = g_started_ns;
+        if (started < 0 || (now_ns() - started) * 1e-9 < options_.test_timeout_s || g_current == nullptr) continue;
+        TestEntry& e = *g_current;
+        e.status = Status::kFailed;
+        e.messages.push_back("timed out after " + std::to_string(static_cast<int>(options_.test_timeout_s)) +
+                             " s (the plugin hangs?)");
+        std::printf("  FAILED %s: %s\nhal-conformance: %s hung; the run stops here (leave it out with --exclude, "
+                    "or raise --timeout)\n",
+                    e.name.c_str(), e.messages.back().c_str(), e.name.c_str());
+        crashed();
+        std::fflush(stdout);
+        std::_Exit(1);
+      }
+    });
   doctest::Context ctx;
   ctx.setOption("reporters", "hal");
   ctx.setOption("order-by", "file");
   ctx.setOption("no-intro", true);
   ctx.setOption("no-version", true);
   ctx.run();
+  if (watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+  }
   g_session = nullptr;
   return count(Status::kFailed) + count(Status::kUnexpectedPass);
 }

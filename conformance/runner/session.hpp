@@ -78,9 +78,13 @@ std::vector<KnownFailure> load_known_failures(const std::string& path);
 
 struct RunOptions {
   std::string filter;  // glob; empty = all
+  std::vector<std::string> exclude;  // globs: tests left out
   std::optional<hal_dtype_e> dtype;
   std::vector<KnownFailure> known_failures;
   bool runtime_tests = true;
+  // A test still running after this many seconds is failed as a hang and
+  // the run ends (reports written, exit status 1); 0 = no limit.
+  double test_timeout_s = 600;
 };
 
 class Session {
@@ -95,6 +99,12 @@ class Session {
   int run();
 
   const Device& device() const { return *device_; }
+  // Called when a test crashed, before the process dies of the signal
+  // (main writes the reports and the summary from it).
+  void on_crash(std::function<void()> fn) { on_crash_ = std::move(fn); }
+  void crashed() const {
+    if (on_crash_) on_crash_();
+  }
   int count(Status s) const;
 
  private:
@@ -107,6 +117,7 @@ class Session {
   std::vector<OpSuite> suites_;
   RuntimeContext context_;
   std::vector<TestEntry> tests_;
+  std::function<void()> on_crash_;
 };
 
 // ---- reports (reports.cc) -----------------------------------------------------

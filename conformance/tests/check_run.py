@@ -4,11 +4,12 @@ plugin and checks its exit status, output and reports.
 
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
-MODE is one of: wrong_kernel, known_failure, unexpected_pass,
-template_all_skipped, bad_known_failures, list.
+MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
+unexpected_pass, template_all_skipped, bad_known_failures, list.
 """
 import csv
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -59,6 +60,28 @@ def main():
         status = {t["name"]: t["status"] for t in report["tests"]}
         assert status["op.add.float32"] == "failed" and status["op.add.int32"] == "passed", status
         assert status["op.add.float64"] == "passed" and status["op.add.bool"] == "skipped", status
+    elif mode in ("gap_write", "input_mutation", "crash", "hang"):
+        env = {"gap_write": "gap", "input_mutation": "mutate", "crash": "crash", "hang": "hang"}[mode]
+        os.environ["HAL_TEST_WRONG_ADD"] = env
+        p = run(binary, plugin, "--filter", "add", "--dtype", "float32", "--failures-csv", str(csv_path),
+                "--timeout", "2")
+        assert p.returncode != 0
+        if mode == "hang":
+            assert p.returncode == 1 and "op.add.float32 hung" in p.stdout
+            assert summary(p) == (0, 1, 0)
+            rows = list(csv.DictReader(open(csv_path)))
+            assert rows and "timed out after 2 s" in rows[0]["message"], rows
+        elif mode == "crash":
+            assert "the plugin crashed in op.add.float32" in p.stdout
+            assert summary(p) == (0, 1, 0)
+            rows = list(csv.DictReader(open(csv_path)))
+            assert rows and "crashed" in rows[0]["message"], rows
+        else:
+            _, failed, _ = summary(p)
+            assert failed == 1
+            rows = list(csv.DictReader(open(csv_path)))
+            want = "of the output's buffer was written" if mode == "gap_write" else "input 0 was modified"
+            assert rows and all(want in r["message"] for r in rows), rows
     elif mode == "known_failure":
         kf = work / "known.toml"
         kf.write_text('[[known_failure]]\ntest = "op.add.*float16"\nreason = "skewed on purpose"\n'
@@ -107,6 +130,10 @@ def main():
         assert re.search(r"^op\.\w+  \[skipped: no conformance suite\]$", p.stdout, re.M) or \
             "no conformance suite" not in p.stdout
         assert "runtime." not in p.stdout
+        p = run(binary, plugin, "--list", "--filter", "add*", "--exclude", "op.add.*int*", "--exclude", "op.add.bool")
+        assert p.returncode == 0
+        assert re.search(r"^op\.add\.float16$", p.stdout, re.M) and "op.add.int32" not in p.stdout
+        assert "op.add.uint8" not in p.stdout and "op.add.bool" not in p.stdout
     else:
         sys.exit(f"unknown mode {mode}")
     print("OK")
