@@ -589,9 +589,6 @@ HAL_BITWISE_SUITE(bitwise_or, |);
 HAL_BITWISE_SUITE(bitwise_xor, ^);
 
 // where(condition, self, other): promotes self and other only.
-HostTensor where_input(int k, hal_dtype_e dt, std::vector<int64_t> shape, uint64_t seed) {
-  return k == 0 ? random(BOOL, std::move(shape), seed) : any_input(k, dt, std::move(shape), seed);
-}
 std::vector<HostTensor> where_ref(const OpCase& c) {
   HAL_REF_ERROR_GUARD(c);
   hal_dtype_e common = result_type({&c.input(1), &c.input(2)});
