@@ -501,6 +501,11 @@ HAL_NARY_SUITE(div, kAll, Out::kDiv, div_f, 2, divisor_input, [](hal_dtype_e dt,
     cases.push_back(special_pair("floor division by zero", dt, {1, -1, 0}, {0, -0.0, 0})
                         .attr(Attr::s("rounding_mode", "floor")));
   }
+  if (is_int(dt))
+    for (const char* mode : {"trunc", "floor"})
+      cases.push_back(special_pair("integer division by zero", dt, {1, 2, 3}, {1, 0, 2})
+                          .attr(Attr::s("rounding_mode", mode))
+                          .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3})}, {"div", "division by zero", "position 1"}));
   if (dt == I32)
     cases.push_back(OpCase("true division of integers").in(values(I32, {7, -7, 1, 0})).in(values(I32, {2, 2, 3, 5})));
   if (dt == F32) {
@@ -525,6 +530,10 @@ HAL_NARY_SUITE(pow, kNumeric, Out::kPromoted, [](const double* x, const OpCase&)
                                                 {2, 3, -1, 0, 0, -1}));
                    cases.push_back(special_pair("nan and inf", dt, {kNaN, 1, -1.5, 2, 0.5}, {1, kNaN, 0.5, kInf, -kInf}));
                  }
+                 if (is_int(dt) && dt != U8)  // PyTorch refuses negative integer exponents
+                   cases.push_back(special_pair("negative integer exponent", dt, {2, 2, 3}, {1, 2, -1})
+                                       .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3})},
+                                              {"pow", "negative integer powers", "position 2"}));
                });
 
 double max_f(const double* x, const OpCase&) { return std::isnan(x[0]) || std::isnan(x[1]) ? kNaN : std::max(x[0], x[1]); }
@@ -536,20 +545,24 @@ void nan_inf_pairs(hal_dtype_e dt, std::vector<OpCase>& cases) {
 HAL_NARY_SUITE(maximum, kAll, Out::kPromoted, max_f, 2, any_input, nan_inf_pairs);
 HAL_NARY_SUITE(minimum, kAll, Out::kPromoted, min_f, 2, any_input, nan_inf_pairs);
 
-void modulo_specials(hal_dtype_e dt, std::vector<OpCase>& cases) {
+void modulo_specials(const char* op, hal_dtype_e dt, std::vector<OpCase>& cases) {
   cases.push_back(special_pair("mixed signs", dt, {7, -7, 7, -7, 6, -6}, {3, 3, -3, -3, 3, -3}));
+  if (is_int(dt))  // PyTorch: ZeroDivisionError
+    cases.push_back(special_pair("integer division by zero", dt, {1, 2, 3, 4}, {1, 2, 0, 0})
+                        .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {4})}, {op, "division by zero", "position 2"}));
   if (is_float(dt)) {
     cases.push_back(special_pair("by zero and inf", dt, {1, -1, kInf, 1, kNaN}, {0, 0, 2, kInf, 2}));
     cases.push_back(special_pair("fractions", dt, {5.5, -5.5, 5.5, -5.5}, {2, 2, -2, -2}));
   }
 }
 HAL_NARY_SUITE(fmod, kNumeric, Out::kPromoted, [](const double* x, const OpCase&) { return std::fmod(x[0], x[1]); }, 2,
-               divisor_input, modulo_specials);
+               divisor_input, [](hal_dtype_e dt, std::vector<OpCase>& cases) { modulo_specials("fmod", dt, cases); });
 double remainder_f(const double* x, const OpCase&) {
   double r = std::fmod(x[0], x[1]);
   return r != 0 && ((r < 0) != (x[1] < 0)) ? r + x[1] : r;
 }
-HAL_NARY_SUITE(remainder, kNumeric, Out::kPromoted, remainder_f, 2, divisor_input, modulo_specials);
+HAL_NARY_SUITE(remainder, kNumeric, Out::kPromoted, remainder_f, 2, divisor_input,
+               [](hal_dtype_e dt, std::vector<OpCase>& cases) { modulo_specials("remainder", dt, cases); });
 
 // Comparisons and logical ops: small ranges so equal values occur.
 HostTensor small_input(int, hal_dtype_e dt, std::vector<int64_t> shape, uint64_t seed) {

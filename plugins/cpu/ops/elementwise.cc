@@ -108,8 +108,9 @@ V sign_op(V x) {
 HAL_CPU_UNARY(sign, kNumeric, sign_op(x))
 
 void gelu_body(const OpCall& c) {
-  bool approx = op::gelu::approximate(c) == "tanh";
-  unary<kFloat>(c, [approx](auto x) { return vmath::gelu(x, approx); });
+  // One element function per variant: a branch inside it stops vectorisation.
+  if (op::gelu::approximate(c) == "tanh") unary<kFloat>(c, [](auto x) { return vmath::gelu(x, true); });
+  else unary<kFloat>(c, [](auto x) { return vmath::gelu(x, false); });
 }
 HAL_CPU_KERNEL(gelu_kernel, gelu_body)
 
@@ -219,6 +220,32 @@ void mul_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(mul_kernel, mul_body)
 
+// Integer division by zero and integer powers with a negative exponent are
+// errors, as in PyTorch; found by scanning OTHER (input 1) before any output
+// is written. BAD(v) says whether value v (in OTHER's dtype) is refused.
+template <class Bad>
+void check_other(const OpCall& c, Bad bad, const char* what) {
+  if (!sdk::is_integral(compute_dtype(c))) return;
+  const Tensor& t = c.input(1);
+  sdk::kernel::StridedLoop<1> loop(t, {&t});
+  dispatch(t.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    int64_t pos = 0;
+    loop.run({static_cast<char*>(t.data)}, 0, loop.numel(), [&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        T v = *reinterpret_cast<const T*>(p[0] + i * s[0]);
+        if (bad(v))
+          sdk::fail(HAL_STATUS_INVALID_ARGUMENT, c.name(), ": ", what, ": 'other' is ", +compute_t<T>(v),
+                    " at position ", pos + i);
+      }
+      pos += n;
+    });
+  });
+}
+void check_nonzero_divisor(const OpCall& c) {
+  check_other(c, [](auto v) { return v == decltype(v)(0); }, "integer division by zero");
+}
+
 template <class V>
 V floor_div(V a, V b) {
   if constexpr (std::is_floating_point_v<V>) {
@@ -234,6 +261,7 @@ V floor_div(V a, V b) {
 void div_body(const OpCall& c) {
   const std::string& mode = op::div::rounding_mode(c);
   int m = mode == "trunc" ? 1 : mode == "floor" ? 2 : 0;
+  if (m != 0) check_nonzero_divisor(c);
   binary<kAll>(c, [m](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_same_v<V, bool>) {
@@ -262,6 +290,13 @@ V ipow(V base, V exp) {
 }
 
 void pow_body(const OpCall& c) {
+  check_other(
+      c,
+      [](auto v) {
+        if constexpr (std::is_unsigned_v<decltype(v)>) return false;
+        else return v < decltype(v)(0);
+      },
+      "integers to negative integer powers are not allowed");
   binary<kNumeric>(c, [](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_floating_point_v<V>) return std::pow(a, b);
@@ -285,6 +320,7 @@ HAL_CPU_KERNEL(maximum_kernel, extremum_body<true>)
 HAL_CPU_KERNEL(minimum_kernel, extremum_body<false>)
 
 void fmod_body(const OpCall& c) {
+  check_nonzero_divisor(c);
   binary<kNumeric>(c, [](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_floating_point_v<V>) return std::fmod(a, b);
@@ -294,6 +330,7 @@ void fmod_body(const OpCall& c) {
 HAL_CPU_KERNEL(fmod_kernel, fmod_body)
 
 void remainder_body(const OpCall& c) {
+  check_nonzero_divisor(c);
   binary<kNumeric>(c, [](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_floating_point_v<V>) {
@@ -414,8 +451,10 @@ void relu_backward_body(const OpCall& c) {
 HAL_CPU_KERNEL(relu_backward_kernel, relu_backward_body)
 
 void gelu_backward_body(const OpCall& c) {
-  bool approx = op::gelu_backward::approximate(c) == "tanh";
-  binary<kFloat>(c, [approx](auto g, auto x) { return vmath::gelu_grad(g, x, approx); });
+  if (op::gelu_backward::approximate(c) == "tanh")
+    binary<kFloat>(c, [](auto g, auto x) { return vmath::gelu_grad(g, x, true); });
+  else
+    binary<kFloat>(c, [](auto g, auto x) { return vmath::gelu_grad(g, x, false); });
 }
 HAL_CPU_KERNEL(gelu_backward_kernel, gelu_backward_body)
 

@@ -190,3 +190,30 @@ TEST_CASE("add and sub apply an integer alpha to integer tensors, with wrap-arou
   t.run("sub", {&a.view, &b.view}, {&out.view});
   CHECK(t.read<int8_t>(out) == std::vector<int8_t>{80, -80, 4});
 }
+
+TEST_CASE("integer division by zero and negative integer powers are refused before any output is written") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  auto a = t.tensor<int32_t>({3}, {1, 2, 3}, HAL_DTYPE_INT32);
+  auto zero_at_1 = t.tensor<int32_t>({3}, {1, 0, 2}, HAL_DTYPE_INT32);
+  auto negative_at_2 = t.tensor<int32_t>({3}, {1, 2, -1}, HAL_DTYPE_INT32);
+  auto out = t.tensor<int32_t>({3}, {7, 7, 7}, HAL_DTYPE_INT32);
+  auto refused = [&](const char* op, const hal::TensorView& other, std::vector<Attr> attrs, const char* mention) {
+    try {
+      t.run(op, {&a.view, &other}, {&out.view}, attrs);
+      FAIL("launch was accepted");
+    } catch (const hal::Error& e) {
+      CHECK(e.code() == HAL_STATUS_INVALID_ARGUMENT);
+      CHECK_MESSAGE(std::string(e.what()).find(mention) != std::string::npos, e.what());
+    }
+    CHECK(t.read<int32_t>(out) == std::vector<int32_t>{7, 7, 7});
+  };
+  refused("div", zero_at_1.view, {Attr::s("rounding_mode", "trunc")}, "integer division by zero: 'other' is 0 at position 1");
+  refused("div", zero_at_1.view, {Attr::s("rounding_mode", "floor")}, "position 1");
+  refused("fmod", zero_at_1.view, {}, "division by zero");
+  refused("remainder", zero_at_1.view, {}, "division by zero");
+  refused("pow", negative_at_2.view, {}, "negative integer powers are not allowed: 'other' is -1 at position 2");
+  // True division of integers is float division: 1/0 = inf, no error.
+  auto fout = t.empty(HAL_DTYPE_FLOAT32, {3});
+  t.run("div", {&a.view, &zero_at_1.view}, {&fout.view});
+  CHECK(std::isinf(t.read<float>(fout)[1]));
+}
