@@ -119,7 +119,10 @@ struct CArgs {
 
   CArgs(const std::string& op, hal_op_id_t id, const std::vector<const TensorView*>& in,
         const std::vector<const TensorView*>& out, const std::vector<Attr>& at) {
-    tensors.reserve(in.size() + out.size());
+    tensors.reserve(in.size() + out.size());  // pointers into it stay valid
+    inputs.reserve(in.size());
+    outputs.reserve(out.size());
+    attrs.reserve(at.size());
     auto add = [&](const TensorView* v, const char* role, size_t index) -> const hal_tensor_t* {
       if (v == nullptr) return nullptr;
       check_extent(op, *v, role, index);

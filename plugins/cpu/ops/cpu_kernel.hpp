@@ -61,8 +61,10 @@ inline const Tensor& as_dtype(const Tensor& src, hal_dtype_e dtype, Tensor& tmp,
 }
 
 namespace detail {
+// Flattened: every call in the body (the op's lambda and what it calls) is
+// inlined, so the contiguous loop is one vectorisable body.
 template <class OutT, class... InT, class F, size_t... I>
-void map_run(const sdk::kernel::StridedLoop<sizeof...(InT) + 1>& loop,
+__attribute__((flatten)) void map_run(const sdk::kernel::StridedLoop<sizeof...(InT) + 1>& loop,
              const std::array<char*, sizeof...(InT) + 1>& bases, int64_t b, int64_t e, F& f,
              std::index_sequence<I...>) {
   loop.run(bases, b, e, [&](char* const* p, const int64_t* s, int64_t n) {

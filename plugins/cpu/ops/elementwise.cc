@@ -7,6 +7,7 @@
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "elementwise_math.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -58,19 +59,6 @@ void predicate(const OpCall& c, F f) {
   });
 }
 
-template <class T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-template <class T>
-T gelu(T x, bool tanh_approx) {
-  if (tanh_approx) {
-    const T k = T(0.7978845608028654);  // sqrt(2/pi)
-    return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-  }
-  return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
-}
-
 #define HAL_CPU_UNARY(NAME, TYPES, EXPR)                     \
   void NAME##_body(const OpCall& c) {                        \
     unary<TYPES>(c, [](auto x) {                             \
@@ -83,7 +71,7 @@ T gelu(T x, bool tanh_approx) {
 
 HAL_CPU_UNARY(abs, kNumeric, x < V(0) ? V(-x) : x)
 HAL_CPU_UNARY(neg, kNumeric, V(-x))
-HAL_CPU_UNARY(exp, kFloat, std::exp(x))
+HAL_CPU_UNARY(exp, kFloat, vmath::exp(x))
 HAL_CPU_UNARY(log, kFloat, std::log(x))
 HAL_CPU_UNARY(log1p, kFloat, std::log1p(x))
 HAL_CPU_UNARY(expm1, kFloat, std::expm1(x))
@@ -92,11 +80,11 @@ HAL_CPU_UNARY(rsqrt, kFloat, V(1) / std::sqrt(x))
 HAL_CPU_UNARY(reciprocal, kFloat, V(1) / x)
 HAL_CPU_UNARY(sin, kFloat, std::sin(x))
 HAL_CPU_UNARY(cos, kFloat, std::cos(x))
-HAL_CPU_UNARY(tanh, kFloat, std::tanh(x))
-HAL_CPU_UNARY(sigmoid, kFloat, sigmoid(x))
-HAL_CPU_UNARY(relu, kNumeric, x > V(0) ? x : V(0))
-HAL_CPU_UNARY(silu, kFloat, x * sigmoid(x))
-HAL_CPU_UNARY(erf, kFloat, std::erf(x))
+HAL_CPU_UNARY(tanh, kFloat, vmath::tanh(x))
+HAL_CPU_UNARY(sigmoid, kFloat, vmath::sigmoid(x))
+HAL_CPU_UNARY(relu, kNumeric, x < V(0) ? V(0) : x)  // NaN propagates, as clamp_min
+HAL_CPU_UNARY(silu, kFloat, vmath::silu(x))
+HAL_CPU_UNARY(erf, kFloat, vmath::erf(x))
 
 template <class V>
 V round_op(V x, int mode) {  // 0 floor, 1 ceil, 2 nearest-even
@@ -120,8 +108,9 @@ V sign_op(V x) {
 HAL_CPU_UNARY(sign, kNumeric, sign_op(x))
 
 void gelu_body(const OpCall& c) {
-  bool approx = op::gelu::approximate(c) == "tanh";
-  unary<kFloat>(c, [approx](auto x) { return gelu(x, approx); });
+  // One element function per variant: a branch inside it stops vectorisation.
+  if (op::gelu::approximate(c) == "tanh") unary<kFloat>(c, [](auto x) { return vmath::gelu(x, true); });
+  else unary<kFloat>(c, [](auto x) { return vmath::gelu(x, false); });
 }
 HAL_CPU_KERNEL(gelu_kernel, gelu_body)
 
@@ -182,29 +171,44 @@ void binary(const OpCall& c, F f) {
   nary<kTypes, 2>(c, compute_dtype(c), {&c.input(0), &c.input(1)}, f);
 }
 
-template <class V>
-V scalar_as(const sdk::Scalar& s) {
-  if constexpr (std::is_same_v<V, bool>) return s.to_int() != 0;
-  else return s.to<V>();
+// ALPHA as each computing type, read once (not per element).
+struct ScalarAs {
+  double f;
+  int64_t i;
+  explicit ScalarAs(const sdk::Scalar& s) : f(s.to_double()), i(s.to_int()) {}
+  template <class V>
+  V as() const {
+    if constexpr (std::is_same_v<V, bool>) return i != 0;
+    else if constexpr (std::is_floating_point_v<V>) return static_cast<V>(f);
+    else return static_cast<V>(i);
+  }
+};
+
+// self + alpha·other; alpha == 1 (the common case) skips the multiply.
+template <bool kSub>
+void add_sub(const OpCall& c, const sdk::Scalar& alpha_attr) {
+  ScalarAs alpha(alpha_attr);
+  bool unit = alpha.f == 1.0 && alpha.i == 1;
+  auto run = [&](auto f) { binary<(kSub ? kNumeric : kAll)>(c, f); };
+  if (unit) {
+    run([](auto a, auto b) {
+      using V = decltype(a);
+      if constexpr (std::is_same_v<V, bool>) return V(a || b);
+      else return V(kSub ? a - b : a + b);
+    });
+  } else {
+    run([alpha](auto a, auto b) {
+      using V = decltype(a);
+      if constexpr (std::is_same_v<V, bool>) return V(a || (b && alpha.i != 0));
+      else return V(kSub ? a - alpha.as<V>() * b : a + alpha.as<V>() * b);
+    });
+  }
 }
 
-void add_body(const OpCall& c) {
-  const sdk::Scalar& alpha = op::add::alpha(c);
-  binary<kAll>(c, [&](auto a, auto b) {
-    using V = decltype(a);
-    if constexpr (std::is_same_v<V, bool>) return V(a || (b && alpha.to_int() != 0));
-    else return V(a + scalar_as<V>(alpha) * b);
-  });
-}
+void add_body(const OpCall& c) { add_sub<false>(c, op::add::alpha(c)); }
 HAL_CPU_KERNEL(add_kernel, add_body)
 
-void sub_body(const OpCall& c) {
-  const sdk::Scalar& alpha = op::sub::alpha(c);
-  binary<kNumeric>(c, [&](auto a, auto b) {
-    using V = decltype(a);
-    return V(a - scalar_as<V>(alpha) * b);
-  });
-}
+void sub_body(const OpCall& c) { add_sub<true>(c, op::sub::alpha(c)); }
 HAL_CPU_KERNEL(sub_kernel, sub_body)
 
 void mul_body(const OpCall& c) {
@@ -215,6 +219,32 @@ void mul_body(const OpCall& c) {
   });
 }
 HAL_CPU_KERNEL(mul_kernel, mul_body)
+
+// Integer division by zero and integer powers with a negative exponent are
+// errors, as in PyTorch; found by scanning OTHER (input 1) before any output
+// is written. BAD(v) says whether value v (in OTHER's dtype) is refused.
+template <class Bad>
+void check_other(const OpCall& c, Bad bad, const char* what) {
+  if (!sdk::is_integral(compute_dtype(c))) return;
+  const Tensor& t = c.input(1);
+  sdk::kernel::StridedLoop<1> loop(t, {&t});
+  dispatch(t.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    int64_t pos = 0;
+    loop.run({static_cast<char*>(t.data)}, 0, loop.numel(), [&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        T v = *reinterpret_cast<const T*>(p[0] + i * s[0]);
+        if (bad(v))
+          sdk::fail(HAL_STATUS_INVALID_ARGUMENT, c.name(), ": ", what, ": 'other' is ", +compute_t<T>(v),
+                    " at position ", pos + i);
+      }
+      pos += n;
+    });
+  });
+}
+void check_nonzero_divisor(const OpCall& c) {
+  check_other(c, [](auto v) { return v == decltype(v)(0); }, "integer division by zero");
+}
 
 template <class V>
 V floor_div(V a, V b) {
@@ -231,6 +261,7 @@ V floor_div(V a, V b) {
 void div_body(const OpCall& c) {
   const std::string& mode = op::div::rounding_mode(c);
   int m = mode == "trunc" ? 1 : mode == "floor" ? 2 : 0;
+  if (m != 0) check_nonzero_divisor(c);
   binary<kAll>(c, [m](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_same_v<V, bool>) {
@@ -259,6 +290,13 @@ V ipow(V base, V exp) {
 }
 
 void pow_body(const OpCall& c) {
+  check_other(
+      c,
+      [](auto v) {
+        if constexpr (std::is_unsigned_v<decltype(v)>) return false;
+        else return v < decltype(v)(0);
+      },
+      "integers to negative integer powers are not allowed");
   binary<kNumeric>(c, [](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_floating_point_v<V>) return std::pow(a, b);
@@ -282,6 +320,7 @@ HAL_CPU_KERNEL(maximum_kernel, extremum_body<true>)
 HAL_CPU_KERNEL(minimum_kernel, extremum_body<false>)
 
 void fmod_body(const OpCall& c) {
+  check_nonzero_divisor(c);
   binary<kNumeric>(c, [](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_floating_point_v<V>) return std::fmod(a, b);
@@ -291,6 +330,7 @@ void fmod_body(const OpCall& c) {
 HAL_CPU_KERNEL(fmod_kernel, fmod_body)
 
 void remainder_body(const OpCall& c) {
+  check_nonzero_divisor(c);
   binary<kNumeric>(c, [](auto a, auto b) {
     using V = decltype(a);
     if constexpr (std::is_floating_point_v<V>) {
@@ -385,19 +425,19 @@ void lerp_body(const OpCall& c) {
 HAL_CPU_KERNEL(lerp_kernel, lerp_body)
 
 void addcmul_body(const OpCall& c) {
-  const sdk::Scalar& value = op::addcmul::value(c);
-  nary<kNumeric, 3>(c, c.output(0).dtype, {&c.input(0), &c.input(1), &c.input(2)}, [&](auto a, auto x, auto y) {
+  ScalarAs value(op::addcmul::value(c));
+  nary<kNumeric, 3>(c, c.output(0).dtype, {&c.input(0), &c.input(1), &c.input(2)}, [value](auto a, auto x, auto y) {
     using V = decltype(a);
-    return V(a + scalar_as<V>(value) * x * y);
+    return V(a + value.as<V>() * x * y);
   });
 }
 HAL_CPU_KERNEL(addcmul_kernel, addcmul_body)
 
 void addcdiv_body(const OpCall& c) {
-  const sdk::Scalar& value = op::addcdiv::value(c);
-  nary<kFloat, 3>(c, c.output(0).dtype, {&c.input(0), &c.input(1), &c.input(2)}, [&](auto a, auto x, auto y) {
+  ScalarAs value(op::addcdiv::value(c));
+  nary<kFloat, 3>(c, c.output(0).dtype, {&c.input(0), &c.input(1), &c.input(2)}, [value](auto a, auto x, auto y) {
     using V = decltype(a);
-    return V(a + scalar_as<V>(value) * x / y);
+    return V(a + value.as<V>() * x / y);
   });
 }
 HAL_CPU_KERNEL(addcdiv_kernel, addcdiv_body)
@@ -405,34 +445,21 @@ HAL_CPU_KERNEL(addcdiv_kernel, addcdiv_body)
 // ---- backward -----------------------------------------------------------------
 
 void relu_backward_body(const OpCall& c) {
-  binary<kFloat>(c, [](auto g, auto x) { return x > decltype(x)(0) ? g : decltype(g)(0); });
+  // PyTorch's threshold_backward: 0 where self <= 0 (NaN passes the gradient).
+  binary<kFloat>(c, [](auto g, auto x) { return x <= decltype(x)(0) ? decltype(g)(0) : g; });
 }
 HAL_CPU_KERNEL(relu_backward_kernel, relu_backward_body)
 
 void gelu_backward_body(const OpCall& c) {
-  bool approx = op::gelu_backward::approximate(c) == "tanh";
-  binary<kFloat>(c, [approx](auto g, auto x) {
-    using V = decltype(x);
-    if (approx) {
-      const V k = V(0.7978845608028654), a = V(0.044715);
-      V inner = k * (x + a * x * x * x);
-      V t = std::tanh(inner);
-      V dinner = k * (V(1) + V(3) * a * x * x);
-      return g * (V(0.5) * (V(1) + t) + V(0.5) * x * (V(1) - t * t) * dinner);
-    }
-    V cdf = V(0.5) * (V(1) + std::erf(x * V(0.7071067811865476)));
-    V pdf = std::exp(V(-0.5) * x * x) * V(0.3989422804014327);
-    return g * (cdf + x * pdf);
-  });
+  if (op::gelu_backward::approximate(c) == "tanh")
+    binary<kFloat>(c, [](auto g, auto x) { return vmath::gelu_grad(g, x, true); });
+  else
+    binary<kFloat>(c, [](auto g, auto x) { return vmath::gelu_grad(g, x, false); });
 }
 HAL_CPU_KERNEL(gelu_backward_kernel, gelu_backward_body)
 
 void silu_backward_body(const OpCall& c) {
-  binary<kFloat>(c, [](auto g, auto x) {
-    using V = decltype(x);
-    V s = sigmoid(x);
-    return g * s * (V(1) + x * (V(1) - s));
-  });
+  binary<kFloat>(c, [](auto g, auto x) { return vmath::silu_grad(g, x); });
 }
 HAL_CPU_KERNEL(silu_backward_kernel, silu_backward_body)
 

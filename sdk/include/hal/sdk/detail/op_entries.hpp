@@ -34,7 +34,7 @@ struct OpCallBuilder {
     for (size_t i = 0; i < n_in; ++i) {
       const TensorSpec& spec = schema.inputs[variadic_in ? 0 : i];
       const hal_tensor_t* t = i < args.input_count ? args.inputs[i] : nullptr;
-      std::string label = role_name("input", spec.name, variadic_in, i);
+      Role label{"input", spec.name, variadic_in, i};
       if (t == nullptr) {
         if (!spec.optional) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": required ", label, " is NULL");
         continue;
@@ -69,7 +69,7 @@ struct OpCallBuilder {
            variadic_out ? std::string("1 or more") : std::to_string(schema.output_count));
     call->outputs_.resize(args.output_count);
     for (size_t i = 0; i < args.output_count; ++i) {
-      std::string label = role_name("output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i);
+      Role label{"output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i};
       if (args.outputs[i] == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " is NULL");
       parse_tensor(op, label, *args.outputs[i], device, need_buffers, call->outputs_[i]);
     }
@@ -79,11 +79,11 @@ struct OpCallBuilder {
     schema.shape(*call, expected);
     for (size_t i = 0; i < expected.size(); ++i) {
       const Tensor& o = call->outputs_[i];
-      std::string label = role_name("output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i);
+      Role label{"output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i};
       if (o.dtype != expected[i].dtype)
         fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has dtype ", dtype_name(o.dtype), " but must be ",
              dtype_name(expected[i].dtype));
-      if (o.sizes() != expected[i].sizes())
+      if (o.rank != expected[i].rank || !std::equal(o.shape, o.shape + o.rank, expected[i].shape))
         fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has shape ", o.shape_str(), " but must be ",
              shape_string(expected[i].shape, expected[i].rank));
       if (has_internal_overlap(o))
@@ -101,13 +101,21 @@ struct OpCallBuilder {
       out += (i ? ", " : "") + std::string(s.inputs[i].name) + (s.inputs[i].optional ? "?" : "");
     return out;
   }
-  static std::string role_name(const char* role, const char* name, bool variadic, size_t i) {
-    std::string out = std::string(role) + " '" + name + "'";
-    if (variadic) out += "[" + std::to_string(i) + "]";
-    return out;
-  }
+  // "input 'self'", "output 'out'[2]": streamed into a message only when a
+  // check fails, so a valid launch builds no strings.
+  struct Role {
+    const char* role;
+    const char* name;
+    bool variadic;
+    size_t index;
+    friend std::ostream& operator<<(std::ostream& os, const Role& r) {
+      os << r.role << " '" << r.name << "'";
+      if (r.variadic) os << "[" << r.index << "]";
+      return os;
+    }
+  };
 
-  static void parse_tensor(const char* op, const std::string& label, const hal_tensor_t& t, Device& device,
+  static void parse_tensor(const char* op, const Role& label, const hal_tensor_t& t, Device& device,
                            bool need_buffers, Tensor& dst) {
     if (!HAL_STRUCT_HAS_FIELD(&t, hal_tensor_t, strides))
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, ": hal_tensor_t.struct_size ", t.struct_size, " is too small");
@@ -157,7 +165,12 @@ struct OpCallBuilder {
       if (numel == 0) return;
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has ", numel, " elements but its buffer is NULL");
     }
-    auto* buffer = detail::as<Buffer>(t.buffer, detail::Kind::kBuffer, (std::string(op) + ": " + label + " buffer").c_str());
+    Buffer* buffer = nullptr;
+    try {
+      buffer = detail::as<Buffer>(t.buffer, detail::Kind::kBuffer, "buffer");
+    } catch (const Error& e) {
+      fail(e.code(), op, ": ", label, " ", e.what());
+    }
     if (&buffer->device() != &device)
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " buffer belongs to another device");
     dst.buffer = buffer;
@@ -340,7 +353,7 @@ struct OpCallBuilder {
       const Tensor& out = call.output(o);
       if (out.buffer == nullptr || out.numel() == 0) continue;
       auto ro = byte_range(out);
-      std::string olabel = role_name("output", schema.outputs[variadic_out ? 0 : o].name, variadic_out, o);
+      Role olabel{"output", schema.outputs[variadic_out ? 0 : o].name, variadic_out, o};
       for (size_t i = 0; i < call.input_count(); ++i) {
         const Tensor& in = call.input(i);
         if (!in.defined || in.buffer != out.buffer || in.numel() == 0) continue;
@@ -350,7 +363,7 @@ struct OpCallBuilder {
                      std::equal(in.strides, in.strides + in.rank, out.strides);
         if (exact && schema.alias == Alias::kExact) continue;
         fail(HAL_STATUS_INVALID_ARGUMENT, schema.name, ": ", olabel, " (bytes [", ro.first, ", ", ro.second,
-             ")) overlaps ", role_name("input", schema.inputs[variadic_in ? 0 : i].name, variadic_in, i), " (bytes [",
+             ")) overlaps ", Role{"input", schema.inputs[variadic_in ? 0 : i].name, variadic_in, i}, " (bytes [",
              ri.first, ", ", ri.second, ")) of the same buffer; ",
              schema.alias == Alias::kExact ? "only an exact in-place alias is allowed"
                                            : "this op allows no aliasing");
