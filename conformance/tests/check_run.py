@@ -5,7 +5,7 @@ plugin and checks its exit status, output and reports.
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
 MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
-unexpected_pass, template_all_skipped, bad_known_failures, list.
+unexpected_pass, template_all_skipped, bad_known_failures, list, full_catalog.
 """
 import csv
 import json
@@ -134,6 +134,18 @@ def main():
         assert p.returncode == 0
         assert re.search(r"^op\.add\.float16$", p.stdout, re.M) and "op.add.int32" not in p.stdout
         assert "op.add.uint8" not in p.stdout and "op.add.bool" not in p.stdout
+    elif mode == "full_catalog":
+        # The reference plugin must pass everything: every op of the catalog,
+        # every dtype it allows, no failure and no skip.
+        md = work / "coverage.md"
+        p = run(binary, plugin, "--report-json", str(json_path), "--failures-csv", str(csv_path),
+                "--report-junit", str(work / "cpu.junit.xml"), "--coverage-md", str(md))
+        passed, failed, skipped = summary(p)
+        assert p.returncode == 0 and failed == 0, f"{failed} tests failed (see {csv_path})"
+        report = json.load(open(json_path))
+        skips = [f"{t['name']}: {t.get('skip_reason', '')}" for t in report["tests"] if t["status"] == "skipped"]
+        assert skipped == 0 and not skips, "skipped on the reference plugin:\n  " + "\n  ".join(skips)
+        assert passed > 500, f"only {passed} tests ran"
     else:
         sys.exit(f"unknown mode {mode}")
     print("OK")
