@@ -427,6 +427,7 @@ std::vector<OpCase> repeat_cases(hal_dtype_e dt) {
       OpCase("ones").in(random(dt, {2, 3}, 3)).attr(reps({1, 1})),
       OpCase("size-1 dim").in(random(dt, {1, 3, 1}, 4)).attr(reps({3, 1, 2})),
       OpCase("5 dims").in(random(dt, {2, 1, 2, 1, 2}, 5)).attr(reps({2, 2, 1, 3, 2})),
+      OpCase("5 dims all repeated").in(random(dt, {2, 3, 2, 2, 2}, 11)).attr(reps({2, 1, 2, 3, 2})),
       OpCase("0-d").in(random(dt, {}, 6)).attr(reps({3})),
       OpCase("zero repeats").in(random(dt, {2, 3}, 7)).attr(reps({0, 2})),
       OpCase("zero-size").in(random(dt, {0, 3}, 8)).attr(reps({2, 2})),

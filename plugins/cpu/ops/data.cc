@@ -480,9 +480,65 @@ void one_hot_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(one_hot_kernel, one_hot_body)
 
+// Transposed layouts: DST contiguous along dim A (its last), SRC along
+// another dim B. Copying square tiles of (B, A) keeps both sides in cache
+// instead of reading SRC with a large stride across whole rows.
+template <class T>
+void tiled_move(const Tensor& dst, const Tensor& src, int a, int b, bool parallel) {
+  constexpr int64_t kTile = 32;
+  const int64_t size_a = dst.shape[a], size_b = dst.shape[b], tiles_a = (size_a + kTile - 1) / kTile;
+  const int64_t tiles = tiles_a * ((size_b + kTile - 1) / kTile);
+  const int64_t dst_b = dst.strides[b], src_a = src.strides[a];
+  int outer_rank = 0;
+  int64_t shape[HAL_TENSOR_MAX_RANK], dst_st[HAL_TENSOR_MAX_RANK], src_st[HAL_TENSOR_MAX_RANK];
+  for (int d = 0; d < dst.rank; ++d) {
+    if (d == a || d == b) continue;
+    shape[outer_rank] = dst.shape[d];
+    dst_st[outer_rank] = dst.strides[d];
+    src_st[outer_rank++] = src.strides[d];
+  }
+  int64_t outer = 1;
+  for (int d = 0; d < outer_rank; ++d) outer *= shape[d];
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t rest = t / tiles, tile = t % tiles, dst_off = 0, src_off = 0;
+      for (int d = outer_rank - 1; d >= 0; --d) {
+        dst_off += rest % shape[d] * dst_st[d];
+        src_off += rest % shape[d] * src_st[d];
+        rest /= shape[d];
+      }
+      const int64_t b0 = tile / tiles_a * kTile, a0 = tile % tiles_a * kTile;
+      const int64_t b1 = std::min(size_b, b0 + kTile), a1 = std::min(size_a, a0 + kTile);
+      T* out = dst.ptr<T>() + dst_off;
+      const T* in = src.ptr<T>() + src_off;
+      for (int64_t y = b0; y < b1; ++y)
+        for (int64_t x = a0; x < a1; ++x) out[y * dst_b + x] = in[y + x * src_a];
+    }
+  };
+  if (parallel) parallel_for(outer * tiles, 16, body);
+  else body(0, outer * tiles);
+}
+
+// The dims (A, B) for tiled_move, or false when it does not apply.
+bool transposed(const Tensor& dst, const Tensor& src, int& a, int& b) {
+  if (dst.dtype != src.dtype || dst.rank != src.rank || dst.rank < 2) return false;
+  for (int d = 0; d < dst.rank; ++d)
+    if (dst.shape[d] != src.shape[d]) return false;
+  a = dst.rank - 1;
+  if (dst.strides[a] != 1 || src.strides[a] == 1 || dst.shape[a] < 16) return false;
+  for (b = 0; b < a; ++b)
+    if (src.strides[b] == 1 && src.shape[b] >= 16) return true;
+  return false;
+}
+
 }  // namespace
 
 void copy_into(const Tensor& dst, const Tensor& src, bool parallel) {
+  int a = 0, b = 0;
+  if (dst.numel() > 0 && transposed(dst, src, a, b)) {
+    by_size(dst.element_size(), [&](auto u) { tiled_move<decltype(u)>(dst, src, a, b, parallel); });
+    return;
+  }
   sdk::kernel::StridedLoop<2> loop(dst, {&dst, &src});
   if (loop.numel() == 0) return;
   RunFn fn = pick_run(dst.dtype, src.dtype);

@@ -351,7 +351,7 @@ TEST_CASE("flip, roll and repeat") {
   at.strides = {1, 3};
   auto o32 = t.empty(HAL_DTYPE_FLOAT32, {3, 2});
   t.run("roll", {&at}, {&o32.view}, {Attr::ints("shifts", {-7})});
-  CHECK(t.read<float>(o32) == fv({2, 5, 3, 6, 1, 4}));
+  CHECK(t.read<float>(o32) == fv({4, 2, 5, 3, 6, 1}));
 
   auto rep = t.empty(HAL_DTYPE_FLOAT32, {2, 2, 6});
   t.run("repeat", {&a.view}, {&rep.view}, {Attr::ints("repeats", {2, 1, 2})});
@@ -477,4 +477,31 @@ TEST_CASE("copy of a large float32 tensor is a parallel memcpy; casts and revers
     ok = ok && fv2[static_cast<size_t>(k)] == v[static_cast<size_t>(n - 1 - k)];
   }
   CHECK(ok);
+}
+
+TEST_CASE("copy of transposed views (tiled) matches element-wise indexing") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  const int64_t B = 3, R = 40, C = 50;
+  std::vector<int16_t> v(static_cast<size_t>(B * R * C));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int16_t>(i);
+  auto a = t.tensor<int16_t>({B, R, C}, v, HAL_DTYPE_INT16);
+  TensorView at = a.view;  // permute(0, 2, 1): [B, C, R]
+  at.shape = {B, C, R};
+  at.strides = {R * C, 1, C};
+  for (hal_dtype_e dt : {HAL_DTYPE_INT16, HAL_DTYPE_INT32}) {
+    auto out = t.empty(dt, {B, C, R});
+    t.run("copy", {&at}, {&out.view});
+    std::vector<int32_t> got;
+    if (dt == HAL_DTYPE_INT16) {
+      for (int16_t x : t.read<int16_t>(out)) got.push_back(x);
+    } else {
+      got = t.read<int32_t>(out);
+    }
+    bool ok = true;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t r = 0; r < R; ++r)
+          ok = ok && got[static_cast<size_t>((b * C + c) * R + r)] == v[static_cast<size_t>((b * R + r) * C + c)];
+    CHECK_MESSAGE(ok, hal::sdk::dtype_name(dt));
+  }
 }
