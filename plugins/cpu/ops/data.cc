@@ -48,11 +48,33 @@ void move_run(char* const* p, const int64_t* s, int64_t n) {
   }
 }
 
+// float/double -> integers of at most 32 bits through int32, which
+// vectorises; false (after writing garbage) when a value is NaN or beyond
+// int32, which need convert's int64 route.
+template <class To, class From>
+bool narrow_via_int32(To* out, const From* in, int64_t n) {
+  constexpr From kLo = From(-2147483648.0), kEnd = From(2147483648.0);
+  constexpr From kHi = std::is_same_v<From, float> ? From(2147483520.0) : From(2147483647.0);
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    From v = in[i];
+    bad |= !(v >= kLo && v < kEnd);
+    From c = v < kLo ? kLo : v > kHi ? kHi : v;
+    c = v == v ? c : From(0);
+    out[i] = static_cast<To>(static_cast<int32_t>(c));
+  }
+  return bad == 0;
+}
+
 template <class To, class From>
 void convert_run(char* const* p, const int64_t* s, int64_t n) {
   if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
     To* out = reinterpret_cast<To*>(p[0]);
     const From* in = reinterpret_cast<const From*>(p[1]);
+    if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool> &&
+                  sizeof(To) <= 4) {
+      if (narrow_via_int32(out, in, n)) return;
+    }
     for (int64_t i = 0; i < n; ++i) out[i] = convert<To, From>(in[i]);
   } else {
     for (int64_t i = 0; i < n; ++i)
@@ -163,13 +185,20 @@ void arange_body(const OpCall& c) {
   dispatch(out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.ptr<T>();
+    auto fill = [&](int64_t b, int64_t e, auto value) {
+      if (stride == 1) {  // the usual case; vectorises
+        for (int64_t i = b; i < e; ++i) p[i] = value(i);
+      } else {
+        for (int64_t i = b; i < e; ++i) p[i * stride] = value(i);
+      }
+    };
     parallel_for(out.shape[0], 32768, [&](int64_t b, int64_t e) {
       if (integral) {
         int64_t a = start.to_int(), s = step.to_int();
-        for (int64_t i = b; i < e; ++i) p[i * stride] = convert<T, int64_t>(a + i * s);
+        fill(b, e, [=](int64_t i) { return convert<T, int64_t>(a + i * s); });
       } else {
         double a = start.to_double(), s = step.to_double();
-        for (int64_t i = b; i < e; ++i) p[i * stride] = convert<T, double>(a + static_cast<double>(i) * s);
+        fill(b, e, [=](int64_t i) { return convert<T, double>(a + static_cast<double>(i) * s); });
       }
     });
   });

@@ -58,6 +58,15 @@ TEST_CASE("copy converts dtypes as torch does and defines NaN -> int as 0") {
   auto b = t.empty(HAL_DTYPE_BOOL, {6});
   t.run("copy", {&a.view}, {&b.view});
   CHECK(t.read<uint8_t>(b) == std::vector<uint8_t>{1, 1, 1, 0, 1, 1});
+  // In int32's range (the vectorised route) and beyond it (via int64).
+  auto w = t.tensor({3}, {200.5f, -1.5f, 70000.0f});
+  auto w8 = t.empty(HAL_DTYPE_INT8, {3});
+  t.run("copy", {&w.view}, {&w8.view});
+  CHECK(t.read<int8_t>(w8) == std::vector<int8_t>{-56, -1, 112});
+  auto big = t.tensor<double>({2}, {3e9, -1.5}, HAL_DTYPE_FLOAT64);
+  auto b16 = t.empty(HAL_DTYPE_INT16, {2});
+  t.run("copy", {&big.view}, {&b16.view});
+  CHECK(t.read<int16_t>(b16) == std::vector<int16_t>{static_cast<int16_t>(3000000000LL & 0xffff), -1});
   auto back = t.empty(HAL_DTYPE_FLOAT64, {6});
   t.run("copy", {&i32.view}, {&back.view});
   CHECK(t.read<double>(back) == std::vector<double>{-1, 2, 0, 0, 300, 0});
@@ -142,6 +151,8 @@ TEST_CASE("fill writes a converted value into any dtype and layout") {
   t.run("fill", {}, {&z.view}, {Attr::f("value", 1.0)});
 
   auto u8 = t.empty(HAL_DTYPE_UINT8, {2});
+  t.run("fill", {}, {&u8.view}, {Attr::f("value", 255.9)});
+  CHECK(t.read<uint8_t>(u8) == std::vector<uint8_t>{255, 255});
   auto h = t.empty(HAL_DTYPE_FLOAT16, {2});
   auto f = sevens(t, {2});
   expect_error(t, "fill", {}, {&u8.view}, {Attr::i("value", -1)}, HAL_STATUS_INVALID_ARGUMENT,
@@ -366,6 +377,8 @@ TEST_CASE("flip, roll and repeat") {
   auto sentinel = sevens(t, {2, 3});
   expect_error(t, "flip", {&a.view}, {&sentinel.view}, {Attr::ints("dims", {1, -1})}, HAL_STATUS_INVALID_ARGUMENT,
                "names dim 1 twice", &sentinel);
+  expect_error(t, "flip", {&sentinel.view}, {&sentinel.view}, {Attr::ints("dims", {0})}, HAL_STATUS_INVALID_ARGUMENT,
+               "this op allows no aliasing", &sentinel);
   expect_error(t, "flip", {&a.view}, {&sentinel.view}, {Attr::ints("dims", {2})}, HAL_STATUS_INVALID_ARGUMENT,
                "attribute 'dims' = 2 is out of range", &sentinel);
   expect_error(t, "roll", {&a.view}, {&sentinel.view}, {Attr::ints("shifts", {1, 2})}, HAL_STATUS_INVALID_ARGUMENT,

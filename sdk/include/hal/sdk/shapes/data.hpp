@@ -47,10 +47,9 @@ inline void check_scalar_fits(const OpCall& call, const char* attr, const Scalar
     if (v.is_integral()) {
       ok = v.to_int() >= lo && v.to_int() <= hi;
     } else {
-      double t = std::trunc(v.to_double());
-      // 2^63 is the first double above int64's range.
-      ok = std::isfinite(t) && t >= static_cast<double>(lo) && t < -static_cast<double>(lo) &&
-           (dt == HAL_DTYPE_INT64 || t <= static_cast<double>(hi));
+      double t = std::trunc(v.to_double());  // 2^63: the first double above int64's range
+      ok = std::isfinite(t) && t >= static_cast<double>(lo) &&
+           (dt == HAL_DTYPE_INT64 ? t < 9223372036854775808.0 : t <= static_cast<double>(hi));
     }
     range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   }
