@@ -55,15 +55,15 @@ template <class To, class From>
 bool narrow_via_int32(To* out, const From* in, int64_t n) {
   constexpr From kLo = From(-2147483648.0), kEnd = From(2147483648.0);
   constexpr From kHi = std::is_same_v<From, float> ? From(2147483520.0) : From(2147483647.0);
-  int bad = 0;
+  int ok = 1;  // bitwise ops, not branches: keeps the loop vectorisable
   for (int64_t i = 0; i < n; ++i) {
     From v = in[i];
-    bad |= !(v >= kLo && v < kEnd);
-    From c = v < kLo ? kLo : v > kHi ? kHi : v;
+    ok &= (v >= kLo) & (v < kEnd);
+    From c = std::min(std::max(v, kLo), kHi);
     c = v == v ? c : From(0);
     out[i] = static_cast<To>(static_cast<int32_t>(c));
   }
-  return bad == 0;
+  return ok != 0;
 }
 
 template <class To, class From>
@@ -540,8 +540,13 @@ void tiled_move(const Tensor& dst, const Tensor& src, int a, int b, bool paralle
       const int64_t b1 = std::min(size_b, b0 + kTile), a1 = std::min(size_a, a0 + kTile);
       T* out = dst.ptr<T>() + dst_off;
       const T* in = src.ptr<T>() + src_off;
+      // Through a local tile, so both sides are read/written along their
+      // contiguous dim (power-of-two strides would thrash the cache's sets).
+      T tile_buf[kTile * kTile];
+      for (int64_t x = a0; x < a1; ++x)
+        for (int64_t y = b0; y < b1; ++y) tile_buf[(x - a0) * kTile + (y - b0)] = in[y + x * src_a];
       for (int64_t y = b0; y < b1; ++y)
-        for (int64_t x = a0; x < a1; ++x) out[y * dst_b + x] = in[y + x * src_a];
+        for (int64_t x = a0; x < a1; ++x) out[y * dst_b + x] = tile_buf[(x - a0) * kTile + (y - b0)];
     }
   };
   if (parallel) parallel_for(outer * tiles, 16, body);
