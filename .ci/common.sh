@@ -14,8 +14,10 @@ HAL_APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libtomlplusplus-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libssl-dev
-  libdnnl-dev ocl-icd-opencl-dev opencl-headers python3
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers python3 python3-venv python3-dev
 )
+HAL_VENV=$HAL_CACHE/venv
+HAL_PYTHON=$HAL_VENV/bin/python
 
 hal_log() { printf '\n=== %s\n' "$*"; }
 
@@ -34,6 +36,30 @@ hal_install_packages() {
   mkdir -p "$HAL_CACHE/build"
   # Build trees of checkouts untouched for a week (old CI clones) go.
   find "$HAL_CACHE/build" -mindepth 1 -maxdepth 1 -type d -mtime +7 -exec rm -rf {} + 2>/dev/null || true
+}
+
+# The virtual environment (Debian's python3) with .ci/requirements.txt,
+# reinstalled only when that file changes.
+hal_python_env() {
+  local req=$HAL_SRC/.ci/requirements.txt stamp=$HAL_VENV/.requirements.sha1
+  local want
+  want=$(sha1sum "$req" | cut -c1-40)
+  if [ ! -x "$HAL_PYTHON" ]; then
+    hal_log "creating the virtual environment $HAL_VENV"
+    /usr/bin/python3 -m venv "$HAL_VENV"
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    hal_log "installing Python packages (.ci/requirements.txt; torch is large, once per machine)"
+    "$HAL_PYTHON" -m pip install -q --upgrade pip
+    "$HAL_PYTHON" -m pip install -q -r "$req"
+    echo "$want" >"$stamp"
+  fi
+}
+
+# CMake arguments that build the hal Python package against the venv.
+hal_python_cmake_args() {
+  printf '%s\n' -DHAL_BUILD_PYTHON=ON "-DPython3_EXECUTABLE=$HAL_PYTHON" \
+    "-Dpybind11_DIR=$("$HAL_PYTHON" -m pybind11 --cmakedir)"
 }
 
 # hal_build NAME [cmake args...]: configure (once) and build $HAL_BUILD_ROOT/NAME.

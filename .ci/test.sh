@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: every ctest test of the normal build (C++ unit tests,
-# the plain-C ABI check, the out-of-tree template build), then the C++ core's
-# tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# the plain-C ABI check, hal-conformance on the CPU plugin, the out-of-tree
+# template build), the C++ core's tests again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, then the Python tests (the hal package, and
+# the CPU plugin's ops cross-checked against PyTorch CPU).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 hal_install_packages
+hal_python_env
 unset HAL_CONFIG HAL_PLUGIN_PATH
-hal_build test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_BUILD_TESTS=ON -DHAL_BUILD_BENCH=ON
+mapfile -t HAL_PY_ARGS < <(hal_python_cmake_args)
+hal_build test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_BUILD_TESTS=ON -DHAL_BUILD_BENCH=ON "${HAL_PY_ARGS[@]}"
 hal_build asan -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=ON -DHAL_BUILD_TESTS=ON -DHAL_BUILD_BENCH=OFF
 
 hal_log "ctest (ASan+UBSan): core"
@@ -13,3 +17,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir "$HAL_BUILD_ROOT/asan" -L core --output-on-failure -j "$(nproc)"
 hal_log "ctest: everything"
 ctest --test-dir "$HAL_BUILD_ROOT/test" --output-on-failure -j "$(nproc)"
+hal_log "pytest"
+cd "$HAL_SRC"
+HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" PYTHONPATH="$HAL_BUILD_ROOT/test/python" \
+  "$HAL_PYTHON" -m pytest -q -p no:cacheprovider framework_bridge/python/tests

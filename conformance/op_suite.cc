@@ -221,4 +221,21 @@ bool register_suite(OpSuite suite) {
 }
 const std::vector<OpSuite>& suites() { return registry(); }
 
+namespace {
+std::vector<std::pair<std::string, FreeOutputs>>& free_registry() {
+  static std::vector<std::pair<std::string, FreeOutputs>> ops;
+  return ops;
+}
+}  // namespace
+
+bool register_free_outputs(const std::string& op, FreeOutputs free) {
+  free_registry().emplace_back(op, free);
+  return true;
+}
+FreeOutputs free_outputs(const std::string& op) {
+  for (const auto& [name, free] : free_registry())
+    if (name == op) return free;
+  return {};
+}
+
 }  // namespace hal::conformance

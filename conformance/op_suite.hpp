@@ -236,12 +236,28 @@ struct OpSuite {
 bool register_suite(OpSuite suite);
 const std::vector<OpSuite>& suites();
 
+// The runner launches every op once with an output of the wrong shape and
+// once with the wrong dtype, expecting INVALID_ARGUMENT. For an op whose
+// output shape or dtype is the caller's choice (fill's shape, copy's
+// dtype, an upper-bound output) that check does not apply: turn it off.
+struct FreeOutputs {
+  bool shape = false;  // any output shape is valid
+  bool dtype = false;  // any output dtype is valid
+};
+bool register_free_outputs(const std::string& op, FreeOutputs free);
+FreeOutputs free_outputs(const std::string& op);
+
 #define HAL_CONFORMANCE_CONCAT_(a, b) a##b
 #define HAL_CONFORMANCE_CONCAT(a, b) HAL_CONFORMANCE_CONCAT_(a, b)
 // HAL_CONFORMANCE_SUITE(op_name, cases_fn, reference_fn [, dtype_mask])
 #define HAL_CONFORMANCE_SUITE(OP, ...)                                                  \
   static const bool HAL_CONFORMANCE_CONCAT(hal_conformance_suite_, OP) [[maybe_unused]] = \
       ::hal::conformance::register_suite(::hal::conformance::OpSuite{#OP, __VA_ARGS__})
+
+// HAL_CONFORMANCE_FREE_OUTPUTS(op_name, shape_is_free, dtype_is_free)
+#define HAL_CONFORMANCE_FREE_OUTPUTS(OP, SHAPE, DTYPE)                                            \
+  static const bool HAL_CONFORMANCE_CONCAT(hal_conformance_free_outputs_, OP) [[maybe_unused]] = \
+      ::hal::conformance::register_free_outputs(#OP, ::hal::conformance::FreeOutputs{SHAPE, DTYPE})
 
 }  // namespace hal::conformance
 

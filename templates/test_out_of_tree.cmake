@@ -3,7 +3,8 @@
 #
 #   1. cmake --install <HAL build> into a fresh prefix;
 #   2. copy templates/plugin to a fresh directory, build it against the
-#      prefix, and load it with <prefix>/bin/hal-info (text and --json);
+#      prefix, load it with <prefix>/bin/hal-info (text and --json) and run
+#      <prefix>/bin/hal-conformance on it (passes, every op skipped);
 #   3. copy it again, rename it to "acme" with the README's exact commands,
 #      build it, load it, install it into the prefix and check that libhal
 #      discovers it there next to the cpu plugin;
@@ -167,6 +168,17 @@ endif()
 # The template has no streams and must not claim them.
 if(device_caps MATCHES "\"stream\"")
   fail("the template device claims the stream capability: ${device_caps}")
+endif()
+
+# README.md "Running hal-conformance": the installed runner passes the
+# unmodified template with every op skipped.
+set(hal_conformance ${prefix}/bin/hal-conformance)
+if(EXISTS ${hal_conformance})
+  run("hal-conformance --plugin ${template_so}" OUT text
+      COMMAND ${CMAKE_COMMAND} -E env --unset=HAL_CONFIG --unset=HAL_PLUGIN_PATH ${hal_conformance}
+              --plugin ${template_so})
+  expect_match("${text}" "\n[1-9][0-9]* passed, 0 failed, [1-9][0-9]* skipped\n"
+               "hal-conformance did not pass the template with its ops skipped")
 endif()
 
 # ---- 3. rename exactly as README.md says, build, install ----------------------

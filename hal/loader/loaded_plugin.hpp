@@ -25,6 +25,7 @@ struct LoadedPlugin {
   hal_memory_api_t memory{};
   hal_stream_api_t stream{};
   hal_op_api_t op{};  // entries only when negotiated_minor >= 1 (ABI 1.1)
+  std::string op_note;  // why a present op table is not used ("" otherwise)
   hal_host_api_t host{};  // handed to the plugin; must outlive it
   hal_plugin_t* instance = nullptr;
 

@@ -1,5 +1,7 @@
 #include "loader/plugin_loader.hpp"
 
+#include "hal/op_catalog.h"
+
 #include <dlfcn.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -202,6 +204,16 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   // The op table's entries arrived in ABI 1.1; a 1.0 plugin's op table
   // (struct_size only) normalises to all-NULL entries anyway.
   if (plugin->negotiated_minor >= 1) normalise(plugin->op, a.op);
+  // Ops keep their meaning only within a catalog MAJOR: a plugin built for
+  // another one loads, without its operators.
+  if (plugin->op.op_launch != nullptr && plugin->op.catalog_version_major != HAL_OP_CATALOG_VERSION_MAJOR) {
+    plugin->op_note = "operators disabled: the plugin implements op catalog " +
+                      std::to_string(plugin->op.catalog_version_major) + "." +
+                      std::to_string(plugin->op.catalog_version_minor) + " but the host's is " +
+                      std::to_string(HAL_OP_CATALOG_VERSION_MAJOR) + "." + std::to_string(HAL_OP_CATALOG_VERSION_MINOR) +
+                      " (MAJOR must match)";
+    plugin->op = hal_op_api_t{};
+  }
   if (plugin->device.device_count == nullptr || plugin->device.device_get == nullptr ||
       plugin->device.device_get_properties == nullptr || plugin->memory.buffer_allocate == nullptr ||
       plugin->memory.buffer_free == nullptr)
@@ -209,7 +221,8 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   plugin->interfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
   if (a.stream != nullptr) plugin->interfaces |= HAL_CAPABILITY_STREAM;
   if (a.collective != nullptr) plugin->interfaces |= HAL_CAPABILITY_COLLECTIVE;
-  if (a.op != nullptr) plugin->interfaces |= HAL_CAPABILITY_OPERATOR;
+  if (plugin->op.op_resolve != nullptr && plugin->op.op_launch != nullptr)
+    plugin->interfaces |= HAL_CAPABILITY_OPERATOR;
   if (a.graph != nullptr) plugin->interfaces |= HAL_CAPABILITY_GRAPH;
 
   if (request.loaded_path_of) {

@@ -1,6 +1,8 @@
 // Loading: every way a plugin can be unusable becomes a skip record with a
 // reason, and never disturbs the other plugins. Version negotiation.
 #include <doctest/doctest.h>
+
+#include "hal/op_catalog.h"
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -148,6 +150,25 @@ TEST_CASE("version negotiation") {
       CHECK(e.code() == HAL_STATUS_UNIMPLEMENTED);
     }
   }
+}
+
+TEST_CASE("a plugin implementing another op catalog MAJOR loads without its operators") {
+  auto rt = load_only({fixture("other_catalog_major")});
+  REQUIRE(rt->plugins().size() == 1);
+  const auto& p = *rt->plugins()[0];
+  CHECK((p.interfaces() & HAL_CAPABILITY_OPERATOR) == 0);
+  CHECK(p.op_count() == 0);
+  CHECK(contains(p.op_note(), "operators disabled: the plugin implements op catalog " +
+                                  std::to_string(HAL_OP_CATALOG_VERSION_MAJOR + 1) + "."));
+  auto d = p.devices().at(0);
+  round_trip(*d);
+  CHECK_THROWS_WITH_AS(hal::OpRunner(d, "add"), "fixture_other_catalog_major: the plugin has no operator interface",
+                       hal::Error);
+  // The real CPU plugin implements this host's catalog.
+  auto cpu = load_only({kCpu});
+  CHECK(cpu->plugins().at(0)->op_count() > 0);
+  CHECK(cpu->plugins().at(0)->op_catalog_version() ==
+        std::to_string(HAL_OP_CATALOG_VERSION_MAJOR) + "." + std::to_string(HAL_OP_CATALOG_VERSION_MINOR));
 }
 
 TEST_CASE("one bad plugin does not affect the others") {

@@ -83,6 +83,16 @@ uint32_t Plugin::abi_minor() const { return loaded_->abi_minor; }
 uint32_t Plugin::negotiated_minor() const { return loaded_->negotiated_minor; }
 int64_t Plugin::priority() const { return loaded_->priority; }
 uint32_t Plugin::interfaces() const { return loaded_->interfaces; }
+uint32_t Plugin::op_count() const {
+  uint32_t n = 0;
+  if (loaded_->op.op_count != nullptr) throw_if_error(loaded_->op.op_count(loaded_->instance, &n));
+  return n;
+}
+std::string Plugin::op_catalog_version() const {
+  if (loaded_->op.op_launch == nullptr) return "";
+  return std::to_string(loaded_->op.catalog_version_major) + "." + std::to_string(loaded_->op.catalog_version_minor);
+}
+const std::string& Plugin::op_note() const { return loaded_->op_note; }
 const hal_plugin_api_t& Plugin::api() const { return loaded_->api; }
 const hal_device_api_t& Plugin::device_api() const { return loaded_->device; }
 const hal_memory_api_t& Plugin::memory_api() const { return loaded_->memory; }

@@ -52,6 +52,9 @@ ordered_json to_json(const hal::Runtime& rt, const std::string& config_path) {
                             {"negotiated_minor", p->negotiated_minor()},
                             {"priority", p->priority()},
                             {"interfaces", hal::capability_names(p->interfaces())},
+                            {"operators", {{"count", p->op_count()},
+                                           {"catalog_version", p->op_catalog_version()},
+                                           {"note", p->op_note()}}},
                             {"devices", devices}});
   }
   j["devices"] = ordered_json::array();
@@ -93,6 +96,8 @@ void print_text(const hal::Runtime& rt, const std::string& config_path, bool ver
     o << "  " << p->name() << " " << p->version() << "  vendor: " << p->vendor() << "  ABI " << p->abi_major() << "."
       << p->abi_minor() << "  devices: " << p->devices().size() << "\n";
     o << "    path: " << p->path() << "\n";
+    if (p->op_count() > 0) o << "    operators: " << p->op_count() << " (op catalog " << p->op_catalog_version() << ")\n";
+    if (!p->op_note().empty()) o << "    " << p->op_note() << "\n";
     if (verbose)
       o << "    interfaces: " << join(hal::capability_names(p->interfaces()))
         << "  negotiated minor: " << p->negotiated_minor() << "  priority: " << p->priority() << "\n";

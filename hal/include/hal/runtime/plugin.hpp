@@ -59,6 +59,13 @@ class Plugin {
   int64_t priority() const;
   // Interfaces the plugin's tables provide (HAL_CAPABILITY_* bits).
   uint32_t interfaces() const;
+  // Ops the plugin implements (0 without an operator interface) and the op
+  // catalog version it implements.
+  uint32_t op_count() const;
+  std::string op_catalog_version() const;  // "1.0"; "" without operators
+  // Why the plugin's operator interface is not used ("" when it is, or
+  // when the plugin has none), e.g. another op catalog MAJOR.
+  const std::string& op_note() const;
   const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
 
   // The normalised C tables (zero-filled past the plugin's struct_size, so a

@@ -1,0 +1,428 @@
+#include "runner/case_runner.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "runner/storage.hpp"
+
+namespace hal::conformance {
+
+namespace {
+
+constexpr uint8_t kInputFill = 0x5A;   // gap bytes of inputs
+constexpr uint8_t kOutputFill = 0xA7;  // every output byte before the launch
+constexpr uint64_t kGuardBytes = 16;   // after the last element: catches overruns
+
+// A tensor placed in device memory in some layout, with the host image of
+// its whole buffer (what was written, or for outputs the sentinel).
+struct Placed {
+  Buffer buffer;
+  TensorView view;
+  std::vector<uint8_t> image;
+  std::vector<int64_t> strides;           // used (also for contiguous)
+  std::vector<uint64_t> element_offsets;  // byte offset of each element, row-major order
+  hal_dtype_e dtype = HAL_DTYPE_FLOAT32;
+  std::vector<int64_t> shape;
+};
+
+std::vector<int64_t> layout_strides(const std::vector<int64_t>& shape, Layout layout) {
+  int r = static_cast<int>(shape.size());
+  std::vector<int64_t> s(shape.size(), 1);
+  if (r == 0) return s;
+  auto dim = [&](int d) { return std::max<int64_t>(shape[d], 1); };
+  switch (layout) {
+    case Layout::kContiguous:
+    case Layout::kOffset:
+      for (int d = r - 2; d >= 0; --d) s[d] = s[d + 1] * dim(d + 1);
+      break;
+    case Layout::kStrided:
+      s[r - 1] = 2;
+      for (int d = r - 2; d >= 0; --d) s[d] = s[d + 1] * dim(d + 1) + 1;
+      break;
+    case Layout::kPermuted:
+      for (int d = 1; d < r; ++d) s[d] = s[d - 1] * dim(d - 1);
+      break;
+  }
+  return s;
+}
+
+int64_t layout_offset_elements(Layout layout) {
+  return layout == Layout::kOffset ? 3 : layout == Layout::kStrided ? 1 : 0;
+}
+
+// Allocates and uploads T in LAYOUT. Inputs carry their values; outputs
+// (VALUES false) are all sentinel.
+Placed place(Device& device, const HostTensor& t, Layout layout, bool values) {
+  Placed p;
+  p.dtype = t.dtype;
+  p.shape = t.shape;
+  size_t es = storage_size(t.dtype);
+  if (es == 0) throw Error(HAL_STATUS_INVALID_ARGUMENT, std::string("the runner cannot store dtype ") + dtype_str(t.dtype));
+  p.strides = layout_strides(t.shape, layout);
+  int64_t off = layout_offset_elements(layout);
+  int64_t n = t.numel();
+  int64_t extent = 0;
+  if (n > 0) {
+    extent = 1;
+    for (size_t d = 0; d < t.shape.size(); ++d) extent += (t.shape[d] - 1) * p.strides[d];
+  }
+  uint64_t bytes = static_cast<uint64_t>(off + extent) * es + kGuardBytes;
+  p.image.assign(bytes, values ? kInputFill : kOutputFill);
+  p.element_offsets.resize(static_cast<size_t>(n));
+  std::vector<int64_t> idx(t.shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t pos = off;
+    for (size_t d = 0; d < idx.size(); ++d) pos += idx[d] * p.strides[d];
+    p.element_offsets[i] = static_cast<uint64_t>(pos) * es;
+    if (values) encode(t.dtype, t.values[i], &p.image[p.element_offsets[i]]);
+    for (int d = static_cast<int>(idx.size()) - 1; d >= 0; --d) {  // row-major increment
+      if (++idx[d] < t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  p.buffer = device.allocate(bytes);
+  p.buffer.copy_from_host(p.image.data(), bytes);
+  std::vector<int64_t> view_strides = layout == Layout::kContiguous ? std::vector<int64_t>{} : p.strides;
+  p.view = TensorView(p.buffer, t.dtype, t.shape, view_strides, static_cast<uint64_t>(off) * es);
+  return p;
+}
+
+std::vector<uint8_t> download(const Placed& p) {
+  std::vector<uint8_t> out(p.image.size());
+  p.buffer.copy_to_host(out.data(), out.size());
+  return out;
+}
+
+HostTensor read_values(const Placed& p, const std::vector<uint8_t>& bytes) {
+  HostTensor t(p.dtype, p.shape);
+  for (size_t i = 0; i < p.element_offsets.size(); ++i) t.values[i] = decode(p.dtype, &bytes[p.element_offsets[i]]);
+  return t;
+}
+
+// "" when every byte of P outside its elements still holds the sentinel.
+std::string check_gaps(const Placed& p, const std::vector<uint8_t>& bytes, bool whole_buffer) {
+  std::vector<uint8_t> is_elem(bytes.size(), 0);
+  size_t es = storage_size(p.dtype);
+  if (!whole_buffer)
+    for (uint64_t o : p.element_offsets) std::memset(&is_elem[o], 1, es);
+  for (size_t b = 0; b < bytes.size(); ++b)
+    if (!is_elem[b] && bytes[b] != kOutputFill) {
+      std::ostringstream s;
+      s << "byte " << b << " of the output's buffer was written (0x" << std::hex << int(bytes[b]) << std::dec
+        << ", was 0x" << std::hex << int(kOutputFill) << std::dec << ") although "
+        << (whole_buffer ? "the launch failed" : "it is outside the tensor (gap, offset or guard byte)");
+      return s.str();
+    }
+  return "";
+}
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s.precision(9);
+  s << v;
+  return s.str();
+}
+
+std::string strides_str(const std::vector<int64_t>& s) { return shape_str(s); }
+
+// Compares ACTUAL with EXPECTED (rounded to the output dtype). "" if equal
+// within tolerance; records the largest errors.
+std::string compare(const HostTensor& expected, const HostTensor& actual, Compare mode, double scale,
+                    double& max_abs, double& max_rel) {
+  if (expected.values.size() != actual.values.size())
+    return "the reference has " + std::to_string(expected.values.size()) + " values for shape " +
+           shape_str(expected.shape) + " (a suite bug)";
+  bool exact = mode == Compare::kExact || !is_float(actual.dtype);
+  Tolerance tol = default_tolerance(actual.dtype);
+  double atol = tol.atol * scale, rtol = tol.rtol * scale;
+  int64_t bad = 0, first = -1;
+  double first_e = 0, first_a = 0;
+  for (size_t i = 0; i < actual.values.size(); ++i) {
+    double e = round_to(actual.dtype, expected.values[i]);
+    double a = actual.values[i];
+    bool ok;
+    if (std::isnan(e) || std::isnan(a)) {
+      ok = std::isnan(e) && std::isnan(a);
+      if (!ok) max_abs = max_rel = INFINITY;
+    } else if (a == e) {
+      ok = true;
+    } else {
+      double d = std::fabs(a - e);
+      max_abs = std::max(max_abs, d);
+      if (e != 0) max_rel = std::max(max_rel, d / std::fabs(e));
+      else if (d > 0) max_rel = INFINITY;
+      ok = !exact && std::isfinite(d) && d <= atol + rtol * std::fabs(e);
+    }
+    if (!ok) {
+      if (bad++ == 0) {
+        first = static_cast<int64_t>(i);
+        first_e = e;
+        first_a = a;
+      }
+    }
+  }
+  if (bad == 0) return "";
+  std::ostringstream s;
+  s << "at " << shape_str(unravel(first, actual.shape)) << " got " << fmt(first_a) << ", expected " << fmt(first_e);
+  if (exact) s << " (exact)";
+  else s << " (atol " << atol << ", rtol " << rtol << ")";
+  s << "; " << bad << " of " << actual.values.size() << " values differ; max abs error " << fmt(max_abs)
+    << ", max rel error " << fmt(max_rel);
+  return s.str();
+}
+
+std::string code_str(hal_status_code_e c) { return status_code_name(c); }
+
+}  // namespace
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::kContiguous: return "contiguous";
+    case Layout::kOffset: return "offset";
+    case Layout::kStrided: return "strided";
+    case Layout::kPermuted: return "permuted";
+  }
+  return "?";
+}
+
+Tolerance default_tolerance(hal_dtype_e dt) {
+  switch (dt) {
+    case HAL_DTYPE_FLOAT32: return {1e-5, 1e-5};
+    case HAL_DTYPE_FLOAT16: return {1e-3, 1e-3};
+    case HAL_DTYPE_BFLOAT16: return {1e-2, 1e-2};
+    case HAL_DTYPE_FLOAT64: return {1e-10, 1e-10};
+    default: return {0, 0};
+  }
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string attrs_str(const std::vector<hal::Attr>& attrs) {
+  std::ostringstream s;
+  for (size_t k = 0; k < attrs.size(); ++k) {
+    hal_attr_t a = attrs[k].c_attr();
+    s << (k ? ", " : "") << attrs[k].name() << "=";
+    switch (a.type) {
+      case HAL_ATTR_TYPE_INT: s << a.value.i; break;
+      case HAL_ATTR_TYPE_FLOAT: s << fmt(a.value.f); break;
+      case HAL_ATTR_TYPE_BOOL: s << (a.value.i ? "true" : "false"); break;
+      case HAL_ATTR_TYPE_STRING: s << '"' << a.value.s << '"'; break;
+      case HAL_ATTR_TYPE_DTYPE: s << dtype_str(static_cast<hal_dtype_e>(a.value.i)); break;
+      case HAL_ATTR_TYPE_INTS:
+        s << shape_str(std::vector<int64_t>(a.value.ints, a.value.ints + a.count));
+        break;
+      case HAL_ATTR_TYPE_FLOATS:
+        s << "[";
+        for (size_t i = 0; i < a.count; ++i) s << (i ? "," : "") << fmt(a.value.floats[i]);
+        s << "]";
+        break;
+      default: s << "?"; break;
+    }
+  }
+  return s.str();
+}
+
+CaseRunner::CaseRunner(std::shared_ptr<Device> device, const std::string& op)
+    : device_(std::move(device)), runner_(device_, op) {
+  if (device_->supports(HAL_CAPABILITY_STREAM)) stream_ = device_->create_stream();
+}
+
+std::unique_ptr<Error> CaseRunner::check(const OpCase& c, const std::vector<HostTensor>& outputs) const {
+  std::vector<TensorView> in_views, out_views;
+  in_views.reserve(c.inputs.size());
+  for (const auto& t : c.inputs) {
+    TensorView v;
+    if (t) {
+      v.dtype = t->dtype;
+      v.shape = t->shape;
+    }
+    in_views.push_back(v);
+  }
+  for (const HostTensor& t : outputs) {
+    TensorView v;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    out_views.push_back(v);
+  }
+  std::vector<const TensorView*> ins, outs;
+  for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back(c.inputs[i] ? &in_views[i] : nullptr);
+  for (const TensorView& v : out_views) outs.push_back(&v);
+  return runner_.check(ins, outs, c.attrs);
+}
+
+void CaseRunner::run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, std::vector<Failure>& failures) {
+  if (c.expect_error) {
+    run_layout(suite, dtype, c, Layout::kContiguous, failures);
+    return;
+  }
+  bool has_rank2 = false;
+  for (const auto& t : c.inputs) has_rank2 |= t && t->rank() >= 2;
+  std::vector<Layout> layouts = {Layout::kContiguous};
+  if (c.layouts) {
+    layouts.push_back(Layout::kOffset);
+    layouts.push_back(Layout::kStrided);
+    if (has_rank2) layouts.push_back(Layout::kPermuted);
+  }
+  for (Layout l : layouts) {
+    size_t before = failures.size();
+    run_layout(suite, dtype, c, l, failures);
+    // A case wrong in the plain layout is reported once, not per layout.
+    if (l == Layout::kContiguous && failures.size() > before) return;
+  }
+}
+
+void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, Layout layout,
+                            std::vector<Failure>& failures) {
+  Failure f;
+  f.op = suite.op;
+  f.dtype = dtype_str(dtype);
+  f.case_name = c.name;
+  f.layout = layout_name(layout);
+  f.attrs = attrs_str(c.attrs);
+  auto fail = [&](std::string msg) {
+    f.message = std::move(msg);
+    failures.push_back(f);
+  };
+  try {
+    std::vector<HostTensor> expected;
+    if (c.expect_error) {
+      expected = c.outputs_for_error;
+    } else {
+      try {
+        expected = suite.reference(c);
+      } catch (const std::exception& e) {
+        return fail(std::string("the suite's reference threw: ") + e.what());
+      }
+    }
+    std::vector<Placed> ins, outs;
+    ins.reserve(c.inputs.size());
+    std::string shapes, strides;
+    for (const auto& t : c.inputs) {
+      if (!t) {
+        ins.emplace_back();
+        shapes += (shapes.empty() ? "" : " ") + std::string("-");
+        strides += (strides.empty() ? "" : " ") + std::string("-");
+        continue;
+      }
+      ins.push_back(place(*device_, *t, layout, true));
+      shapes += (shapes.empty() ? "" : " ") + shape_str(t->shape);
+      strides += (strides.empty() ? "" : " ") + strides_str(ins.back().strides);
+    }
+    shapes += " ->";
+    strides += " ->";
+    for (const HostTensor& t : expected) {
+      outs.push_back(place(*device_, t, layout, false));
+      shapes += " " + shape_str(t.shape);
+      strides += " " + strides_str(outs.back().strides);
+    }
+    f.shapes = shapes;
+    f.strides = strides;
+
+    std::vector<const TensorView*> in_views, out_views;
+    for (size_t i = 0; i < ins.size(); ++i) in_views.push_back(c.inputs[i] ? &ins[i].view : nullptr);
+    for (const Placed& p : outs) out_views.push_back(&p.view);
+
+    if (c.expect_error) {
+      // Synchronous: a data-dependent error is then the launch's own.
+      std::string what;
+      try {
+        runner_.launch(in_views, out_views, c.attrs, nullptr);
+        what = std::string("expected ") + code_str(*c.expect_error) + " but the launch succeeded";
+      } catch (const Error& e) {
+        std::string msg = e.what();
+        if (e.code() != *c.expect_error)
+          what = std::string("expected ") + code_str(*c.expect_error) + ", got " + code_str(e.code()) + ": " + msg;
+        for (const std::string& m : c.error_mentions)
+          if (what.empty() && msg.find(m) == std::string::npos)
+            what = "the error message does not mention '" + m + "': " + msg;
+      }
+      for (size_t o = 0; o < outs.size() && what.empty(); ++o) {
+        std::string g = check_gaps(outs[o], download(outs[o]), true);
+        if (!g.empty()) what = "output " + std::to_string(o) + ": " + g;
+      }
+      if (!what.empty()) fail(what);
+      return;
+    }
+
+    try {
+      if (stream_.valid()) {
+        runner_.launch(in_views, out_views, c.attrs, &stream_);
+        stream_.synchronize();
+      } else {
+        runner_.launch(in_views, out_views, c.attrs, nullptr);
+      }
+    } catch (const Error& e) {
+      return fail(std::string("launch failed: ") + code_str(e.code()) + ": " + e.what());
+    }
+
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!c.inputs[i]) continue;
+      if (download(ins[i]) != ins[i].image)
+        return fail("input " + std::to_string(i) + " was modified by the launch (or the bytes around it)");
+    }
+    std::vector<HostTensor> actual;
+    for (size_t o = 0; o < outs.size(); ++o) {
+      std::vector<uint8_t> bytes = download(outs[o]);
+      std::string g = check_gaps(outs[o], bytes, false);
+      if (!g.empty()) return fail("output " + std::to_string(o) + ": " + g);
+      actual.push_back(read_values(outs[o], bytes));
+    }
+    if (c.custom_check) {
+      std::string why = c.custom_check(c, expected, actual);
+      if (!why.empty()) fail(why);
+      return;
+    }
+    std::string all;
+    for (size_t o = 0; o < outs.size(); ++o) {
+      Compare mode = o < c.compare.size() ? c.compare[o] : Compare::kDefault;
+      if (mode == Compare::kSkip) continue;
+      double max_abs = 0, max_rel = 0;
+      std::string why = compare(expected[o], actual[o], mode, c.tolerance_scale, max_abs, max_rel);
+      f.max_abs_error = std::max(f.max_abs_error, max_abs);
+      f.max_rel_error = std::max(f.max_rel_error, max_rel);
+      if (!why.empty()) all += (all.empty() ? "" : "; ") + ("output " + std::to_string(o) + " " + why);
+    }
+    if (!all.empty()) fail(all);
+  } catch (const std::exception& e) {
+    fail(std::string("error while running the case: ") + e.what());
+  }
+}
+
+void CaseRunner::run_wrong_outputs(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c,
+                                   std::vector<Failure>& failures) {
+  std::vector<HostTensor> expected;
+  try {
+    expected = suite.reference(c);
+  } catch (const std::exception&) {
+    return;  // reported by the case itself
+  }
+  if (expected.empty()) return;
+  HostTensor wrong_shape = expected[0];
+  if (wrong_shape.shape.empty()) wrong_shape.shape = {2};
+  else wrong_shape.shape[0] += 1;
+  wrong_shape.values.assign(static_cast<size_t>(wrong_shape.numel()), 0.0);
+  HostTensor wrong_dtype = expected[0];
+  wrong_dtype.dtype = expected[0].dtype == HAL_DTYPE_FLOAT32 ? HAL_DTYPE_INT32 : HAL_DTYPE_FLOAT32;
+
+  struct Variant {
+    const char* name;
+    HostTensor out;
+  } variants[] = {{"wrong output shape", wrong_shape}, {"wrong output dtype", wrong_dtype}};
+  FreeOutputs free = free_outputs(suite.op);
+  for (const Variant& v : variants) {
+    if ((&v == &variants[0] && free.shape) || (&v == &variants[1] && free.dtype)) continue;
+    OpCase e = c;
+    e.name = std::string(v.name) + " (from '" + c.name + "')";
+    std::vector<HostTensor> outs = expected;
+    outs[0] = v.out;
+    e.error(HAL_STATUS_INVALID_ARGUMENT, outs, {suite.op});
+    run_layout(suite, dtype, e, Layout::kContiguous, failures);
+  }
+}
+
+}  // namespace hal::conformance

@@ -1,0 +1,336 @@
+#include "runner/session.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <iostream>
+#include <map>
+
+#include "hal/sdk/op_catalog.hpp"
+#include "runner/storage.hpp"
+
+namespace hal::conformance {
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kNotRun: return "not run";
+    case Status::kPassed: return "passed";
+    case Status::kFailed: return "failed";
+    case Status::kSkipped: return "skipped";
+    case Status::kKnownFailure: return "known failure";
+    case Status::kUnexpectedPass: return "unexpected pass";
+  }
+  return "?";
+}
+
+namespace {
+std::vector<RuntimeTestInfo>& runtime_registry() {
+  static std::vector<RuntimeTestInfo> tests;
+  return tests;
+}
+
+const hal_dtype_e kAllDtypes[] = {HAL_DTYPE_FLOAT32, HAL_DTYPE_FLOAT16, HAL_DTYPE_BFLOAT16, HAL_DTYPE_FLOAT64,
+                                  HAL_DTYPE_INT8,    HAL_DTYPE_UINT8,   HAL_DTYPE_INT16,    HAL_DTYPE_INT32,
+                                  HAL_DTYPE_INT64,   HAL_DTYPE_BOOL};
+
+const sdk::OpSchema* catalog_op(const std::string& name) {
+  for (const sdk::OpSchema& s : sdk::catalog::kOps)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+// The session being run: the doctest trampoline and reporter find it here.
+Session* g_session = nullptr;
+std::vector<TestEntry>* g_tests = nullptr;
+TestEntry* g_current = nullptr;
+
+void trampoline() {
+  if (g_current != nullptr && g_current->body) g_current->body();
+}
+
+std::string doctest_str(const doctest::String& s) { return std::string(s.c_str()); }
+
+// Turns doctest's events into TestEntry results and prints progress: one
+// line per op (all its dtypes) or runtime test, and each failure.
+class HalReporter : public doctest::IReporter {
+ public:
+  explicit HalReporter(const doctest::ContextOptions&) {}
+
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override { flush_group(); }
+  void test_case_start(const doctest::TestCaseData& tc) override {
+    g_current = &(*g_tests)[tc.m_line - 1];
+    start_ = std::chrono::steady_clock::now();
+    begin(*g_current);
+  }
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats& st) override {
+    TestEntry& e = *g_current;
+    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    using R = doctest::TestCaseFailureReason::Enum;
+    if (st.failure_flags & R::ShouldHaveFailedAndDid) e.status = Status::kKnownFailure;
+    else if (st.failure_flags & R::ShouldHaveFailedButDidnt) e.status = Status::kUnexpectedPass;
+    else if (st.failure_flags != R::None || !e.messages.empty()) e.status = Status::kFailed;
+    else e.status = Status::kPassed;
+    if (e.status == Status::kFailed) {
+      size_t shown = 0;
+      for (const std::string& m : e.messages) {
+        if (++shown > 5) {
+          std::printf("  FAILED %s: ... %zu more (see --failures-csv)\n", e.name.c_str(), e.messages.size() - 5);
+          break;
+        }
+        std::printf("  FAILED %s: %s\n", e.name.c_str(), m.c_str());
+      }
+    } else if (e.status == Status::kUnexpectedPass) {
+      std::printf("  UNEXPECTED PASS %s: declared a known failure (%s) but it passed\n", e.name.c_str(),
+                  e.known_failure.c_str());
+    }
+    if (st.failure_flags & doctest::TestCaseFailureReason::Crash)
+      std::printf("hal-conformance: the plugin crashed in %s; the run stops here and writes no reports "
+                  "(leave the test out with --filter to run the rest)\n", e.name.c_str());
+    counts_[e.status]++;
+    g_current = nullptr;
+  }
+  void test_case_exception(const doctest::TestCaseException& ex) override {
+    if (g_current) g_current->messages.push_back((ex.is_crash ? "crashed: " : "threw: ") + doctest_str(ex.error_string));
+  }
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData& ad) override {
+    if (!ad.m_failed || g_current == nullptr) return;
+    std::string m = std::string(ad.m_expr);
+    if (ad.m_threw) m += " threw: " + doctest_str(ad.m_exception);
+    else if (!doctest_str(ad.m_decomp).empty()) m += " (values: " + doctest_str(ad.m_decomp) + ")";
+    m += " at " + std::string(ad.m_file) + ":" + std::to_string(ad.m_line);
+    g_current->messages.push_back(m);
+  }
+  void log_message(const doctest::MessageData& md) override {
+    if (g_current && (md.m_severity & (doctest::assertType::is_check | doctest::assertType::is_require)))
+      g_current->messages.push_back(doctest_str(md.m_string));
+  }
+  void test_case_skipped(const doctest::TestCaseData& tc) override {
+    TestEntry& e = (*g_tests)[tc.m_line - 1];
+    if (e.skip_reason.empty()) return;  // filtered out by doctest options: not ours
+    begin(e);
+    e.status = Status::kSkipped;
+    counts_[e.status]++;
+  }
+
+ private:
+  void begin(const TestEntry& e) {
+    if (e.group != group_) {
+      flush_group();
+      group_ = e.group;
+    }
+    if (e.dtype != HAL_DTYPE_INVALID) dtypes_ += std::string(dtypes_.empty() ? "" : " ") + dtype_str(e.dtype);
+    if (!e.skip_reason.empty()) reason_ = e.skip_reason;
+  }
+  void flush_group() {
+    if (group_.empty()) return;
+    std::string line = group_;
+    if (!dtypes_.empty()) line += " [" + dtypes_ + "]";
+    line += ": " + std::to_string(counts_[Status::kPassed]) + " passed, " +
+            std::to_string(counts_[Status::kFailed] + counts_[Status::kUnexpectedPass]) + " failed, " +
+            std::to_string(counts_[Status::kSkipped]) + " skipped";
+    if (counts_[Status::kKnownFailure]) line += ", " + std::to_string(counts_[Status::kKnownFailure]) + " known failures";
+    if (counts_[Status::kSkipped] && !reason_.empty()) line += " (" + reason_ + ")";
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    group_.clear();
+    dtypes_.clear();
+    reason_.clear();
+    counts_.clear();
+  }
+
+  std::chrono::steady_clock::time_point start_;
+  std::string group_, dtypes_, reason_;
+  std::map<Status, int> counts_;
+};
+
+DOCTEST_REGISTER_REPORTER("hal", 1, HalReporter);
+
+}  // namespace
+
+bool register_runtime_test(const char* name, RuntimeTestFn fn) {
+  runtime_registry().push_back({name, fn});
+  return true;
+}
+const std::vector<RuntimeTestInfo>& runtime_tests() { return runtime_registry(); }
+
+std::vector<OpSuite> all_suites() {
+  std::vector<OpSuite> out = suites();
+  for (const OpSuite& f : fallback_suites()) {
+    bool covered = false;
+    for (const OpSuite& s : out) covered |= s.op == f.op;
+    if (!covered) out.push_back(f);
+  }
+  return out;
+}
+
+Session::Session(std::shared_ptr<Device> device, RunOptions options)
+    : device_(std::move(device)), options_(std::move(options)), suites_(all_suites()) {
+  context_.device = device_;
+  for (const std::string& n : op_names(*device_)) context_.claimed_ops.insert(n);
+  context_.suites = &suites_;
+}
+
+int Session::count(Status s) const {
+  int n = 0;
+  for (const TestEntry& e : tests_) n += e.status == s;
+  return n;
+}
+
+bool Session::matches(const std::string& op, const std::string& test_name) const {
+  if (options_.filter.empty()) return true;
+  return (!op.empty() && glob_match(options_.filter, op)) || glob_match(options_.filter, test_name);
+}
+
+void Session::add(TestEntry e) {
+  for (const KnownFailure& k : options_.known_failures)
+    if (glob_match(k.pattern, e.name)) {
+      e.known_failure = k.reason.empty() ? "no reason given" : k.reason;
+      break;
+    }
+  tests_.push_back(std::move(e));
+}
+
+void Session::plan() {
+  tests_.clear();
+  if (options_.runtime_tests && !options_.dtype) {
+    for (const RuntimeTestInfo& t : runtime_tests()) {
+      TestEntry e;
+      e.name = "runtime." + t.name;
+      e.group = e.name;
+      if (!matches("", e.name)) continue;
+      RuntimeTestFn fn = t.fn;
+      const RuntimeContext* ctx = &context_;
+      e.body = [fn, ctx] { fn(*ctx); };
+      add(std::move(e));
+    }
+  }
+  // Catalog order, then suites and claimed ops outside the catalog.
+  std::vector<std::string> ops;
+  auto add_op = [&](const std::string& n) {
+    for (const std::string& o : ops)
+      if (o == n) return;
+    ops.push_back(n);
+  };
+  for (const sdk::OpSchema& s : sdk::catalog::kOps) add_op(s.name);
+  for (const OpSuite& s : suites_) add_op(s.op);
+  for (const std::string& n : context_.claimed_ops) add_op(n);
+  for (const std::string& op : ops) {
+    const OpSuite* suite = nullptr;
+    for (const OpSuite& s : suites_)
+      if (s.op == op) suite = &s;
+    add_op_tests(op, suite, context_.claimed_ops.count(op) != 0);
+  }
+}
+
+void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool claimed) {
+  if (suite == nullptr || !claimed) {
+    TestEntry e;
+    e.name = "op." + op;
+    e.group = op;
+    e.skip_reason = suite == nullptr ? "no conformance suite" : "not implemented by the plugin";
+    if (matches(op, e.name)) add(std::move(e));
+    return;
+  }
+  uint64_t mask = suite->dtypes;
+  if (mask == 0) {
+    const sdk::OpSchema* schema = catalog_op(op);
+    mask = schema != nullptr && schema->input_count > 0 ? schema->inputs[0].dtypes : ~uint64_t{0};
+  }
+  std::shared_ptr<CaseRunner> runner;
+  for (hal_dtype_e dt : kAllDtypes) {
+    if (!(mask & HAL_DTYPE_BIT(dt))) continue;
+    if (options_.dtype && *options_.dtype != dt) continue;
+    TestEntry e;
+    e.name = "op." + op + "." + dtype_str(dt);
+    e.group = op;
+    e.dtype = dt;
+    if (!matches(op, e.name)) continue;
+    auto cases = std::make_shared<std::vector<OpCase>>();
+    try {
+      *cases = suite->cases(dt);
+    } catch (const std::exception& ex) {
+      std::string what = ex.what();
+      e.body = [what] { FAIL_CHECK("the suite's case generator threw: " << what); };
+      add(std::move(e));
+      continue;
+    }
+    if (cases->empty()) continue;  // the suite says DT is not meaningful for the op
+    try {
+      if (!runner) runner = std::make_shared<CaseRunner>(device_, op);
+      for (const OpCase& c : *cases) {
+        if (c.expect_error) continue;
+        std::unique_ptr<Error> refused = runner->check(c, suite->reference(c));
+        if (refused && (refused->code() == HAL_STATUS_UNSUPPORTED_DTYPE || refused->code() == HAL_STATUS_UNIMPLEMENTED))
+          e.skip_reason = std::string("the device refuses it: ") + status_code_name(refused->code()) + ": " +
+                          refused->what();
+        break;
+      }
+    } catch (const std::exception&) {
+      // Reported when the test runs.
+    }
+    const OpSuite* s = suite;
+    std::shared_ptr<Device> device = device_;
+    size_t index = tests_.size();
+    std::vector<TestEntry>* tests = &tests_;
+    e.body = [s, dt, cases, device, index, tests] {
+      TestEntry& self = (*tests)[index];
+      try {
+        CaseRunner r(device, s->op);
+        bool generic_done = false;
+        for (const OpCase& c : *cases) {
+          r.run(*s, dt, c, self.failures);
+          if (!c.expect_error && !generic_done) {
+            r.run_wrong_outputs(*s, dt, c, self.failures);
+            generic_done = true;
+          }
+        }
+      } catch (const std::exception& ex) {
+        Failure f;
+        f.op = s->op;
+        f.dtype = dtype_str(dt);
+        f.message = ex.what();
+        self.failures.push_back(f);
+      }
+      for (const Failure& f : self.failures) {
+        std::string where = f.case_name.empty() ? "" : "case '" + f.case_name + "' (" + f.layout + "): ";
+        FAIL_CHECK(where << f.message);
+      }
+    };
+    add(std::move(e));
+  }
+}
+
+int Session::run() {
+  g_session = this;
+  g_tests = &tests_;
+  // doctest keeps pointers to the names: they live in tests_ (not resized from here on).
+  static std::deque<std::string> suite_names;
+  for (size_t i = 0; i < tests_.size(); ++i) {
+    TestEntry& e = tests_[i];
+    doctest::detail::TestSuite ts;
+    suite_names.push_back(e.group);
+    ts* suite_names.back().c_str();
+    doctest::detail::TestCase tc(&trampoline, "hal-conformance", static_cast<unsigned>(i + 1), ts);
+    tc* e.name.c_str();
+    tc* doctest::skip(!e.skip_reason.empty());
+    tc* doctest::should_fail(!e.known_failure.empty());
+    doctest::detail::regTest(tc);
+  }
+  doctest::Context ctx;
+  ctx.setOption("reporters", "hal");
+  ctx.setOption("order-by", "file");
+  ctx.setOption("no-intro", true);
+  ctx.setOption("no-version", true);
+  ctx.run();
+  g_session = nullptr;
+  return count(Status::kFailed) + count(Status::kUnexpectedPass);
+}
+
+}  // namespace hal::conformance

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""ctest driver for hal-conformance's own tests: runs the binary on a
+plugin and checks its exit status, output and reports.
+
+  check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
+
+MODE is one of: wrong_kernel, known_failure, unexpected_pass,
+template_all_skipped, bad_known_failures, list.
+"""
+import csv
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
+
+
+def run(binary, plugin, *args):
+    cmd = [binary, "--plugin", plugin, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    print("$", " ".join(cmd), "->", p.returncode)
+    print(p.stdout[-6000:])
+    print(p.stderr[-3000:], file=sys.stderr)
+    return p
+
+
+def summary(p):
+    m = SUMMARY.findall(p.stdout)
+    assert len(m) == 1, "expected exactly one summary line 'N passed, N failed, N skipped'"
+    return tuple(int(x) for x in m[0])
+
+
+def main():
+    mode, binary, plugin, workdir = sys.argv[1:5]
+    work = pathlib.Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = work / f"{mode}.csv", work / f"{mode}.json"
+
+    if mode == "wrong_kernel":
+        p = run(binary, plugin, "--filter", "add", "--failures-csv", str(csv_path), "--report-json", str(json_path))
+        assert p.returncode == 1, "a wrong add must fail the run"
+        assert re.search(r"^add \[.*\]: \d+ passed, [1-9]\d* failed", p.stdout, re.M), "no failing 'add' line"
+        passed, failed, skipped = summary(p)
+        # 1000 ulp is outside the float32/float16/bfloat16 tolerances but
+        # inside float64's (1e-10 relative): exactly those three fail.
+        assert (failed, passed, skipped) == (3, 6, 1), "float32/16/bf16 fail; float64, integers pass; bool refused"
+        assert re.search(r"^add \[.*\]: 6 passed, 3 failed, 1 skipped \(the device refuses it: UNSUPPORTED_DTYPE",
+                         p.stdout, re.M)
+        rows = list(csv.DictReader(open(csv_path)))
+        bad = [r for r in rows if r["op"] == "add" and r["dtype"] == "float32"]
+        assert bad, "no add/float32 row in the failures CSV"
+        # 1000 ulp of values in [-4, 4): ~1e-4 absolute, ~1e-4 relative.
+        assert all(float(r["max_abs_error"]) > 1e-6 for r in bad if r["layout"]), bad
+        assert any(float(r["max_rel_error"]) > 5e-5 for r in bad), bad
+        assert all(r["op"] == "add" for r in rows)
+        report = json.load(open(json_path))
+        status = {t["name"]: t["status"] for t in report["tests"]}
+        assert status["op.add.float32"] == "failed" and status["op.add.int32"] == "passed", status
+        assert status["op.add.float64"] == "passed" and status["op.add.bool"] == "skipped", status
+    elif mode == "known_failure":
+        kf = work / "known.toml"
+        kf.write_text('[[known_failure]]\ntest = "op.add.*float16"\nreason = "skewed on purpose"\n'
+                      '[[known_failure]]\ntest = "op.add.float32"\nreason = "skewed on purpose"\n')
+        p = run(binary, plugin, "--filter", "add", "--known-failures", str(kf), "--report-json", str(json_path))
+        assert p.returncode == 0, "declared failures must not fail the run"
+        _, failed, _ = summary(p)
+        assert failed == 0
+        assert "3 known failures" in p.stdout
+        report = json.load(open(json_path))
+        status = {t["name"]: t["status"] for t in report["tests"]}
+        for dt in ("float32", "float16", "bfloat16"):
+            assert status[f"op.add.{dt}"] == "known_failure", status
+        assert status["op.add.float64"] == "passed" and status["op.add.int64"] == "passed"
+    elif mode == "unexpected_pass":
+        kf = work / "known.toml"
+        kf.write_text('[[known_failure]]\ntest = "op.add.float32"\nreason = "believed broken"\n')
+        p = run(binary, plugin, "--filter", "add", "--known-failures", str(kf), "--report-json", str(json_path))
+        assert p.returncode == 1, "a known failure that passes must fail the run"
+        assert "UNEXPECTED PASS op.add.float32" in p.stdout
+        _, failed, _ = summary(p)
+        assert failed == 1
+        report = json.load(open(json_path))
+        status = {t["name"]: t["status"] for t in report["tests"]}
+        assert status["op.add.float32"] == "unexpected_pass", status
+    elif mode == "template_all_skipped":
+        p = run(binary, plugin, "--report-json", str(json_path), "--coverage-md", str(work / "coverage.md"))
+        assert p.returncode == 0
+        passed, failed, skipped = summary(p)
+        assert failed == 0 and skipped > 0
+        report = json.load(open(json_path))
+        ops = [t for t in report["tests"] if t["name"].startswith("op.")]
+        assert ops and all(t["status"] == "skipped" for t in ops), [t for t in ops if t["status"] != "skipped"]
+        rt = [t for t in report["tests"] if t["name"].startswith("runtime.")]
+        assert rt and all(t["status"] == "passed" for t in rt), rt
+    elif mode == "bad_known_failures":
+        kf = work / "bad.toml"
+        kf.write_text('[[known_failure]]\ntest = "op.add.float32"\n')
+        p = run(binary, plugin, "--known-failures", str(kf))
+        assert p.returncode == 2
+        assert f"{kf}:1" in p.stderr and "needs a reason" in p.stderr, p.stderr
+    elif mode == "list":
+        p = run(binary, plugin, "--list", "--filter", "add*")
+        assert p.returncode == 0
+        assert re.search(r"^op\.add\.float32$", p.stdout, re.M)
+        assert re.search(r"^op\.\w+  \[skipped: no conformance suite\]$", p.stdout, re.M) or \
+            "no conformance suite" not in p.stdout
+        assert "runtime." not in p.stdout
+    else:
+        sys.exit(f"unknown mode {mode}")
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""HAL from Python: load plugins, keep tensors in device memory, launch catalog ops.
+
+    import hal
+    rt = hal.Runtime(plugins=["/path/libhal_plugin_cpu.so"])   # or hal.Runtime() to discover
+    dev = rt.device("cpu")
+    add = hal.Op(dev, "add")                                    # resolved once
+    add([a, b], [out], {"alpha": 2.0})                          # hal.Tensor arguments
+
+hal.torch_util moves torch tensors in and out (any dtype, incl. bfloat16).
+Errors raise hal.Error ("INVALID_ARGUMENT: cpu: op_launch: add: ...").
+"""
+from ._hal import DtypeAttr, Device, Error, Op, Runtime, Tensor, op_names  # noqa: F401
+
+__all__ = ["DtypeAttr", "Device", "Error", "Op", "Runtime", "Tensor", "op_names"]
