@@ -1,7 +1,7 @@
 // hal-conformance: the "data" ops — cases and double-precision references.
-// copy and fill write an output whose dtype and shape the caller chooses;
-// their cases name it at the end of the case name (" -> int32[2,3]") and
-// the reference reads it back from there.
+// copy and fill write an output whose dtype (fill: and shape) the caller
+// chooses; their cases name it at the end of the case name
+// (" -> int32[2,3]") and the reference reads it back from there.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -97,6 +97,7 @@ std::vector<HostTensor> copy_ref(const OpCase& c) {
   return {out};
 }
 HAL_CONFORMANCE_SUITE(copy, copy_cases, copy_ref);
+HAL_CONFORMANCE_FREE_OUTPUTS(copy, false, true);  // any dtype; the shape must take self's broadcast
 
 // ---- fill -----------------------------------------------------------------------------
 
@@ -126,6 +127,7 @@ std::vector<HostTensor> fill_ref(const OpCase& c) {
   return {out};
 }
 HAL_CONFORMANCE_SUITE(fill, fill_cases, fill_ref, mask_of([](hal_dtype_e) { return true; }));
+HAL_CONFORMANCE_FREE_OUTPUTS(fill, true, true);
 
 // ---- arange ---------------------------------------------------------------------------
 
