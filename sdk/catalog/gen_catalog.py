@@ -224,8 +224,9 @@ def dtype_mask(names):
     return f"0x{mask:x}u /* {fmt_dtypes(names)} */"
 
 
-def ident(name):
-    return name + "_" if name in CPP_KEYWORDS else name
+def ident(name, owner=None):
+    """NAME as a C++ identifier; a member named like its struct (OWNER) would be a constructor."""
+    return name + "_" if name in CPP_KEYWORDS or name == owner else name
 
 
 def gen_c_header(cat):
@@ -334,23 +335,23 @@ def gen_cpp_header(cat):
         out.append(f"  static const OpSchema& schema() {{ return catalog::kOps[{idx}]; }}")
         for i, t in enumerate(op["inputs"]):
             if t["variadic"]:
-                out.append(f"  static TensorList {ident(t['name'])}(const OpCall& c) {{ return c.inputs(); }}")
+                out.append(f"  static TensorList {ident(t['name'], n)}(const OpCall& c) {{ return c.inputs(); }}")
             elif t["optional"]:
-                out.append(f"  static const Tensor* {ident(t['name'])}(const OpCall& c) {{ return c.optional_input({i}); }}")
+                out.append(f"  static const Tensor* {ident(t['name'], n)}(const OpCall& c) {{ return c.optional_input({i}); }}")
             else:
-                out.append(f"  static const Tensor& {ident(t['name'])}(const OpCall& c) {{ return c.input({i}); }}")
+                out.append(f"  static const Tensor& {ident(t['name'], n)}(const OpCall& c) {{ return c.input({i}); }}")
         for i, t in enumerate(op["outputs"]):
             if t["variadic"]:
-                out.append(f"  static TensorList {ident(t['name'])}(const OpCall& c) {{ return c.outputs(); }}")
+                out.append(f"  static TensorList {ident(t['name'], n)}(const OpCall& c) {{ return c.outputs(); }}")
             else:
-                out.append(f"  static const Tensor& {ident(t['name'])}(const OpCall& c) {{ return c.output({i}); }}")
+                out.append(f"  static const Tensor& {ident(t['name'], n)}(const OpCall& c) {{ return c.output({i}); }}")
         for i, a in enumerate(op["attrs"]):
             getter = {"int": "int64_t", "float": "double", "bool": "bool", "string": "const std::string&",
                       "ints": "const std::vector<int64_t>&", "floats": "const std::vector<double>&",
                       "dtype": "hal_dtype_e", "scalar": "const Scalar&"}[a["type"]]
             fn = {"int": "as_int", "float": "as_float", "bool": "as_bool", "string": "as_string",
                   "ints": "as_ints", "floats": "as_floats", "dtype": "as_dtype", "scalar": "as_scalar"}[a["type"]]
-            out.append(f"  static {getter} {ident(a['name'])}(const OpCall& c) {{ return c.attr({i}).{fn}(); }}")
+            out.append(f"  static {getter} {ident(a['name'], n)}(const OpCall& c) {{ return c.attr({i}).{fn}(); }}")
         out.append("};")
         out.append("")
     out += ["}  // namespace hal::sdk::op", "", "#endif  // HAL_SDK_OP_CATALOG_HPP_", ""]
