@@ -96,7 +96,7 @@ void normal_body(const OpCall& c) {
   sdk::kernel::dispatch_float(out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
-    const C mean = static_cast<C>(op::normal::mean(c)), sd = static_cast<C>(op::normal::std(c));
+    const C mean = static_cast<C>(op::normal::mean(c)), sd = static_cast<C>(op::normal::std_(c));
     ContiguousOut<T> dst(out);
     T* p = dst.data();
     parallel_for((n + 1) / 2, kGrain / 2, [&](int64_t b, int64_t e) {
