@@ -137,7 +137,7 @@ def main():
     elif mode == "full_catalog":
         # The reference plugin must pass everything: every op of the catalog,
         # every dtype it allows, no failure and no skip.
-        md = work / "coverage.md"
+        md = work / "cpu.coverage.md"
         p = run(binary, plugin, "--report-json", str(json_path), "--failures-csv", str(csv_path),
                 "--report-junit", str(work / "cpu.junit.xml"), "--coverage-md", str(md))
         passed, failed, skipped = summary(p)
