@@ -15,8 +15,8 @@ hal_build asan -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=ON -DHAL_BUILD_TESTS=ON -
 hal_log "ctest (ASan+UBSan): core"
 # use_tls=0: LeakSanitizer crashes walking the dynamic TLS that libdnnl (loaded
 # with the dlopen'ed CPU plugin) gives OpenMP's threads; heap leaks are still
-# detected.
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=use_tls=0 \
+# detected (.ci/lsan.supp: what only TLS references).
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=use_tls=0:suppressions="$HAL_SRC/.ci/lsan.supp" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$HAL_BUILD_ROOT/asan" -L core --output-on-failure -j "$(nproc)"
 hal_log "ctest: everything"

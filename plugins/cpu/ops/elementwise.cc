@@ -7,7 +7,7 @@
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
-#include "elementwise_math.hpp"
+#include "vector_math.hpp"
 
 namespace hal::cpu {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "hal/testing/op_test_util.hpp"
-#include "plugins/cpu/ops/elementwise_math.hpp"
+#include "plugins/cpu/ops/vector_math.hpp"
 
 using hal::Attr;
 using hal::testing::OpTester;
@@ -73,7 +73,7 @@ TEST_CASE("refused launches name the op and the values and leave outputs untouch
   expect_error({&negative, &a.view}, {&out.view}, {}, "negative size -2");
 }
 
-// ---- the vectorisable float math (plugins/cpu/ops/elementwise_math.hpp) -----------
+// ---- the vectorisable float math (plugins/cpu/ops/vector_math.hpp) -----------
 
 namespace {
 

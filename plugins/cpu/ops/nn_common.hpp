@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cpu_kernel.hpp"
+#include "vector_math.hpp"
 
 namespace hal::cpu::nn {
 
@@ -117,31 +118,8 @@ std::vector<A> load_vector(const Tensor* src) {
 
 // ---- vectorisable maths (per element; loops over these auto-vectorise) -------
 
-HAL_NN_INLINE float bits_as_float(int32_t i) {
-  float f;
-  std::memcpy(&f, &i, 4);
-  return f;
-}
-
-// e^x in float, within ~2 ulp (Cephes expf: Cody-Waite reduction by ln 2,
-// degree-6 polynomial), branch-free so loops of it vectorise. 0 below
-// -87.3, NaN stays NaN.
-HAL_NN_INLINE float exp_f(float x) {
-  float c = std::min(std::max(x, -87.3f), 88.3f);
-  float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = c - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  float y = p * bits_as_float((static_cast<int32_t>(k) + 127) << 23);
-  y = x < -87.3f ? 0.0f : y;
-  return x != x ? x : y;
-}
+// e^x, vectorisable (vector_math.hpp); float64 keeps libm.
+HAL_NN_INLINE float exp_f(float x) { return vmath::exp(x); }
 HAL_NN_INLINE double exp_f(double x) { return std::exp(x); }
 
 // Lane-parallel reductions: kLanes independent accumulators, combined at

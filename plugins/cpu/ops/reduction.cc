@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cpu_kernel.hpp"
+#include "vector_math.hpp"
 #include "cpu_ops.hpp"
 #include "reduction_driver.hpp"
 
@@ -429,27 +430,8 @@ HAL_CPU_KERNEL(norm_kernel, norm_body)
 
 // ---- logsumexp --------------------------------------------------------------------
 
-// e^X for X <= 0 (x - max in logsumexp), in a form the compiler vectorises:
-// X = n·ln2 + r (Cody-Waite), |r| <= ln2/2, e^r by its degree-7 Taylor
-// polynomial (error < 1e-8), times 2^n built in the exponent bits. X below
-// -87 (also -inf) gives e^-87, negligible against the max's term of 1.
-inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.0f / 5040;
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+// e^X for X <= 0 (x - max in logsumexp): the vectorisable float exp.
+inline float exp_nonpositive(float x) { return vmath::exp(x); }
 template <class L>
 L exp_nonpositive(L x) {
   return std::exp(x);

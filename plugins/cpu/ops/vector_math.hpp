@@ -1,11 +1,11 @@
-// CPU plugin: float transcendental functions the compiler can vectorise.
+// CPU plugin: float transcendental functions the compiler can vectorise, shared by every kernel group.
 // GCC does not vectorise calls to libm's expf/erff/tanhf, so the float32 (and
 // float16/bfloat16, computed in float) paths of exp, tanh, sigmoid, silu, gelu
 // and their backward ops use these branch-free versions: plain arithmetic,
 // selects and bit casts only, accurate to a few ulp, correct at ±inf, NaN,
 // overflow and underflow. The double overloads keep libm.
-#ifndef HAL_PLUGINS_CPU_OPS_ELEMENTWISE_MATH_HPP_
-#define HAL_PLUGINS_CPU_OPS_ELEMENTWISE_MATH_HPP_
+#ifndef HAL_PLUGINS_CPU_OPS_VECTOR_MATH_HPP_
+#define HAL_PLUGINS_CPU_OPS_VECTOR_MATH_HPP_
 
 #include <cmath>
 #include <cstdint>
@@ -58,7 +58,10 @@ HAL_VMATH_INLINE float exp(float x) {
   float y = p * r * r + r + 1.0f;
   int32_t ni = static_cast<int32_t>(n);
   int32_t n1 = ni >> 1, n2 = ni - n1;
-  y = y * bits_to_float((n1 + 127) << 23) * bits_to_float((n2 + 127) << 23);
+  // Unsigned shifts: NaN / out-of-range lanes carry garbage exponents here
+  // (selected away below), and shifting a negative int is undefined.
+  y = y * bits_to_float(static_cast<int32_t>(static_cast<uint32_t>(n1 + 127) << 23)) *
+      bits_to_float(static_cast<int32_t>(static_cast<uint32_t>(n2 + 127) << 23));
   y = select(x > kMax, std::numeric_limits<float>::infinity(), y);
   y = select(x < kMin, 0.0f, y);
   return select(x != x, x, y);
@@ -150,4 +153,4 @@ HAL_VMATH_INLINE V silu_grad(V g, V x) {
 
 }  // namespace hal::cpu::vmath
 
-#endif  // HAL_PLUGINS_CPU_OPS_ELEMENTWISE_MATH_HPP_
+#endif  // HAL_PLUGINS_CPU_OPS_VECTOR_MATH_HPP_
