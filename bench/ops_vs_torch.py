@@ -5,8 +5,8 @@ Each benchmark runs the same computation through the HAL (hal.Op on tensors alre
 device memory, synchronous launch) and through torch (out= variants, no allocation), takes the
 median of REPEATS timed batches, and prints throughput and the ratio HAL/torch (> 1: HAL faster).
 Also measured in the same run: this machine's copy bandwidth (torch copy of 256 MiB) and its
-nominal float32 peak (cores x clock x 32 FLOP/cycle for 2 FMA units x 8 float lanes: AVX2/AVX-512
-on Zen 4 both issue 256-bit FMAs).
+nominal float32 peak (cores x clock x 2 FMA pipes x float lanes x 2: 64 FLOP/cycle with AVX-512,
+32 with AVX2).
 
     PYTHONPATH=<build>/python python bench/ops_vs_torch.py --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so
 """
@@ -88,14 +88,18 @@ def main():
     t = timeit(lambda: dst.copy_(src), repeats=5)
     bandwidth = 2 * src.numel() * 4 / t / 1e9
     print(f"copy bandwidth (torch, 256 MiB read + write): {bandwidth:.1f} GB/s")
-    mhz = None
+    mhz, avx512 = None, False
     try:
         with open("/proc/cpuinfo") as f:
-            mhz = float(next(line for line in f if line.startswith("cpu MHz")).split(":")[1])
+            info = f.read()
+        mhz = float(next(line for line in info.splitlines() if line.startswith("cpu MHz")).split(":")[1])
+        avx512 = " avx512f" in info
     except (OSError, StopIteration, ValueError):
         pass
-    peak = os.cpu_count() * (mhz or 0) * 1e6 * 32 / 1e9
-    print(f"nominal float32 peak: {peak:.1f} GFLOP/s ({os.cpu_count()} cores x {mhz} MHz x 32 FLOP/cycle)")
+    # 2 FMA pipes x (16 float lanes with AVX-512, else 8) x 2 FLOP.
+    per_cycle = 64 if avx512 else 32
+    peak = os.cpu_count() * (mhz or 0) * 1e6 * per_cycle / 1e9
+    print(f"nominal float32 peak: {peak:.1f} GFLOP/s ({os.cpu_count()} cores x {mhz} MHz x {per_cycle} FLOP/cycle)")
 
     want = lambda name: args.only is None or args.only in name  # noqa: E731
     n = 16 << 20
