@@ -10,7 +10,10 @@
 #ifndef HAL_TESTING_OP_TEST_UTIL_HPP_
 #define HAL_TESTING_OP_TEST_UTIL_HPP_
 
+#include <doctest/doctest.h>
+
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +71,32 @@ class OpTester {
   void run(const std::string& op, const std::vector<const TensorView*>& inputs,
            const std::vector<const TensorView*>& outputs, const std::vector<Attr>& attrs = {}) {
     OpRunner(device_, op).launch(inputs, outputs, attrs);
+  }
+  // The bytes of T's elements (T contiguous).
+  std::vector<unsigned char> bytes(const DeviceTensor& t) {
+    std::vector<unsigned char> out(static_cast<size_t>(t.view.numel()) * sdk::dtype_size(t.view.dtype));
+    if (!out.empty()) t.buffer.copy_to_host(out.data(), out.size(), t.view.byte_offset);
+    return out;
+  }
+  // Launches OP expecting a refusal whose message names OP and contains
+  // every string of MENTIONS (and whose code is CODE, when given); every
+  // tensor of UNTOUCHED must keep its bytes. Records doctest failures.
+  void expect_refused(const std::string& op, const std::vector<const TensorView*>& inputs,
+                      const std::vector<const TensorView*>& outputs, const std::vector<Attr>& attrs,
+                      const std::vector<std::string>& mentions, std::optional<hal_status_code_e> code = std::nullopt,
+                      const std::vector<const DeviceTensor*>& untouched = {}) {
+    std::vector<std::vector<unsigned char>> before;
+    for (const DeviceTensor* t : untouched) before.push_back(bytes(*t));
+    try {
+      run(op, inputs, outputs, attrs);
+      FAIL("launch of ", op, " was accepted", mentions.empty() ? "" : "; expected: " + mentions[0]);
+    } catch (const Error& e) {
+      std::string what = e.what();
+      CHECK_MESSAGE(what.find(op) != std::string::npos, what);
+      for (const std::string& m : mentions) CHECK_MESSAGE(what.find(m) != std::string::npos, what, " lacks ", m);
+      if (code) CHECK_MESSAGE(e.code() == *code, what);
+    }
+    for (size_t i = 0; i < untouched.size(); ++i) CHECK_MESSAGE(bytes(*untouched[i]) == before[i], op, ": output written");
   }
 
  private:
