@@ -16,7 +16,15 @@ CpuStream::~CpuStream() {
 void CpuStream::enqueue(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
+    queue_.push_back(Item{std::move(task), nullptr});
+  }
+  work_cv_.notify_one();
+}
+
+void CpuStream::enqueue_signal(std::function<void()> signal) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Item{nullptr, std::move(signal)});
   }
   work_cv_.notify_one();
 }
@@ -26,12 +34,15 @@ void CpuStream::run() {
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and everything queued has run
-    std::function<void()> task = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    lock.unlock();
-    task();
-    lock.lock();
+    if (item.task) {
+      lock.unlock();
+      item.task();
+      lock.lock();
+    }
+    if (item.signal) item.signal();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
   }
@@ -83,7 +94,7 @@ void CpuEvent::record(sdk::Stream& stream) {
     std::lock_guard<std::mutex> lock(state_->mu);
     generation = ++state_->recorded;
   }
-  static_cast<CpuStream&>(stream).enqueue([state = state_, generation] {
+  static_cast<CpuStream&>(stream).enqueue_signal([state = state_, generation] {
     {
       std::lock_guard<std::mutex> lock(state->mu);
       if (generation > state->completed) {

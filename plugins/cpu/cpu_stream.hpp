@@ -23,6 +23,10 @@ class CpuStream final : public sdk::Stream {
 
   // Queues TASK; returns at once. Thread-safe.
   void enqueue(std::function<void()> task);
+  // Queues SIGNAL (an event's completion), run under the stream's lock just
+  // before the worker reports itself idle: whoever the signal wakes already
+  // sees the stream idle when it was the last work.
+  void enqueue_signal(std::function<void()> signal);
 
   // Keeps the first error of queued work; synchronize() throws it once.
   void record_error(const sdk::Error& error);
@@ -38,7 +42,11 @@ class CpuStream final : public sdk::Stream {
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;
-  std::deque<std::function<void()>> queue_;
+  struct Item {
+    std::function<void()> task;    // run without the lock
+    std::function<void()> signal;  // run under the lock, after TASK
+  };
+  std::deque<Item> queue_;
   bool busy_ = false;
   bool stopping_ = false;
   std::unique_ptr<sdk::Error> error_;
