@@ -44,6 +44,10 @@ class StridedLoop {
 
   int64_t numel() const { return numel_; }
   int rank() const { return rank_; }
+  // The merged iteration geometry (what a device kernel indexes with):
+  // size of dim D < rank(), and operand K's byte stride along it.
+  int64_t size(int d) const { return shape_[d]; }
+  int64_t byte_stride(size_t k, int d) const { return strides_[k][d]; }
   // Innermost byte stride of operand K.
   int64_t inner_stride(size_t k) const { return rank_ == 0 ? 0 : strides_[k][rank_ - 1]; }
 

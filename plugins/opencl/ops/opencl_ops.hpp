@@ -1,0 +1,17 @@
+// OpenCL plugin: one registration function per op group (ops/<group>.cc).
+#ifndef HAL_PLUGINS_OPENCL_OPS_OPENCL_OPS_HPP_
+#define HAL_PLUGINS_OPENCL_OPS_OPENCL_OPS_HPP_
+
+#include "hal/sdk/plugin.hpp"
+
+namespace hal::opencl {
+
+void register_elementwise_ops(sdk::OpRegistry& ops);
+
+inline void register_opencl_ops(sdk::OpRegistry& ops) {
+  register_elementwise_ops(ops);
+}
+
+}  // namespace hal::opencl
+
+#endif  // HAL_PLUGINS_OPENCL_OPS_OPENCL_OPS_HPP_
