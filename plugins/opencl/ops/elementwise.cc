@@ -16,9 +16,10 @@ std::string load(const std::string& var, const std::string& type, size_t k) {
 
 std::string store_expr(hal_dtype_e out, hal_dtype_e compute, const std::string& value) {
   if (out == HAL_DTYPE_BOOL) return "(uchar)((" + value + ") != 0)";
-  // Floating to integer: saturating, NaN to 0 (a plain cast is undefined).
+  // Floating to integer: through a saturating 64-bit conversion (NaN gives
+  // 0; a plain cast is undefined), then wrapping to the width, as the CPU.
   if (sdk::is_integral(out) && sdk::is_floating(compute))
-    return "convert_" + std::string(cl_type(out)) + "_sat(" + value + ")";
+    return "(" + std::string(cl_type(out)) + ")convert_long_sat(" + value + ")";
   return "(" + std::string(cl_type(out)) + ")(" + value + ")";
 }
 
@@ -306,14 +307,14 @@ void pow_kernel(const CallPtr& call, sdk::Stream* stream) {
   launch_elementwise(device_of(*call), stream, k, call->output(0));
 }
 
-// Floating to integer copies saturate and map NaN to 0 (a plain cast is
-// undefined there).
+// Floating to integer copies go through a saturating 64-bit conversion
+// (NaN gives 0; a plain cast is undefined), then wrap to the width.
 void copy_kernel(const CallPtr& call, sdk::Stream* stream) {
   const Tensor& in = call->input(0);
   const Tensor& out = call->output(0);
   std::string expr = "x0";
   if (sdk::is_floating(in.dtype) && sdk::is_integral(out.dtype))
-    expr = "convert_" + std::string(cl_type(out.dtype)) + "_sat(x0)";
+    expr = "convert_long_sat(x0)";
   ElementwiseKernel k = describe(*call, Spec{expr, expr, expr, "", true, 1});
   launch_elementwise(device_of(*call), stream, k, out);
 }
