@@ -5,7 +5,7 @@ plugin and checks its exit status, output and reports.
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
 MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
-unexpected_pass, template_all_skipped, bad_known_failures, list, full_catalog.
+unexpected_pass, template_all_skipped, bad_known_failures, list, full_catalog, claimed.
 """
 import csv
 import json
@@ -146,6 +146,36 @@ def main():
         skips = [f"{t['name']}: {t.get('skip_reason', '')}" for t in report["tests"] if t["status"] == "skipped"]
         assert skipped == 0 and not skips, "skipped on the reference plugin:\n  " + "\n  ".join(skips)
         assert passed > 500, f"only {passed} tests ran"
+    elif mode == "claimed":
+        # A plugin that claims part of the catalog: everything it claims
+        # passes (argv[6]: its known-failures file, optional), and it claims
+        # at least 90 % of the catalog's ops that have a float32 form (those
+        # the reference plugin, argv[5], lists in float32), in float32.
+        name = pathlib.Path(plugin).stem.replace("libhal_plugin_", "")
+        reference = sys.argv[5]
+        known = sys.argv[6] if len(sys.argv) > 6 else None
+        listing = run(binary, reference, "--list")
+        float32_form = {line.split(".")[1] for line in listing.stdout.split()
+                        if line.startswith("op.") and line.endswith(".float32")}
+        assert len(float32_form) > 100, "the reference plugin lists too few float32 tests"
+        md = work / f"{name}.coverage.md"
+        args = ["--report-json", str(json_path), "--failures-csv", str(csv_path), "--coverage-md", str(md)]
+        if known:
+            args += ["--known-failures", known]
+        p = run(binary, plugin, *args)
+        passed, failed, skipped = summary(p)
+        assert p.returncode == 0 and failed == 0, f"{failed} tests failed (see {csv_path})"
+        report = json.load(open(json_path))
+        ops = {t["op"] for t in report["tests"] if t.get("op")}
+        float32_passed = {t["op"] for t in report["tests"]
+                          if t.get("dtype") == "float32" and t["status"] == "passed"}
+        claimed = {t["op"] for t in report["tests"] if t.get("op") and t["status"] == "passed"}
+        ratio = len(float32_passed) / max(1, len(float32_form))
+        print(f"{name}: {len(claimed)} of {len(ops)} catalog ops pass in some dtype; "
+              f"{len(float32_passed)} of {len(float32_form)} ops with a float32 form pass in float32 "
+              f"({100 * ratio:.1f} %)")
+        print("not claimed in float32:", ", ".join(sorted(float32_form - float32_passed)) or "none")
+        assert ratio >= 0.9, f"only {100 * ratio:.1f} % of the float32 catalog is claimed"
     else:
         sys.exit(f"unknown mode {mode}")
     print("OK")

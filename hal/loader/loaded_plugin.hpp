@@ -5,6 +5,7 @@
 
 #include <boost/dll/shared_library.hpp>
 #include <string>
+#include <vector>
 
 #include "hal/hal.h"
 #include "hal/runtime/error.hpp"
@@ -26,6 +27,10 @@ struct LoadedPlugin {
   hal_stream_api_t stream{};
   hal_op_api_t op{};  // entries only when negotiated_minor >= 1 (ABI 1.1)
   std::string op_note;  // why a present op table is not used ("" otherwise)
+  // Warnings the plugin logged while create() ran (e.g. why it found no
+  // devices), kept for hal-info. Written only during create (one thread).
+  std::vector<std::string> startup_warnings;
+  bool in_create = false;
   hal_host_api_t host{};  // handed to the plugin; must outlive it
   hal_plugin_t* instance = nullptr;
 

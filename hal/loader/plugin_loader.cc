@@ -31,7 +31,12 @@ void host_log(void* context, uint32_t level, const char* message) {
     if (v == "error") return 3u;
     return 2u;
   }();
-  if (level < threshold || message == nullptr) return;
+  if (message == nullptr) return;
+  {
+    auto* plugin = static_cast<LoadedPlugin*>(context);
+    if (plugin->in_create && level >= HAL_LOG_WARNING) plugin->startup_warnings.emplace_back(message);
+  }
+  if (level < threshold) return;
   static const char* const kLevels[] = {"debug", "info", "warning", "error"};
   const auto* plugin = static_cast<const LoadedPlugin*>(context);
   std::fprintf(stderr, "[hal %s] %s: %s\n", kLevels[std::min(level, 3u)],
@@ -239,11 +244,14 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   args.options = options.empty() ? nullptr : options.data();
   args.option_count = options.size();
   hal_plugin_t* instance = nullptr;
+  plugin->in_create = true;
   try {
     status = a.create(&args, &instance);
   } catch (...) {
+    plugin->in_create = false;
     return skip(SkipReason::kInitFailed, "create() threw an exception (ABI violation)");
   }
+  plugin->in_create = false;
   if (status != nullptr) return skip(SkipReason::kInitFailed, "create() failed: " + take_message(status));
   if (instance == nullptr) return skip(SkipReason::kInitFailed, "create() returned no instance");
   plugin->instance = instance;

@@ -93,6 +93,7 @@ std::string Plugin::op_catalog_version() const {
   return std::to_string(loaded_->op.catalog_version_major) + "." + std::to_string(loaded_->op.catalog_version_minor);
 }
 const std::string& Plugin::op_note() const { return loaded_->op_note; }
+const std::vector<std::string>& Plugin::startup_warnings() const { return loaded_->startup_warnings; }
 const hal_plugin_api_t& Plugin::api() const { return loaded_->api; }
 const hal_device_api_t& Plugin::device_api() const { return loaded_->device; }
 const hal_memory_api_t& Plugin::memory_api() const { return loaded_->memory; }

@@ -66,6 +66,9 @@ class Plugin {
   // Why the plugin's operator interface is not used ("" when it is, or
   // when the plugin has none), e.g. another op catalog MAJOR.
   const std::string& op_note() const;
+  // Warnings the plugin logged while it started, in order (e.g. why it has
+  // no devices: "no OpenCL platform found ..."). Empty when none.
+  const std::vector<std::string>& startup_warnings() const;
   const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
 
   // The normalised C tables (zero-filled past the plugin's struct_size, so a
