@@ -26,6 +26,8 @@ struct LoadedPlugin {
   hal_stream_api_t stream{};
   hal_op_api_t op{};  // entries only when negotiated_minor >= 1 (ABI 1.1)
   std::string op_note;  // why a present op table is not used ("" otherwise)
+  hal_graph_api_t graph{};  // entries only when negotiated_minor >= 2 (ABI 1.2)
+  std::string graph_note;   // why a present graph table is not used ("" otherwise)
   hal_host_api_t host{};  // handed to the plugin; must outlive it
   hal_plugin_t* instance = nullptr;
 

@@ -93,6 +93,8 @@ std::string Plugin::op_catalog_version() const {
   return std::to_string(loaded_->op.catalog_version_major) + "." + std::to_string(loaded_->op.catalog_version_minor);
 }
 const std::string& Plugin::op_note() const { return loaded_->op_note; }
+const std::string& Plugin::graph_note() const { return loaded_->graph_note; }
+const hal_graph_api_t& Plugin::graph_api() const { return loaded_->graph; }
 const hal_plugin_api_t& Plugin::api() const { return loaded_->api; }
 const hal_device_api_t& Plugin::device_api() const { return loaded_->device; }
 const hal_memory_api_t& Plugin::memory_api() const { return loaded_->memory; }
