@@ -334,6 +334,26 @@ TEST_CASE("graph runtime: a path through an unclaimed node splits the claimed no
   CHECK(fx.read<float>(out) == std::vector<float>{4, 8, 12, 16});
 }
 
+TEST_CASE("graph runtime: a partition whose groups cannot be ordered is refused") {
+  hal::testing::TempDir dir;
+  auto rt = hal::testing::load_config(
+      dir, "[[plugin]]\npath = \"" + fixture("graph") + "\"\noptions = { partition = \"one_group\" }\n");
+  REQUIRE(rt->devices().size() == 1);
+  hal::Graph g;  // a = x + x; m = a @ w; b = m + a: {a, b} as one group needs m both before and after it
+  auto x = g.input(F32, {2, 2}), w = g.input(F32, {2, 2});
+  auto a = g.add_op("add", {x, x}, {F32, {2, 2}});
+  auto m = g.add_op("matmul", {a, w}, {F32, {2, 2}});
+  g.mark_output(g.add_op("add", {m, a}, {F32, {2, 2}}));
+  try {
+    hal::compile(*rt->devices()[0], g);
+    FAIL("compiled");
+  } catch (const hal::Error& e) {
+    CHECK(e.code() == HAL_STATUS_FAILED_PRECONDITION);
+    CHECK(std::string(e.what()) == "fixture_graph: graph_partition: the groups cannot be ordered (group(s) 1 are not "
+                                   "convex: a path leaves and re-enters them)");
+  }
+}
+
 TEST_CASE("graph runtime: run checks the views first, naming the value, and writes nothing on error") {
   OpTester fx(fixture("graph"));
   hal::CompiledGraph c = hal::compile(*fx.device(), add_mul_matmul());
