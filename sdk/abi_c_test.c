@@ -20,5 +20,13 @@ int main(void) {
   if (HAL_PLUGIN_API_MIN_SIZE > sizeof(hal_plugin_api_t)) ++failures;
   if (HAL_MEMORY_API_MIN_SIZE >= sizeof(hal_memory_api_t)) ++failures; /* memory_get_info is optional */
   if (HAL_DTYPE_BIT(HAL_DTYPE_BOOL) != 1024u) ++failures;
+  /* A 1.0/1.1 graph table (struct_size only) is accepted and covers no entry. */
+  if (HAL_GRAPH_API_MIN_SIZE != sizeof(size_t)) ++failures;
+  if (HAL_GRAPH_API_MIN_SIZE >= HAL_STRUCT_SIZE_TO(hal_graph_api_t, graph_partition)) ++failures;
+  if (HAL_GRAPH_NO_VALUE != 0xFFFFFFFFu) ++failures;
+  {
+    hal_executable_info_t info;
+    if (sizeof(info.description) != 256) ++failures;
+  }
   return failures == 0 ? 0 : 1;
 }

@@ -31,6 +31,8 @@ struct LoadedPlugin {
   // devices), kept for hal-info. Written only during create (one thread).
   std::vector<std::string> startup_warnings;
   bool in_create = false;
+  hal_graph_api_t graph{};  // entries only when negotiated_minor >= 2 (ABI 1.2)
+  std::string graph_note;   // why a present graph table is not used ("" otherwise)
   hal_host_api_t host{};  // handed to the plugin; must outlive it
   hal_plugin_t* instance = nullptr;
 

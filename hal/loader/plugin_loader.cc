@@ -219,6 +219,23 @@ LoadOutcome load_plugin(const LoadRequest& request) {
                       " (MAJOR must match)";
     plugin->op = hal_op_api_t{};
   }
+  // The graph table's entries arrived in ABI 1.2: an older plugin's table
+  // (struct_size only) means "graph not implemented".
+  if (a.graph != nullptr && a.graph->struct_size < HAL_GRAPH_API_MIN_SIZE)
+    return skip(SkipReason::kStructTooSmall, "hal_graph_api_t.struct_size " + std::to_string(a.graph->struct_size) +
+                                                 " is below the minimum " + std::to_string(HAL_GRAPH_API_MIN_SIZE));
+  if (plugin->negotiated_minor >= 2) normalise(plugin->graph, a.graph);
+  const hal_graph_api_t& g = plugin->graph;
+  const bool graph_usable = g.graph_partition != nullptr && g.graph_compile != nullptr &&
+                            g.executable_destroy != nullptr && g.executable_execute != nullptr;
+  if (a.graph != nullptr && !graph_usable) {
+    plugin->graph_note = plugin->negotiated_minor < 2
+                             ? "graph compile not used: the negotiated ABI 1." + std::to_string(plugin->negotiated_minor) +
+                                   " predates the graph entries (1.2)"
+                             : "graph compile not used: the graph table lacks graph_partition, graph_compile, "
+                               "executable_destroy or executable_execute";
+    plugin->graph = hal_graph_api_t{};
+  }
   if (plugin->device.device_count == nullptr || plugin->device.device_get == nullptr ||
       plugin->device.device_get_properties == nullptr || plugin->memory.buffer_allocate == nullptr ||
       plugin->memory.buffer_free == nullptr)
@@ -228,7 +245,7 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   if (a.collective != nullptr) plugin->interfaces |= HAL_CAPABILITY_COLLECTIVE;
   if (plugin->op.op_resolve != nullptr && plugin->op.op_launch != nullptr)
     plugin->interfaces |= HAL_CAPABILITY_OPERATOR;
-  if (a.graph != nullptr) plugin->interfaces |= HAL_CAPABILITY_GRAPH;
+  if (graph_usable) plugin->interfaces |= HAL_CAPABILITY_GRAPH;
 
   if (request.loaded_path_of) {
     if (auto other = request.loaded_path_of(plugin->name))

@@ -133,6 +133,10 @@ TEST_CASE("version negotiation") {
     // would crash here.
     auto rt = load_only({fixture("older_minor")});
     REQUIRE(rt->plugins().size() == 1);
+    // Its graph table is the 1.0 declaration (struct_size only): no graph.
+    CHECK((rt->plugins()[0]->interfaces() & HAL_CAPABILITY_GRAPH) == 0);
+    CHECK((rt->plugins()[0]->graph_api().graph_compile == nullptr));
+    CHECK(contains(rt->plugins()[0]->graph_note(), "graph compile not used: the graph table lacks graph_partition"));
     auto d = rt->plugins()[0]->devices().at(0);
     round_trip(*d);
     uint64_t f = 0, t = 0;
@@ -149,6 +153,44 @@ TEST_CASE("version negotiation") {
     } catch (const hal::Error& e) {
       CHECK(e.code() == HAL_STATUS_UNIMPLEMENTED);
     }
+  }
+}
+
+TEST_CASE("graph negotiation: the graph entries are used only from ABI 1.2 on") {
+  SUBCASE("a 1.2 plugin with a graph table has the graph interface") {
+    auto rt = load_only({fixture("graph")});
+    REQUIRE(rt->plugins().size() == 1);
+    const auto& p = *rt->plugins()[0];
+    CHECK(p.negotiated_minor() == 2);
+    CHECK(p.has_graph());
+    CHECK((p.interfaces() & HAL_CAPABILITY_OPERATOR) != 0);
+    CHECK(p.graph_note().empty());
+    CHECK((p.graph_api().executable_execute != nullptr));
+  }
+  SUBCASE("a plugin announcing 1.1 loads without graph even though its table has entries") {
+    auto rt = load_only({fixture("graph_minor1")});
+    REQUIRE(rt->plugins().size() == 1);
+    const auto& p = *rt->plugins()[0];
+    CHECK(p.abi_minor() == 1);
+    CHECK(p.negotiated_minor() == 1);
+    CHECK_FALSE(p.has_graph());
+    CHECK((p.graph_api().graph_partition == nullptr));
+    CHECK(p.graph_note() == "graph compile not used: the negotiated ABI 1.1 predates the graph entries (1.2)");
+    CHECK((p.interfaces() & HAL_CAPABILITY_OPERATOR) != 0);  // 1.1 entries still used
+    round_trip(*p.devices().at(0));
+  }
+  SUBCASE("a 1.1 host does not use a 1.2 plugin's graph entries") {
+    hal::RuntimeOptions o;
+    o.host_abi_minor = 1;
+    auto rt = load_only({fixture("graph")}, o);
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->plugins()[0]->negotiated_minor() == 1);
+    CHECK_FALSE(rt->plugins()[0]->has_graph());
+  }
+  SUBCASE("a plugin without a graph table has no graph and no note") {
+    auto rt = load_only({kCpu});
+    CHECK_FALSE(rt->plugins().at(0)->has_graph());
+    CHECK(rt->plugins().at(0)->graph_note().empty());
   }
 }
 
@@ -397,6 +439,17 @@ TEST_CASE("hal-info: text and JSON agree - exit status reports requested failure
   auto probe = hal::testing::run_command("'" + info + "' --plugin '" + kCpu + "'");
   CHECK(probe.exit_code == 0);
   CHECK(contains(probe.output, "cpu:0"));
+  CHECK(contains(probe.output, "graph compile: not implemented"));
+  auto graph = hal::testing::run_command("'" + info + "' --json --plugin '" + fixture("graph_minor1") + "' --plugin '" +
+                                         fixture("graph") + "'");
+  auto gj = nlohmann::json::parse(graph.output);
+  for (const auto& p : gj["plugins"]) {
+    bool minor1 = p["name"] == "fixture_graph_minor1";
+    CHECK(p["graph"]["implemented"] == !minor1);
+    CHECK(contains(p["graph"]["note"].get<std::string>(), minor1 ? "predates the graph entries" : ""));
+  }
+  CHECK(contains(hal::testing::run_command("'" + info + "' --plugin '" + fixture("graph") + "'").output,
+                 "graph compile: implemented"));
 
   TempDir dir;
   hal::testing::write_file(dir / "hal.toml", "discover = 1\n");

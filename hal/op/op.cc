@@ -110,6 +110,26 @@ void check_extent(const std::string& op, const TensorView& v, const char* role, 
                                              std::to_string(v.buffer_bytes) + " bytes");
 }
 
+}  // namespace
+
+hal_tensor_t detail::c_tensor(const std::string& what, const TensorView& v, const char* role, size_t index) {
+  check_extent(what, v, role, index);
+  hal_tensor_t t{};
+  t.struct_size = sizeof(t);
+  t.buffer = v.buffer;
+  t.byte_offset = v.byte_offset;
+  t.dtype = v.dtype;
+  t.rank = static_cast<uint32_t>(v.shape.size());
+  t.shape = v.shape.empty() ? nullptr : v.shape.data();
+  if (!v.strides.empty() && v.strides.size() != v.shape.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "TensorView has " + std::to_string(v.strides.size()) +
+                                                 " strides for rank " + std::to_string(v.shape.size()));
+  t.strides = v.strides.empty() ? nullptr : v.strides.data();
+  return t;
+}
+
+namespace {
+
 // The C view of one call; valid while the vectors it was made from live.
 struct CArgs {
   std::vector<hal_tensor_t> tensors;
@@ -125,19 +145,7 @@ struct CArgs {
     attrs.reserve(at.size());
     auto add = [&](const TensorView* v, const char* role, size_t index) -> const hal_tensor_t* {
       if (v == nullptr) return nullptr;
-      check_extent(op, *v, role, index);
-      hal_tensor_t t{};
-      t.struct_size = sizeof(t);
-      t.buffer = v->buffer;
-      t.byte_offset = v->byte_offset;
-      t.dtype = v->dtype;
-      t.rank = static_cast<uint32_t>(v->shape.size());
-      t.shape = v->shape.empty() ? nullptr : v->shape.data();
-      if (!v->strides.empty() && v->strides.size() != v->shape.size())
-        throw Error(HAL_STATUS_INVALID_ARGUMENT, "TensorView has " + std::to_string(v->strides.size()) +
-                                                     " strides for rank " + std::to_string(v->shape.size()));
-      t.strides = v->strides.empty() ? nullptr : v->strides.data();
-      tensors.push_back(t);
+      tensors.push_back(detail::c_tensor(op, *v, role, index));
       return &tensors.back();
     };
     for (size_t i = 0; i < in.size(); ++i) inputs.push_back(add(in[i], "input", i));

@@ -56,6 +56,7 @@ ordered_json to_json(const hal::Runtime& rt, const std::string& config_path) {
                                            {"catalog_version", p->op_catalog_version()},
                                            {"note", p->op_note()}}},
                             {"warnings", p->startup_warnings()},
+                            {"graph", {{"implemented", p->has_graph()}, {"note", p->graph_note()}}},
                             {"devices", devices}});
   }
   j["devices"] = ordered_json::array();
@@ -100,6 +101,8 @@ void print_text(const hal::Runtime& rt, const std::string& config_path, bool ver
     if (p->op_count() > 0) o << "    operators: " << p->op_count() << " (op catalog " << p->op_catalog_version() << ")\n";
     if (!p->op_note().empty()) o << "    " << p->op_note() << "\n";
     for (const auto& w : p->startup_warnings()) o << "    warning: " << w << "\n";
+    o << "    graph compile: " << (p->has_graph() ? "implemented" : "not implemented") << "\n";
+    if (!p->graph_note().empty()) o << "    " << p->graph_note() << "\n";
     if (verbose)
       o << "    interfaces: " << join(hal::capability_names(p->interfaces()))
         << "  negotiated minor: " << p->negotiated_minor() << "  priority: " << p->priority() << "\n";

@@ -143,8 +143,10 @@ class TemplateDevice final : public sdk::Device {
     sdk::fail(HAL_STATUS_UNIMPLEMENTED, "events are not implemented by this device");
   }
 
-  // TODO(vendor): operators and graph compile come in later ABI versions;
-  // add them here when the SDK exposes them.
+  // TODO(vendor): operators (register kernels with ops().add in the
+  // plugin's constructor, hal/sdk/op_registry.hpp) and graph compile
+  // (override partition_graph/compile_graph, hal/sdk/graph.hpp), each with
+  // its HAL_CAPABILITY_* bit in kInterfaces and properties().
 
  private:
   uint32_t index_;

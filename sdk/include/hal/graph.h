@@ -1,24 +1,174 @@
 /*
- * HAL C ABI: the graph compile (claim, compile, execute HAL graph IR) interface (optional; advertised with
- * HAL_CAPABILITY_GRAPH).
+ * HAL C ABI: the graph-compile interface — a plugin claims nodes of a graph
+ * in the HAL graph IR, compiles each claimed group into an executable, and
+ * executes it on a stream. Optional; a plugin advertises it with
+ * HAL_CAPABILITY_GRAPH on its devices and a non-NULL hal_plugin_api_t.graph.
+ * The entries were added in ABI 1.2: a host reads them only when the
+ * negotiated MINOR is >= 2 and the table's struct_size covers them; a 1.0 or
+ * 1.1 plugin's table (struct_size only) means "graph not implemented".
  *
- * Declared now so the entry point and negotiation are fixed; its entries are
- * appended in later MINOR versions. A plugin that does not implement it
- * leaves hal_plugin_api_t.graph NULL.
+ * THE GRAPH IR. A graph is a list of VALUES (typed tensors: dtype, rank,
+ * shape) and a list of NODES in topological order. Each node names a catalog
+ * op (docs/ops.md) and lists the ids of its input and output values (an id
+ * is an index into VALUES) and its attributes (hal_attr_t, exactly as an op
+ * launch takes them; catalog defaults apply to the ones not given). A value
+ * is either a graph input or the output of exactly one node; every node
+ * input is a graph input or the output of an earlier node. Graph OUTPUTS
+ * name the values the caller reads after execution.
+ *
+ * SYMBOLIC DIMS. A dim < 0 in a value's shape is a symbol: the same negative
+ * number stands for the same (unknown, >= 0) size everywhere in the graph
+ * (-1 in two values means both dims are equal). Concrete sizes arrive at
+ * execute, with the tensors; a plugin that cannot compile for unknown sizes
+ * does not claim such nodes (or compiles lazily, per concrete shape).
+ *
+ * PARTITION, COMPILE, EXECUTE. The host asks graph_partition which nodes the
+ * device takes and how they group; it then cuts each group out as a
+ * self-contained subgraph (its inputs and outputs are the values that cross
+ * the group's boundary) and passes it to graph_compile, which returns an
+ * executable. Nodes nobody claims are run by the host op by op (operator
+ * interface) or on the fallback device.
+ *
+ * GROWTH. The arrays of values, nodes and execute tensors are arrays of
+ * POINTERS: each element carries its own struct_size, so a newer caller's
+ * larger structs never shift an older reader's indexing. (Attributes are an
+ * array of hal_attr_t, as in hal_op_args_t.)
+ *
+ * OWNERSHIP. Graphs and tensors passed in are owned by the caller and read
+ * only during the call (a plugin copies what it keeps). Executables are
+ * owned by the caller of graph_compile until executable_destroy.
  */
 #ifndef HAL_GRAPH_H_
 #define HAL_GRAPH_H_
 
+#include "hal/op.h"
 #include "hal/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* A value id that names no value: an absent optional node input. */
+#define HAL_GRAPH_NO_VALUE UINT32_MAX
+
+/* A compiled (sub)graph. Created by graph_compile on one device, owned by
+ * the caller, released with executable_destroy. May be executed from
+ * several threads at once. */
+typedef struct hal_executable_s hal_executable_t;
+
+/* One value (a tensor flowing along graph edges). */
+typedef struct hal_graph_value_t {
+  size_t struct_size;
+  uint32_t dtype; /* hal_dtype_e */
+  uint32_t rank;  /* 0 .. HAL_TENSOR_MAX_RANK */
+  /* RANK dims; a dim < 0 is a symbol (see SYMBOLIC DIMS). NULL when RANK
+   * is 0. */
+  const int64_t* shape;
+} hal_graph_value_t;
+
+/* One op application. */
+typedef struct hal_graph_node_t {
+  size_t struct_size;
+  const char* op; /* catalog op name ("add"); never NULL */
+  /* Value ids of the op's inputs in catalog order; HAL_GRAPH_NO_VALUE for
+   * an absent optional input; trailing optional inputs may be left out of
+   * INPUT_COUNT. INPUTS may be NULL when INPUT_COUNT is 0. */
+  const uint32_t* inputs;
+  size_t input_count;
+  /* Value ids of the op's outputs in catalog order; each produced by this
+   * node only. */
+  const uint32_t* outputs;
+  size_t output_count;
+  const hal_attr_t* attrs; /* may be NULL when ATTR_COUNT is 0 */
+  size_t attr_count;
+} hal_graph_node_t;
+
+/* A graph. Every array may be NULL when its count is 0. */
+typedef struct hal_graph_t {
+  size_t struct_size;
+  void* next; /* extension chain; NULL when none */
+  /* VALUE_COUNT (< HAL_GRAPH_NO_VALUE) values; a value id is an index. */
+  const hal_graph_value_t* const* values;
+  size_t value_count;
+  /* NODE_COUNT nodes in topological order. */
+  const hal_graph_node_t* const* nodes;
+  size_t node_count;
+  /* Value ids fed by the caller at execute, in execute's input order. */
+  const uint32_t* inputs;
+  size_t input_count;
+  /* Value ids written at execute, in execute's output order. */
+  const uint32_t* outputs;
+  size_t output_count;
+} hal_graph_t;
+
+/* What an executable is. Filled by executable_get_info up to the caller's
+ * struct_size. */
+typedef struct hal_executable_info_t {
+  size_t struct_size;
+  /* Device kernels one execute launches (a fused graph: 1; a plugin that
+   * runs its ops one by one: the number of ops). */
+  uint32_t kernel_count;
+  /* NUL-terminated free text for logs ("fused add+mul, 1 kernel"). */
+  char description[256];
+} hal_executable_info_t;
+
 typedef struct hal_graph_api_t {
   size_t struct_size;
-  /* Entries are appended here (MINOR). */
+
+  /* ---- ABI 1.2 ---- */
+
+  /* Which nodes of GRAPH would DEVICE take? Writes GRAPH->node_count
+   * entries to OUT_NODE_GROUP: 0 = not claimed; k > 0 = claimed, and nodes
+   * with the same k are compiled together (the host passes each group to
+   * graph_compile as one subgraph). A group should be convex (no path
+   * leaves it and re-enters it); the host refuses a partition whose groups
+   * cannot be ordered. Reads no data; claiming nothing is a valid answer.
+   * Errors: INVALID_ARGUMENT (a malformed graph: names the node or value
+   * and what is wrong), with OUT_NODE_GROUP untouched. Thread-safe. */
+  hal_status_t* (*graph_partition)(hal_device_t* device, const hal_graph_t* graph,
+                                   uint32_t* out_node_group);
+
+  /* Compiles SUBGRAPH (self-contained: its inputs are the values it reads
+   * that no node of it produces, its outputs the values read after it) for
+   * DEVICE. On success the caller owns *OUT_EXECUTABLE. Errors:
+   * INVALID_ARGUMENT (malformed graph, as above), UNIMPLEMENTED /
+   * UNSUPPORTED_DTYPE (a node the device cannot compile: names it),
+   * DEVICE_ERROR (the compiler failed: the native message inside).
+   * Thread-safe. */
+  hal_status_t* (*graph_compile)(hal_device_t* device, const hal_graph_t* subgraph,
+                                 hal_executable_t** out_executable);
+
+  /* Releases EXECUTABLE. No execution of it may still be queued (synchronize
+   * the streams it ran on first). Errors: INVALID_ARGUMENT (not a live
+   * executable of this plugin). */
+  hal_status_t* (*executable_destroy)(hal_executable_t* executable);
+
+  /* Fills OUT_INFO (up to its struct_size). Thread-safe. */
+  hal_status_t* (*executable_get_info)(hal_executable_t* executable,
+                                       hal_executable_info_t* out_info);
+
+  /* Validates the tensors and queues one execution on STREAM, returning
+   * before it runs; STREAM NULL runs it synchronously. INPUTS[i] feeds the
+   * graph's input i and OUTPUTS[j] receives its output j (preallocated by
+   * the caller; non-NULL pointers). Each tensor's dtype and rank must be
+   * its value's, each concrete dim equal, and each symbolic dim bound to
+   * one size across all tensors. Buffers must belong to the executable's
+   * device, hold their tensors, and outputs must overlap no input or other
+   * output. Inputs must not change and outputs must not be read until the
+   * stream reaches the execution. Errors: INVALID_ARGUMENT naming the
+   * value and the mismatch ("input 1 (value 4): dim 0 is 5 but symbol -1
+   * is 3"), OUT_OF_RANGE (a tensor outside its buffer); on error nothing is
+   * queued and no output is written. Thread-safe. */
+  hal_status_t* (*executable_execute)(hal_executable_t* executable,
+                                      const hal_tensor_t* const* inputs, size_t input_count,
+                                      const hal_tensor_t* const* outputs, size_t output_count,
+                                      hal_stream_t* stream);
 } hal_graph_api_t;
+
+/* Smallest hal_graph_api_t.struct_size the core accepts: the table as
+ * declared in ABI 1.0 (struct_size only; such a table means "graph not
+ * implemented"). */
+#define HAL_GRAPH_API_MIN_SIZE HAL_STRUCT_SIZE_TO(hal_graph_api_t, struct_size)
 
 #ifdef __cplusplus
 } /* extern "C" */

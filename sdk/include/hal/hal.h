@@ -24,6 +24,16 @@
  *     hal_host_api_t, the plugin announces its version in hal_plugin_api_t,
  *     and each side uses only what both know (min of the two MINORs).
  *
+ *   VERSION HISTORY (MAJOR 1)
+ *     1.0  device, memory, stream/event tables; collective, op and graph
+ *          tables declared with struct_size only.
+ *     1.1  operator entries appended to hal_op_api_t (hal/op.h).
+ *     1.2  graph-compile entries appended to hal_graph_api_t (hal/graph.h):
+ *          graph_partition, graph_compile, executable_destroy,
+ *          executable_get_info, executable_execute. A host reads them only
+ *          from a plugin of MINOR >= 2 whose table's struct_size covers
+ *          them; an older plugin's graph table means "not implemented".
+ *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built
  *   against. Readers never touch a field that lies at or beyond struct_size

@@ -112,6 +112,7 @@ typedef hal_status_t* (*hal_plugin_entry_fn)(const hal_host_api_t* host,
   HAL_STRUCT_SIZE_TO(hal_device_api_t, device_get_properties)
 #define HAL_MEMORY_API_MIN_SIZE \
   HAL_STRUCT_SIZE_TO(hal_memory_api_t, buffer_fill)
+/* HAL_GRAPH_API_MIN_SIZE is in hal/graph.h. */
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -103,6 +103,13 @@ class OpRunner {
   hal_op_id_t id_ = 0;
 };
 
+namespace detail {
+// The C descriptor of V (valid while V lives). Throws OUT_OF_RANGE when V
+// reaches past its Buffer's size and INVALID_ARGUMENT for a strides/rank
+// mismatch; messages start with WHAT and name ROLE and INDEX ("input 1").
+hal_tensor_t c_tensor(const std::string& what, const TensorView& v, const char* role, size_t index);
+}  // namespace detail
+
 // Names of the ops DEVICE's plugin implements (empty without an operator
 // interface).
 std::vector<std::string> op_names(const Device& device);

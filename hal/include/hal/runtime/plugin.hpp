@@ -69,6 +69,10 @@ class Plugin {
   // Warnings the plugin logged while it started, in order (e.g. why it has
   // no devices: "no OpenCL platform found ..."). Empty when none.
   const std::vector<std::string>& startup_warnings() const;
+  // Whether the plugin's graph-compile interface is used (ABI 1.2 entries
+  // present), and why a graph table it has is not ("" otherwise).
+  bool has_graph() const { return (interfaces() & HAL_CAPABILITY_GRAPH) != 0; }
+  const std::string& graph_note() const;
   const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
 
   // The normalised C tables (zero-filled past the plugin's struct_size, so a
@@ -77,6 +81,7 @@ class Plugin {
   const hal_device_api_t& device_api() const;
   const hal_memory_api_t& memory_api() const;
   const hal_stream_api_t& stream_api() const;
+  const hal_graph_api_t& graph_api() const;
   hal_plugin_t* handle() const;
 
   explicit Plugin(std::shared_ptr<detail::LoadedPlugin> loaded);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "hal/hal.h"
+#include "hal/sdk/graph.hpp"
 #include "hal/sdk/op_registry.hpp"
 #include "hal/sdk/op_schema.hpp"
 #include "hal/sdk/status.hpp"
@@ -191,14 +192,27 @@ class Device {
   // with the reason. The default accepts everything the plugin registered.
   virtual void check_op(const OpCall& call) { (void)call; }
 
+  // Graph compile (hal/sdk/graph.hpp; add HAL_CAPABILITY_GRAPH to the
+  // plugin's kInterfaces). GRAPH is validated. partition_graph returns one
+  // entry per node: 0 = not taken, k > 0 = taken, and nodes with the same k
+  // are compiled together (keep each group convex). compile_graph gets one
+  // such group as a self-contained graph. The defaults take nothing.
+  virtual std::vector<uint32_t> partition_graph(const Graph& graph) {
+    return std::vector<uint32_t>(graph.nodes.size(), 0);
+  }
+  virtual std::unique_ptr<Executable> compile_graph(const Graph& graph) {
+    (void)graph;
+    fail(HAL_STATUS_UNIMPLEMENTED, "this device does not compile graphs");
+  }
+
  private:
   std::once_flag properties_once_;
   DeviceProperties properties_;
 };
 
 // A plugin instance: owns its devices. A subclass that implements streams
-// and events declares it by shadowing kInterfaces; only the tables named
-// there are handed to the core.
+// and events (operators, graph compile) declares it by shadowing
+// kInterfaces; only the tables named there are handed to the core.
 class Plugin {
  public:
   static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
@@ -224,7 +238,7 @@ class Plugin {
 
 namespace detail {
 
-enum class Kind { kPlugin, kDevice, kBuffer, kStream, kEvent, kHostMemory };
+enum class Kind { kPlugin, kDevice, kBuffer, kStream, kEvent, kHostMemory, kExecutable };
 
 inline const char* kind_name(Kind k) {
   switch (k) {
@@ -234,6 +248,7 @@ inline const char* kind_name(Kind k) {
     case Kind::kStream: return "stream";
     case Kind::kEvent: return "event";
     case Kind::kHostMemory: return "host allocation";
+    case Kind::kExecutable: return "executable";
   }
   return "handle";
 }
@@ -626,6 +641,7 @@ inline const hal_stream_api_t kStreamApi = {
     &event_elapsed_time};
 
 #include "hal/sdk/detail/op_entries.hpp"
+#include "hal/sdk/detail/graph_entries.hpp"
 
 // Logs through the host (no-op before the entry point ran).
 inline void log(hal_log_level_e level, const std::string& message) noexcept {
@@ -650,7 +666,7 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
                                        (P::kInterfaces & HAL_CAPABILITY_STREAM) ? &kStreamApi : nullptr,
                                        nullptr,
                                        (P::kInterfaces & HAL_CAPABILITY_OPERATOR) ? &kOpApi : nullptr,
-                                       nullptr};
+                                       (P::kInterfaces & HAL_CAPABILITY_GRAPH) ? &kGraphApi : nullptr};
   info().name = name;
   return call("hal_plugin_entry", [&] {
     if (host == nullptr || out_api == nullptr)

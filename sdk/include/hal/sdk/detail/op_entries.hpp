@@ -7,6 +7,20 @@
 }  // namespace detail
 
 struct OpCallBuilder {
+  // "input 'self'", "output 'out'[2]": streamed into a message only when a
+  // check fails, so a valid launch builds no strings.
+  struct Role {
+    const char* role;
+    const char* name;
+    bool variadic;
+    size_t index;
+    friend std::ostream& operator<<(std::ostream& os, const Role& r) {
+      os << r.role << " '" << r.name << "'";
+      if (r.variadic) os << "[" << r.index << "]";
+      return os;
+    }
+  };
+
   // Validates ARGS against SCHEMA and copies them. NEED_BUFFERS: a launch
   // (buffers must be live, of DEVICE, and hold the tensors); else a check,
   // where buffers may be NULL.
@@ -19,16 +33,9 @@ struct OpCallBuilder {
 
     // Inputs.
     bool variadic_in = schema.input_count == 1 && schema.inputs[0].variadic;
-    size_t required = 0;
-    for (size_t i = 0; i < schema.input_count; ++i) required += schema.inputs[i].optional ? 0 : 1;
     if (args.input_count > 0 && args.inputs == nullptr)
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": inputs is NULL but input_count is ", args.input_count);
-    if (variadic_in ? args.input_count == 0 : (args.input_count < required || args.input_count > schema.input_count))
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", args.input_count, " inputs but the op takes ",
-           variadic_in ? std::string("1 or more") :
-           required == schema.input_count ? std::to_string(required) :
-           std::to_string(required) + " to " + std::to_string(schema.input_count),
-           " (", input_names(schema), ")");
+    check_input_count(schema, op, args.input_count);
     size_t n_in = variadic_in ? args.input_count : schema.input_count;
     call->inputs_.resize(n_in);
     for (size_t i = 0; i < n_in; ++i) {
@@ -46,16 +53,7 @@ struct OpCallBuilder {
              "; the catalog allows ", dtype_mask_names(spec.dtypes));
     }
 
-    // Attributes: defaults, then what the caller gave.
-    call->attrs_.resize(schema.attr_count);
-    for (size_t i = 0; i < schema.attr_count; ++i) set_default(schema.attrs[i], call->attrs_[i]);
-    if (args.attr_count > 0 && args.attrs == nullptr)
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attrs is NULL but attr_count is ", args.attr_count);
-    for (size_t k = 0; k < args.attr_count; ++k) parse_attr(schema, args.attrs[k], call->attrs_);
-    for (size_t i = 0; i < schema.attr_count; ++i)
-      if (schema.attrs[i].required && !call->attrs_[i].given)
-        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": missing required attribute '", schema.attrs[i].name, "' (",
-             attr_kind_name(schema.attrs[i].kind), ")");
+    call->attrs_ = parse_attrs(schema, op, args.attrs, args.attr_count);
 
     // Common dtype (PyTorch result_type over the promoted inputs).
     call->common_dtype_ = common_dtype(schema, call->inputs_);
@@ -64,9 +62,7 @@ struct OpCallBuilder {
     bool variadic_out = schema.output_count == 1 && schema.outputs[0].variadic;
     if (args.output_count > 0 && args.outputs == nullptr)
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": outputs is NULL but output_count is ", args.output_count);
-    if (variadic_out ? args.output_count == 0 : args.output_count != schema.output_count)
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", args.output_count, " outputs but the op has ",
-           variadic_out ? std::string("1 or more") : std::to_string(schema.output_count));
+    check_output_count(schema, op, args.output_count);
     call->outputs_.resize(args.output_count);
     for (size_t i = 0; i < args.output_count; ++i) {
       Role label{"output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i};
@@ -94,28 +90,50 @@ struct OpCallBuilder {
     return call;
   }
 
- private:
-  static std::string input_names(const OpSchema& s) {
-    std::string out;
-    for (size_t i = 0; i < s.input_count; ++i)
-      out += (i ? ", " : "") + std::string(s.inputs[i].name) + (s.inputs[i].optional ? "?" : "");
-    return out;
-  }
-  // "input 'self'", "output 'out'[2]": streamed into a message only when a
-  // check fails, so a valid launch builds no strings.
-  struct Role {
-    const char* role;
-    const char* name;
-    bool variadic;
-    size_t index;
-    friend std::ostream& operator<<(std::ostream& os, const Role& r) {
-      os << r.role << " '" << r.name << "'";
-      if (r.variadic) os << "[" << r.index << "]";
-      return os;
-    }
-  };
+  // ---- pieces shared with the graph interface (detail/graph_entries.hpp).
+  // OP prefixes every message ("add", "node 3 ('add')").
 
-  static void parse_tensor(const char* op, const Role& label, const hal_tensor_t& t, Device& device,
+  // Throws INVALID_ARGUMENT unless COUNT inputs fit SCHEMA (optional
+  // trailing inputs may be left out; variadic takes 1 or more).
+  static void check_input_count(const OpSchema& schema, const char* op, size_t count) {
+    bool variadic = schema.input_count == 1 && schema.inputs[0].variadic;
+    size_t required = 0;
+    for (size_t i = 0; i < schema.input_count; ++i) required += schema.inputs[i].optional ? 0 : 1;
+    if (variadic ? count == 0 : (count < required || count > schema.input_count))
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", count, " inputs but the op takes ",
+           variadic ? std::string("1 or more") :
+           required == schema.input_count ? std::to_string(required) :
+           std::to_string(required) + " to " + std::to_string(schema.input_count),
+           " (", input_names(schema), ")");
+  }
+  static void check_output_count(const OpSchema& schema, const char* op, size_t count) {
+    bool variadic = schema.output_count == 1 && schema.outputs[0].variadic;
+    if (variadic ? count == 0 : count != schema.output_count)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", count, " outputs but the op has ",
+           variadic ? std::string("1 or more") : std::to_string(schema.output_count));
+  }
+
+  // The op's attributes in catalog order: defaults, then ATTRS[0..COUNT)
+  // checked against the schema; required ones must be given.
+  static std::vector<AttrValue> parse_attrs(const OpSchema& schema, const char* op, const hal_attr_t* attrs,
+                                            size_t count) {
+    std::vector<AttrValue> values(schema.attr_count);
+    for (size_t i = 0; i < schema.attr_count; ++i) set_default(schema.attrs[i], values[i]);
+    if (count > 0 && attrs == nullptr)
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attrs is NULL but attr_count is ", count);
+    for (size_t k = 0; k < count; ++k) parse_attr(schema, op, attrs[k], values);
+    for (size_t i = 0; i < schema.attr_count; ++i)
+      if (schema.attrs[i].required && !values[i].given)
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": missing required attribute '", schema.attrs[i].name, "' (",
+             attr_kind_name(schema.attrs[i].kind), ")");
+    return values;
+  }
+
+  // Validates T and copies it into DST (strides filled in); LABEL (anything
+  // streamable) names it in messages. NEED_BUFFERS: the buffer must be a
+  // live buffer of DEVICE holding the tensor.
+  template <class Label>
+  static void parse_tensor(const char* op, const Label& label, const hal_tensor_t& t, Device& device,
                            bool need_buffers, Tensor& dst) {
     if (!HAL_STRUCT_HAS_FIELD(&t, hal_tensor_t, strides))
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, ": hal_tensor_t.struct_size ", t.struct_size, " is too small");
@@ -182,6 +200,22 @@ struct OpCallBuilder {
     if (void* host = buffer->host_pointer()) dst.data = static_cast<unsigned char*>(host) + t.byte_offset;
   }
 
+  // [first byte, one past the last byte) that T's elements span.
+  static std::pair<uint64_t, uint64_t> byte_range(const Tensor& t) {
+    int64_t last = 0;
+    for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
+    return {t.byte_offset, t.byte_offset + static_cast<uint64_t>(last + 1) * t.element_size()};
+  }
+
+ private:
+  friend struct GraphBuilder;  // has_internal_overlap
+  static std::string input_names(const OpSchema& s) {
+    std::string out;
+    for (size_t i = 0; i < s.input_count; ++i)
+      out += (i ? ", " : "") + std::string(s.inputs[i].name) + (s.inputs[i].optional ? "?" : "");
+    return out;
+  }
+
   static void set_default(const AttrSpec& spec, AttrValue& v) {
     v.kind = spec.kind;
     v.i = spec.default_i;
@@ -200,8 +234,7 @@ struct OpCallBuilder {
     return type <= HAL_ATTR_TYPE_DTYPE ? names[type] : "unknown";
   }
 
-  static void parse_attr(const OpSchema& schema, const hal_attr_t& a, std::vector<AttrValue>& values) {
-    const char* op = schema.name;
+  static void parse_attr(const OpSchema& schema, const char* op, const hal_attr_t& a, std::vector<AttrValue>& values) {
     if (!HAL_STRUCT_HAS_FIELD(&a, hal_attr_t, count))
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": hal_attr_t.struct_size ", a.struct_size, " is too small");
     if (a.name == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": an attribute has a NULL name");
@@ -340,12 +373,6 @@ struct OpCallBuilder {
       reach += (t.shape[d] - 1) * t.strides[d];
     }
     return false;
-  }
-
-  static std::pair<uint64_t, uint64_t> byte_range(const Tensor& t) {
-    int64_t last = 0;
-    for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
-    return {t.byte_offset, t.byte_offset + static_cast<uint64_t>(last + 1) * t.element_size()};
   }
 
   static void check_aliasing(const OpSchema& schema, const OpCall& call, bool variadic_in, bool variadic_out) {

@@ -1,0 +1,415 @@
+// The graph-compile interface: the SDK's validation of C graphs and of
+// execute's tensors (through the fixture_graph plugin's C table), and the
+// runtime's Graph/compile/CompiledGraph against op-by-op results.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <deque>
+
+#include "hal/runtime/graph.hpp"
+#include "loader/loaded_plugin.hpp"
+#include "testing/op_test_util.hpp"
+#include "testing/test_util.hpp"
+
+using hal::testing::DeviceTensor;
+using hal::testing::fixture;
+using hal::testing::OpTester;
+
+namespace {
+const std::string kCpu = HAL_TEST_CPU_PLUGIN;
+constexpr hal_dtype_e F32 = HAL_DTYPE_FLOAT32;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// The message of STATUS (which must be an error with CODE), released.
+std::string refused(hal_status_t* status, uint32_t code = HAL_STATUS_INVALID_ARGUMENT) {
+  REQUIRE(status != nullptr);
+  CHECK(status->code == code);
+  std::string m = status->message;
+  status->destroy(status);
+  return m;
+}
+
+// A C graph built by hand, so that tests can make it wrong in every way.
+struct RawGraph {
+  std::deque<std::vector<int64_t>> shapes;
+  std::deque<std::vector<uint32_t>> ids;
+  std::vector<hal_graph_value_t> values;
+  std::vector<hal_graph_node_t> nodes;
+  std::vector<uint32_t> inputs, outputs;
+  std::vector<const hal_graph_value_t*> value_ptrs;
+  std::vector<const hal_graph_node_t*> node_ptrs;
+  hal_graph_t graph{};
+
+  uint32_t value(std::vector<int64_t> shape, hal_dtype_e dtype = F32) {
+    shapes.push_back(std::move(shape));
+    values.push_back({sizeof(hal_graph_value_t), dtype, static_cast<uint32_t>(shapes.back().size()),
+                      shapes.back().data()});
+    return static_cast<uint32_t>(values.size() - 1);
+  }
+  uint32_t input(std::vector<int64_t> shape) {
+    inputs.push_back(value(std::move(shape)));
+    return inputs.back();
+  }
+  void node(const char* op, std::vector<uint32_t> in, std::vector<uint32_t> out) {
+    ids.push_back(std::move(in));
+    const auto& i = ids.back();
+    ids.push_back(std::move(out));
+    const auto& o = ids.back();
+    nodes.push_back({sizeof(hal_graph_node_t), op, i.data(), i.size(), o.data(), o.size(), nullptr, 0});
+  }
+  const hal_graph_t* get() {
+    value_ptrs.clear();
+    node_ptrs.clear();
+    for (const auto& v : values) value_ptrs.push_back(&v);
+    for (const auto& n : nodes) node_ptrs.push_back(&n);
+    graph = {sizeof(hal_graph_t), nullptr,        value_ptrs.data(), value_ptrs.size(), node_ptrs.data(),
+             node_ptrs.size(),    inputs.data(),  inputs.size(),     outputs.data(),    outputs.size()};
+    return &graph;
+  }
+};
+
+// out = (x + y) * y over DIM-shaped float32 values (add is node 0, mul node 1).
+RawGraph add_mul(std::vector<int64_t> dim = {2, 3}) {
+  RawGraph g;
+  uint32_t x = g.input(dim), y = g.input(dim), s = g.value(dim), p = g.value(dim);
+  g.node("add", {x, y}, {s});
+  g.node("mul", {s, y}, {p});
+  g.outputs = {p};
+  return g;
+}
+
+struct GraphFixture {
+  OpTester t{fixture("graph")};
+  const hal_graph_api_t& api = t.device()->plugin().graph;
+  hal_device_t* device = t.device()->handle();
+
+  // compile's refusal of G.
+  std::string compile_refusal(RawGraph& g, uint32_t code = HAL_STATUS_INVALID_ARGUMENT) {
+    hal_executable_t* exe = nullptr;
+    std::string m = refused(api.graph_compile(device, g.get(), &exe), code);
+    CHECK(exe == nullptr);
+    return m;
+  }
+};
+
+// Owns an executable of the fixture plugin.
+struct Exe {
+  const hal_graph_api_t& api;
+  hal_executable_t* handle = nullptr;
+  ~Exe() {
+    if (handle != nullptr) CHECK(api.executable_destroy(handle) == nullptr);
+  }
+};
+}  // namespace
+
+TEST_CASE("graph SDK: partition claims add-mul chains of the fixture plugin") {
+  GraphFixture f;
+  REQUIRE((f.api.graph_partition != nullptr));
+  RawGraph g = add_mul();
+  uint32_t w = g.input({3, 2}), o = g.value({2, 2});
+  g.node("matmul", {g.outputs[0], w}, {o});
+  g.outputs = {o};
+  std::vector<uint32_t> groups(3, 77);
+  REQUIRE(f.api.graph_partition(f.device, g.get(), groups.data()) == nullptr);
+  CHECK(groups == std::vector<uint32_t>{1, 1, 0});
+}
+
+TEST_CASE("graph SDK: malformed graphs are INVALID_ARGUMENT naming the node or value") {
+  GraphFixture f;
+  RawGraph g = add_mul();
+  const std::string prefix = "fixture_graph: graph_compile: ";
+  SUBCASE("value id out of range") {
+    g.ids[2][1] = 9;  // mul's second input
+    CHECK(f.compile_refusal(g) ==
+          prefix + "node 1 ('mul'): input 'other' is value 9, out of range (the graph has 4 values)");
+  }
+  SUBCASE("unknown op") {
+    g.nodes[1].op = "frobnicate";
+    CHECK(contains(f.compile_refusal(g), prefix + "node 1: op 'frobnicate' is not in the op catalog (version "));
+  }
+  SUBCASE("wrong input count") {
+    g.nodes[0].input_count = 1;
+    CHECK(f.compile_refusal(g) == prefix + "node 0 ('add'): got 1 inputs but the op takes 2 (self, other)");
+  }
+  SUBCASE("wrong output count") {
+    g.nodes[0].output_count = 0;
+    CHECK(f.compile_refusal(g) == prefix + "node 0 ('add'): got 0 outputs but the op has 1");
+  }
+  SUBCASE("nodes not in topological order") {
+    std::swap(g.nodes[0], g.nodes[1]);
+    CHECK(f.compile_refusal(g) == prefix +
+                                      "node 0 ('mul'): input 'self' is value 2, which is neither a graph input nor "
+                                      "produced by an earlier node (nodes must be in topological order)");
+  }
+  SUBCASE("a value produced twice") {
+    g.ids[2][0] = 0;  // mul reads x ...
+    g.ids[3][0] = 2;  // ... and writes add's output
+    CHECK(f.compile_refusal(g) ==
+          prefix + "node 1 ('mul'): output 'out' is value 2, already produced by node 0 (a value is produced once)");
+  }
+  SUBCASE("a node writing a graph input") {
+    g.ids[1][0] = 1;
+    CHECK(f.compile_refusal(g) == prefix + "node 0 ('add'): output 'out' is value 1, which is a graph input");
+  }
+  SUBCASE("rank above HAL_TENSOR_MAX_RANK") {
+    g.values[2].rank = 9;
+    CHECK(f.compile_refusal(g) == prefix + "value 2 has rank 9 > HAL_TENSOR_MAX_RANK (8)");
+  }
+  SUBCASE("an output shape the catalog's rules do not give") {
+    g.shapes[2] = {2, 4};
+    CHECK(f.compile_refusal(g) ==
+          prefix + "node 0 ('add'): add: output 'out' has shape [2, 4] but must be [2, 3]");
+  }
+  SUBCASE("a dtype the catalog does not allow") {
+    g.values[0].dtype = HAL_DTYPE_BOOL;
+    g.values[1].dtype = HAL_DTYPE_BOOL;
+    g.nodes[0].op = "matmul";
+    CHECK(f.compile_refusal(g, HAL_STATUS_UNSUPPORTED_DTYPE) ==
+          prefix + "node 0 ('matmul'): input 'self' (value 0) has dtype bool; the catalog allows float32, float16, "
+                   "bfloat16, float64");
+  }
+  SUBCASE("an unknown attribute") {
+    hal_attr_t beta{sizeof(hal_attr_t), "beta", HAL_ATTR_TYPE_FLOAT, {}, 0};
+    g.nodes[0].attrs = &beta;
+    g.nodes[0].attr_count = 1;
+    CHECK(f.compile_refusal(g) == prefix + "node 0 ('add'): unknown attribute 'beta' (the op has: alpha)");
+  }
+  SUBCASE("a graph output nothing produces") {
+    g.nodes.pop_back();
+    CHECK(f.compile_refusal(g) ==
+          prefix + "graph output 0 is value 3, which is neither a graph input nor produced by a node");
+  }
+  SUBCASE("partition refuses the same way and leaves its output untouched") {
+    g.ids[2][1] = 9;
+    std::vector<uint32_t> groups(2, 77);
+    CHECK(contains(refused(f.api.graph_partition(f.device, g.get(), groups.data())),
+                   "fixture_graph: graph_partition: node 1 ('mul'): input 'other' is value 9, out of range"));
+    CHECK(groups == std::vector<uint32_t>{77, 77});
+  }
+  SUBCASE("a node the device does not compile") {
+    g.nodes[1].op = "sub";
+    CHECK(f.compile_refusal(g, HAL_STATUS_UNIMPLEMENTED) ==
+          prefix + "node 1 ('sub'): this device compiles only float32 add and mul");
+  }
+}
+
+TEST_CASE("graph SDK: execute checks tensors against the values and leaves outputs untouched") {
+  GraphFixture f;
+  RawGraph g = add_mul({-1, 3});  // dim 0 symbolic
+  Exe exe{f.api};
+  REQUIRE(f.api.graph_compile(f.device, g.get(), &exe.handle) == nullptr);
+  hal_executable_info_t info{};
+  info.struct_size = sizeof(info);
+  REQUIRE(f.api.executable_get_info(exe.handle, &info) == nullptr);
+  CHECK(info.kernel_count == 2);
+  CHECK(std::string(info.description) == "add+mul, run node by node");
+
+  DeviceTensor x = f.t.tensor({2, 3}, {1, 2, 3, 4, 5, 6}), y = f.t.tensor({2, 3}, {1, 1, 2, 2, 3, 3});
+  DeviceTensor out = f.t.tensor({2, 3}, {-7, -7, -7, -7, -7, -7});
+  auto run = [&](const hal::TensorView& a, const hal::TensorView& b, const hal::TensorView& o) {
+    hal_tensor_t ta = hal::detail::c_tensor("t", a, "input", 0), tb = hal::detail::c_tensor("t", b, "input", 1),
+                 to = hal::detail::c_tensor("t", o, "output", 0);
+    const hal_tensor_t* in[] = {&ta, &tb};
+    const hal_tensor_t* outs[] = {&to};
+    return f.api.executable_execute(exe.handle, in, 2, outs, 1, nullptr);
+  };
+  const std::string prefix = "fixture_graph: executable_execute: ";
+  SUBCASE("a dtype other than the value's") {
+    DeviceTensor bad = f.t.empty(HAL_DTYPE_INT32, {2, 3});
+    CHECK(refused(run(x.view, bad.view, out.view)) ==
+          prefix + "input 1 (value 1) has dtype int32 but the value's is float32");
+  }
+  SUBCASE("a concrete dim that differs") {
+    DeviceTensor bad = f.t.empty(F32, {2, 4});
+    CHECK(refused(run(x.view, y.view, bad.view)) ==
+          prefix + "output 0 (value 3) has shape [2, 4] but the value's is [-1, 3] (dim 1)");
+  }
+  SUBCASE("a symbol bound to two sizes") {
+    DeviceTensor bad = f.t.empty(F32, {4, 3});
+    CHECK(refused(run(x.view, bad.view, out.view)) ==
+          prefix + "input 1 (value 1): dim 0 is 4 but symbol -1 is 2 (bound by input 0 (value 0))");
+  }
+  SUBCASE("an output overlapping an input") {
+    CHECK(refused(run(x.view, y.view, x.view)) == prefix + "output 0 (value 3) overlaps input 0 (value 0) in the same buffer");
+  }
+  SUBCASE("the wrong number of tensors") {
+    hal_tensor_t ta = hal::detail::c_tensor("t", x.view, "input", 0);
+    const hal_tensor_t* in[] = {&ta};
+    CHECK(refused(f.api.executable_execute(exe.handle, in, 1, nullptr, 0, nullptr)) ==
+          prefix + "got 1 inputs and 0 outputs but the graph has 2 and 1");
+  }
+  CHECK(f.t.read<float>(out) == std::vector<float>(6, -7));  // untouched by every refusal
+  SUBCASE("valid tensors run") {
+    REQUIRE(run(x.view, y.view, out.view) == nullptr);
+    CHECK(f.t.read<float>(out) == std::vector<float>{2, 3, 10, 12, 24, 27});
+  }
+  SUBCASE("a destroyed executable is refused, not a crash") {
+    REQUIRE(f.api.executable_destroy(exe.handle) == nullptr);
+    CHECK(contains(refused(f.api.executable_destroy(exe.handle)), "is not a live executable of this plugin"));
+    exe.handle = nullptr;
+  }
+}
+
+namespace {
+// x, y: [-1, 4]; w: [4, 2]. s = x + 2y; p = s * y; o = p @ w. Outputs p, o.
+hal::Graph add_mul_matmul() {
+  hal::Graph g;
+  auto x = g.input(F32, {-1, 4}), y = g.input(F32, {-1, 4}), w = g.input(F32, {4, 2});
+  auto s = g.add_op("add", {x, y}, {F32, {-1, 4}}, {hal::Attr::scalar("alpha", 2.0)});
+  auto p = g.add_op("mul", {s, y}, {F32, {-1, 4}});
+  auto o = g.add_op("matmul", {p, w}, {F32, {-1, 2}});
+  g.mark_output(p);
+  g.mark_output(o);
+  return g;
+}
+
+const std::vector<float> kX = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, kY = {1, -1, 2, -2, 0.5, 3, -3, 1, 2, 2, 2, 2},
+                         kW = {1, 2, 3, 4, 5, 6, 7, 8};
+
+// p and o of add_mul_matmul on T's device: through the graph (GRAPH set) or op by op.
+std::pair<std::vector<float>, std::vector<float>> evaluate(OpTester& t, const hal::CompiledGraph* graph) {
+  DeviceTensor x = t.tensor({3, 4}, kX), y = t.tensor({3, 4}, kY), w = t.tensor({4, 2}, kW);
+  DeviceTensor s = t.empty(F32, {3, 4}), p = t.empty(F32, {3, 4}), o = t.empty(F32, {3, 2});
+  if (graph != nullptr) {
+    hal::Stream stream = t.device()->create_stream();
+    graph->run({&x.view, &y.view, &w.view}, {&p.view, &o.view}, &stream);
+    stream.synchronize();
+  } else {
+    t.run("add", {&x.view, &y.view}, {&s.view}, {hal::Attr::scalar("alpha", 2.0)});
+    t.run("mul", {&s.view, &y.view}, {&p.view});
+    t.run("matmul", {&p.view, &w.view}, {&o.view});
+  }
+  return {t.read<float>(p), t.read<float>(o)};
+}
+
+void check_close(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-6));
+}
+}  // namespace
+
+TEST_CASE("graph runtime: claimed add-mul group plus op-by-op matmul equals op by op on the CPU plugin") {
+  OpTester cpu(kCpu);
+  auto expected = evaluate(cpu, nullptr);
+
+  OpTester fx(fixture("graph"));
+  hal::Graph g = add_mul_matmul();
+  hal::CompiledGraph compiled = hal::compile(*fx.device(), g);
+  CHECK(compiled.stats().groups == 1);
+  CHECK(compiled.stats().kernel_count == 2);  // the fixture runs add and mul one by one
+  CHECK(compiled.stats().op_nodes == 1);      // matmul
+  CHECK(compiled.stats().descriptions == std::vector<std::string>{"add+mul, run node by node"});
+  auto got = evaluate(fx, &compiled);
+  check_close(got.first, expected.first);
+  check_close(got.second, expected.second);
+
+  // The same graph on a plugin without a graph interface runs op by op.
+  hal::CompiledGraph on_cpu = hal::compile(*cpu.device(), g);
+  CHECK(on_cpu.stats().groups == 0);
+  CHECK(on_cpu.stats().kernel_count == 0);
+  CHECK(on_cpu.stats().op_nodes == 3);
+  auto cpu_graph = evaluate(cpu, &on_cpu);
+  check_close(cpu_graph.first, expected.first);
+  check_close(cpu_graph.second, expected.second);
+}
+
+TEST_CASE("graph runtime: a path through an unclaimed node splits the claimed nodes into convex groups") {
+  // a = x + x; m = a @ w; b = m + a: a and b cannot be one group (m sits
+  // between them), so the fixture makes two.
+  hal::Graph g;
+  auto x = g.input(F32, {2, 2}), w = g.input(F32, {2, 2});
+  auto a = g.add_op("add", {x, x}, {F32, {2, 2}});
+  auto m = g.add_op("matmul", {a, w}, {F32, {2, 2}});
+  auto b = g.add_op("add", {m, a}, {F32, {2, 2}});
+  g.mark_output(b);
+  OpTester fx(fixture("graph"));
+  hal::CompiledGraph c = hal::compile(*fx.device(), g);
+  CHECK(c.stats().groups == 2);
+  CHECK(c.stats().op_nodes == 1);
+  DeviceTensor tx = fx.tensor({2, 2}, {1, 2, 3, 4}), tw = fx.tensor({2, 2}, {1, 0, 0, 1}), out = fx.empty(F32, {2, 2});
+  c.run({&tx.view, &tw.view}, {&out.view});
+  CHECK(fx.read<float>(out) == std::vector<float>{4, 8, 12, 16});
+}
+
+TEST_CASE("graph runtime: a partition whose groups cannot be ordered is refused") {
+  hal::testing::TempDir dir;
+  auto rt = hal::testing::load_config(
+      dir, "[[plugin]]\npath = \"" + fixture("graph") + "\"\noptions = { partition = \"one_group\" }\n");
+  REQUIRE(rt->devices().size() == 1);
+  hal::Graph g;  // a = x + x; m = a @ w; b = m + a: {a, b} as one group needs m both before and after it
+  auto x = g.input(F32, {2, 2}), w = g.input(F32, {2, 2});
+  auto a = g.add_op("add", {x, x}, {F32, {2, 2}});
+  auto m = g.add_op("matmul", {a, w}, {F32, {2, 2}});
+  g.mark_output(g.add_op("add", {m, a}, {F32, {2, 2}}));
+  try {
+    hal::compile(*rt->devices()[0], g);
+    FAIL("compiled");
+  } catch (const hal::Error& e) {
+    CHECK(e.code() == HAL_STATUS_FAILED_PRECONDITION);
+    CHECK(std::string(e.what()) == "fixture_graph: graph_partition: the groups cannot be ordered (group(s) 1 are not "
+                                   "convex: a path leaves and re-enters them)");
+  }
+}
+
+TEST_CASE("graph runtime: run checks the views first, naming the value, and writes nothing on error") {
+  OpTester fx(fixture("graph"));
+  hal::CompiledGraph c = hal::compile(*fx.device(), add_mul_matmul());
+  DeviceTensor x = fx.tensor({3, 4}, kX), y = fx.tensor({3, 4}, kY), w = fx.tensor({4, 2}, kW);
+  DeviceTensor p = fx.tensor({3, 4}, std::vector<float>(12, -1)), o = fx.tensor({3, 2}, std::vector<float>(6, -1));
+  DeviceTensor y5 = fx.empty(F32, {5, 4}), wi = fx.empty(HAL_DTYPE_INT32, {4, 2});
+  auto refusal = [&](const hal::TensorView& yv, const hal::TensorView& wv) {
+    try {
+      c.run({&x.view, &yv, &wv}, {&p.view, &o.view});
+    } catch (const hal::Error& e) {
+      CHECK(e.code() == HAL_STATUS_INVALID_ARGUMENT);
+      return std::string(e.what());
+    }
+    FAIL("run accepted bad views");
+    return std::string();
+  };
+  CHECK(refusal(y5.view, w.view) ==
+        "CompiledGraph::run: input 1 (value 1): dim 0 is 5 but symbol -1 is 3 (bound by input 0 (value 0))");
+  CHECK(refusal(y.view, wi.view) == "CompiledGraph::run: input 2 (value 2) has dtype int32 but the value's is float32");
+  CHECK_THROWS_WITH_AS(c.run({&x.view}, {}), "CompiledGraph::run: got 1 inputs and 0 outputs but the graph has 3 and 2",
+                       hal::Error);
+  CHECK(fx.read<float>(p) == std::vector<float>(12, -1));
+  CHECK(fx.read<float>(o) == std::vector<float>(6, -1));
+}
+
+TEST_CASE("graph runtime: compile errors name the node") {
+  OpTester fx(fixture("graph"));
+  SUBCASE("an op the plugin has no kernel for") {
+    hal::Graph g;
+    auto x = g.input(F32, {2});
+    g.mark_output(g.add_op("exp", {x}, {F32, {2}}));
+    try {
+      hal::compile(*fx.device(), g);
+      FAIL("compiled");
+    } catch (const hal::Error& e) {
+      CHECK(e.code() == HAL_STATUS_UNIMPLEMENTED);
+      CHECK(contains(e.what(), "node 0 ('exp'): fixture_graph: op_resolve: op 'exp' is in the catalog but not implemented"));
+    }
+  }
+  SUBCASE("a node the plugin's graph validation refuses") {
+    hal::Graph g;
+    auto x = g.input(F32, {2});
+    g.mark_output(g.add_op("add", {x, x}, {F32, {3}}));
+    CHECK_THROWS_WITH_AS(hal::compile(*fx.device(), g),
+                         "fixture_graph: graph_partition: node 0 ('add'): add: output 'out' has shape [3] but must be [2]",
+                         hal::Error);
+  }
+  SUBCASE("the builder refuses what it can see") {
+    hal::Graph g;
+    auto x = g.input(F32, {2});
+    CHECK_THROWS_WITH_AS(g.mark_output(x),
+                         "mark_output: value 0 is a graph input; an output must be produced by a node", hal::Error);
+    CHECK_THROWS_WITH_AS(g.input(F32, std::vector<int64_t>(9, 1)), "graph input 1 has rank 9 > HAL_TENSOR_MAX_RANK (8)",
+                         hal::Error);
+    CHECK_THROWS_WITH_AS(g.add_op("add", {x, hal::Graph::Value{7}}, {F32, {2}}),
+                         "node 0 ('add'): input 1 is value 7, not a value of this graph", hal::Error);
+    CHECK(g.values().size() == 1);
+  }
+}

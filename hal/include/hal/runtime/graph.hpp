@@ -1,0 +1,138 @@
+// HAL runtime: building a graph of catalog ops and running it on a device,
+// compiled where the device's plugin compiles graphs (the graph-compile
+// interface) and op by op (the operator interface) elsewhere.
+//
+//   hal::Graph g;
+//   auto a = g.input(HAL_DTYPE_FLOAT32, {-1, 4});            // -1: a symbolic dim
+//   auto b = g.input(HAL_DTYPE_FLOAT32, {-1, 4});
+//   auto s = g.add_op("add", {a, b}, {HAL_DTYPE_FLOAT32, {-1, 4}});
+//   auto p = g.add_op("mul", {s, b}, {HAL_DTYPE_FLOAT32, {-1, 4}});
+//   g.mark_output(p);
+//   hal::CompiledGraph c = hal::compile(*device, g);
+//   c.run({&a_view, &b_view}, {&p_view}, &stream);
+//   c.stats();   // groups, kernels, op-by-op nodes
+//
+// Output dtypes and shapes are given by the caller and checked by the
+// plugin against the catalog's rules (at compile for nodes whose shapes are
+// concrete, at launch otherwise). Errors are hal::Error naming the node
+// ("node 2 ('matmul')") or value and what is wrong.
+#ifndef HAL_RUNTIME_GRAPH_HPP_
+#define HAL_RUNTIME_GRAPH_HPP_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hal/hal.h"
+#include "hal/runtime/device.hpp"
+#include "hal/runtime/op.hpp"
+#include "hal/runtime/stream.hpp"
+
+namespace hal {
+
+// The dtype and shape of a value. A dim < 0 is a symbol: the same negative
+// number is the same size everywhere in the graph, bound at run time by the
+// graph's input and output tensors.
+struct ValueSpec {
+  hal_dtype_e dtype = HAL_DTYPE_FLOAT32;
+  std::vector<int64_t> shape;
+};
+
+// A graph under construction: values and nodes in the order added (so
+// always topological). Copyable; not thread-safe while being built.
+class Graph {
+ public:
+  // A value of this graph (an index); Value{} is "absent" (an optional input).
+  struct Value {
+    uint32_t id = HAL_GRAPH_NO_VALUE;
+    bool valid() const { return id != HAL_GRAPH_NO_VALUE; }
+  };
+  struct Node {
+    std::string op;                // catalog name
+    std::vector<uint32_t> inputs;  // value ids; HAL_GRAPH_NO_VALUE = absent optional
+    std::vector<uint32_t> outputs;
+    std::vector<Attr> attrs;
+  };
+
+  // A graph input; inputs are fed to run() in the order they were made.
+  // Throws INVALID_ARGUMENT for an unknown dtype or a rank above
+  // HAL_TENSOR_MAX_RANK.
+  Value input(hal_dtype_e dtype, std::vector<int64_t> shape);
+  // Applies catalog op OP to INPUTS (Value{} for an absent optional input)
+  // and returns one new value per entry of OUTPUTS (dtype and shape the
+  // catalog's rules give). Throws INVALID_ARGUMENT for a value of another
+  // graph, an unknown dtype or a rank too large; the op itself is checked
+  // by the plugin at compile or launch.
+  std::vector<Value> add_node(const std::string& op, const std::vector<Value>& inputs,
+                              const std::vector<Attr>& attrs, const std::vector<ValueSpec>& outputs);
+  // add_node for an op with one output.
+  Value add_op(const std::string& op, const std::vector<Value>& inputs, const ValueSpec& output,
+               const std::vector<Attr>& attrs = {});
+  // Marks V as an output; outputs are written by run() in the order
+  // marked. V must be produced by a node and marked once.
+  void mark_output(Value v);
+
+  const std::vector<ValueSpec>& values() const { return values_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<uint32_t>& inputs() const { return inputs_; }
+  const std::vector<uint32_t>& outputs() const { return outputs_; }
+
+ private:
+  uint32_t add_value(const ValueSpec& spec, const std::string& what);
+  std::vector<ValueSpec> values_;
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> inputs_, outputs_;
+  std::vector<int64_t> producer_;  // per value: node index, -1 input
+};
+
+// What compile() made of a graph.
+struct CompiledGraphStats {
+  size_t groups = 0;          // groups the plugin claimed = executables compiled
+  uint64_t kernel_count = 0;  // device kernels one run launches for them (sum of executable_get_info)
+  size_t op_nodes = 0;        // nodes run one by one through the operator interface
+  std::vector<std::string> descriptions;  // per executable, as the plugin describes it
+};
+
+// A graph compiled for one device. Move-only; destroying it releases the
+// executables (no run of it may still be queued: synchronize first).
+// run() may be called from several threads at once.
+class CompiledGraph {
+ public:
+  CompiledGraph(CompiledGraph&&) noexcept;
+  CompiledGraph& operator=(CompiledGraph&&) noexcept;
+  ~CompiledGraph();
+
+  // Runs the graph on STREAM (nullptr: synchronously). INPUTS[i] feeds graph
+  // input i, OUTPUTS[j] receives output j (preallocated by the caller, on
+  // the graph's device). Each view's dtype and rank must be its value's,
+  // concrete dims equal and symbolic dims bound consistently; otherwise
+  // INVALID_ARGUMENT naming the value ("input 1 (value 4): dim 0 is 5 but
+  // symbol -1 is 3 (bound by input 0 (value 0))") and nothing runs.
+  // Intermediates come from the device's caching allocator. Errors from a
+  // step name its group or node.
+  void run(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
+           const Stream* stream = nullptr) const;
+
+  const CompiledGraphStats& stats() const;
+  Device& device() const;
+
+ private:
+  friend CompiledGraph compile(Device& device, const Graph& graph);
+  struct Impl;
+  explicit CompiledGraph(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Compiles GRAPH for DEVICE: asks the plugin's graph_partition which nodes
+// it takes (none without a graph-compile interface), compiles each claimed
+// group as a self-contained subgraph (values crossing the group's boundary
+// become its inputs and outputs), and resolves every other node's op for
+// op-by-op launch. Throws hal::Error: the plugin's refusal of the graph or
+// a group, UNIMPLEMENTED naming a node whose op the plugin has no kernel
+// for, FAILED_PRECONDITION for a partition whose groups cannot be ordered.
+CompiledGraph compile(Device& device, const Graph& graph);
+
+}  // namespace hal
+
+#endif  // HAL_RUNTIME_GRAPH_HPP_

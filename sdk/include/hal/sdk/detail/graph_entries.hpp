@@ -1,0 +1,324 @@
+// HAL C++ SDK, internal: the graph table's C entries and the validation that
+// turns a hal_graph_t into a hal::sdk::Graph and execute's tensors into
+// Tensors. Included by hal/sdk/plugin.hpp inside namespace hal::sdk::detail,
+// after op_entries.hpp (it reuses OpCallBuilder's pieces); not a standalone
+// header.
+
+}  // namespace detail
+
+struct GraphBuilder {
+  // Validates G (see hal/sdk/graph.hpp for what is checked) and copies it.
+  // Messages name the node ("node 2 ('mul')") or value and what is wrong.
+  static std::shared_ptr<const Graph> build(const hal_graph_t* g, Device& device) {
+    if (g == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "graph is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(g, hal_graph_t, output_count))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_graph_t.struct_size ", g->struct_size, " is too small");
+    if (g->value_count >= kNoValue)
+      fail(HAL_STATUS_INVALID_ARGUMENT, "value_count ", g->value_count, " is too large");
+    check_array(g->values, g->value_count, "values");
+    check_array(g->nodes, g->node_count, "nodes");
+    check_array(g->inputs, g->input_count, "inputs");
+    check_array(g->outputs, g->output_count, "outputs");
+    auto graph = std::make_shared<Graph>();
+    graph->values.resize(g->value_count);
+    for (size_t v = 0; v < g->value_count; ++v) parse_value(v, g->values[v], graph->values[v]);
+
+    // Who produces each value: a node index, kGraphInput or kNobody.
+    std::vector<int64_t> producer(g->value_count, kNobody);
+    for (size_t i = 0; i < g->input_count; ++i) {
+      uint32_t id = g->inputs[i];
+      check_id(id, g->value_count, "graph input ", i);
+      if (producer[id] == kGraphInput)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "graph input ", i, " is value ", id, ", which is already a graph input");
+      producer[id] = kGraphInput;
+      graph->inputs.push_back(id);
+    }
+    graph->nodes.reserve(g->node_count);
+    for (size_t n = 0; n < g->node_count; ++n)
+      graph->nodes.push_back(parse_node(*graph, n, g->nodes[n], producer, device));
+    for (size_t i = 0; i < g->output_count; ++i) {
+      uint32_t id = g->outputs[i];
+      check_id(id, g->value_count, "graph output ", i);
+      if (producer[id] == kNobody)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "graph output ", i, " is value ", id,
+             ", which is neither a graph input nor produced by a node");
+      graph->outputs.push_back(id);
+    }
+    return graph;
+  }
+
+  // Validates execute's tensors against GRAPH's inputs and outputs and
+  // copies them.
+  static void bind(const Graph& graph, Device& device, const hal_tensor_t* const* inputs, size_t input_count,
+                   const hal_tensor_t* const* outputs, size_t output_count, std::vector<Tensor>& in,
+                   std::vector<Tensor>& out) {
+    if (input_count != graph.inputs.size() || output_count != graph.outputs.size())
+      fail(HAL_STATUS_INVALID_ARGUMENT, "got ", input_count, " inputs and ", output_count,
+           " outputs but the graph has ", graph.inputs.size(), " and ", graph.outputs.size());
+    check_array(inputs, input_count, "inputs");
+    check_array(outputs, output_count, "outputs");
+    std::vector<Symbol> symbols;
+    in.resize(input_count);
+    out.resize(output_count);
+    for (size_t i = 0; i < input_count; ++i)
+      bind_one(graph, device, Place{"input", i, graph.inputs[i]}, inputs[i], symbols, in[i]);
+    for (size_t i = 0; i < output_count; ++i) {
+      Place place{"output", i, graph.outputs[i]};
+      bind_one(graph, device, place, outputs[i], symbols, out[i]);
+      const Tensor& o = out[i];
+      if (OpCallBuilder::has_internal_overlap(o))
+        fail(HAL_STATUS_INVALID_ARGUMENT, place, " with shape ", o.shape_str(), " and strides ", o.strides_str(),
+             " has overlapping elements (a broadcast view cannot be written)");
+      for (size_t k = 0; k < input_count + i; ++k) {
+        const Tensor& other = k < input_count ? in[k] : out[k - input_count];
+        if (overlap(o, other))
+          fail(HAL_STATUS_INVALID_ARGUMENT, place, " overlaps ",
+               k < input_count ? Place{"input", k, graph.inputs[k]}
+                               : Place{"output", k - input_count, graph.outputs[k - input_count]},
+               " in the same buffer");
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kNobody = -1;
+  static constexpr int64_t kGraphInput = -2;
+
+  // "input 1 (value 4)"
+  struct Place {
+    const char* role;
+    size_t index;
+    uint32_t value;
+    friend std::ostream& operator<<(std::ostream& os, const Place& p) {
+      return os << p.role << " " << p.index << " (value " << p.value << ")";
+    }
+  };
+  struct Symbol {
+    int64_t symbol, size;
+    Place bound_by;
+  };
+
+  template <class T>
+  static void check_array(const T* array, size_t count, const char* what) {
+    if (count > 0 && array == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, what, " is NULL but its count is ", count);
+  }
+  template <class... Where>
+  static void check_id(uint32_t id, size_t value_count, const Where&... where) {
+    if (id >= value_count)
+      fail(HAL_STATUS_INVALID_ARGUMENT, where..., " is value ", id, ", out of range (the graph has ", value_count,
+           " values)");
+  }
+
+  static void parse_value(size_t v, const hal_graph_value_t* c, GraphValue& dst) {
+    if (c == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "value ", v, " is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(c, hal_graph_value_t, shape))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "value ", v, ": hal_graph_value_t.struct_size ", c->struct_size,
+           " is too small");
+    if (dtype_size(c->dtype) == 0)
+      fail(HAL_STATUS_UNSUPPORTED_DTYPE, "value ", v, " has unknown dtype value ", c->dtype);
+    if (c->rank > HAL_TENSOR_MAX_RANK)
+      fail(HAL_STATUS_INVALID_ARGUMENT, "value ", v, " has rank ", c->rank, " > HAL_TENSOR_MAX_RANK (",
+           HAL_TENSOR_MAX_RANK, ")");
+    if (c->rank > 0 && c->shape == nullptr)
+      fail(HAL_STATUS_INVALID_ARGUMENT, "value ", v, " has rank ", c->rank, " but shape is NULL");
+    dst.dtype = static_cast<hal_dtype_e>(c->dtype);
+    dst.shape.assign(c->shape, c->shape + c->rank);
+  }
+
+  static GraphNode parse_node(const Graph& graph, size_t n, const hal_graph_node_t* c,
+                              std::vector<int64_t>& producer, Device& device) {
+    if (c == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "node ", n, " is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(c, hal_graph_node_t, attr_count))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "node ", n, ": hal_graph_node_t.struct_size ", c->struct_size,
+           " is too small");
+    if (c->op == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "node ", n, " has a NULL op name");
+    const OpSchema* schema = find_schema(c->op);
+    if (schema == nullptr)
+      fail(HAL_STATUS_INVALID_ARGUMENT, "node ", n, ": op '", c->op, "' is not in the op catalog (version ",
+           HAL_OP_CATALOG_VERSION_MAJOR, ".", HAL_OP_CATALOG_VERSION_MINOR, ")");
+    const std::string label = "node " + std::to_string(n) + " ('" + schema->name + "')";
+    const char* node = label.c_str();
+    check_array(c->inputs, c->input_count, (label + ": inputs").c_str());
+    check_array(c->outputs, c->output_count, (label + ": outputs").c_str());
+    OpCallBuilder::check_input_count(*schema, node, c->input_count);
+    OpCallBuilder::check_output_count(*schema, node, c->output_count);
+    GraphNode out;
+    out.schema = schema;
+    bool variadic_in = schema->input_count == 1 && schema->inputs[0].variadic;
+    bool concrete = true;
+    for (size_t i = 0; i < c->input_count; ++i) {
+      const TensorSpec& spec = schema->inputs[variadic_in ? 0 : i];
+      OpCallBuilder::Role role{"input", spec.name, variadic_in, i};
+      uint32_t id = c->inputs[i];
+      out.inputs.push_back(id);
+      if (id == kNoValue) {
+        if (!spec.optional) fail(HAL_STATUS_INVALID_ARGUMENT, node, ": required ", role, " is HAL_GRAPH_NO_VALUE");
+        continue;
+      }
+      check_id(id, graph.values.size(), node, ": ", role);
+      if (producer[id] == kNobody)
+        fail(HAL_STATUS_INVALID_ARGUMENT, node, ": ", role, " is value ", id,
+             ", which is neither a graph input nor produced by an earlier node (nodes must be in topological "
+             "order)");
+      const GraphValue& v = graph.values[id];
+      if ((spec.dtypes & HAL_DTYPE_BIT(v.dtype)) == 0)
+        fail(HAL_STATUS_UNSUPPORTED_DTYPE, node, ": ", role, " (value ", id, ") has dtype ", dtype_name(v.dtype),
+             "; the catalog allows ", dtype_mask_names(spec.dtypes));
+      concrete = concrete && v.is_concrete();
+    }
+    if (!variadic_in) out.inputs.resize(schema->input_count, kNoValue);
+    bool variadic_out = schema->output_count == 1 && schema->outputs[0].variadic;
+    for (size_t i = 0; i < c->output_count; ++i) {
+      OpCallBuilder::Role role{"output", schema->outputs[variadic_out ? 0 : i].name, variadic_out, i};
+      uint32_t id = c->outputs[i];
+      check_id(id, graph.values.size(), node, ": ", role);
+      if (producer[id] == kGraphInput)
+        fail(HAL_STATUS_INVALID_ARGUMENT, node, ": ", role, " is value ", id, ", which is a graph input");
+      if (producer[id] >= 0)
+        fail(HAL_STATUS_INVALID_ARGUMENT, node, ": ", role, " is value ", id, ", already produced by node ",
+             producer[id], " (a value is produced once)");
+      producer[id] = static_cast<int64_t>(n);
+      out.outputs.push_back(id);
+      concrete = concrete && graph.values[id].is_concrete();
+    }
+    out.attrs = OpCallBuilder::parse_attrs(*schema, node, c->attrs, c->attr_count);
+    if (concrete) check_rules(graph, out, *c, node, device);
+    return out;
+  }
+
+  // A node whose values are all concrete is checked as a launch of it would
+  // be (no buffers): the catalog's dtype and shape rules give its outputs.
+  static void check_rules(const Graph& graph, const GraphNode& n, const hal_graph_node_t& c, const char* node,
+                          Device& device) {
+    std::vector<hal_tensor_t> tensors(c.input_count + c.output_count);
+    std::vector<const hal_tensor_t*> in, out;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      uint32_t id = i < c.input_count ? c.inputs[i] : c.outputs[i - c.input_count];
+      hal_tensor_t& t = tensors[i];
+      t.struct_size = sizeof(t);
+      if (id != kNoValue) {
+        t.dtype = graph.values[id].dtype;
+        t.rank = static_cast<uint32_t>(graph.values[id].shape.size());
+        t.shape = graph.values[id].shape.data();
+      }
+      (i < c.input_count ? in : out).push_back(id == kNoValue ? nullptr : &t);
+    }
+    hal_op_args_t args{};
+    args.struct_size = sizeof(args);
+    args.inputs = in.data();
+    args.input_count = in.size();
+    args.outputs = out.data();
+    args.output_count = out.size();
+    args.attrs = c.attrs;
+    args.attr_count = c.attr_count;
+    try {
+      OpCallBuilder::build(*n.schema, device, args, false);
+    } catch (const Error& e) {
+      fail(e.code(), node, ": ", e.what());
+    }
+  }
+
+  static void bind_one(const Graph& graph, Device& device, const Place& place, const hal_tensor_t* t,
+                       std::vector<Symbol>& symbols, Tensor& dst) {
+    if (t == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, place, " is NULL");
+    OpCallBuilder::parse_tensor("graph", place, *t, device, true, dst);
+    const GraphValue& v = graph.values[place.value];
+    if (dst.dtype != v.dtype)
+      fail(HAL_STATUS_INVALID_ARGUMENT, place, " has dtype ", dtype_name(dst.dtype), " but the value's is ",
+           dtype_name(v.dtype));
+    if (dst.rank != v.rank())
+      fail(HAL_STATUS_INVALID_ARGUMENT, place, " has shape ", dst.shape_str(), " but the value's is ",
+           shape_string(v.shape.data(), v.rank()));
+    for (int d = 0; d < dst.rank; ++d) {
+      int64_t want = v.shape[d];
+      if (want >= 0) {
+        if (dst.shape[d] != want)
+          fail(HAL_STATUS_INVALID_ARGUMENT, place, " has shape ", dst.shape_str(), " but the value's is ",
+               shape_string(v.shape.data(), v.rank()), " (dim ", d, ")");
+        continue;
+      }
+      auto it = std::find_if(symbols.begin(), symbols.end(), [&](const Symbol& s) { return s.symbol == want; });
+      if (it == symbols.end())
+        symbols.push_back(Symbol{want, dst.shape[d], place});
+      else if (it->size != dst.shape[d])
+        fail(HAL_STATUS_INVALID_ARGUMENT, place, ": dim ", d, " is ", dst.shape[d], " but symbol ", want, " is ",
+             it->size, " (bound by ", it->bound_by, ")");
+    }
+  }
+
+  static bool overlap(const Tensor& a, const Tensor& b) {
+    if (a.buffer == nullptr || a.buffer != b.buffer || a.numel() == 0 || b.numel() == 0) return false;
+    auto ra = OpCallBuilder::byte_range(a), rb = OpCallBuilder::byte_range(b);
+    return ra.first < rb.second && rb.first < ra.second;
+  }
+};
+
+namespace detail {
+
+// What a hal_executable_t points at.
+struct CompiledExecutable {
+  Device* device = nullptr;
+  std::shared_ptr<const Graph> graph;
+  std::unique_ptr<Executable> impl;
+};
+
+inline hal_status_t* graph_partition(hal_device_t* d, const hal_graph_t* g, uint32_t* out) {
+  return call("graph_partition", [&] {
+    auto* device = as<Device>(d, Kind::kDevice, "device");
+    if (out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_node_group is NULL");
+    auto graph = GraphBuilder::build(g, *device);
+    std::vector<uint32_t> groups = device->partition_graph(*graph);
+    if (groups.size() != graph->nodes.size())
+      fail(HAL_STATUS_INTERNAL, "the device's partition_graph returned ", groups.size(), " entries for ",
+           graph->nodes.size(), " nodes");
+    std::copy(groups.begin(), groups.end(), out);
+  });
+}
+
+inline hal_status_t* graph_compile(hal_device_t* d, const hal_graph_t* g, hal_executable_t** out) {
+  return call("graph_compile", [&] {
+    auto* device = as<Device>(d, Kind::kDevice, "device");
+    if (out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_executable is NULL");
+    auto exe = std::make_unique<CompiledExecutable>();
+    exe->device = device;
+    exe->graph = GraphBuilder::build(g, *device);
+    if (exe->graph->nodes.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, "the graph has no nodes");
+    exe->impl = device->compile_graph(*exe->graph);
+    if (exe->impl == nullptr) fail(HAL_STATUS_INTERNAL, "the device's compile_graph returned no executable");
+    registry().add(exe.get(), Kind::kExecutable, device);
+    *out = reinterpret_cast<hal_executable_t*>(exe.release());
+  });
+}
+
+inline hal_status_t* executable_destroy(hal_executable_t* e) {
+  return call("executable_destroy", [&] {
+    auto* exe = as<CompiledExecutable>(e, Kind::kExecutable, "executable");
+    if (registry().remove(exe, Kind::kExecutable)) delete exe;
+  });
+}
+
+inline hal_status_t* executable_get_info(hal_executable_t* e, hal_executable_info_t* out) {
+  return call("executable_get_info", [&] {
+    auto* exe = as<CompiledExecutable>(e, Kind::kExecutable, "executable");
+    if (out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "info is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, kernel_count))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_executable_info_t.struct_size ", out->struct_size, " is too small");
+    out->kernel_count = exe->impl->kernel_count();
+    if (HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, description))
+      copy_string(out->description, sizeof(out->description), exe->impl->description());
+  });
+}
+
+inline hal_status_t* executable_execute(hal_executable_t* e, const hal_tensor_t* const* inputs, size_t input_count,
+                                        const hal_tensor_t* const* outputs, size_t output_count, hal_stream_t* s) {
+  return call("executable_execute", [&] {
+    auto* exe = as<CompiledExecutable>(e, Kind::kExecutable, "executable");
+    std::vector<Tensor> in, out;
+    GraphBuilder::bind(*exe->graph, *exe->device, inputs, input_count, outputs, output_count, in, out);
+    Stream* stream = optional_stream(s, *exe->device);
+    exe->impl->execute(in, out, stream);
+  });
+}
+
+inline const hal_graph_api_t kGraphApi = {sizeof(hal_graph_api_t), &graph_partition,     &graph_compile,
+                                          &executable_destroy,     &executable_get_info, &executable_execute};
