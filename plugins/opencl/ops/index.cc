@@ -62,7 +62,7 @@ void require_no_alias(const OpCall& c, const Tensor& out, std::initializer_list<
 struct IndexCheck {
   const Tensor* index;
   const char* arg;
-  int64_t group = 1;
+  int64_t group = 1;  // indices per group
   std::vector<int64_t> lo, hi;  // per group (at most 8)
 };
 
@@ -101,7 +101,7 @@ void run_index_check(const OpCall& c, const Queue& q, const IndexCheck& k) {
 }
 
 IndexCheck simple_check(const Tensor& index, const char* arg, int64_t size) {
-  return IndexCheck{&index, arg, 1, {0}, {size}};
+  return IndexCheck{&index, arg, std::max<int64_t>(index.numel(), 1), {0}, {size}};
 }
 
 // ---- gathers: out[i] = src[o_src(i) + idx[o_idx(i)] * sd] -------------------------
