@@ -78,6 +78,15 @@ void check_queue_status(const Queue& queue) {
     site = words[kStatusSite] >= 0 && static_cast<size_t>(words[kStatusSite]) < s.size() ? s[words[kStatusSite]]
                                                                                             : s[0];
   }
+  if (words[kStatusKind] == kStatusIndexAt) {
+    auto put = [&site](const std::string& key, cl_long v) {
+      size_t at = site.find(key);
+      if (at != std::string::npos) site.replace(at, key.size(), std::to_string(v));
+    };
+    put("{value}", words[kStatusValue]);
+    put("{position}", words[kStatusBound]);
+    sdk::fail(HAL_STATUS_OUT_OF_RANGE, site, "; no output was written");
+  }
   // Value checks report the value and its row-major position in the input.
   if (words[kStatusKind] == kStatusInvalidValue || words[kStatusKind] == kStatusDivisionByZero)
     sdk::fail(HAL_STATUS_INVALID_ARGUMENT, site, " is ", words[kStatusValue], " at position ", words[kStatusBound],

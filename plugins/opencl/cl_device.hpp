@@ -42,7 +42,15 @@ struct Queue {
 
 // Words of Queue::status: what went wrong, where, and the values.
 enum StatusWord { kStatusKind = 0, kStatusSite = 1, kStatusValue = 2, kStatusBound = 3, kStatusWords = 4 };
-enum StatusKind { kStatusOk = 0, kStatusIndexOutOfRange = 1, kStatusDivisionByZero = 2, kStatusInvalidValue = 3 };
+// kStatusIndexAt: an index out of range whose site is the whole message,
+// with "{value}" and "{position}" standing for the status words.
+enum StatusKind {
+  kStatusOk = 0,
+  kStatusIndexOutOfRange = 1,
+  kStatusDivisionByZero = 2,
+  kStatusInvalidValue = 3,
+  kStatusIndexAt = 4
+};
 
 // Registers a human-readable place a kernel may report a data error from
 // ("gather: index") and returns its id (stable, deduplicated).

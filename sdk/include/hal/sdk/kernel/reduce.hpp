@@ -82,6 +82,15 @@ class ReduceIter {
   // Input stride of the innermost reduced dim (0 when nothing is reduced).
   int64_t red_inner_stride() const { return red_rank_ ? red_stride_[red_rank_ - 1] : 0; }
 
+  // Every merged dim (device kernels take the geometry as arguments): kept
+  // dim D < kept_rank() (outermost first) with its input and output-K
+  // strides; reduced dim D < red_rank() with its input stride.
+  int64_t kept_size(int d) const { return kept_shape_[d]; }
+  int64_t kept_in_stride(int d) const { return kept_in_[d]; }
+  int64_t kept_out_stride(int k, int d) const { return kept_out_[k][d]; }
+  int64_t red_size(int d) const { return red_shape_[d]; }
+  int64_t red_stride(int d) const { return red_stride_[d]; }
+
   // Input offset of output O's first reduced element, and O's offset in each output.
   void offsets(int64_t o, int64_t& in_off, int64_t* out_off) const {
     in_off = 0;
