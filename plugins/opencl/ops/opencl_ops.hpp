@@ -7,9 +7,11 @@
 namespace hal::opencl {
 
 void register_elementwise_ops(sdk::OpRegistry& ops);
+void register_linalg_ops(sdk::OpRegistry& ops);
 
 inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
+  register_linalg_ops(ops);
 }
 
 }  // namespace hal::opencl
