@@ -29,8 +29,11 @@ using sdk::kernel::MatrixView;
 using sdk::kernel::View4;
 
 // GEMM tiling: a work-group of (TN / WN) x (TM / WM) work-items computes a
-// TM x TN tile of C, stepping through K by TK.
-constexpr int kTM = 64, kTN = 64, kTK = 16, kWM = 4, kWN = 4;
+// TM x TN tile of C, stepping through K by TK (float32: 32, float64: 16, so
+// both tiles take 32 KiB of local memory). Tuned for PoCL on an AVX-512
+// CPU: 1024³ float32 went from 2.0 GFLOP/s (64x64 tiles, 4x4 scalar
+// blocks) to ~7.3 (128x128, 8 rows x 16-wide vectors per work-item).
+constexpr int kTM = 128, kTN = 128, kWM = 8, kWN = 16;
 
 const char* const kSource = R"CLC(
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
@@ -43,6 +46,13 @@ typedef struct { long n, c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, includ
 
 // C[b, i, j] = alpha * sum_k A[b, i, k] B[b, k, j] (+ beta * S[b, i, j] when
 // s_off >= 0). Column j of C and S is at (j / cw) * cs2 + (j % cw) * cs.
+// Work-item (lx, ly) computes rows ly*WM.. and the WN consecutive columns
+// lx*WN.. of the tile as WM vectors of WN (PoCL runs each work-item as
+// SIMD code of that width).
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define VLOAD CAT(vload, WN)
+#define VSTORE CAT(vstore, WN)
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void gemm(__global const T* A, long a_off, long a_bs, long a_rs, long a_cs,
           __global const T* B, long b_off, long b_bs, long b_rs, long b_cs,
@@ -57,9 +67,8 @@ void gemm(__global const T* A, long a_off, long a_bs, long a_rs, long a_cs,
   const long bt = get_global_id(2);
   A += a_off + bt * a_bs;
   B += b_off + bt * b_bs;
-  T acc[WM][WN];
-  for (int r = 0; r < WM; ++r)
-    for (int c = 0; c < WN; ++c) acc[r][c] = (T)0;
+  VT acc[WM];
+  for (int r = 0; r < WM; ++r) acc[r] = (VT)0;
   for (long k0 = 0; k0 < K; k0 += TK) {
     for (int e = tid; e < TM * TK; e += LX * LY) {
       int ii = e / TK, kk = e % TK;
@@ -73,22 +82,21 @@ void gemm(__global const T* A, long a_off, long a_bs, long a_rs, long a_cs,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kk = 0; kk < TK; ++kk) {
-      T av[WM], bv[WN];
-      for (int r = 0; r < WM; ++r) av[r] = As[kk][ly + r * LY];
-      for (int c = 0; c < WN; ++c) bv[c] = Bs[kk][lx + c * LX];
-      for (int r = 0; r < WM; ++r)
-        for (int c = 0; c < WN; ++c) acc[r][c] += av[r] * bv[c];
+      VT bv = VLOAD(0, &Bs[kk][lx * WN]);
+      for (int r = 0; r < WM; ++r) acc[r] += As[kk][ly * WM + r] * bv;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   for (int r = 0; r < WM; ++r) {
-    long i = i0 + ly + r * LY;
+    long i = i0 + ly * WM + r;
     if (i >= M) continue;
+    T out[WN];
+    VSTORE(acc[r], 0, out);
     for (int c = 0; c < WN; ++c) {
-      long j = j0 + lx + c * LX;
+      long j = j0 + lx * WN + c;
       if (j >= N) continue;
       long jh = j / cw, jl = j - jh * cw;
-      T v = alpha * acc[r][c];
+      T v = alpha * out[c];
       if (s_off >= 0) v += beta * S[s_off + bt * s_bs + i * s_rs + jh * s_cs2 + jl * s_cs];
       Cm[c_off + bt * c_bs + i * c_rs + jh * c_cs2 + jl * c_cs] = v;
     }
@@ -299,17 +307,16 @@ __kernel void adaptive_avg_pool_backward(__global T* gx, long x_off, v4_t xs, __
 }
 )CLC";
 
+std::string make_source(hal_dtype_e dt) {
+  std::string t = cl_type(dt), wn = std::to_string(kWN);
+  return cl_prelude({dt}) + "typedef " + t + " T;\ntypedef " + t + wn + " VT;\n" + kDimsTypedef +
+         "#define TM " + std::to_string(kTM) + "\n#define TN " + std::to_string(kTN) + "\n#define TK " +
+         (dt == HAL_DTYPE_FLOAT64 ? "16" : "32") + "\n#define WM " + std::to_string(kWM) + "\n#define WN " + wn +
+         "\n" + kSource;
+}
+
 const std::string& source(hal_dtype_e dt) {
-  static const std::string f32 = [] {
-    return cl_prelude({HAL_DTYPE_FLOAT32}) + "typedef float T;\n" + kDimsTypedef;
-  }();
-  static const std::string f64 = [] {
-    return cl_prelude({HAL_DTYPE_FLOAT64}) + "typedef double T;\n" + kDimsTypedef;
-  }();
-  static const std::string defs = "#define TM " + std::to_string(kTM) + "\n#define TN " + std::to_string(kTN) +
-                                  "\n#define TK " + std::to_string(kTK) + "\n#define WM " + std::to_string(kWM) +
-                                  "\n#define WN " + std::to_string(kWN) + "\n";
-  static const std::string s32 = f32 + defs + kSource, s64 = f64 + defs + kSource;
+  static const std::string s32 = make_source(HAL_DTYPE_FLOAT32), s64 = make_source(HAL_DTYPE_FLOAT64);
   if (dt == HAL_DTYPE_FLOAT64) return s64;
   if (dt == HAL_DTYPE_FLOAT32) return s32;
   sdk::fail(HAL_STATUS_UNSUPPORTED_DTYPE, "linalg: no OpenCL kernel for dtype ", sdk::dtype_name(dt));
