@@ -9,11 +9,13 @@ namespace hal::opencl {
 void register_elementwise_ops(sdk::OpRegistry& ops);
 void register_reduction_ops(sdk::OpRegistry& ops);
 void register_index_ops(sdk::OpRegistry& ops);
+void register_linalg_ops(sdk::OpRegistry& ops);
 
 inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
   register_reduction_ops(ops);
   register_index_ops(ops);
+  register_linalg_ops(ops);
 }
 
 }  // namespace hal::opencl
