@@ -10,12 +10,16 @@ void register_elementwise_ops(sdk::OpRegistry& ops);
 void register_reduction_ops(sdk::OpRegistry& ops);
 void register_index_ops(sdk::OpRegistry& ops);
 void register_linalg_ops(sdk::OpRegistry& ops);
+void register_nn_ops(sdk::OpRegistry& ops);
+void register_transformer_ops(sdk::OpRegistry& ops);
 
 inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
   register_reduction_ops(ops);
   register_index_ops(ops);
   register_linalg_ops(ops);
+  register_nn_ops(ops);
+  register_transformer_ops(ops);
 }
 
 }  // namespace hal::opencl
