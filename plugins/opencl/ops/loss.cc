@@ -51,13 +51,13 @@ __kernel void class_loss(__global const T* x, long xo, __global const long* t, l
                          __global T* out, long oo, __global A* loss, __global A* wsel, long C, long D, long ignore,
                          A smoothing, int logits, int reduce, __global const long* status) {
   __local A red[WG];
-  if (status[0] != 0) return;
+  int bad = status[0] != 0;  // (no return before the reductions: PoCL wants every item at a barrier)
   long p = get_group_id(0);
   int l = get_local_id(0);
   long tc = t[to + p];
   long base = xo + (p / D) * C * D + p % D;
   A val = 0, wt = 0;
-  if (tc != ignore) {
+  if (!bad && tc != ignore) {
     A lse = 0;
     if (logits) {
       A m = -INFINITY;
@@ -77,7 +77,7 @@ __kernel void class_loss(__global const T* x, long xo, __global const long* t, l
     }
     val = ((A)1 - smoothing) * nll + smoothing / (A)C * smooth;
   }
-  if (l != 0) return;
+  if (l != 0 || bad) return;
   if (reduce) {
     loss[p] = val;
     wsel[p] = wt;
@@ -90,31 +90,41 @@ __kernel void class_loss(__global const T* x, long xo, __global const long* t, l
 __kernel void class_denom(__global const long* t, long to, __global const T* w, long wo, long P, long C, long ignore,
                           __global A* dn, __global const long* status) {
   __local A red[WG];
-  if (status[0] != 0) return;
+  int bad = status[0] != 0;
   int l = get_local_id(0);
   A a = 0, b = 0;
-  for (long p = l; p < P; p += WG) {
+  for (long p = l; p < P && !bad; p += WG) {
     long tc = t[to + p];
     if (tc != ignore) a += PARAM(w, wo, tc, 1);
   }
   for (long k = l; k < C; k += WG) b += PARAM(w, wo, k, 1);
   a = wg_sum(a, red);
   b = wg_sum(b, red);
-  if (l == 0) { dn[0] = a; dn[1] = b; }
+  if (l == 0 && !bad) { dn[0] = a; dn[1] = b; }
 }
 
-// grad_input of position get_group_id(0).
+// grad_input of position get_group_id(0). No early return: every item
+// reaches the work-group reductions.
 __kernel void class_loss_backward(__global const T* g, long go, __global const T* x, long xo, __global const long* t,
                                   long to, __global const T* w, long wo, __global T* dx, long dxo,
                                   __global const A* dn, long C, long D, long ignore, A smoothing, int logits,
                                   int reduction, __global const long* status) {
   __local A red[WG];
-  if (status[0] != 0) return;
+  int bad = status[0] != 0;
   long p = get_group_id(0);
   int l = get_local_id(0);
   long tc = t[to + p];
+  int skip = bad || tc == ignore;
   long rel = (p / D) * C * D + p % D;
-  if (tc == ignore) {
+  A m = -INFINITY, s = 0;
+  if (logits) {
+    for (long k = l; k < C; k += WG) { A v = (A)x[xo + rel + k * D]; m = v > m ? v : m; }
+    m = wg_max(m, red);
+    for (long k = l; k < C; k += WG) s += exp((A)x[xo + rel + k * D] - m);
+    s = wg_sum(s, red);
+  }
+  if (bad) return;
+  if (skip) {
     for (long k = l; k < C; k += WG) dx[dxo + rel + k * D] = (T)0;
     return;
   }
@@ -124,12 +134,6 @@ __kernel void class_loss_backward(__global const T* g, long go, __global const T
     for (long k = l; k < C; k += WG) dx[dxo + rel + k * D] = (T)(k == tc ? -wtc * sc : (A)0);
     return;
   }
-  A m = -INFINITY;
-  for (long k = l; k < C; k += WG) { A v = (A)x[xo + rel + k * D]; m = v > m ? v : m; }
-  m = wg_max(m, red);
-  A s = 0;
-  for (long k = l; k < C; k += WG) s += exp((A)x[xo + rel + k * D] - m);
-  s = wg_sum(s, red);
   A inv = (A)1 / s;
   A wt = ((A)1 - smoothing) * wtc, ws = smoothing / (A)C * dn[1], ec = smoothing / (A)C;
   for (long k = l; k < C; k += WG) {

@@ -192,29 +192,30 @@ __kernel void bn_stats(__global const T* x, long xo, __global const T* rm, long 
       if (rmoo >= 0) rm_out[rmoo + ch] = (T)m;
       if (rvoo >= 0) rv_out[rvoo + ch] = (T)v;
     }
-    return;
-  }
-  A s = 0;
-  for (long i = l; i < count; i += WG) s += (A)x[xo + ((i / HW) * C + ch) * HW + i % HW];
-  s = wg_sum(s, red);
-  A mu = count == 0 ? (A)0 : s / (A)count;
-  A v = 0;
-  for (long i = l; i < count; i += WG) { A t = (A)x[xo + ((i / HW) * C + ch) * HW + i % HW] - mu; v += t * t; }
-  v = wg_sum(v, red);
-  if (l != 0) return;
-  A inv = count == 0 ? (A)0 : (A)1 / sqrt(v / (A)count + eps);
-  stats[ch] = mu;
-  stats[C + ch] = inv;
-  if (smo >= 0) smean[smo + ch] = (T)mu;
-  if (sio >= 0) sinv[sio + ch] = (T)inv;
-  if (rmo >= 0) {
-    A m0 = (A)rm[rmo + ch], v0 = (A)rv[rvo + ch];
-    if (count > 0) {
-      m0 = ((A)1 - momentum) * m0 + momentum * mu;
-      v0 = ((A)1 - momentum) * v0 + momentum * v / (A)(count - 1);
+  } else {
+    A s = 0;
+    for (long i = l; i < count; i += WG) s += (A)x[xo + ((i / HW) * C + ch) * HW + i % HW];
+    s = wg_sum(s, red);
+    A mu = count == 0 ? (A)0 : s / (A)count;
+    A v = 0;
+    for (long i = l; i < count; i += WG) { A t = (A)x[xo + ((i / HW) * C + ch) * HW + i % HW] - mu; v += t * t; }
+    v = wg_sum(v, red);
+    if (l == 0) {
+      A inv = count == 0 ? (A)0 : (A)1 / sqrt(v / (A)count + eps);
+      stats[ch] = mu;
+      stats[C + ch] = inv;
+      if (smo >= 0) smean[smo + ch] = (T)mu;
+      if (sio >= 0) sinv[sio + ch] = (T)inv;
+      if (rmo >= 0) {
+        A m0 = (A)rm[rmo + ch], v0 = (A)rv[rvo + ch];
+        if (count > 0) {
+          m0 = ((A)1 - momentum) * m0 + momentum * mu;
+          v0 = ((A)1 - momentum) * v0 + momentum * v / (A)(count - 1);
+        }
+        if (rmoo >= 0) rm_out[rmoo + ch] = (T)m0;
+        if (rvoo >= 0) rv_out[rvoo + ch] = (T)v0;
+      }
     }
-    if (rmoo >= 0) rm_out[rmoo + ch] = (T)m0;
-    if (rvoo >= 0) rv_out[rvoo + ch] = (T)v0;
   }
 }
 

@@ -127,7 +127,7 @@ std::string mask_source(hal_dtype_e a, hal_dtype_e mask) {
   s << cl_prelude({a, mask}) << kDimsTypedef << "__kernel void mask_pack(__global " << cl_type(a)
     << "* in0, long off0, __global const " << cl_type(mask) << "* in1, long off1, long n, " << geometry_params(2)
     << ", int is_bool) {\n  long i = get_global_id(0);\n  if (i >= n) return;\n"
-    << offset_code(2) << "  in0[o0] = is_bool ? (in1[o1] ? (" << cl_type(a) << ")0 : (" << cl_type(a)
+    << offset_code(2) << "  in0[o0] = is_bool ? (in1[o1] != 0 ? (" << cl_type(a) << ")0 : (" << cl_type(a)
     << ")(-INFINITY)) : (" << cl_type(a) << ")in1[o1];\n}\n";
   return s.str();
 }
