@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -77,6 +78,15 @@ void check_queue_status(const Queue& queue) {
     auto& s = sites();
     site = words[kStatusSite] >= 0 && static_cast<size_t>(words[kStatusSite]) < s.size() ? s[words[kStatusSite]]
                                                                                             : s[0];
+  }
+  if (words[kStatusKind] == kStatusValueOutOfRange || words[kStatusKind] == kStatusFloatOutOfRange) {
+    double as_double = 0;
+    std::memcpy(&as_double, &words[kStatusValue], sizeof(as_double));
+    if (words[kStatusKind] == kStatusFloatOutOfRange)
+      sdk::fail(HAL_STATUS_OUT_OF_RANGE, site, ": ", as_double, " at position ", words[kStatusBound],
+                "; no output was written");
+    sdk::fail(HAL_STATUS_OUT_OF_RANGE, site, ": ", words[kStatusValue], " at position ", words[kStatusBound],
+              "; no output was written");
   }
   // Value checks report the value and its row-major position in the input.
   if (words[kStatusKind] == kStatusInvalidValue || words[kStatusKind] == kStatusDivisionByZero)

@@ -43,6 +43,10 @@ struct Queue {
 // Words of Queue::status: what went wrong, where, and the values.
 enum StatusWord { kStatusKind = 0, kStatusSite = 1, kStatusValue = 2, kStatusBound = 3, kStatusWords = 4 };
 enum StatusKind { kStatusOk = 0, kStatusIndexOutOfRange = 1, kStatusDivisionByZero = 2, kStatusInvalidValue = 3 };
+// OUT_OF_RANGE "<site>: <value> at position <position>": the value word holds
+// a long (kStatusValueOutOfRange) or a double's bits (kStatusFloatOutOfRange),
+// the bound word the value's row-major position.
+enum StatusKindOutOfRange { kStatusValueOutOfRange = 4, kStatusFloatOutOfRange = 5 };
 
 // Registers a human-readable place a kernel may report a data error from
 // ("gather: index") and returns its id (stable, deduplicated).
