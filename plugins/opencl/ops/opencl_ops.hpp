@@ -7,9 +7,13 @@
 namespace hal::opencl {
 
 void register_elementwise_ops(sdk::OpRegistry& ops);
+void register_data_ops(sdk::OpRegistry& ops);
+void register_random_ops(sdk::OpRegistry& ops);
 
 inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
+  register_data_ops(ops);
+  register_random_ops(ops);
 }
 
 }  // namespace hal::opencl
