@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "elementwise.hpp"
+#include "hal/sdk/kernel/philox.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "opencl_ops.hpp"
 
@@ -13,45 +14,23 @@ namespace hal::opencl {
 namespace {
 
 namespace op = sdk::op;
+namespace philox = sdk::kernel::philox;
 
-// One program per float dtype T. block_uniforms is the catalog's element
-// mapping: block B of stream (seed, offset) is philox(offset + B, seed);
-// element e takes word e (24 bits) or, for float64, words 2e (high) and
-// 2e + 1 (low) (53 bits), so block B feeds elements EPB·B .. EPB·B + EPB-1.
+// One program per float dtype T, after the SDK's portable Philox source
+// (philox::kPortableSource: the stream and which words feed which element,
+// the same code the CPU plugin runs): block B of stream (seed, offset) feeds
+// elements EPB·B .. EPB·B + EPB - 1 (EPB = 4, or 2 for float64's two-word
+// elements).
 const char* const kRandomSource = R"(
 #pragma OPENCL FP_CONTRACT OFF
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 typedef struct { long v[8]; } dims_t;
 #define EPB (WIDE ? 2 : 4)
 
-uint4 philox(ulong counter, ulong seed) {
-  uint c0 = (uint)counter, c1 = (uint)(counter >> 32), c2 = 0, c3 = 0;
-  uint k0 = (uint)seed, k1 = (uint)(seed >> 32);
-  for (int r = 0; r < 10; ++r) {
-    uint hi0 = mul_hi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-    uint hi1 = mul_hi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return (uint4)(c0, c1, c2, c3);
-}
-
-// u[k] in [0, 1) of element EPB·B + k.
+// u[k] in [0, 1) of element EPB·B + k: the SDK's mapping (24 bits: the
+// float32 ops' uniforms; float64 takes 53 bits of two words).
 void block_uniforms(ulong seed, ulong offset, long b, double* u) {
-  uint4 w = philox(offset + (ulong)b, seed);
-#if WIDE
-  u[0] = (double)((((ulong)w.x << 32) | w.y) >> 11) * 1.1102230246251565404236316680908203125e-16;
-  u[1] = (double)((((ulong)w.z << 32) | w.w) >> 11) * 1.1102230246251565404236316680908203125e-16;
-#else
-  u[0] = (double)(w.x >> 8) * 5.9604644775390625e-08;
-  u[1] = (double)(w.y >> 8) * 5.9604644775390625e-08;
-  u[2] = (double)(w.z >> 8) * 5.9604644775390625e-08;
-  u[3] = (double)(w.w >> 8) * 5.9604644775390625e-08;
-#endif
+  hal_philox_block_uniforms(seed, offset, (ulong)b, WIDE, 24, u);
 }
 
 // Element offset of row-major position I of a tensor (SZ, ST, OFF).
@@ -137,7 +116,8 @@ __kernel void dropout(__global T* out, long off, __global uchar* mask, long mask
 
 std::string random_source(hal_dtype_e dtype) {
   std::ostringstream s;
-  s << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\ntypedef " << cl_type(dtype) << " T;\n#define WIDE "
+  s << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    << philox::kOpenClTypedefs << philox::kPortableSource << "\ntypedef " << cl_type(dtype) << " T;\n#define WIDE "
     << (dtype == HAL_DTYPE_FLOAT64 ? 1 : 0) << "\n"
     << kRandomSource;
   return s.str();
@@ -147,7 +127,7 @@ uint64_t u64(int64_t v) { return static_cast<uint64_t>(v); }
 
 // Blocks covering N elements of DTYPE (normal's odd N rounds up: same count).
 size_t blocks(int64_t n, hal_dtype_e dtype) {
-  int64_t per = dtype == HAL_DTYPE_FLOAT64 ? 2 : 4;
+  int64_t per = 4 / static_cast<int64_t>(philox::words_per_element(dtype));
   return static_cast<size_t>((n + per - 1) / per);
 }
 
