@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -86,6 +87,15 @@ void check_queue_status(const Queue& queue) {
     put("{value}", words[kStatusValue]);
     put("{position}", words[kStatusBound]);
     sdk::fail(HAL_STATUS_OUT_OF_RANGE, site, "; no output was written");
+  }
+  if (words[kStatusKind] == kStatusValueOutOfRange || words[kStatusKind] == kStatusFloatOutOfRange) {
+    double as_double = 0;
+    std::memcpy(&as_double, &words[kStatusValue], sizeof(as_double));
+    if (words[kStatusKind] == kStatusFloatOutOfRange)
+      sdk::fail(HAL_STATUS_OUT_OF_RANGE, site, ": ", as_double, " at position ", words[kStatusBound],
+                "; no output was written");
+    sdk::fail(HAL_STATUS_OUT_OF_RANGE, site, ": ", words[kStatusValue], " at position ", words[kStatusBound],
+              "; no output was written");
   }
   // Value checks report the value and its row-major position in the input.
   if (words[kStatusKind] == kStatusInvalidValue || words[kStatusKind] == kStatusDivisionByZero)

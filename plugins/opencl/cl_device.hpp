@@ -51,6 +51,10 @@ enum StatusKind {
   kStatusInvalidValue = 3,
   kStatusIndexAt = 4
 };
+// OUT_OF_RANGE "<site>: <value> at position <position>": the value word holds
+// a long (kStatusValueOutOfRange) or a double's bits (kStatusFloatOutOfRange),
+// the bound word the value's row-major position.
+enum StatusKindOutOfRange { kStatusValueOutOfRange = 5, kStatusFloatOutOfRange = 6 };
 
 // Registers a human-readable place a kernel may report a data error from
 // ("gather: index") and returns its id (stable, deduplicated).

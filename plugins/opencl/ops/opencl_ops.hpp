@@ -12,6 +12,8 @@ void register_index_ops(sdk::OpRegistry& ops);
 void register_linalg_ops(sdk::OpRegistry& ops);
 void register_nn_ops(sdk::OpRegistry& ops);
 void register_transformer_ops(sdk::OpRegistry& ops);
+void register_data_ops(sdk::OpRegistry& ops);
+void register_random_ops(sdk::OpRegistry& ops);
 
 inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
@@ -20,6 +22,8 @@ inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_linalg_ops(ops);
   register_nn_ops(ops);
   register_transformer_ops(ops);
+  register_data_ops(ops);
+  register_random_ops(ops);
 }
 
 }  // namespace hal::opencl

@@ -2,7 +2,9 @@
 // (Philox4x32-10, Salmon et al., SC'11), so every plugin produces the same
 // values for the same (seed, offset). The mapping from (seed, offset, element)
 // to a value is specified in sdk/catalog/ops/random.toml; this header is that
-// specification in code. Header-only host code, no intrinsics.
+// specification in code. Header-only, no intrinsics; its core (the rounds and
+// which words feed which element) is portable C that device kernels compile
+// from kPortableSource, so host and device plugins share one definition.
 //
 //   The stream of 32-bit words of (seed, offset): word W is lane W % 4 of
 //   philox4x32_10(counter = offset + W / 4, key = seed), where the 64-bit
@@ -19,29 +21,93 @@
 
 namespace hal::sdk::kernel::philox {
 
+typedef uint32_t hal_philox_u32;
+typedef uint64_t hal_philox_u64;
+
+// The stream and its element mapping in portable C: the code inside
+// HAL_PHILOX_PORTABLE(...) is valid C++17 and OpenCL C (C99 with the two
+// typedefs above; kOpenClTypedefs gives them to OpenCL C). It is compiled
+// here for host code and kept as text in kPortableSource for device
+// compilers, so the CPU plugin and device plugins (the OpenCL plugin's
+// kernels) use one definition of which words feed which element.
+#define HAL_PHILOX_PORTABLE(...) \
+  __VA_ARGS__                    \
+  inline constexpr const char kPortableSource[] = #__VA_ARGS__;
+
+HAL_PHILOX_PORTABLE(
+    /* Philox4x32-10 of N counters at once, in place: counter B is (C0[B],
+       C1[B], C2[B], C3[B]), the key (K0, K1). */
+    static inline void hal_philox_rounds(int n, hal_philox_u32* c0, hal_philox_u32* c1, hal_philox_u32* c2,
+                                         hal_philox_u32* c3, hal_philox_u32 k0, hal_philox_u32 k1) {
+      for (int round = 0; round < 10; ++round) {
+        for (int b = 0; b < n; ++b) {
+          hal_philox_u64 p0 = (hal_philox_u64)0xD2511F53u * c0[b], p1 = (hal_philox_u64)0xCD9E8D57u * c2[b];
+          hal_philox_u32 n0 = (hal_philox_u32)(p1 >> 32) ^ c1[b] ^ k0;
+          hal_philox_u32 n2 = (hal_philox_u32)(p0 >> 32) ^ c3[b] ^ k1;
+          c1[b] = (hal_philox_u32)p1;
+          c3[b] = (hal_philox_u32)p0;
+          c0[b] = n0;
+          c2[b] = n2;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+      }
+    }
+
+    /* Block BLOCK of stream (SEED, OFFSET), i.e. its words 4·BLOCK .. 4·BLOCK + 3,
+       into W: counter OFFSET + BLOCK as (lo32, hi32, 0, 0), key (lo32, hi32) of SEED. */
+    static inline void hal_philox_block(hal_philox_u64 seed, hal_philox_u64 offset, hal_philox_u64 block,
+                                        hal_philox_u32* w) {
+      hal_philox_u64 counter = offset + block;
+      w[0] = (hal_philox_u32)counter;
+      w[1] = (hal_philox_u32)(counter >> 32);
+      w[2] = 0;
+      w[3] = 0;
+      hal_philox_rounds(1, w, w + 1, w + 2, w + 3, (hal_philox_u32)seed, (hal_philox_u32)(seed >> 32));
+    }
+
+    /* Element I takes words [I·W, I·W + W) of the stream, W = 2 when WIDE
+       (float64), else 1. */
+    static inline int hal_philox_words_per_element(int wide) { return wide ? 2 : 1; }
+
+    /* The uniform in [0, 1) of an element from its words: the top BITS (<= 32)
+       bits of its word HI, or (WIDE) the top 53 bits of HI:LO, its first word
+       high; exact in double, never 1. */
+    static inline double hal_philox_uniform(hal_philox_u32 hi, hal_philox_u32 lo, int wide, int bits) {
+      if (wide) return (double)((((hal_philox_u64)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+      return (double)(hi >> (32 - bits)) * (1.0 / (double)((hal_philox_u64)1 << bits));
+    }
+
+    /* The uniforms of the elements whose words are block BLOCK's: U[k] is
+       element E·BLOCK + k for k < E, E = 4 / words per element (returned). */
+    static inline int hal_philox_block_uniforms(hal_philox_u64 seed, hal_philox_u64 offset, hal_philox_u64 block,
+                                                int wide, int bits, double* u) {
+      hal_philox_u32 w[4];
+      hal_philox_block(seed, offset, block, w);
+      int per = hal_philox_words_per_element(wide), e = 4 / per;
+      for (int k = 0; k < e; ++k) u[k] = hal_philox_uniform(w[k * per], w[k * per + per - 1], wide, bits);
+      return e;
+    })
+
+#undef HAL_PHILOX_PORTABLE
+
+// OpenCL C typedefs kPortableSource needs (prepend them; the uniforms are
+// double, so the program needs cl_khr_fp64).
+inline constexpr const char kOpenClTypedefs[] = "typedef uint hal_philox_u32;\ntypedef ulong hal_philox_u64;\n";
+
 using Block = std::array<uint32_t, 4>;
 
 // Philox4x32-10 of the 128-bit counter CTR under the 64-bit key KEY.
 inline Block philox4x32_10(Block ctr, std::array<uint32_t, 2> key) {
-  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = uint64_t{0xD2511F53u} * c0, p1 = uint64_t{0xCD9E8D57u} * c2;
-    uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return {c0, c1, c2, c3};
+  hal_philox_rounds(1, &ctr[0], &ctr[1], &ctr[2], &ctr[3], key[0], key[1]);
+  return ctr;
 }
 
 // Block COUNTER of stream SEED: counter (lo32, hi32, 0, 0), key (lo32, hi32).
 inline Block block(uint64_t counter, uint64_t seed) {
-  return philox4x32_10({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u, 0u},
-                       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  Block w;
+  hal_philox_block(seed, counter, 0, w.data());
+  return w;
 }
 
 // Calls F(w, word) for the words w in [BEGIN, END) of stream (SEED, OFFSET),
@@ -60,19 +126,7 @@ inline void for_each_word(uint64_t seed, uint64_t offset, uint64_t begin, uint64
         c1[b] = static_cast<uint32_t>(counter >> 32);
         c2[b] = c3[b] = 0;
       }
-      uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-      for (int round = 0; round < 10; ++round) {
-        for (int b = 0; b < kBatch; ++b) {
-          uint64_t p0 = uint64_t{0xD2511F53u} * c0[b], p1 = uint64_t{0xCD9E8D57u} * c2[b];
-          uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[b] ^ k0, n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[b] ^ k1;
-          c1[b] = static_cast<uint32_t>(p1);
-          c3[b] = static_cast<uint32_t>(p0);
-          c0[b] = n0;
-          c2[b] = n2;
-        }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-      }
+      hal_philox_rounds(kBatch, c0, c1, c2, c3, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
       for (int b = 0; b < kBatch; ++b, w += 4) {
         f(w, c0[b]);
         f(w + 1, c1[b]);
@@ -88,13 +142,9 @@ inline void for_each_word(uint64_t seed, uint64_t offset, uint64_t begin, uint64
 
 // [0, 1) from the top BITS (<= 32) bits of a word: 24 for float32, 11 for
 // float16, 8 for bfloat16 (exactly representable, so never rounds up to 1).
-inline double uniform_bits(uint32_t word, int bits) {
-  return static_cast<double>(word >> (32 - bits)) * std::ldexp(1.0, -bits);
-}
+inline double uniform_bits(uint32_t word, int bits) { return hal_philox_uniform(word, 0, 0, bits); }
 // [0, 1) with 53 bits from two words (float64): HI's bits above LO's.
-inline double uniform_53(uint32_t hi, uint32_t lo) {
-  return static_cast<double>(((uint64_t{hi} << 32) | lo) >> 11) * 0x1p-53;
-}
+inline double uniform_53(uint32_t hi, uint32_t lo) { return hal_philox_uniform(hi, lo, 1, 53); }
 // Bits of the uniform op's values per dtype (float64 uses uniform_53).
 inline int uniform_bits_for(uint32_t dtype) {
   switch (dtype) {
@@ -104,24 +154,24 @@ inline int uniform_bits_for(uint32_t dtype) {
   }
 }
 // Words one element of DTYPE consumes: 2 for float64, else 1.
-inline uint64_t words_per_element(uint32_t dtype) { return dtype == HAL_DTYPE_FLOAT64 ? 2 : 1; }
+inline uint64_t words_per_element(uint32_t dtype) {
+  return static_cast<uint64_t>(hal_philox_words_per_element(dtype == HAL_DTYPE_FLOAT64));
+}
 
 // Calls F(i, u) for the elements i in [BEGIN, END): u in [0, 1) from word i
 // (BITS bits) or, when WIDE (float64), from words 2i (high) and 2i+1 (low).
 template <class F>
 inline void for_each_uniform(uint64_t seed, uint64_t offset, bool wide, int bits, uint64_t begin, uint64_t end,
                              F&& f) {
-  if (!wide) {
-    const double scale = std::ldexp(1.0, -bits);
-    const int shift = 32 - bits;
-    for_each_word(seed, offset, begin, end,
-                  [&](uint64_t w, uint32_t x) { f(w, static_cast<double>(x >> shift) * scale); });
+  const uint64_t per = static_cast<uint64_t>(hal_philox_words_per_element(wide));
+  if (per == 1) {
+    for_each_word(seed, offset, begin, end, [&](uint64_t w, uint32_t x) { f(w, hal_philox_uniform(x, 0, 0, bits)); });
     return;
   }
   uint32_t hi = 0;
-  for_each_word(seed, offset, 2 * begin, 2 * end, [&](uint64_t w, uint32_t x) {
-    if (w % 2 == 0) hi = x;
-    else f(w / 2, uniform_53(hi, x));
+  for_each_word(seed, offset, per * begin, per * end, [&](uint64_t w, uint32_t x) {
+    if (w % per == 0) hi = x;
+    else f(w / per, hal_philox_uniform(hi, x, 1, 53));
   });
 }
 
