@@ -301,24 +301,58 @@ ClStream::ClStream(ClDevice& device, cl_command_queue queue, cl_mem status) : sd
 
 ClStream::~ClStream() {
   clFinish(queue_.queue);
+  if (tail_ != nullptr) clReleaseEvent(tail_);
   clReleaseMemObject(queue_.status);
   clReleaseCommandQueue(queue_.queue);
 }
 
 void ClStream::synchronize() {
   cl_check(clFinish(queue_.queue), "clFinish");
+  {
+    std::lock_guard<std::mutex> lock(tail_mutex_);
+    if (tail_ != nullptr) clReleaseEvent(tail_);
+    tail_ = nullptr;
+    dirty_ = false;
+  }
   check_queue_status(queue_);
 }
 
+void ClStream::note_work() {
+  std::lock_guard<std::mutex> lock(tail_mutex_);
+  if (tail_ != nullptr) clReleaseEvent(tail_);
+  tail_ = nullptr;
+  dirty_ = true;
+}
+
+void ClStream::note_marker(cl_event marker) {
+  std::lock_guard<std::mutex> lock(tail_mutex_);
+  clRetainEvent(marker);
+  if (tail_ != nullptr) clReleaseEvent(tail_);
+  tail_ = marker;
+  dirty_ = false;
+}
+
 bool ClStream::idle() {
-  // OpenCL cannot ask a queue whether it is empty: queue a marker and give
-  // the driver a moment (at most 2 ms, never waiting on queued work) to
-  // retire it; a marker behind unfinished work stays pending.
+  // OpenCL cannot ask a queue whether it is empty. The queue is idle when
+  // nothing was queued since the last synchronize, or when its last command
+  // is a marker that completed; after other work, a marker is queued now
+  // (and answers this and later queries exactly).
   cl_event marker = nullptr;
-  cl_check(clEnqueueMarkerWithWaitList(queue_.queue, 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
-  clFlush(queue_.queue);
+  {
+    std::lock_guard<std::mutex> lock(tail_mutex_);
+    if (tail_ == nullptr && !dirty_) return true;
+    if (tail_ == nullptr) {
+      cl_check(clEnqueueMarkerWithWaitList(queue_.queue, 0, nullptr, &tail_), "clEnqueueMarkerWithWaitList");
+      clFlush(queue_.queue);
+      dirty_ = false;
+    }
+    marker = tail_;
+    clRetainEvent(marker);
+  }
   cl_int status = CL_QUEUED;
   cl_int err = CL_SUCCESS;
+  // A marker behind finished work completes within microseconds; give the
+  // driver that moment (bounded: never waits on queued work).
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
   do {
     err = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
@@ -350,6 +384,7 @@ void ClStream::enqueue_host_func(hal_host_func_t fn, void* user_data) {
   // The function runs from the completion callback of a marker; a user
   // event it completes holds back everything queued after it.
   auto& dev = static_cast<ClDevice&>(device());
+  note_work();
   cl_int err = CL_SUCCESS;
   cl_event gate = clCreateUserEvent(dev.context(), &err);
   cl_check(err, "clCreateUserEvent");
@@ -374,6 +409,7 @@ void ClStream::enqueue_host_func(hal_host_func_t fn, void* user_data) {
 void ClStream::wait(sdk::Event& event) {
   cl_event marker = static_cast<ClEvent&>(event).marker();
   if (marker == nullptr) return;
+  note_work();
   cl_int err = clEnqueueBarrierWithWaitList(queue_.queue, 1, &marker, nullptr);
   clReleaseEvent(marker);
   cl_check(err, "clEnqueueBarrierWithWaitList");
@@ -391,10 +427,12 @@ cl_event ClEvent::marker() {
 }
 
 void ClEvent::record(sdk::Stream& stream) {
-  cl_command_queue q = static_cast<ClStream&>(stream).queue().queue;
+  auto& s = static_cast<ClStream&>(stream);
+  cl_command_queue q = s.queue().queue;
   cl_event marker = nullptr;
   cl_check(clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
   clFlush(q);
+  s.note_marker(marker);
   std::lock_guard<std::mutex> lock(mutex_);
   if (marker_ != nullptr) clReleaseEvent(marker_);
   marker_ = marker;

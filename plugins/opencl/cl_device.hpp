@@ -138,9 +138,19 @@ class ClStream final : public sdk::Stream {
   void enqueue_host_func(hal_host_func_t fn, void* user_data) override;
   void wait(sdk::Event& event) override;
   const Queue& queue() const { return queue_; }
+  // Bookkeeping for idle(): work was queued (its end is unknown), or a
+  // marker (an event's record) is now the queue's last command.
+  void note_work();
+  void note_marker(cl_event marker);
 
  private:
   Queue queue_;
+  // What idle() knows of the queue's end: nothing queued since the last
+  // synchronize (TAIL_ null, DIRTY false), a marker that is its last command
+  // (TAIL_), or unknown (DIRTY).
+  std::mutex tail_mutex_;
+  cl_event tail_ = nullptr;
+  bool dirty_ = false;
 };
 
 class ClEvent final : public sdk::Event {
@@ -165,9 +175,10 @@ inline ClBuffer& cl_buffer(const sdk::Buffer* b) { return *static_cast<ClBuffer*
 template <class Enqueue>
 void ClDevice::submit(sdk::Stream* stream, Enqueue&& enqueue) {
   if (stream != nullptr) {
-    const Queue& q = static_cast<ClStream*>(stream)->queue();
-    enqueue(q);
-    cl_check(clFlush(q.queue), "clFlush");
+    auto* s = static_cast<ClStream*>(stream);
+    s->note_work();
+    enqueue(s->queue());
+    cl_check(clFlush(s->queue().queue), "clFlush");
     return;
   }
   std::lock_guard<std::mutex> lock(sync_mutex_);
