@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cl_device.hpp"
+#include "hal/loader/loaded_plugin.hpp"
 #include "hal/runtime/runtime.hpp"
 #include "hal/testing/test_util.hpp"
 #include "program_cache.hpp"
