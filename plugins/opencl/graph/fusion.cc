@@ -327,6 +327,28 @@ std::string red_loop(size_t operands, const std::string& body) {
   return s.str();
 }
 
+// OpenCL C of a work-group's loop over tiles [T0, T1) of the reduced dims:
+// a tile is SEG consecutive elements of one row of the innermost dim, its
+// elements taken by consecutive work-items (item "l") in rounds of 64 with
+// one trip count for the whole group (so the driver vectorises across
+// work-items). Offsets start at b<k>; BODY runs with offsets o<k>.
+std::string tile_loop(size_t operands, const std::string& body) {
+  std::ostringstream s;
+  s << "  {\n    int rr = (int)geo[1];\n    long inner = rr > 0 ? RSZ(rr - 1) : 1;\n"
+    << "    long tpr = (inner + seg - 1) / seg;\n    long tend = min(t1, inner > 0 ? red / inner * tpr : 0);\n";
+  for (size_t k = 0; k < operands; ++k) s << "    long si" << k << " = rr > 0 ? RST(" << k << ", rr - 1) : 0;\n";
+  s << "    for (long t = t0; t < tend; ++t) {\n      long row = t / tpr, c0 = (t % tpr) * seg;\n"
+    << "      long cend = min(c0 + seg, inner), rest = row;\n";
+  for (size_t k = 0; k < operands; ++k) s << "      long ob" << k << " = b" << k << ";\n";
+  s << "      for (int d = rr - 2; d >= 0; --d) {\n        long c = rest % RSZ(d); rest /= RSZ(d);\n";
+  for (size_t k = 0; k < operands; ++k) s << "        ob" << k << " += c * RST(" << k << ", d);\n";
+  s << "      }\n      for (long cb = c0; cb < cend; cb += 64) {\n        long c = cb + l;\n"
+    << "        if (c < cend) {\n";
+  for (size_t k = 0; k < operands; ++k) s << "        long o" << k << " = ob" << k << " + c * si" << k << ";\n";
+  s << body << "        }\n      }\n    }\n  }\n";
+  return s.str();
+}
+
 // Base offsets b<k> (and rb for the reduction output, slot N) of output
 // position "o" over the kept dims.
 std::string kept_offsets(size_t operands, bool reduction) {
@@ -452,15 +474,15 @@ Plan plan_group(ClDevice& device, const Graph& g) {
   for (size_t i = 0; i < g.inputs.size(); ++i)
     params << "__global const " << cl_type(g.values[g.inputs[i]].dtype) << "* p" << n_out + i << ", long off"
            << n_out + i << ", ";
-  params << "__global const long* geo, long outs, long red, long chunk";
+  params << "__global const long* geo, long outs, long red, long chunk, long seg";
   for (size_t j = 0; j < plan.scalars.size(); ++j) params << ", " << cl_type(plan.scalars[j].first) << " s" << j;
 
   src << helpers.str() << funcs.str();
   const char* attrs = "__attribute__((reqd_work_group_size(64, 1, 1)))";
   if (!plan.has_reduction) {
     src << "__kernel " << attrs << " void fused(" << params.str() << ") {\n"
-        << "  long r0 = get_global_id(0) * chunk;\n  if (r0 >= red) return;\n  long r1 = min(r0 + chunk, red);\n"
-        << "  long o = 0;\n" << kept_offsets(operands, false) << red_loop(operands, body.str()) << "}\n";
+        << "  int l = (int)get_local_id(0);\n  long t0 = get_group_id(0) * chunk, t1 = t0 + chunk;\n"
+        << "  long o = 0;\n" << kept_offsets(operands, false) << tile_loop(operands, body.str()) << "}\n";
   } else {
     const NodeInfo& r = plan.red;
     uint32_t rin = g.nodes.back().inputs[0];
@@ -504,9 +526,8 @@ Plan plan_group(ClDevice& device, const Graph& g) {
         << "  __local A lacc[64];\n  long grp = get_group_id(0);\n  int l = (int)get_local_id(0);\n"
         << "  long o = grp / parts, pi = grp % parts;\n"
         << kept_offsets(operands, true) << init
-        << "  long pc = (red + parts - 1) / parts;\n  long ps = min(pi * pc, red), pe = min(ps + pc, red);\n"
-        << "  long ic = (pe - ps + 63) / 64;\n  long r0 = min(ps + l * ic, pe), r1 = min(r0 + ic, pe);\n"
-        << red_loop(operands, full_body) << "  lacc[l] = " << value << ";\n  barrier(CLK_LOCAL_MEM_FENCE);\n"
+        << "  long t0 = pi * chunk, t1 = t0 + chunk;\n"
+        << tile_loop(operands, full_body) << "  lacc[l] = " << value << ";\n  barrier(CLK_LOCAL_MEM_FENCE);\n"
         << "  for (int s = 32; s > 0; s >>= 1) {\n    if (l < s) lacc[l] = combine(lacc[l], lacc[l + s]);\n"
         << "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n"
         << "  if (l == 0) {\n    if (parts == 1) { rp[rb] = finish(lacc[0], red); return; }\n"
@@ -535,6 +556,7 @@ Plan plan_group(ClDevice& device, const Graph& g) {
 struct Geo {
   std::vector<cl_long> words;
   int64_t outs = 1, red = 1;
+  int64_t inner = 1;  // size of the innermost reduced dim (1: none)
 };
 
 // SHAPE iterated with OPERANDS' element strides (broadcast; ROUT: the
@@ -572,6 +594,7 @@ Geo make_geo(const std::vector<int64_t>& shape, const std::vector<std::vector<in
     geo.outs *= kept[d].size;
     for (size_t k = 0; k < n; ++k) geo.words[18 + k * 16 + d] = kept[d].st[k];
   }
+  if (!red.empty()) geo.inner = red.back().size;
   for (size_t d = 0; d < red.size(); ++d) {
     geo.words[10 + d] = red[d].size;
     geo.red *= red[d].size;
@@ -687,18 +710,22 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
 
   const size_t operands = ops.size();
   std::string kernel = "fused";
+  // Tiles: SEG elements of a row of the innermost reduced dim; a
+  // work-group takes CHUNK tiles (of one output, with a reduction).
+  const int64_t seg = 1024;
+  const int64_t tiles = geo.inner == 0 ? 0 : geo.red / geo.inner * ((geo.inner + seg - 1) / seg);
   int64_t chunk = 1, parts = 1;
   size_t global = 0;
   if (!plan_.has_reduction) {
-    chunk = std::max<int64_t>(1, (numel + 8191) / 8192);
-    global = global_1d((numel + chunk - 1) / chunk);
-    geo.red = numel;
+    chunk = std::max<int64_t>(1, (tiles + 255) / 256);
+    global = static_cast<size_t>((tiles + chunk - 1) / chunk) * kGroup;
   } else if (geo.outs >= 512 || geo.red < 256) {
     kernel = "fused_rows";
     global = global_1d(geo.outs);
   } else {
     kernel = "fused_split";
-    parts = std::max<int64_t>(1, std::min<int64_t>((64 + geo.outs - 1) / geo.outs, (geo.red + 1023) / 1024));
+    parts = std::max<int64_t>(1, std::min<int64_t>((64 + geo.outs - 1) / geo.outs, tiles));
+    chunk = (tiles + parts - 1) / parts;
     global = static_cast<size_t>(geo.outs * parts) * kGroup;
   }
   MemGuard geo_mem{host_copy(device_, geo.words.data(), geo.words.size() * sizeof(cl_long))};
@@ -713,7 +740,7 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
   device_.submit(stream, [&](const Queue& q) {
     Launch l(device_, plan_.source, kernel);
     for (const Tensor* t : ops) l.tensor(*t);
-    l.mem(geo_mem.m).value<cl_long>(geo.outs).value<cl_long>(geo.red).value<cl_long>(chunk);
+    l.mem(geo_mem.m).value<cl_long>(geo.outs).value<cl_long>(geo.red).value<cl_long>(chunk).value<cl_long>(seg);
     for (const auto& [dtype, v] : plan_.scalars) l.scalar(dtype, v);
     if (plan_.has_reduction) {
       if (rout) l.tensor(*rout);
