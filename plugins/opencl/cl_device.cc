@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "graph/fusion.hpp"
+
 namespace hal::opencl {
 namespace {
 
@@ -143,7 +145,8 @@ sdk::DeviceProperties ClDevice::properties() {
   p.driver_version = device_string(device_, CL_DRIVER_VERSION) + " (" + device_string(device_, CL_DEVICE_VERSION) + ")";
   p.total_memory_bytes = global_memory_;
   p.compute_units = device_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
-  p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR;
+  p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR |
+                   HAL_CAPABILITY_GRAPH;
   // float16 would need cl_khr_fp16; no kernel is written for it yet, so it
   // is not claimed even where the device has the extension.
   p.supported_dtypes = HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32) | HAL_DTYPE_BIT(HAL_DTYPE_INT8) |
@@ -279,6 +282,9 @@ void ClDevice::check_op(const sdk::OpCall& call) {
   for (size_t i = 0; i < call.input_count(); ++i) check(call.input(i), "input", i);
   for (size_t i = 0; i < call.output_count(); ++i) check(call.output(i), "output", i);
 }
+
+std::vector<uint32_t> ClDevice::partition_graph(const sdk::Graph& graph) { return partition_fused(*this, graph); }
+std::unique_ptr<sdk::Executable> ClDevice::compile_graph(const sdk::Graph& graph) { return compile_fused(*this, graph); }
 
 cl_mem ClDevice::scratch(uint64_t size) {
   cl_int err = CL_SUCCESS;

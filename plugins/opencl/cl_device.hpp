@@ -90,6 +90,9 @@ class ClDevice final : public sdk::Device {
   std::unique_ptr<sdk::Stream> create_stream() override;
   std::unique_ptr<sdk::Event> create_event() override;
   void check_op(const sdk::OpCall& call) override;
+  // Graph compile: fused elementwise chains (graph/fusion.hpp).
+  std::vector<uint32_t> partition_graph(const sdk::Graph& graph) override;
+  std::unique_ptr<sdk::Executable> compile_graph(const sdk::Graph& graph) override;
 
   cl_context context() const { return context_; }
   cl_device_id id() const { return device_; }

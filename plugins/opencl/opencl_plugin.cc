@@ -9,6 +9,11 @@
 //   cache_dir   = "path"      program binary cache ("" disables; default
 //                             $HAL_OPENCL_CACHE_DIR, else ~/.cache/hal/opencl)
 //
+// Graph compile (graph/fusion.hpp): elementwise chains, with a trailing
+// sum/mean/amax/amin, become one generated kernel each. Environment:
+//   HAL_OPENCL_DUMP_DIR=dir   write every fused kernel's OpenCL C source to
+//                             dir/fused_<ops>_<hash>.cl when it is compiled
+//
 // With no platform (an ICD loader without vendor files) the plugin still
 // loads, with zero devices, and logs why.
 #include <algorithm>
@@ -55,7 +60,8 @@ cl_device_type parse_device_type(const std::string& v) {
 class OpenClPlugin final : public sdk::Plugin {
  public:
   static constexpr uint32_t kInterfaces =
-      HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR;
+      HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR |
+                                       HAL_CAPABILITY_GRAPH;
 
   explicit OpenClPlugin(const sdk::Options& options) {
     options.require_known({"platform", "device_type", "max_devices", "cache_dir"});

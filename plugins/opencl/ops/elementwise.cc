@@ -1,11 +1,13 @@
 // OpenCL plugin: elementwise ops as generated OpenCL C kernels.
 #include "elementwise.hpp"
 
+#include <cstring>
 #include <functional>
 #include <sstream>
 #include <unordered_map>
 
 #include "hal/sdk/op_catalog.hpp"
+#include "hal/sdk/plugin.hpp"
 
 namespace hal::opencl {
 namespace {
@@ -208,128 +210,151 @@ const std::unordered_map<std::string, Spec>& specs() {
   return *table;
 }
 
-int attr_index(const OpCall& c, const char* name) {
-  const sdk::OpSchema& s = c.schema();
-  for (size_t i = 0; i < s.attr_count; ++i)
-    if (std::strcmp(s.attrs[i].name, name) == 0) return static_cast<int>(i);
-  sdk::fail(HAL_STATUS_INTERNAL, c.name(), ": no attribute '", name, "'");
-}
+// One application of an op, from a launch (OpCall) or a graph node: the
+// operands' dtypes and ranks, the output dtype and the attributes.
+struct Site {
+  const sdk::OpSchema& schema;
+  std::vector<const Tensor*> inputs;  // nullptr: absent
+  hal_dtype_e out;
+  hal_dtype_e common;
+  const OpCall* call = nullptr;                     // attributes from the call,
+  const std::vector<sdk::AttrValue>* attrs = nullptr;  // or from this list
 
-sdk::Scalar attr_scalar(const OpCall& c, const char* name) {
-  const sdk::AttrValue& a = c.attr(attr_index(c, name));
-  switch (a.kind) {
-    case sdk::AttrKind::kScalar: return a.as_scalar();
-    case sdk::AttrKind::kFloat: return sdk::Scalar::from_float(a.as_float());
-    default: return sdk::Scalar::from_int(a.as_int());
+  const char* name() const { return schema.name; }
+  const sdk::AttrValue& attr(const char* attr_name) const {
+    for (size_t i = 0; i < schema.attr_count; ++i)
+      if (std::strcmp(schema.attrs[i].name, attr_name) == 0) return call ? call->attr(i) : attrs->at(i);
+    sdk::fail(HAL_STATUS_INTERNAL, schema.name, ": no attribute '", attr_name, "'");
   }
+  sdk::Scalar scalar(const char* attr_name) const {
+    const sdk::AttrValue& a = attr(attr_name);
+    switch (a.kind) {
+      case sdk::AttrKind::kScalar: return a.as_scalar();
+      case sdk::AttrKind::kFloat: return sdk::Scalar::from_float(a.as_float());
+      default: return sdk::Scalar::from_int(a.as_int());
+    }
+  }
+};
+
+Site site_of(const OpCall& c) {
+  Site s{c.schema(), {}, c.output(0).dtype, c.common_dtype(), &c, nullptr};
+  for (size_t i = 0; i < c.input_count(); ++i) s.inputs.push_back(c.optional_input(i));
+  return s;
 }
 
-// Builds the kernel description of a call from its op's Spec.
-ElementwiseKernel describe(const OpCall& c, const Spec& spec) {
-  ElementwiseKernel k;
-  const Tensor& out = c.output(0);
-  k.compute = spec.compute_is_output ? out.dtype : c.common_dtype();
-  for (size_t i = 0; i < c.input_count(); ++i) {
-    k.inputs.push_back(c.optional_input(i));
-    k.input_compute.push_back((spec.own_dtype_inputs >> i) & 1u ? c.input(i).dtype : HAL_DTYPE_INVALID);
+// Builds the kernel description of a site from its op's Spec; false (with
+// WHY) when the spec has no expression for the compute dtype.
+bool describe(const Site& c, const Spec& spec, ElementwiseKernel& k, std::string& why) {
+  k.compute = spec.compute_is_output ? c.out : c.common;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    k.inputs.push_back(c.inputs[i]);
+    k.input_compute.push_back((spec.own_dtype_inputs >> i) & 1u && c.inputs[i] ? c.inputs[i]->dtype
+                                                                                : HAL_DTYPE_INVALID);
   }
   int cl = cls(k.compute);
   k.expr = cl == kF ? spec.f : cl == kI ? spec.i : spec.b;
-  if (k.expr.empty())
-    sdk::fail(HAL_STATUS_UNSUPPORTED_DTYPE, c.name(), ": no OpenCL kernel for dtype ", sdk::dtype_name(k.compute));
+  if (k.expr.empty()) {
+    why = std::string(c.name()) + ": no OpenCL kernel for dtype " + sdk::dtype_name(k.compute);
+    return false;
+  }
   k.helpers = cl == kI && !spec.helpers_i.empty() ? spec.helpers_i : spec.helpers;
-  for (const char* a : spec.scalar_attrs) k.scalars.push_back(attr_scalar(c, a));
-  return k;
+  for (const char* a : spec.scalar_attrs) k.scalars.push_back(c.scalar(a));
+  return true;
 }
 
-void run_spec(const CallPtr& call, sdk::Stream* stream, const Spec& spec) {
-  launch_elementwise(device_of(*call), stream, describe(*call, spec), call->output(0));
-}
-
-void table_kernel(const CallPtr& call, sdk::Stream* stream) { run_spec(call, stream, specs().at(call->name())); }
-
-void gelu_kernel(const CallPtr& call, sdk::Stream* stream) {
-  bool tanh_approx = sdk::op::gelu::approximate(*call) == "tanh";
-  ElementwiseKernel k = describe(*call, Spec{tanh_approx ? "gelu_tanh(x0)" : "gelu_erf(x0)", "", "", kGeluHelpers});
-  launch_elementwise(device_of(*call), stream, k, call->output(0));
-}
-
-void gelu_backward_kernel(const CallPtr& call, sdk::Stream* stream) {
-  bool tanh_approx = sdk::op::gelu_backward::approximate(*call) == "tanh";
-  ElementwiseKernel k =
-      describe(*call, Spec{tanh_approx ? "x0 * gelu_tanh_grad(x1)" : "x0 * gelu_erf_grad(x1)", "", "", kGeluHelpers});
-  launch_elementwise(device_of(*call), stream, k, call->output(0));
-}
-
-// div and pow need the rounding mode or integer checks.
-void div_kernel(const CallPtr& call, sdk::Stream* stream) {
-  const std::string& mode = sdk::op::div::rounding_mode(*call);
-  Spec spec;
-  if (mode == "none") {
-    spec = {"x0 / x1", "", "", "", true};
-  } else if (mode == "trunc") {
-    spec = {"trunc(x0 / x1)", "(x1 == 0 ? (C)0 : (C)(x0 / x1))", "(x0 & x1)"};
-  } else {
-    spec = {"floor(x0 / x1)", "floor_div(x0, x1)", "(x0 & x1)", "", false, 0, {}, kIntHelpers};
-  }
-  ElementwiseKernel k = describe(*call, spec);
-  if (mode != "none" && cls(k.compute) == kI) {
-    k.guard = "v == 0";
-    k.guard_kind = kStatusDivisionByZero;
-    k.guard_site = "div: integer division by zero: 'other'";
-  }
-  launch_elementwise(device_of(*call), stream, k, call->output(0));
-}
-
-void int_guarded_kernel(const CallPtr& call, sdk::Stream* stream, const Spec& spec, const char* site) {
-  ElementwiseKernel k = describe(*call, spec);
+void int_guard(ElementwiseKernel& k, const char* site) {
   if (cls(k.compute) == kI) {
     k.guard = "v == 0";
     k.guard_kind = kStatusDivisionByZero;
     k.guard_site = site;
   }
-  launch_elementwise(device_of(*call), stream, k, call->output(0));
-}
-void fmod_kernel(const CallPtr& call, sdk::Stream* stream) {
-  int_guarded_kernel(call, stream, specs().at("fmod"), "fmod: integer division by zero: 'other'");
-}
-void remainder_kernel(const CallPtr& call, sdk::Stream* stream) {
-  int_guarded_kernel(call, stream, specs().at("remainder"), "remainder: integer division by zero: 'other'");
 }
 
-void pow_kernel(const CallPtr& call, sdk::Stream* stream) {
-  ElementwiseKernel k = describe(*call, Spec{"pow(x0, x1)", "ipow(x0, x1)", "", "", false, 0, {}, kIntHelpers});
-  if (cls(k.compute) == kI && sdk::is_integral(call->input(1).dtype) && call->input(1).dtype != HAL_DTYPE_UINT8) {
-    k.guard = "v < 0";
-    k.guard_kind = kStatusInvalidValue;
-    k.guard_site = "pow: integers to negative integer powers are not allowed: 'other'";
+// The kernel description of any op this file generates.
+bool build_kernel(const Site& c, ElementwiseKernel& k, std::string& why) {
+  const std::string name = c.name();
+  if (name == "gelu" || name == "gelu_backward") {
+    bool tanh_approx = c.attr("approximate").as_string() == "tanh";
+    std::string e = name == "gelu" ? (tanh_approx ? "gelu_tanh(x0)" : "gelu_erf(x0)")
+                                   : (tanh_approx ? "x0 * gelu_tanh_grad(x1)" : "x0 * gelu_erf_grad(x1)");
+    return describe(c, Spec{e, "", "", kGeluHelpers}, k, why);
   }
+  if (name == "div") {
+    // div needs the rounding mode and integer checks.
+    const std::string& mode = c.attr("rounding_mode").as_string();
+    Spec spec;
+    if (mode == "none") {
+      spec = {"x0 / x1", "", "", "", true};
+    } else if (mode == "trunc") {
+      spec = {"trunc(x0 / x1)", "(x1 == 0 ? (C)0 : (C)(x0 / x1))", "(x0 & x1)"};
+    } else {
+      spec = {"floor(x0 / x1)", "floor_div(x0, x1)", "(x0 & x1)", "", false, 0, {}, kIntHelpers};
+    }
+    if (!describe(c, spec, k, why)) return false;
+    if (mode != "none") int_guard(k, "div: integer division by zero: 'other'");
+    return true;
+  }
+  if (name == "fmod" || name == "remainder") {
+    if (!describe(c, specs().at(name), k, why)) return false;
+    int_guard(k, name == "fmod" ? "fmod: integer division by zero: 'other'"
+                                : "remainder: integer division by zero: 'other'");
+    return true;
+  }
+  if (name == "pow") {
+    if (!describe(c, Spec{"pow(x0, x1)", "ipow(x0, x1)", "", "", false, 0, {}, kIntHelpers}, k, why)) return false;
+    hal_dtype_e e = c.inputs.at(1)->dtype;
+    if (cls(k.compute) == kI && sdk::is_integral(e) && e != HAL_DTYPE_UINT8) {
+      k.guard = "v < 0";
+      k.guard_kind = kStatusInvalidValue;
+      k.guard_site = "pow: integers to negative integer powers are not allowed: 'other'";
+    }
+    return true;
+  }
+  if (name == "copy") {
+    // Floating to integer copies go through a saturating 64-bit conversion
+    // (NaN gives 0; a plain cast is undefined), then wrap to the width.
+    std::string expr = "x0";
+    if (sdk::is_floating(c.inputs.at(0)->dtype) && sdk::is_integral(c.out)) expr = "convert_long_sat(x0)";
+    return describe(c, Spec{expr, expr, expr, "", true, 1}, k, why);
+  }
+  if (name == "clamp") {
+    // A NaN bound gives NaN, as in PyTorch (x != x only holds for NaN).
+    std::string r = "x0";
+    if (c.inputs.size() > 1 && c.inputs[1]) r = "((x1 != x1 || x1 > " + r + ") ? x1 : " + r + ")";
+    if (c.inputs.size() > 2 && c.inputs[2]) r = "((x2 != x2 || x2 < " + r + ") ? x2 : " + r + ")";
+    return describe(c, Spec{r, r, ""}, k, why);
+  }
+  auto it = specs().find(name);
+  if (it == specs().end()) {
+    why = name + ": not an elementwise op of the OpenCL plugin";
+    return false;
+  }
+  return describe(c, it->second, k, why);
+}
+
+void generic_kernel(const CallPtr& call, sdk::Stream* stream) {
+  ElementwiseKernel k;
+  std::string why;
+  if (!build_kernel(site_of(*call), k, why)) sdk::fail(HAL_STATUS_UNSUPPORTED_DTYPE, why);
   launch_elementwise(device_of(*call), stream, k, call->output(0));
-}
-
-// Floating to integer copies go through a saturating 64-bit conversion
-// (NaN gives 0; a plain cast is undefined), then wrap to the width.
-void copy_kernel(const CallPtr& call, sdk::Stream* stream) {
-  const Tensor& in = call->input(0);
-  const Tensor& out = call->output(0);
-  std::string expr = "x0";
-  if (sdk::is_floating(in.dtype) && sdk::is_integral(out.dtype))
-    expr = "convert_long_sat(x0)";
-  ElementwiseKernel k = describe(*call, Spec{expr, expr, expr, "", true, 1});
-  launch_elementwise(device_of(*call), stream, k, out);
-}
-
-void clamp_kernel(const CallPtr& call, sdk::Stream* stream) {
-  const OpCall& c = *call;
-  // A NaN bound gives NaN, as in PyTorch (x != x only holds for NaN).
-  std::string r = "x0";
-  if (c.optional_input(1)) r = "((x1 != x1 || x1 > " + r + ") ? x1 : " + r + ")";
-  if (c.optional_input(2)) r = "((x2 != x2 || x2 < " + r + ") ? x2 : " + r + ")";
-  ElementwiseKernel k = describe(c, Spec{r, r, ""});
-  launch_elementwise(device_of(c), stream, k, c.output(0));
 }
 
 }  // namespace
+
+bool elementwise_expression(const sdk::OpSchema& op, const std::vector<sdk::Tensor>& inputs, hal_dtype_e out,
+                            const std::vector<sdk::AttrValue>& attrs, ElementwiseKernel& k, std::string* why) {
+  if (std::strcmp(op.name, "fill") == 0) {
+    if (why) *why = "fill: has no inputs";
+    return false;
+  }
+  Site site{op, {}, out, sdk::OpCallBuilder::common_dtype(op, inputs), nullptr, &attrs};
+  for (const sdk::Tensor& t : inputs) site.inputs.push_back(t.defined ? &t : nullptr);
+  std::string reason;
+  k = ElementwiseKernel{};
+  bool ok = build_kernel(site, k, reason);
+  if (!ok && why) *why = reason;
+  return ok;
+}
 
 void register_elementwise_ops(sdk::OpRegistry& ops) {
   const uint64_t F = HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32) | HAL_DTYPE_BIT(HAL_DTYPE_FLOAT64);
@@ -341,18 +366,14 @@ void register_elementwise_ops(sdk::OpRegistry& ops) {
     uint64_t mask = spec.compute_is_output ? F | I | B
                                            : (spec.f.empty() ? 0 : F) | (spec.i.empty() ? 0 : I) |
                                                  (spec.b.empty() ? 0 : B);
-    if (name == "fmod" || name == "remainder") {
-      ops.add(*sdk::find_schema(name.c_str()), name == "fmod" ? &fmod_kernel : &remainder_kernel, mask);
-      continue;
-    }
-    ops.add(*sdk::find_schema(name.c_str()), &table_kernel, mask);
+    ops.add(*sdk::find_schema(name.c_str()), &generic_kernel, mask);
   }
-  ops.add<sdk::op::gelu>(&gelu_kernel, F);
-  ops.add<sdk::op::gelu_backward>(&gelu_backward_kernel, F);
-  ops.add<sdk::op::div>(&div_kernel, F | I | B);
-  ops.add<sdk::op::pow>(&pow_kernel, F | I);
-  ops.add<sdk::op::clamp>(&clamp_kernel, F | I);
-  ops.add<sdk::op::copy>(&copy_kernel, F | I | B);
+  ops.add<sdk::op::gelu>(&generic_kernel, F);
+  ops.add<sdk::op::gelu_backward>(&generic_kernel, F);
+  ops.add<sdk::op::div>(&generic_kernel, F | I | B);
+  ops.add<sdk::op::pow>(&generic_kernel, F | I);
+  ops.add<sdk::op::clamp>(&generic_kernel, F | I);
+  ops.add<sdk::op::copy>(&generic_kernel, F | I | B);
 }
 
 }  // namespace hal::opencl

@@ -36,6 +36,16 @@ struct ElementwiseKernel {
 // Queues the kernel computing OUT on STREAM (synchronous when nullptr).
 void launch_elementwise(ClDevice& device, sdk::Stream* stream, const ElementwiseKernel& k, const Tensor& out);
 
+// The kernel description of elementwise op OP applied to INPUTS (only
+// dtype, rank and defined are read; undefined = an absent optional input)
+// giving dtype OUT, with ATTRS (every attribute in catalog order, defaults
+// applied): the expression, helpers, compute dtypes, scalars and guard a
+// launch of it would use; K.inputs point into INPUTS. False (with *WHY)
+// when the op is not generated from an expression here or has no
+// expression for these dtypes. The graph compiler composes these.
+bool elementwise_expression(const sdk::OpSchema& op, const std::vector<sdk::Tensor>& inputs, hal_dtype_e out,
+                            const std::vector<sdk::AttrValue>& attrs, ElementwiseKernel& k, std::string* why = nullptr);
+
 // Registers the elementwise ops (unary, binary, copy, fill, masked_fill).
 void register_elementwise_ops(sdk::OpRegistry& ops);
 

@@ -308,6 +308,9 @@ struct OpCallBuilder {
     v.given = true;
   }
 
+ public:
+  // OpCall::common_dtype of SCHEMA applied to INPUTS (only defined, dtype
+  // and rank are read): graph compilers use it for a node's values.
   static hal_dtype_e common_dtype(const OpSchema& schema, const std::vector<Tensor>& inputs) {
     if (schema.promote_mask == 0) {
       for (const Tensor& t : inputs)
@@ -329,6 +332,7 @@ struct OpCallBuilder {
     return category(zero) > category(dim) ? promote_types(dim, zero) : dim;
   }
 
+ private:
   static hal_dtype_e output_dtype(const OpCall& call, const TensorSpec& spec) {
     hal_dtype_e common = call.common_dtype();
     auto to_float = [](hal_dtype_e d) { return is_floating(d) ? d : HAL_DTYPE_FLOAT32; };
