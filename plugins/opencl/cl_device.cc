@@ -11,15 +11,6 @@
 namespace hal::opencl {
 namespace {
 
-std::string device_string(cl_device_id device, cl_device_info what) {
-  size_t size = 0;
-  if (clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
-  std::string s(size, '\0');
-  clGetDeviceInfo(device, what, size, s.data(), nullptr);
-  s.resize(size - 1);
-  return s;
-}
-
 template <class T>
 T device_value(cl_device_id device, cl_device_info what) {
   T value{};
@@ -116,7 +107,7 @@ ClDevice::ClDevice(const DeviceInfo& info, const std::string& cache_directory)
   sync_.status = status_buffer(context_, sync_.queue);
   programs_ = std::make_unique<ProgramCache>(context_, device_, ProgramCache::device_key(platform_, device_),
                                              cache_directory);
-  std::string extensions = device_string(device_, CL_DEVICE_EXTENSIONS);
+  std::string extensions = device_info_string(device_, CL_DEVICE_EXTENSIONS);
   fp64_ = extensions.find("cl_khr_fp64") != std::string::npos;
   fp16_ = extensions.find("cl_khr_fp16") != std::string::npos;
   max_alloc_ = device_value<cl_ulong>(device_, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
@@ -140,9 +131,9 @@ ClDevice::~ClDevice() {
 
 sdk::DeviceProperties ClDevice::properties() {
   sdk::DeviceProperties p;
-  p.name = device_string(device_, CL_DEVICE_NAME);
-  p.vendor = device_string(device_, CL_DEVICE_VENDOR);
-  p.driver_version = device_string(device_, CL_DRIVER_VERSION) + " (" + device_string(device_, CL_DEVICE_VERSION) + ")";
+  p.name = device_info_string(device_, CL_DEVICE_NAME);
+  p.vendor = device_info_string(device_, CL_DEVICE_VENDOR);
+  p.driver_version = device_info_string(device_, CL_DRIVER_VERSION) + " (" + device_info_string(device_, CL_DEVICE_VERSION) + ")";
   p.total_memory_bytes = global_memory_;
   p.compute_units = device_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
   p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR |

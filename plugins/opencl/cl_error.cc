@@ -54,4 +54,26 @@ const char* cl_error_name(cl_int code) {
   }
 }
 
+namespace {
+// QUERY(size, value, size_ret) is clGetPlatformInfo/clGetDeviceInfo bound
+// to one object and property.
+template <class Query>
+std::string info_string(Query query) {
+  size_t size = 0;
+  if (query(0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string s(size, '\0');
+  if (query(size, s.data(), nullptr) != CL_SUCCESS) return "";
+  s.resize(size - 1);
+  return s;
+}
+}  // namespace
+
+std::string platform_info_string(cl_platform_id platform, cl_platform_info what) {
+  return info_string([&](size_t n, void* v, size_t* r) { return clGetPlatformInfo(platform, what, n, v, r); });
+}
+
+std::string device_info_string(cl_device_id device, cl_device_info what) {
+  return info_string([&](size_t n, void* v, size_t* r) { return clGetDeviceInfo(device, what, n, v, r); });
+}
+
 }  // namespace hal::opencl

@@ -1,5 +1,6 @@
 // OpenCL plugin: turning OpenCL error codes into HAL statuses that name the
-// call and the native code (the vendor's code travels inside the message).
+// call and the native code (the vendor's code travels inside the message),
+// and string queries of platforms and devices.
 #ifndef HAL_PLUGINS_OPENCL_CL_ERROR_HPP_
 #define HAL_PLUGINS_OPENCL_CL_ERROR_HPP_
 
@@ -7,6 +8,8 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #endif
 #include <CL/cl.h>
+
+#include <string>
 
 #include "hal/sdk/status.hpp"
 
@@ -26,6 +29,10 @@ void cl_check(cl_int code, const char* call, const Context&... context) {
           : HAL_STATUS_DEVICE_ERROR;
   sdk::fail(status, call, " failed with ", cl_error_name(code), " (", code, ")", context...);
 }
+
+// A string property of a platform or device ("" when the query fails).
+std::string platform_info_string(cl_platform_id platform, cl_platform_info what);
+std::string device_info_string(cl_device_id device, cl_device_info what);
 
 }  // namespace hal::opencl
 

@@ -33,12 +33,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string platform_name(cl_platform_id p) {
-  char name[256] = {};
-  clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof(name) - 1, name, nullptr);
-  return name;
-}
-
 std::string default_cache_dir() {
   if (const char* env = std::getenv("HAL_OPENCL_CACHE_DIR")) return env;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/hal/opencl";
@@ -86,7 +80,7 @@ class OpenClPlugin final : public sdk::Plugin {
     clGetPlatformIDs(count, platforms.data(), nullptr);
     std::vector<std::string> seen;
     for (cl_platform_id p : platforms) {
-      std::string name = platform_name(p);
+      std::string name = platform_info_string(p, CL_PLATFORM_NAME);
       seen.push_back(name);
       if (!want_platform.empty() && lower(name).find(want_platform) == std::string::npos) continue;
       cl_uint n = 0;

@@ -25,24 +25,6 @@ std::string sha256_hex(const std::string& data) {
   return out;
 }
 
-std::string platform_string(cl_platform_id platform, cl_platform_info what) {
-  size_t size = 0;
-  if (clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
-  std::string s(size, '\0');
-  clGetPlatformInfo(platform, what, size, s.data(), nullptr);
-  s.resize(size - 1);
-  return s;
-}
-
-std::string device_string(cl_device_id device, cl_device_info what) {
-  size_t size = 0;
-  if (clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
-  std::string s(size, '\0');
-  clGetDeviceInfo(device, what, size, s.data(), nullptr);
-  s.resize(size - 1);
-  return s;
-}
-
 std::string build_log(cl_program program, cl_device_id device) {
   size_t size = 0;
   clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
@@ -64,9 +46,9 @@ std::string first_kernel_name(const std::string& source) {
 }  // namespace
 
 std::string ProgramCache::device_key(cl_platform_id platform, cl_device_id device) {
-  return platform_string(platform, CL_PLATFORM_NAME) + "|" + platform_string(platform, CL_PLATFORM_VERSION) + "|" +
-         device_string(device, CL_DEVICE_NAME) + "|" + device_string(device, CL_DEVICE_VERSION) + "|" +
-         device_string(device, CL_DRIVER_VERSION);
+  return platform_info_string(platform, CL_PLATFORM_NAME) + "|" +
+         platform_info_string(platform, CL_PLATFORM_VERSION) + "|" + device_info_string(device, CL_DEVICE_NAME) + "|" +
+         device_info_string(device, CL_DEVICE_VERSION) + "|" + device_info_string(device, CL_DRIVER_VERSION);
 }
 
 ProgramCache::ProgramCache(cl_context context, cl_device_id device, std::string device_key, std::string directory)
