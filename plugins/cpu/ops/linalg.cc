@@ -8,6 +8,7 @@
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "hal/sdk/kernel/matrix.hpp"
 #include "linalg_util.hpp"
 #include "onednn_util.hpp"
 
@@ -37,19 +38,13 @@ Mat mat3d(const Tensor& t) {
 }
 
 // T's leading dims folded into rows ([..., n] -> [rows, n]); false when the
-// strides do not allow it without a copy.
+// strides do not allow it without a copy (the SDK's geometry, shared with the
+// OpenCL plugin).
 bool fold_rows(const Tensor& t, Mat& m) {
-  m = Mat{t.data, 1, 1, t.shape[t.rank - 1], 0, 0, t.strides[t.rank - 1]};
-  for (int d = 0; d + 1 < t.rank; ++d) m.rows *= t.shape[d];
-  if (m.rows == 0) return true;
-  int prev = -1;  // the next-inner dim of size > 1
-  for (int d = t.rank - 2; d >= 0; --d) {
-    if (t.shape[d] == 1) continue;
-    if (prev < 0) m.rs = t.strides[d];
-    else if (t.strides[d] != t.strides[prev] * t.shape[prev]) return false;
-    prev = d;
-  }
-  return true;
+  sdk::kernel::MatrixView v;
+  bool ok = sdk::kernel::fold_rows(t, v);
+  m = Mat{t.data, v.batch, v.rows, v.cols, v.bs, v.rs, v.cs};
+  return ok;
 }
 
 // ---- GEMM ---------------------------------------------------------------------
