@@ -5,9 +5,11 @@ set -euo pipefail
 
 HAL_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HAL_CACHE=${HAL_CACHE:-$HOME/.cache/hal}
-# One build tree per checkout path (CMake ties a build dir to its source);
-# ccache with a base dir shares compiled objects between checkouts.
-HAL_BUILD_ROOT=$HAL_CACHE/build/$(printf '%s' "$HAL_SRC" | sha1sum | cut -c1-12)
+# Build trees live inside the checkout (build/, git-ignored) so that every
+# path ccache sees is relative to CCACHE_BASEDIR: a fresh clone at a new path
+# (CI) then hits the shared cache in ~/.cache/hal/ccache. A tree outside the
+# checkout would put the clone's absolute path into every command and miss.
+HAL_BUILD_ROOT=$HAL_SRC/build
 export CCACHE_DIR=$HAL_CACHE/ccache CCACHE_BASEDIR=$HAL_SRC CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
 
 HAL_APT_PACKAGES=(
@@ -33,9 +35,8 @@ hal_install_packages() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-  mkdir -p "$HAL_CACHE/build"
-  # Build trees of checkouts untouched for a week (old CI clones) go.
-  find "$HAL_CACHE/build" -mindepth 1 -maxdepth 1 -type d -mtime +7 -exec rm -rf {} + 2>/dev/null || true
+  # Build trees of the layout before build/ moved into the checkout.
+  rm -rf "$HAL_CACHE/build" 2>/dev/null || true
 }
 
 # The virtual environment (Debian's python3) with .ci/requirements.txt,
