@@ -35,8 +35,6 @@ hal_install_packages() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-  # Build trees of the layout before build/ moved into the checkout.
-  rm -rf "$HAL_CACHE/build" 2>/dev/null || true
 }
 
 # The virtual environment (Debian's python3) with .ci/requirements.txt,
