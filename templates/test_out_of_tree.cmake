@@ -4,10 +4,12 @@
 #   1. cmake --install <HAL build> into a fresh prefix;
 #   2. copy templates/plugin to a fresh directory, build it against the
 #      prefix, load it with <prefix>/bin/hal-info (text and --json) and run
-#      <prefix>/bin/hal-conformance on it (passes, every op skipped);
-#   3. copy it again, rename it to "acme" with the README's exact commands,
-#      build it, load it, install it into the prefix and check that libhal
-#      discovers it there next to the cpu plugin;
+#      <prefix>/bin/hal-conformance on it: op.add.float32 passes, every other
+#      op test is skipped with a reason, nothing fails;
+#   3. copy it again, rename it to "acme" with the commands of README.md's
+#      "Copy and rename" (read from the README), build it, load it, install
+#      it into the prefix and check that libhal discovers it there next to
+#      the cpu plugin;
 #   4. build templates/package_test against the prefix (find_package(HAL)
 #      gives hal::sdk, hal::runtime, hal_add_plugin) and round-trip bytes
 #      through the template's device with the installed libhal;
@@ -165,33 +167,90 @@ if(NOT name STREQUAL "template" OR NOT device_id STREQUAL "template:0"
   fail("hal-info --json: expected plugin 'template' with device 'template:0' and nothing skipped, got "
        "plugin '${name}', device '${device_id}' of plugin '${device_plugin}', ${skipped} skipped:\n${json}")
 endif()
-# The template has no streams and must not claim them.
-if(device_caps MATCHES "\"stream\"")
-  fail("the template device claims the stream capability: ${device_caps}")
+# The template has operators (add) but no streams, and must not claim them.
+if(device_caps MATCHES "\"stream\"" OR NOT device_caps MATCHES "\"operator\"")
+  fail("the template device should claim operator and not stream: ${device_caps}")
 endif()
 
 # README.md "Running hal-conformance": the installed runner passes the
-# unmodified template with every op skipped.
+# unmodified template's float32 add and skips every other op test with a
+# reason (other ops: not implemented; other dtypes of add: refused).
 set(hal_conformance ${prefix}/bin/hal-conformance)
 if(EXISTS ${hal_conformance})
+  set(report_file ${work}/template-conformance.json)
   run("hal-conformance --plugin ${template_so}" OUT text
       COMMAND ${CMAKE_COMMAND} -E env --unset=HAL_CONFIG --unset=HAL_PLUGIN_PATH ${hal_conformance}
-              --plugin ${template_so})
+              --plugin ${template_so} --report-json ${report_file})
   expect_match("${text}" "\n[1-9][0-9]* passed, 0 failed, [1-9][0-9]* skipped\n"
-               "hal-conformance did not pass the template with its ops skipped")
+               "hal-conformance did not pass the template")
+  file(READ ${report_file} json)
+  json_get(test_count LENGTH tests)
+  set(add_passed FALSE)
+  set(wrong "")
+  math(EXPR last "${test_count} - 1")
+  foreach(i RANGE ${last})
+    json_get(test_name GET tests ${i} name)
+    json_get(test_status GET tests ${i} status)
+    string(JSON reason ERROR_VARIABLE no_reason GET "${json}" tests ${i} skip_reason)
+    if(test_name STREQUAL "op.add.float32")
+      if(test_status STREQUAL "passed")
+        set(add_passed TRUE)
+      else()
+        string(APPEND wrong "\n  ${test_name}: ${test_status}, expected passed")
+      endif()
+    elseif(test_name MATCHES "^op\\.")
+      if(NOT test_status STREQUAL "skipped" OR no_reason OR reason STREQUAL "")
+        string(APPEND wrong "\n  ${test_name}: ${test_status} (reason '${reason}'), expected skipped with a reason")
+      endif()
+    elseif(NOT test_status STREQUAL "passed")
+      string(APPEND wrong "\n  ${test_name}: ${test_status}, expected passed")
+    endif()
+  endforeach()
+  if(NOT add_passed OR wrong)
+    fail("hal-conformance on the template: op.add.float32 passed = ${add_passed}; unexpected:${wrong}\n${text}")
+  endif()
 endif()
 
 # ---- 3. rename exactly as README.md says, build, install ----------------------
 
 file(COPY ${HAL_SOURCE_DIR}/templates/plugin/ DESTINATION ${work}/acme-hal-plugin PATTERN build EXCLUDE)
 set(acme_dir ${work}/acme-hal-plugin)
-run("rename to acme (mv)" DIR ${acme_dir} COMMAND mv template_plugin.cc acme_plugin.cc)
-run("rename to acme (sed)" DIR ${acme_dir}
-    COMMAND sed -i -e s/template/acme/g -e s/Template/Acme/g CMakeLists.txt acme_plugin.cc)
-foreach(f CMakeLists.txt acme_plugin.cc)
+# The README's "Copy and rename" block, minus its cp and cd lines, run as is.
+file(READ ${HAL_SOURCE_DIR}/templates/plugin/README.md readme)
+set(block "")
+string(FIND "${readme}" "\n## 1. Copy and rename\n" at)
+if(at GREATER -1)
+  string(SUBSTRING "${readme}" ${at} -1 block)
+  string(FIND "${block}" "```sh\n" at)
+endif()
+if(at GREATER -1)
+  math(EXPR at "${at} + 6")
+  string(SUBSTRING "${block}" ${at} -1 block)
+  string(FIND "${block}" "```" at)
+  string(SUBSTRING "${block}" 0 ${at} block)
+endif()
+string(REGEX REPLACE "(^|\n)(cp|cd) [^\n]*" "" rename_script "${block}")
+if(NOT rename_script MATCHES "mv " OR NOT rename_script MATCHES "sed -i")
+  fail("README.md's \"1. Copy and rename\" has no sh block with the mv and sed commands:\n${block}")
+endif()
+file(WRITE ${work}/rename.sh "set -e\n${rename_script}")
+run("rename to acme (README.md)" DIR ${acme_dir} COMMAND sh ${work}/rename.sh)
+file(GLOB acme_files RELATIVE ${acme_dir} ${acme_dir}/*)
+foreach(f acme_plugin.cc acme_plugin.hpp acme_ops.cc)
+  if(NOT f IN_LIST acme_files)
+    fail("the README's rename did not produce ${f} (have: ${acme_files})")
+  endif()
+endforeach()
+foreach(f ${acme_files})
+  if(f MATCHES "[Tt][Ee][Mm][Pp][Ll][Aa][Tt][Ee]")
+    fail("after the README's rename, file ${f} still says 'template'")
+  endif()
+  if(f STREQUAL "README.md")
+    continue()
+  endif()
   file(STRINGS ${acme_dir}/${f} left REGEX "[Tt][Ee][Mm][Pp][Ll][Aa][Tt][Ee]")
   if(left)
-    fail("after the README's sed, ${f} still says 'template': ${left}")
+    fail("after the README's rename, ${f} still says 'template': ${left}")
   endif()
 endforeach()
 configure_and_build(${acme_dir} ${acme_dir}/build)

@@ -5,7 +5,7 @@ plugin and checks its exit status, output and reports.
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
 MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
-unexpected_pass, template_all_skipped, bad_known_failures, list, full_catalog, claimed.
+unexpected_pass, template_add, bad_known_failures, list, full_catalog, claimed.
 """
 import csv
 import json
@@ -107,14 +107,22 @@ def main():
         report = json.load(open(json_path))
         status = {t["name"]: t["status"] for t in report["tests"]}
         assert status["op.add.float32"] == "unexpected_pass", status
-    elif mode == "template_all_skipped":
+    elif mode == "template_add":
+        # The template as shipped: its float32 add passes, every other op
+        # and dtype is skipped with a reason, nothing fails.
         p = run(binary, plugin, "--report-json", str(json_path), "--coverage-md", str(work / "coverage.md"))
         assert p.returncode == 0
         passed, failed, skipped = summary(p)
         assert failed == 0 and skipped > 0
         report = json.load(open(json_path))
         ops = [t for t in report["tests"] if t["name"].startswith("op.")]
-        assert ops and all(t["status"] == "skipped" for t in ops), [t for t in ops if t["status"] != "skipped"]
+        passed_ops = [t["name"] for t in ops if t["status"] == "passed"]
+        assert passed_ops == ["op.add.float32"], passed_ops
+        others = [t for t in ops if t["name"] != "op.add.float32"]
+        assert others and all(t["status"] == "skipped" and t.get("skip_reason") for t in others), \
+            [t for t in others if t["status"] != "skipped" or not t.get("skip_reason")]
+        add_refused = [t for t in others if t["name"].startswith("op.add.")]
+        assert add_refused and all("UNSUPPORTED_DTYPE" in t["skip_reason"] for t in add_refused), add_refused
         rt = [t for t in report["tests"] if t["name"].startswith("runtime.")]
         assert rt and all(t["status"] == "passed" for t in rt), rt
     elif mode == "bad_known_failures":

@@ -1,8 +1,9 @@
 // The "template" HAL plugin: the copyable starting point for a chip vendor.
 //
 // It is a real, working device whose memory is host RAM and whose copies are
-// synchronous memcpy/memset, so it loads in hal-info and moves bytes before
-// you change a line. Replace each TODO(vendor) with calls into your driver;
+// synchronous memcpy/memset, with one op (add, template_ops.cc), so it loads
+// in hal-info, moves bytes and passes hal-conformance for add before you
+// change a line. Replace each TODO(vendor) with calls into your driver;
 // README.md says how to copy and rename it.
 //
 // The SDK (hal/sdk/plugin.hpp) builds the C tables, validates every handle,
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "hal/sdk/plugin.hpp"
+#include "template_plugin.hpp"
 
 namespace hal_template {
 
@@ -56,7 +58,7 @@ unsigned char* bytes(sdk::Buffer& b) { return static_cast<TemplateBuffer&>(b).by
 // instead, advertise HAL_CAPABILITY_STREAM in properties(), and add it to
 // TemplatePlugin::kInterfaces so the SDK hands the stream table to the core.
 // (The SDK prefixes the message with "template: <call>: ".)
-void require_no_stream(sdk::Stream* stream) {
+void require_no_stream(const sdk::Stream* stream) {
   if (stream != nullptr)
     sdk::fail(HAL_STATUS_UNIMPLEMENTED, "streams are not implemented by this device; pass stream = NULL");
 }
@@ -73,9 +75,9 @@ class TemplateDevice final : public sdk::Device {
     p.driver_version = std::string("hal-template ") + kPluginVersion;
     p.total_memory_bytes = kDeviceMemoryBytes;
     p.compute_units = 1;
-    // DEVICE and MEMORY only. TODO(vendor): add HAL_CAPABILITY_STREAM,
-    // _OPERATOR ... as you implement those interfaces, never before.
-    p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
+    // As TemplatePlugin::kInterfaces. TODO(vendor): add HAL_CAPABILITY_STREAM,
+    // _GRAPH ... as you implement those interfaces, never before.
+    p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_OPERATOR;
     // TODO(vendor): the dtypes your operators accept.
     p.supported_dtypes = HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32);
     p.min_buffer_alignment = 64;
@@ -143,10 +145,9 @@ class TemplateDevice final : public sdk::Device {
     sdk::fail(HAL_STATUS_UNIMPLEMENTED, "events are not implemented by this device");
   }
 
-  // TODO(vendor): operators (register kernels with ops().add in the
-  // plugin's constructor, hal/sdk/op_registry.hpp) and graph compile
-  // (override partition_graph/compile_graph, hal/sdk/graph.hpp), each with
-  // its HAL_CAPABILITY_* bit in kInterfaces and properties().
+  // TODO(vendor): graph compile (override partition_graph/compile_graph,
+  // hal/sdk/graph.hpp, with HAL_CAPABILITY_GRAPH in kInterfaces and
+  // properties()).
 
  private:
   uint32_t index_;
@@ -155,12 +156,18 @@ class TemplateDevice final : public sdk::Device {
 
 class TemplatePlugin final : public sdk::Plugin {
  public:
+  // The C tables the SDK hands to the core: operators (template_ops.cc) on
+  // top of device and memory. TODO(vendor): add HAL_CAPABILITY_STREAM once
+  // create_stream() works.
+  static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_OPERATOR;
+
   explicit TemplatePlugin(const sdk::Options& options) {
     // No options yet: refuse every key so a typo in hal.toml is an error.
     // TODO(vendor): list your option keys here and read them with get()/get_int().
     options.require_known({});
     // TODO(vendor): enumerate your driver's devices; a plugin may expose 0.
     add_device(std::make_unique<TemplateDevice>(0));
+    register_template_ops(ops());
   }
 };
 
