@@ -1,6 +1,8 @@
 // OpenCL plugin: one OpenCL device as a HAL device — cl_mem buffers, pinned
 // host memory (CL_MEM_ALLOC_HOST_PTR, mapped), in-order command queues as
-// streams, markers as events, and the program cache its kernels come from.
+// streams (cl_stream.hpp), markers as events (cl_event.hpp), and the program
+// cache its kernels come from. Its graph entries are graph/graph_hooks.cc
+// (the device does not depend on the graph compiler).
 #ifndef HAL_PLUGINS_OPENCL_CL_DEVICE_HPP_
 #define HAL_PLUGINS_OPENCL_CL_DEVICE_HPP_
 
@@ -11,6 +13,8 @@
 #include <string>
 
 #include "cl_error.hpp"
+#include "cl_queue.hpp"
+#include "cl_stream.hpp"
 #include "hal/sdk/plugin.hpp"
 #include "program_cache.hpp"
 
@@ -31,38 +35,6 @@ class ClBuffer final : public sdk::Buffer {
  private:
   cl_mem mem_;
 };
-
-// Where an op's commands go. STATUS is a small device buffer kernels write
-// data errors into (an index out of range); it is read back and cleared at
-// the queue owner's next synchronize.
-struct Queue {
-  cl_command_queue queue = nullptr;
-  cl_mem status = nullptr;
-};
-
-// Words of Queue::status: what went wrong, where, and the values.
-enum StatusWord { kStatusKind = 0, kStatusSite = 1, kStatusValue = 2, kStatusBound = 3, kStatusWords = 4 };
-// kStatusIndexAt: an index out of range whose site is the whole message,
-// with "{value}" and "{position}" standing for the status words.
-enum StatusKind {
-  kStatusOk = 0,
-  kStatusIndexOutOfRange = 1,
-  kStatusDivisionByZero = 2,
-  kStatusInvalidValue = 3,
-  kStatusIndexAt = 4
-};
-// OUT_OF_RANGE "<site>: <value> at position <position>": the value word holds
-// a long (kStatusValueOutOfRange) or a double's bits (kStatusFloatOutOfRange),
-// the bound word the value's row-major position.
-enum StatusKindOutOfRange { kStatusValueOutOfRange = 5, kStatusFloatOutOfRange = 6 };
-
-// Registers a human-readable place a kernel may report a data error from
-// ("gather: index") and returns its id (stable, deduplicated).
-int64_t status_site(const std::string& text);
-
-// Reads QUEUE's status words (after the queue finished); when a kernel
-// reported an error, clears them and throws the matching HAL status.
-void check_queue_status(const Queue& queue);
 
 struct DeviceInfo {
   cl_platform_id platform = nullptr;
@@ -90,7 +62,7 @@ class ClDevice final : public sdk::Device {
   std::unique_ptr<sdk::Stream> create_stream() override;
   std::unique_ptr<sdk::Event> create_event() override;
   void check_op(const sdk::OpCall& call) override;
-  // Graph compile: fused elementwise chains (graph/fusion.hpp).
+  // Graph compile: fused elementwise chains (graph/graph_hooks.cc).
   std::vector<uint32_t> partition_graph(const sdk::Graph& graph) override;
   std::unique_ptr<sdk::Executable> compile_graph(const sdk::Graph& graph) override;
 
@@ -130,46 +102,6 @@ class ClDevice final : public sdk::Device {
   uint32_t base_align_bytes_ = 128;
   std::mutex host_mutex_;
   std::map<void*, cl_mem> host_allocations_;  // pinned pointer -> its mapped buffer
-};
-
-class ClStream final : public sdk::Stream {
- public:
-  ClStream(ClDevice& device, cl_command_queue queue, cl_mem status);
-  ~ClStream() override;
-  void synchronize() override;
-  bool idle() override;
-  void enqueue_host_func(hal_host_func_t fn, void* user_data) override;
-  void wait(sdk::Event& event) override;
-  const Queue& queue() const { return queue_; }
-  // Bookkeeping for idle(): work was queued (its end is unknown), or a
-  // marker (an event's record) is now the queue's last command.
-  void note_work();
-  void note_marker(cl_event marker);
-
- private:
-  Queue queue_;
-  // What idle() knows of the queue's end: nothing queued since the last
-  // synchronize (TAIL_ null, DIRTY false), a marker that is its last command
-  // (TAIL_), or unknown (DIRTY).
-  std::mutex tail_mutex_;
-  cl_event tail_ = nullptr;
-  bool dirty_ = false;
-};
-
-class ClEvent final : public sdk::Event {
- public:
-  explicit ClEvent(ClDevice& device) : sdk::Event(device) {}
-  ~ClEvent() override;
-  void record(sdk::Stream& stream) override;
-  bool complete() override;
-  void synchronize() override;
-  uint64_t nanoseconds_since(sdk::Event& start) override;
-  // The latest record's marker, or nullptr.
-  cl_event marker();
-
- private:
-  std::mutex mutex_;
-  cl_event marker_ = nullptr;
 };
 
 inline ClBuffer& cl_buffer(sdk::Buffer& b) { return static_cast<ClBuffer&>(b); }

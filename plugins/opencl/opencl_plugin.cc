@@ -9,8 +9,9 @@
 //   cache_dir   = "path"      program binary cache ("" disables; default
 //                             $HAL_OPENCL_CACHE_DIR, else ~/.cache/hal/opencl)
 //
-// Graph compile (graph/fusion.hpp): elementwise chains, with a trailing
-// sum/mean/amax/amin, become one generated kernel each. Environment:
+// Graph compile (graph/partition.hpp, codegen.hpp, executable.hpp):
+// elementwise chains, with a trailing sum/mean/amax/amin, become one
+// generated kernel each. Environment:
 //   HAL_OPENCL_DUMP_DIR=dir   write every fused kernel's OpenCL C source to
 //                             dir/fused_<ops>_<hash>.cl when it is compiled
 //

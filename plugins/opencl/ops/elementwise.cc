@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "cl_sources.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "hal/sdk/plugin.hpp"
 
@@ -114,36 +115,11 @@ struct Spec {
   std::string helpers_i;  // for integer compute ("" = HELPERS)
 };
 
-const char* const kGeluHelpers = R"(
-C gelu_tanh(C x) { return (C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x))); }
-C gelu_erf(C x) { return (C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476)); }
-C gelu_erf_grad(C x) {
-  C cdf = (C)0.5 * ((C)1 + erf(x * (C)0.7071067811865476));
-  C pdf = exp((C)-0.5 * x * x) * (C)0.3989422804014327;
-  return cdf + x * pdf;
-}
-C gelu_tanh_grad(C x) {
-  C k = (C)0.7978845608028654, c = (C)0.044715;
-  C t = tanh(k * (x + c * x * x * x));
-  return (C)0.5 * ((C)1 + t) + (C)0.5 * x * ((C)1 - t * t) * k * ((C)1 + (C)3 * c * x * x);
-}
-)";
+const char* const kGeluHelpers = cl_source::gelu_helpers;  // kernels/gelu_helpers.cl
 
-const char* const kIntHelpers = R"(
-C floor_div(C a, C b) { if (b == 0) return 0; C q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) --q; return q; }
-C py_mod(C a, C b) { if (b == 0) return 0; C r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-C ipow(C base, C e) {
-  if (e < 0) return base == 1 ? (C)1 : base == (C)-1 ? (C)((e & 1) ? -1 : 1) : (C)0;
-  C r = 1;
-  while (e) { if (e & 1) r = (C)(r * base); base = (C)(base * base); e >>= 1; }
-  return r;
-}
-)";
+const char* const kIntHelpers = cl_source::int_helpers;  // kernels/int_helpers.cl
 
-const char* const kFloatHelpers = R"(
-C py_fmod(C a, C b) { C r = fmod(a, b); if (r != (C)0 && ((r < (C)0) != (b < (C)0))) r += b; return r; }
-C lerp_(C a, C b, C w) { return w < (C)0.5 ? a + w * (b - a) : b - (b - a) * ((C)1 - w); }
-)";
+const char* const kFloatHelpers = cl_source::float_helpers;  // kernels/float_helpers.cl
 
 const std::string kMax = "((x0 != x0) ? x0 : (x1 != x1) ? x1 : (x0 > x1 ? x0 : x1))";
 const std::string kMin = "((x0 != x0) ? x0 : (x1 != x1) ? x1 : (x0 < x1 ? x0 : x1))";

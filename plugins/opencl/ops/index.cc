@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cl_kernel.hpp"
+#include "cl_sources.hpp"
 #include "hal/sdk/kernel/reduce.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "hal/sdk/shapes/common.hpp"
@@ -37,13 +38,7 @@ Dims dims(const int64_t* v, int n) {
 }
 
 // OpenCL C: the element offset of row-major position FLAT over SHAPE/ST.
-const char* const kOffsetOf = R"(
-long offset_of(long flat, int rank, dims_t shape, dims_t st) {
-  long o = 0;
-  for (int d = rank - 1; d >= 0; --d) { o += (flat % shape.v[d]) * st.v[d]; flat /= shape.v[d]; }
-  return o;
-}
-)";
+const char* const kOffsetOf = cl_source::offset_of;  // kernels/offset_of.cl
 
 int norm_dim(const OpCall& c, int64_t dim, int rank) { return sdk::shape_rules::normalize_dim(c, "dim", dim, rank); }
 
