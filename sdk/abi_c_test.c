@@ -2,6 +2,7 @@
  * the frozen layout facts the loader relies on. */
 #include "hal/collective.h"
 #include "hal/device.h"
+#include "hal/extension.h"
 #include "hal/graph.h"
 #include "hal/hal.h"
 #include "hal/memory.h"
@@ -24,6 +25,20 @@ int main(void) {
   if (HAL_GRAPH_API_MIN_SIZE != sizeof(size_t)) ++failures;
   if (HAL_GRAPH_API_MIN_SIZE >= HAL_STRUCT_SIZE_TO(hal_graph_api_t, graph_partition)) ++failures;
   if (HAL_GRAPH_NO_VALUE != 0xFFFFFFFFu) ++failures;
+  /* ABI 1.3: the extension base, and `next` appended after the 1.0 tables. */
+  if (offsetof(hal_extension_base_t, type) != sizeof(size_t)) ++failures;
+  if (offsetof(hal_extension_base_t, next) != 2 * sizeof(size_t)) ++failures;
+  if (HAL_EXTENSION_TYPE_INVALID != 0) ++failures;
+  if (HAL_EXTENSION_TYPE_VENDOR_FIRST <= HAL_EXTENSION_TYPE_COUNT_) ++failures;
+  if (offsetof(hal_plugin_api_t, next) < HAL_PLUGIN_API_MIN_SIZE) ++failures;
+  if (offsetof(hal_host_api_t, next) < HAL_STRUCT_SIZE_TO(hal_host_api_t, log)) ++failures;
+  {
+    /* A typed chain hangs off the void* fields without casts in C. */
+    hal_extension_base_t ext = {sizeof(hal_extension_base_t), HAL_EXTENSION_TYPE_VENDOR_FIRST, NULL};
+    hal_op_args_t args = {0};
+    args.next = &ext;
+    if (((const hal_extension_base_t*)args.next)->type != HAL_EXTENSION_TYPE_VENDOR_FIRST) ++failures;
+  }
   {
     hal_executable_info_t info;
     if (sizeof(info.description) != 256) ++failures;

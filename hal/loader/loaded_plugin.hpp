@@ -20,7 +20,8 @@ struct LoadedPlugin {
   int64_t priority = 0;
   uint32_t abi_major = 0, abi_minor = 0, negotiated_minor = 0;
   uint32_t interfaces = 0;  // HAL_CAPABILITY_* bits for tables present
-  // Copies of the plugin's tables, zero-filled past its struct_size.
+  // Copies of the plugin's tables, zero-filled past its struct_size (api.next:
+  // only when negotiated_minor >= 3, ABI 1.3, and then a well-formed chain).
   hal_plugin_api_t api{};
   hal_device_api_t device{};
   hal_memory_api_t memory{};

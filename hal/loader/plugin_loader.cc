@@ -1,5 +1,6 @@
 #include "loader/plugin_loader.hpp"
 
+#include "hal/common/extension.hpp"
 #include "hal/op_catalog.h"
 
 #include <dlfcn.h>
@@ -196,6 +197,11 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   if (!spec.name.empty() && spec.name != plugin->name)
     return skip(SkipReason::kInvalidPlugin,
                 "configured as '" + spec.name + "' but the plugin calls itself '" + plugin->name + "'");
+  // The chain arrived in ABI 1.3; normalise() already zeroed it when the
+  // plugin's struct_size ends before it.
+  if (plugin->negotiated_minor < 3) plugin->api.next = nullptr;
+  if (auto e = common::extension_chain_error(plugin->api.next, "hal_plugin_api_t.next"))
+    return skip(SkipReason::kInvalidPlugin, *e);
 
   if (a.device->struct_size < HAL_DEVICE_API_MIN_SIZE)
     return skip(SkipReason::kStructTooSmall, "hal_device_api_t.struct_size " + std::to_string(a.device->struct_size) +

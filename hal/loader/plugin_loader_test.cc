@@ -194,6 +194,56 @@ TEST_CASE("graph negotiation: the graph entries are used only from ABI 1.2 on") 
   }
 }
 
+TEST_CASE("extension chains on the plugin table (ABI 1.3): unknown types skipped, malformed chains refused") {
+  SUBCASE("elements of unknown types are skipped and the plugin loads") {
+    auto rt = load_only({fixture("chain_unknown")});
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->skipped().empty());
+    const auto& p = *rt->plugins()[0];
+    CHECK(p.negotiated_minor() == HAL_ABI_VERSION_MINOR);
+    REQUIRE(p.api().next != nullptr);
+    CHECK(p.api().next->type == HAL_EXTENSION_TYPE_VENDOR_FIRST);
+    round_trip(*p.devices()[0]);
+  }
+  SUBCASE("a cycle is refused with the element and where it links back to") {
+    auto s = only_skip(fixture("chain_cycle"));
+    CHECK(s.reason == SkipReason::kInvalidPlugin);
+    CHECK(s.name == "fixture_chain_cycle");
+    CHECK(contains(s.message, "hal_plugin_api_t.next: extension chain element 2 (at 0x"));
+    CHECK(contains(s.message, ") links back to element 1: the chain has a cycle"));
+  }
+  SUBCASE("an element smaller than hal_extension_base_t is refused with its struct_size") {
+    auto s = only_skip(fixture("chain_small"));
+    CHECK(s.reason == SkipReason::kInvalidPlugin);
+    CHECK(contains(s.message, "hal_plugin_api_t.next: extension chain element 1 (at 0x"));
+    CHECK(contains(s.message, ") has struct_size " + std::to_string(sizeof(size_t)) +
+                                  ", smaller than hal_extension_base_t (" +
+                                  std::to_string(sizeof(hal_extension_base_t)) + ")"));
+  }
+  SUBCASE("a 1.2 host does not read the chain at all") {
+    hal::RuntimeOptions o;
+    o.host_abi_minor = 2;
+    auto rt = load_only({fixture("chain_cycle")}, o);
+    REQUIRE(rt->plugins().size() == 1);
+    CHECK(rt->plugins()[0]->negotiated_minor() == 2);
+    CHECK(rt->plugins()[0]->api().next == nullptr);
+  }
+  SUBCASE("older plugins' tables (ABI 1.1, 1.2: no next field) still load") {
+    auto rt = load_only({fixture("graph"), fixture("graph_minor1")});
+    CHECK(rt->skipped().empty());
+    CHECK(rt->plugins().size() == 2);
+  }
+  SUBCASE("hal-info shows the refusal as a skip record") {
+    auto out = hal::testing::run_command("'" + std::string(HAL_TEST_HAL_INFO) + "' --json --plugin '" +
+                                         fixture("chain_cycle") + "'");
+    CHECK(out.exit_code == 1);
+    auto j = nlohmann::json::parse(out.output);
+    REQUIRE(j["skipped"].size() == 1);
+    CHECK(j["skipped"][0]["reason"] == "invalid_plugin");
+    CHECK(contains(j["skipped"][0]["message"].get<std::string>(), "the chain has a cycle"));
+  }
+}
+
 TEST_CASE("a plugin implementing another op catalog MAJOR loads without its operators") {
   auto rt = load_only({fixture("other_catalog_major")});
   REQUIRE(rt->plugins().size() == 1);

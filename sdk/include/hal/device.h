@@ -4,6 +4,7 @@
 #ifndef HAL_DEVICE_H_
 #define HAL_DEVICE_H_
 
+#include "hal/extension.h"
 #include "hal/status.h"
 
 #ifdef __cplusplus
@@ -25,7 +26,12 @@ typedef enum hal_device_flag_e {
  * struct_size. Strings are NUL-terminated and truncated to fit. */
 typedef struct hal_device_properties_t {
   size_t struct_size;
-  void* next; /* extension chain; NULL when none */
+  /* Extension chain: NULL, or the first element of a chain of
+   * hal_extension_base_t structs (hal/extension.h; readers skip unknown
+   * types and refuse malformed chains with INVALID_ARGUMENT). Declared
+   * void* since ABI 1.0 and kept so: retyping it would break C++ sources
+   * that assign or read a void*. */
+  void* next;
   char name[HAL_DEVICE_NAME_SIZE];             /* "Intel Xeon ..." */
   char vendor[HAL_DEVICE_VENDOR_SIZE];         /* "GenuineIntel" */
   char driver_version[HAL_DEVICE_DRIVER_VERSION_SIZE];

@@ -41,6 +41,7 @@
 #ifndef HAL_GRAPH_H_
 #define HAL_GRAPH_H_
 
+#include "hal/extension.h"
 #include "hal/op.h"
 #include "hal/status.h"
 
@@ -86,7 +87,12 @@ typedef struct hal_graph_node_t {
 /* A graph. Every array may be NULL when its count is 0. */
 typedef struct hal_graph_t {
   size_t struct_size;
-  void* next; /* extension chain; NULL when none */
+  /* Extension chain: NULL, or the first element of a chain of
+   * hal_extension_base_t structs (hal/extension.h; readers skip unknown
+   * types and refuse malformed chains with INVALID_ARGUMENT). Declared
+   * void* since ABI 1.0 and kept so: retyping it would break C++ sources
+   * that assign or read a void*. */
+  void* next;
   /* VALUE_COUNT (< HAL_GRAPH_NO_VALUE) values; a value id is an index. */
   const hal_graph_value_t* const* values;
   size_t value_count;

@@ -24,6 +24,23 @@
  *     hal_host_api_t, the plugin announces its version in hal_plugin_api_t,
  *     and each side uses only what both know (min of the two MINORs).
  *
+ *   NEW ENTRIES TAKE ONE ARGS STRUCT (from ABI 1.3 on). A table entry added
+ *   from now on has the form
+ *       hal_status_t* (*thing_do)(const hal_thing_do_args_t* args);
+ *   where the args struct starts with `size_t struct_size` followed by
+ *   `const hal_extension_base_t* next` (an extension chain), then the
+ *   inputs and the out-pointers, instead of positional parameters. A later
+ *   parameter is then an appended field (MINOR), read by the callee only
+ *   below the caller's struct_size, not a second entry. Entries published
+ *   before 1.3 keep their signatures. (The collective entries start so.)
+ *
+ *   EXTENSION CHAINS (hal/extension.h, ABI 1.3). The `next` fields are
+ *   chains of typed structs (hal_extension_base_t: struct_size, type,
+ *   next). Readers skip types they do not know and refuse a malformed chain
+ *   (an element smaller than the base, of type 0, or a cycle) with
+ *   INVALID_ARGUMENT naming the struct, the element and the value. Adding a
+ *   standard extension type is MINOR; vendors use the private id range.
+ *
  *   VERSION HISTORY (MAJOR 1)
  *     1.0  device, memory, stream/event tables; collective, op and graph
  *          tables declared with struct_size only.
@@ -33,6 +50,12 @@
  *          executable_get_info, executable_execute. A host reads them only
  *          from a plugin of MINOR >= 2 whose table's struct_size covers
  *          them; an older plugin's graph table means "not implemented".
+ *     1.3  typed extension chains (hal/extension.h): hal_extension_base_t,
+ *          the type registry, `next` documented as such a chain everywhere,
+ *          and `next` appended to hal_host_api_t and hal_plugin_api_t. Each
+ *          side reads the other's `next` only when the negotiated MINOR is
+ *          >= 3 and the struct_size covers it. The one-args-struct rule for
+ *          new entries.
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built
@@ -60,6 +83,7 @@
 #define HAL_HAL_H_
 
 #include "hal/types.h"
+#include "hal/extension.h"
 #include "hal/status.h"
 #include "hal/device.h"
 #include "hal/memory.h"

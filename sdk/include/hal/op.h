@@ -30,6 +30,7 @@
 #ifndef HAL_OP_H_
 #define HAL_OP_H_
 
+#include "hal/extension.h"
 #include "hal/status.h"
 
 #ifdef __cplusplus
@@ -95,7 +96,12 @@ typedef struct hal_attr_t {
  * the catalog's defaults; unknown names are INVALID_ARGUMENT. */
 typedef struct hal_op_args_t {
   size_t struct_size;
-  void* next; /* extension chain; NULL when none */
+  /* Extension chain: NULL, or the first element of a chain of
+   * hal_extension_base_t structs (hal/extension.h; readers skip unknown
+   * types and refuse malformed chains with INVALID_ARGUMENT). Declared
+   * void* since ABI 1.0 and kept so: retyping it would break C++ sources
+   * that assign or read a void*. */
+  void* next;
   hal_op_id_t op;
   const hal_tensor_t* const* inputs;
   size_t input_count;

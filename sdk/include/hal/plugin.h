@@ -17,6 +17,7 @@
 
 #include "hal/collective.h"
 #include "hal/device.h"
+#include "hal/extension.h"
 #include "hal/graph.h"
 #include "hal/memory.h"
 #include "hal/op.h"
@@ -49,13 +50,27 @@ typedef struct hal_host_api_t {
    * (hal_log_level_e). Thread-safe; never NULL. The host tags the message
    * with the plugin's name. */
   void (*log)(void* host_context, uint32_t level, const char* message);
+
+  /* ---- ABI 1.3 ---- */
+
+  /* The host's extension chain (hal/extension.h): NULL or the first
+   * element; owned by the host, valid as long as this struct. A plugin
+   * reads it only when the host's abi_version_minor >= 3 and struct_size
+   * covers it; a malformed chain should make the entry point fail with
+   * INVALID_ARGUMENT. */
+  const hal_extension_base_t* next;
 } hal_host_api_t;
 
 /* Arguments to hal_plugin_api_t.create. Owned by the caller; valid only for
  * the duration of the call (copy what you keep). */
 typedef struct hal_plugin_create_args_t {
   size_t struct_size;
-  void* next; /* extension chain; NULL when none */
+  /* Extension chain: NULL, or the first element of a chain of
+   * hal_extension_base_t structs (hal/extension.h; readers skip unknown
+   * types and refuse malformed chains with INVALID_ARGUMENT). Declared
+   * void* since ABI 1.0 and kept so: retyping it would break C++ sources
+   * that assign or read a void*. */
+  void* next;
   /* Plugin options from the configuration; OPTIONS may be NULL when
    * OPTION_COUNT is 0. Unknown keys should be refused with
    * INVALID_ARGUMENT naming the key. */
@@ -95,6 +110,16 @@ typedef struct hal_plugin_api_t {
   const hal_collective_api_t* collective;
   const hal_op_api_t* op;
   const hal_graph_api_t* graph;
+
+  /* ---- ABI 1.3 ---- */
+
+  /* The plugin's extension chain (hal/extension.h): NULL or the first
+   * element; static in the plugin like the table. Extensions of any of the
+   * interface tables hang off this one chain (the tables have no `next` of
+   * their own). The core reads it only when the negotiated MINOR is >= 3
+   * and struct_size covers it, and skips a plugin whose chain is malformed
+   * (reason invalid_plugin, naming the element and the value). */
+  const hal_extension_base_t* next;
 } hal_plugin_api_t;
 
 /* The entry point type. HOST: non-NULL, valid until unload. OUT_API:

@@ -24,7 +24,7 @@ enum class SkipReason {
   kNullTable,           // entry succeeded but returned no table
   kStructTooSmall,      // a table's struct_size is below the minimum
   kAbiMajorMismatch,    // built for another ABI MAJOR
-  kInvalidPlugin,       // required field missing (name, create, device, memory)
+  kInvalidPlugin,       // required field missing (name, create, device, memory), malformed extension chain
   kDuplicateName,       // another loaded plugin already has this name
   kInitFailed,          // create() or device enumeration failed
   kDisabled,            // enabled = false in the configuration

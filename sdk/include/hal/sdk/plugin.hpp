@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "hal/common/extension.hpp"
 #include "hal/hal.h"
 #include "hal/sdk/graph.hpp"
 #include "hal/sdk/op_registry.hpp"
@@ -367,6 +368,8 @@ inline hal_status_t* device_get_properties(hal_device_t* d, hal_device_propertie
     if (!HAL_STRUCT_HAS_FIELD(out, hal_device_properties_t, name))
       fail(HAL_STATUS_INVALID_ARGUMENT, "properties struct_size ", out->struct_size,
            " is too small");
+    if (auto e = common::extension_chain_error(out->next, "hal_device_properties_t.next"))
+      fail(HAL_STATUS_INVALID_ARGUMENT, *e);
     DeviceProperties p = device->cached_properties();
     p.capabilities |= HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
     using P = hal_device_properties_t;
@@ -608,6 +611,8 @@ hal_status_t* plugin_create(const hal_plugin_create_args_t* args, hal_plugin_t**
       fail(HAL_STATUS_INVALID_ARGUMENT, "args or out_plugin is NULL");
     if (!HAL_STRUCT_HAS_FIELD(args, hal_plugin_create_args_t, option_count))
       fail(HAL_STATUS_ABI_MISMATCH, "create args struct_size ", args->struct_size, " is too small");
+    if (auto e = common::extension_chain_error(args->next, "hal_plugin_create_args_t.next"))
+      fail(HAL_STATUS_INVALID_ARGUMENT, *e);
     Options options(args->options, args->option_count);
     auto plugin = std::make_unique<P>(options);
     registry().add(static_cast<Plugin*>(plugin.get()), Kind::kPlugin);
@@ -666,7 +671,8 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
                                        (P::kInterfaces & HAL_CAPABILITY_STREAM) ? &kStreamApi : nullptr,
                                        nullptr,
                                        (P::kInterfaces & HAL_CAPABILITY_OPERATOR) ? &kOpApi : nullptr,
-                                       (P::kInterfaces & HAL_CAPABILITY_GRAPH) ? &kGraphApi : nullptr};
+                                       (P::kInterfaces & HAL_CAPABILITY_GRAPH) ? &kGraphApi : nullptr,
+                                       nullptr};
   info().name = name;
   return call("hal_plugin_entry", [&] {
     if (host == nullptr || out_api == nullptr)
@@ -676,6 +682,8 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
     if (host->abi_version_major != HAL_ABI_VERSION_MAJOR)
       fail(HAL_STATUS_ABI_MISMATCH, "host ABI major ", host->abi_version_major,
            " but this plugin was built for major ", HAL_ABI_VERSION_MAJOR);
+    if (host->abi_version_minor >= 3 && HAL_STRUCT_HAS_FIELD(host, hal_host_api_t, next))
+      if (auto e = common::extension_chain_error(host->next, "hal_host_api_t.next")) fail(HAL_STATUS_INVALID_ARGUMENT, *e);
     info().host = host;
     *out_api = &api;
   });

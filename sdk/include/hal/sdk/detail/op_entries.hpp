@@ -454,6 +454,7 @@ inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_ar
   if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
   if (!HAL_STRUCT_HAS_FIELD(args, hal_op_args_t, attr_count))
     fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_args_t.struct_size ", args->struct_size, " is too small");
+  if (auto e = common::extension_chain_error(args->next, "hal_op_args_t.next")) fail(HAL_STATUS_INVALID_ARGUMENT, *e);
   Plugin* plugin = static_cast<Plugin*>(const_cast<void*>(registry().owner(device)));
   if (plugin == nullptr || args->op >= plugin->ops().size())
     fail(HAL_STATUS_INVALID_ARGUMENT, "op id ", args->op, " was not returned by op_resolve of this plugin");
