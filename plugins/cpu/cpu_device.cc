@@ -59,7 +59,6 @@ sdk::DeviceProperties CpuDevice::properties() {
     p.supported_dtypes |= HAL_DTYPE_BIT(d);
   p.min_buffer_alignment = 64;
   p.flags = HAL_DEVICE_FLAG_HOST_ACCESSIBLE_MEMORY;
-  (void)index_;
   return p;
 }
 

@@ -23,8 +23,6 @@ class CpuBuffer final : public sdk::Buffer {
 
 class CpuDevice final : public sdk::Device {
  public:
-  explicit CpuDevice(uint32_t index) : index_(index) {}
-
   sdk::DeviceProperties properties() override;
   std::unique_ptr<sdk::Buffer> allocate(uint64_t size, uint64_t alignment) override;
   void copy_host_to_device(sdk::Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size,
@@ -38,9 +36,6 @@ class CpuDevice final : public sdk::Device {
   sdk::MemoryInfo memory_info() override;
   std::unique_ptr<sdk::Stream> create_stream() override;
   std::unique_ptr<sdk::Event> create_event() override;
-
- private:
-  uint32_t index_;
 };
 
 }  // namespace hal::cpu

@@ -13,7 +13,7 @@ class CpuPlugin final : public sdk::Plugin {
   explicit CpuPlugin(const sdk::Options& options) {
     options.require_known({"device_count"});
     auto count = options.get_int("device_count", 1, 1, 64);
-    for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>(static_cast<uint32_t>(i)));
+    for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>());
     register_all_ops(ops());
   }
 };

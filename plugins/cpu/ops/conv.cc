@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_kernel.hpp"
+#include "hal/sdk/kernel/matrix.hpp"
 #include "linalg_util.hpp"
 #include "onednn_util.hpp"
 
@@ -17,7 +18,7 @@ namespace {
 
 namespace op = sdk::op;
 namespace dn = onednn;
-using linalg::View4;
+using sdk::kernel::HostView4;
 using sdk::shape_rules::ConvGeometry;
 
 // Geometry as two spatial dims (conv1d: H is a size-1 dim with unit kernel).
@@ -54,8 +55,8 @@ struct Geom {
 
 // Y = conv(X, W) + BIAS; X [N, C_in, H, W], W [C_out, C_in/g, kH, kW].
 template <class T>
-void conv_loops(const Geom& g, const View4<T>& x, const View4<T>& w, const std::vector<double>& bias,
-                const View4<T>& y) {
+void conv_loops(const Geom& g, const HostView4<T>& x, const HostView4<T>& w, const std::vector<double>& bias,
+                const HostView4<T>& y) {
   const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
   parallel_for(g.n * g.c_out, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
@@ -81,8 +82,8 @@ void conv_loops(const Geom& g, const View4<T>& x, const View4<T>& w, const std::
 
 // GX = the gradient of conv(X, W) for X, from GY (also: a transposed conv).
 template <class T>
-void conv_data_loops(const Geom& g, const View4<T>& gy, const View4<T>& w, const std::vector<double>& bias,
-                     const View4<T>& gx) {
+void conv_data_loops(const Geom& g, const HostView4<T>& gy, const HostView4<T>& w, const std::vector<double>& bias,
+                     const HostView4<T>& gx) {
   const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
   parallel_for(g.n * g.c_in, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
@@ -111,7 +112,7 @@ void conv_data_loops(const Geom& g, const View4<T>& gy, const View4<T>& w, const
 
 // GW and GB (GB.p may be null) from GY and X.
 template <class T>
-void conv_weight_loops(const Geom& g, const View4<T>& x, const View4<T>& gy, const View4<T>& gw, T* gb,
+void conv_weight_loops(const Geom& g, const HostView4<T>& x, const HostView4<T>& gy, const HostView4<T>& gw, T* gb,
                        int64_t gb_stride) {
   const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
   parallel_for(g.c_out * cin_g, 1, [&](int64_t lo, int64_t hi) {
@@ -159,14 +160,14 @@ std::vector<double> bias_values(const Tensor* b) {
 
 // Dims and strides of an activation as [N, C, H, W].
 dnnl::memory::desc act_md(const Tensor& t, const Geom& g) {
-  View4<float> v(t, g.batched, g.spatial);
+  sdk::kernel::View4 v(t, g.batched, g.spatial);
   return dn::md({v.size[0], v.size[1], v.size[2], v.size[3]}, {v.stride[0], v.stride[1], v.stride[2], v.stride[3]});
 }
 
 // Dims and strides of a weight as oneDNN's [(G,) O, I, kH, kW]; TRANSPOSED:
 // PyTorch's [C_in, C_out/g, ...] of a transposed convolution (O = C_out).
 dnnl::memory::desc weight_md(const Tensor& w, const Geom& g, bool transposed) {
-  View4<float> v(w, true, g.spatial);
+  sdk::kernel::View4 v(w, true, g.spatial);
   int64_t o = transposed ? 1 : 0, i = 1 - o;  // which PyTorch dim is oneDNN's O
   int64_t og = v.size[o] / (transposed ? 1 : g.groups), ig = v.size[i] / (transposed ? g.groups : 1);
   if (g.groups == 1)
@@ -411,8 +412,8 @@ void conv_forward(const OpCall& c, int spatial) {
   float_or_double({&c.output(0)}, {&c.input(0), &c.input(1), c.optional_input(2)}, [&](auto tag, auto& o, auto& i) {
     using T = typename decltype(tag)::type;
     auto loops = [&] {
-      conv_loops<T>(g, View4<T>(*i[0], g.batched, spatial), View4<T>(*i[1], true, spatial), bias_values<T>(i[2]),
-                    View4<T>(*o[0], g.batched, spatial));
+      HostView4<T> x(*i[0], g.batched, spatial), w(*i[1], true, spatial), y(*o[0], g.batched, spatial);
+      conv_loops<T>(g, x, w, bias_values<T>(i[2]), y);
     };
     if constexpr (std::is_same_v<T, float>)
       onednn_or(g.empty(), [&] { conv_forward_onednn(g, *i[0], *i[1], i[2], *o[0]); }, loops);
@@ -433,10 +434,10 @@ void conv_backward_body(const OpCall& c) {
                     using T = typename decltype(tag)::type;
                     const Tensor &gy = *i[0], &x = *i[1], &w = *i[2], &gx = *o[0], &gw = *o[1], &gb = *o[2];
                     auto loops = [&] {
-                      View4<T> gyv(gy, g.batched, sp), wv(w, true, sp);
-                      conv_data_loops<T>(g, gyv, wv, {}, View4<T>(gx, g.batched, sp));
-                      conv_weight_loops<T>(g, View4<T>(x, g.batched, sp), gyv, View4<T>(gw, true, sp), gb.ptr<T>(),
-                                           gb.strides[0]);
+                      HostView4<T> gyv(gy, g.batched, sp), wv(w, true, sp);
+                      conv_data_loops<T>(g, gyv, wv, {}, HostView4<T>(gx, g.batched, sp));
+                      HostView4<T> xv(x, g.batched, sp), gwv(gw, true, sp);
+                      conv_weight_loops<T>(g, xv, gyv, gwv, gb.ptr<T>(), gb.strides[0]);
                     };
                     if constexpr (std::is_same_v<T, float>)
                       onednn_or(g.empty(), [&] {
@@ -454,8 +455,8 @@ void conv_transpose2d_body(const OpCall& c) {
   float_or_double({&c.output(0)}, {&c.input(0), &c.input(1), c.optional_input(2)}, [&](auto tag, auto& o, auto& i) {
     using T = typename decltype(tag)::type;
     auto loops = [&] {
-      conv_data_loops<T>(g.transposed_as_conv(), View4<T>(*i[0], g.batched, 2), View4<T>(*i[1], true, 2),
-                         bias_values<T>(i[2]), View4<T>(*o[0], g.batched, 2));
+      conv_data_loops<T>(g.transposed_as_conv(), HostView4<T>(*i[0], g.batched, 2), HostView4<T>(*i[1], true, 2),
+                         bias_values<T>(i[2]), HostView4<T>(*o[0], g.batched, 2));
     };
     if constexpr (std::is_same_v<T, float>)
       onednn_or(g.empty(), [&] { deconv_onednn(g, *i[0], *i[1], i[2], *o[0]); }, loops);

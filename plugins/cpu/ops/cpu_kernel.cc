@@ -29,11 +29,7 @@ void run_on_stream(const CallPtr& call, sdk::Stream* stream, void (*body)(const 
 Tensor cast_contiguous(const Tensor& src, hal_dtype_e dtype, std::vector<unsigned char>& storage) {
   Tensor out = src;
   out.dtype = dtype;
-  int64_t stride = 1;
-  for (int d = out.rank - 1; d >= 0; --d) {
-    out.strides[d] = stride;
-    stride *= out.shape[d];
-  }
+  out.set_contiguous_strides();
   out.byte_offset = 0;
   out.buffer = nullptr;
   storage.assign(static_cast<size_t>(src.numel()) * sdk::dtype_size(dtype) + 1, 0);

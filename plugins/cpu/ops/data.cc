@@ -9,12 +9,15 @@
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
 #include "data_copy.hpp"
+#include "hal/sdk/kernel/wrap.hpp"
 
 namespace hal::cpu {
 namespace {
 
 namespace op = sdk::op;
 using sdk::kernel::dispatch;
+using sdk::kernel::positive_mod;
+using sdk::kernel::wrap_dim;
 using RunFn = void (*)(char* const* p, const int64_t* s, int64_t n);
 
 constexpr int64_t kGrainBytes = 256 * 1024;
@@ -100,11 +103,7 @@ Tensor contiguous_like(const Tensor& t, hal_dtype_e dtype, std::vector<unsigned 
   out.dtype = dtype;
   out.buffer = nullptr;
   out.byte_offset = 0;
-  int64_t stride = 1;
-  for (int d = out.rank - 1; d >= 0; --d) {
-    out.strides[d] = stride;
-    stride *= out.shape[d];
-  }
+  out.set_contiguous_strides();
   storage.resize(static_cast<size_t>(t.numel()) * sdk::dtype_size(dtype) + 1);
   out.data = storage.data();
   return out;
@@ -161,8 +160,6 @@ struct RowWalker {
     return off;
   }
 };
-
-int wrap_dim(int64_t dim, int rank) { return static_cast<int>(dim < 0 ? dim + std::max(rank, 1) : dim); }
 
 // ---- copy, fill, arange ----------------------------------------------------------
 
@@ -336,11 +333,6 @@ void flip_body(const OpCall& c) {
   copy_into(c.output(0), view);
 }
 HAL_CPU_KERNEL(flip_kernel, flip_body)
-
-int64_t positive_mod(int64_t a, int64_t n) {
-  int64_t r = a % n;
-  return r < 0 ? r + n : r;
-}
 
 void roll_body(const OpCall& c) {
   const Tensor& self = c.input(0);

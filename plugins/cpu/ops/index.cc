@@ -74,11 +74,7 @@ class OutStage {
 
   OutStage(const Tensor& out, bool direct) : t(out), out_(out) {
     if (direct && out.is_contiguous()) return;
-    int64_t stride = 1;
-    for (int d = t.rank - 1; d >= 0; --d) {
-      t.strides[d] = stride;
-      stride *= t.shape[d];
-    }
+    t.set_contiguous_strides();
     storage_.resize(static_cast<size_t>(t.numel()) * t.element_size() + 1);
     t.data = storage_.data();
     staged_ = true;

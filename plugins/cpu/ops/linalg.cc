@@ -18,33 +18,29 @@ namespace {
 namespace op = sdk::op;
 namespace dn = onednn;
 using sdk::kernel::compute_t;
+using sdk::kernel::MatrixView;
 
-// BATCH matrices of ROWS x COLS; element (b, i, j) at p[b·bs + i·rs + j·cs]
-// (elements). batch 1 against a larger batch broadcasts.
+// A GEMM operand: the SDK's matrix geometry (shared with the OpenCL plugin)
+// over host memory P, the tensor's element 0 (the view's offset counts from it).
 struct Mat {
   void* p = nullptr;
-  int64_t batch = 1, rows = 0, cols = 0, bs = 0, rs = 0, cs = 0;
+  MatrixView v;
 
-  Mat t() const { return {p, batch, cols, rows, bs, cs, rs}; }
+  Mat t() const { return {p, v.t()}; }
   template <class T>
   T* at(int64_t b, int64_t i, int64_t j) const {
-    return static_cast<T*>(p) + (batch == 1 ? 0 : b * bs) + i * rs + j * cs;
+    return static_cast<T*>(p) + v.index(b, i, j);
   }
 };
 
-Mat mat2d(const Tensor& t) { return {t.data, 1, t.shape[0], t.shape[1], 0, t.strides[0], t.strides[1]}; }
-Mat mat3d(const Tensor& t) {
-  return {t.data, t.shape[0], t.shape[1], t.shape[2], t.strides[0], t.strides[1], t.strides[2]};
-}
+Mat mat2d(const Tensor& t) { return {t.data, sdk::kernel::matrix_2d(t)}; }
+Mat mat3d(const Tensor& t) { return {t.data, sdk::kernel::matrix_3d(t)}; }
 
 // T's leading dims folded into rows ([..., n] -> [rows, n]); false when the
-// strides do not allow it without a copy (the SDK's geometry, shared with the
-// OpenCL plugin).
+// strides do not allow it without a copy.
 bool fold_rows(const Tensor& t, Mat& m) {
-  sdk::kernel::MatrixView v;
-  bool ok = sdk::kernel::fold_rows(t, v);
-  m = Mat{t.data, v.batch, v.rows, v.cols, v.bs, v.rs, v.cs};
-  return ok;
+  m.p = t.data;
+  return sdk::kernel::fold_rows(t, m.v);
 }
 
 // ---- GEMM ---------------------------------------------------------------------
@@ -53,26 +49,26 @@ bool fold_rows(const Tensor& t, Mat& m) {
 // each loaded row of B; B is packed row-major first when its rows are strided.
 template <class T>
 void gemm_loops(const Mat& a, const Mat& b, const Mat& c, const T* bias) {
-  const int64_t M = c.rows, N = c.cols, K = a.cols;
+  const int64_t M = c.v.rows, N = c.v.cols, K = a.v.cols;
   std::vector<T> packed;
-  bool pack = b.cs != 1 && K > 0 && N > 0;
+  bool pack = b.v.cs != 1 && K > 0 && N > 0;
   if (pack) {
-    packed.resize(static_cast<size_t>(b.batch * K * N));
-    for (int64_t bb = 0; bb < b.batch; ++bb)
+    packed.resize(static_cast<size_t>(b.v.batch * K * N));
+    for (int64_t bb = 0; bb < b.v.batch; ++bb)
       for (int64_t k = 0; k < K; ++k)
         for (int64_t j = 0; j < N; ++j) packed[(bb * K + k) * N + j] = *b.at<T>(bb, k, j);
   }
   constexpr int64_t kRows = 4;
   const int64_t blocks = (M + kRows - 1) / kRows;
   int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kRows * N * std::max<int64_t>(K, 1)));
-  parallel_for(c.batch * blocks, grain, [&](int64_t lo, int64_t hi) {
+  parallel_for(c.v.batch * blocks, grain, [&](int64_t lo, int64_t hi) {
     std::vector<T> acc(static_cast<size_t>(kRows * N));
     for (int64_t task = lo; task < hi; ++task) {
       int64_t bi = task / blocks, i0 = (task % blocks) * kRows, nr = std::min(kRows, M - i0);
       for (int64_t r = 0; r < nr; ++r)
         for (int64_t j = 0; j < N; ++j) acc[r * N + j] = bias ? bias[j] : T(0);
       for (int64_t k = 0; k < K; ++k) {
-        const T* brow = pack ? packed.data() + ((b.batch == 1 ? 0 : bi) * K + k) * N : b.at<T>(bi, k, 0);
+        const T* brow = pack ? packed.data() + ((b.v.batch == 1 ? 0 : bi) * K + k) * N : b.at<T>(bi, k, 0);
         for (int64_t r = 0; r < nr; ++r) {
           T av = *a.at<T>(bi, i0 + r, k);
           T* arow = acc.data() + r * N;
@@ -81,7 +77,7 @@ void gemm_loops(const Mat& a, const Mat& b, const Mat& c, const T* bias) {
       }
       for (int64_t r = 0; r < nr; ++r) {
         T* crow = c.at<T>(bi, i0 + r, 0);
-        for (int64_t j = 0; j < N; ++j) crow[j * c.cs] = acc[r * N + j];
+        for (int64_t j = 0; j < N; ++j) crow[j * c.v.cs] = acc[r * N + j];
       }
     }
   });
@@ -102,10 +98,12 @@ dn::PrimitiveCache<MatmulEntry>& matmul_cache() {
 bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
   // oneDNN broadcasts the weights' batch but not the source's: then solve
   // Cᵀ = Bᵀ·Aᵀ (strides only).
-  if (a.batch == 1 && c.batch > 1 && b.batch > 1) return bias == nullptr && gemm_onednn(b.t(), a.t(), c.t(), nullptr);
-  const int64_t M = c.rows, N = c.cols, K = a.cols;
-  std::vector<int64_t> ad{a.batch, M, K}, as{a.bs, a.rs, a.cs}, bd{b.batch, K, N}, bst{b.bs, b.rs, b.cs},
-      cd{c.batch, M, N}, cst{c.bs, c.rs, c.cs};
+  const MatrixView &av = a.v, &bv = b.v, &cv = c.v;
+  if (av.batch == 1 && cv.batch > 1 && bv.batch > 1)
+    return bias == nullptr && gemm_onednn(b.t(), a.t(), c.t(), nullptr);
+  const int64_t M = cv.rows, N = cv.cols, K = av.cols;
+  std::vector<int64_t> ad{av.batch, M, K}, as{av.bs, av.rs, av.cs}, bd{bv.batch, K, N}, bst{bv.bs, bv.rs, bv.cs},
+      cd{cv.batch, M, N}, cst{cv.bs, cv.rs, cv.cs};
   dn::Key key(1);
   key.add(ad).add(as).add(bd).add(bst).add(cd).add(cst).add(bias != nullptr);
   std::shared_ptr<const MatmulEntry> e;
@@ -124,9 +122,9 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
   thread_local dn::Scratch scratch;
   dnnl::engine& eng = dn::engine();
   std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, dnnl::memory(e->pd.src_desc(), eng, a.p)},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(e->pd.weights_desc(), eng, b.p)},
-      {DNNL_ARG_DST, dnnl::memory(e->pd.dst_desc(), eng, c.p)},
+      {DNNL_ARG_SRC, dnnl::memory(e->pd.src_desc(), eng, a.at<float>(0, 0, 0))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(e->pd.weights_desc(), eng, b.at<float>(0, 0, 0))},
+      {DNNL_ARG_DST, dnnl::memory(e->pd.dst_desc(), eng, c.at<float>(0, 0, 0))},
       {DNNL_ARG_SCRATCHPAD, dnnl::memory(e->pd.scratchpad_desc(), eng, scratch.get(e->pd.scratchpad_desc().get_size()))}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->pd.bias_desc(), eng, const_cast<float*>(bias)));
   try {
@@ -138,15 +136,19 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
   return true;
 }
 
+// BATCH dense row-major ROWS x COLS matrices at P.
+Mat dense(void* p, int64_t batch, int64_t rows, int64_t cols) { return {p, {0, batch, rows, cols, rows * cols, cols, 1}}; }
+
 // A contiguous float32 copy of the matrices M of storage type T.
 template <class T>
 Mat pack_f32(const Mat& m, std::vector<float>& buf) {
-  buf.resize(static_cast<size_t>(m.batch * m.rows * m.cols));
-  for (int64_t b = 0; b < m.batch; ++b)
-    for (int64_t i = 0; i < m.rows; ++i)
-      for (int64_t j = 0; j < m.cols; ++j)
-        buf[(b * m.rows + i) * m.cols + j] = static_cast<float>(*m.at<T>(b, i, j));
-  return {buf.data(), m.batch, m.rows, m.cols, m.rows * m.cols, m.cols, 1};
+  const MatrixView& v = m.v;
+  buf.resize(static_cast<size_t>(v.batch * v.rows * v.cols));
+  for (int64_t b = 0; b < v.batch; ++b)
+    for (int64_t i = 0; i < v.rows; ++i)
+      for (int64_t j = 0; j < v.cols; ++j)
+        buf[(b * v.rows + i) * v.cols + j] = static_cast<float>(*m.at<T>(b, i, j));
+  return dense(buf.data(), v.batch, v.rows, v.cols);
 }
 
 // BIAS (1-D, strided, may be nullptr) as a contiguous vector of V.
@@ -165,7 +167,8 @@ std::vector<V> bias_vector(const Tensor* bias) {
 
 // C = A·B (+ BIAS [N]) in dtype DT; every operand may be strided.
 void gemm(hal_dtype_e dt, const Mat& a, const Mat& b, const Mat& c, const Tensor* bias) {
-  if (c.rows == 0 || c.cols == 0 || c.batch == 0) return;
+  const MatrixView& cv = c.v;
+  if (cv.rows == 0 || cv.cols == 0 || cv.batch == 0) return;
   if (dt == HAL_DTYPE_FLOAT64) {
     std::vector<double> bv = bias_vector<double>(bias);
     gemm_loops<double>(a, b, c, bias ? bv.data() : nullptr);
@@ -174,19 +177,19 @@ void gemm(hal_dtype_e dt, const Mat& a, const Mat& b, const Mat& c, const Tensor
   std::vector<float> bv = bias_vector<float>(bias);
   const float* bp = bias ? bv.data() : nullptr;
   if (dt == HAL_DTYPE_FLOAT32) {
-    if (a.cols == 0 || !gemm_onednn(a, b, c, bp)) gemm_loops<float>(a, b, c, bp);
+    if (a.v.cols == 0 || !gemm_onednn(a, b, c, bp)) gemm_loops<float>(a, b, c, bp);
     return;
   }
   sdk::kernel::dispatch_float(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, sdk::kernel::Half> || std::is_same_v<T, sdk::kernel::BFloat16>) {
-      std::vector<float> ab, bb, cb(static_cast<size_t>(c.batch * c.rows * c.cols));
+      std::vector<float> ab, bb, cb(static_cast<size_t>(cv.batch * cv.rows * cv.cols));
       Mat a32 = pack_f32<T>(a, ab), b32 = pack_f32<T>(b, bb);
-      Mat c32{cb.data(), c.batch, c.rows, c.cols, c.rows * c.cols, c.cols, 1};
-      if (a.cols == 0 || !gemm_onednn(a32, b32, c32, bp)) gemm_loops<float>(a32, b32, c32, bp);
-      parallel_for(c.batch * c.rows, 64, [&](int64_t lo, int64_t hi) {
+      Mat c32 = dense(cb.data(), cv.batch, cv.rows, cv.cols);
+      if (a.v.cols == 0 || !gemm_onednn(a32, b32, c32, bp)) gemm_loops<float>(a32, b32, c32, bp);
+      parallel_for(cv.batch * cv.rows, 64, [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r)
-          for (int64_t j = 0; j < c.cols; ++j) *c.at<T>(r / c.rows, r % c.rows, j) = T(cb[r * c.cols + j]);
+          for (int64_t j = 0; j < cv.cols; ++j) *c.at<T>(r / cv.rows, r % cv.rows, j) = T(cb[r * cv.cols + j]);
       });
     }
   });
@@ -221,12 +224,12 @@ bool as_row_bias(const Tensor& self, int64_t n, Tensor& row) {
 void add_product(const Tensor& out, const Tensor& self, const Mat& a, const Mat& b, const Mat& c, double alpha,
                  double beta) {
   Tensor row;
-  if (alpha == 1.0 && beta == 1.0 && as_row_bias(self, c.cols, row)) {
+  if (alpha == 1.0 && beta == 1.0 && as_row_bias(self, c.v.cols, row)) {
     gemm(out.dtype, a, b, c, &row);
     return;
   }
   gemm(out.dtype, a, b, c, nullptr);
-  if (a.cols == 0 && beta != 0.0) {
+  if (a.v.cols == 0 && beta != 0.0) {
     scale_add(out, self, 0.0, beta);  // alpha·0: keeps NaN-free zeros
     return;
   }
@@ -259,87 +262,12 @@ void baddbmm_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(baddbmm_kernel, baddbmm_body)
 
+// torch.matmul as the SDK's batched GEMMs (broadcast batch dims have stride
+// 0; one GEMM per outer batch index where the strides do not fold).
 void matmul_body(const OpCall& c) {
   const Tensor &x = c.input(0), &y = c.input(1), &out = c.output(0);
-  std::vector<int64_t> batch;
-  sdk::shape_rules::matmul_shape(c, &batch);
-  const int nb = static_cast<int>(batch.size());
-  // The matrices: a 1-D self is a row, a 1-D other a column.
-  Mat a = x.rank == 1 ? Mat{x.data, 1, 1, x.shape[0], 0, 0, x.strides[0]}
-                      : Mat{x.data, 1, x.shape[x.rank - 2], x.shape[x.rank - 1], 0, x.strides[x.rank - 2],
-                            x.strides[x.rank - 1]};
-  Mat b = y.rank == 1 ? Mat{y.data, 1, y.shape[0], 1, 0, y.strides[0], 0}
-                      : Mat{y.data, 1, y.shape[y.rank - 2], y.shape[y.rank - 1], 0, y.strides[y.rank - 2],
-                            y.strides[y.rank - 1]};
-  int out_mat = (x.rank >= 2) + (y.rank >= 2);  // matrix dims in out
-  Mat o{out.data, 1, a.rows, b.cols, 0, 0, 0};
-  o.rs = x.rank >= 2 ? out.strides[out.rank - out_mat] : 0;
-  o.cs = y.rank >= 2 ? out.strides[out.rank - 1] : 0;
-  // Per batch dim: the element stride of each operand (0 = broadcast).
-  std::vector<std::array<int64_t, 3>> st(nb);
-  for (int d = 0; d < nb; ++d) {
-    int dx = d - (nb - std::max(x.rank - 2, 0)), dy = d - (nb - std::max(y.rank - 2, 0));
-    st[d][0] = dx >= 0 && x.shape[dx] != 1 ? x.strides[dx] : 0;
-    st[d][1] = dy >= 0 && y.shape[dy] != 1 ? y.strides[dy] : 0;
-    st[d][2] = batch[d] != 1 ? out.strides[d] : 0;
-  }
-  // Fold the batch dims into one when all three operands allow it.
-  std::vector<int64_t> sizes;
-  std::vector<std::array<int64_t, 3>> strides;
-  for (int d = 0; d < nb; ++d) {
-    if (batch[d] == 1) continue;
-    if (!sizes.empty()) {
-      auto& s = strides.back();
-      bool fold = true;
-      for (int k = 0; k < 3; ++k) fold = fold && s[k] == st[d][k] * batch[d];
-      if (fold) {
-        sizes.back() *= batch[d];
-        s = st[d];
-        continue;
-      }
-    }
-    sizes.push_back(batch[d]);
-    strides.push_back(st[d]);
-  }
-  hal_dtype_e dt = out.dtype;
-  if (sizes.size() <= 1) {
-    int64_t n = sizes.empty() ? 1 : sizes[0];
-    auto s = strides.empty() ? std::array<int64_t, 3>{0, 0, 0} : strides[0];
-    Mat ab = a, bb = b, ob = o;
-    ab.batch = s[0] != 0 ? n : 1;
-    ab.bs = s[0];
-    bb.batch = s[1] != 0 ? n : 1;
-    bb.bs = s[1];
-    ob.batch = n;
-    ob.bs = s[2];
-    gemm(dt, ab, bb, ob, nullptr);
-    return;
-  }
-  // Irregular batch strides: one GEMM per inner run of the innermost dim.
-  int64_t outer = 1;
-  for (size_t d = 0; d + 1 < sizes.size(); ++d) outer *= sizes[d];
-  const size_t es = sdk::dtype_size(dt);
-  for (int64_t i = 0; i < outer; ++i) {
-    int64_t rem = i, off[3] = {0, 0, 0};
-    for (int d = static_cast<int>(sizes.size()) - 2; d >= 0; --d) {
-      int64_t idx = rem % sizes[d];
-      rem /= sizes[d];
-      for (int k = 0; k < 3; ++k) off[k] += idx * strides[d][k];
-    }
-    auto s = strides.back();
-    int64_t n = sizes.back();
-    Mat ab = a, bb = b, ob = o;
-    ab.p = static_cast<char*>(a.p) + off[0] * es;
-    bb.p = static_cast<char*>(b.p) + off[1] * es;
-    ob.p = static_cast<char*>(o.p) + off[2] * es;
-    ab.batch = s[0] != 0 ? n : 1;
-    ab.bs = s[0];
-    bb.batch = s[1] != 0 ? n : 1;
-    bb.bs = s[1];
-    ob.batch = n;
-    ob.bs = s[2];
-    gemm(dt, ab, bb, ob, nullptr);
-  }
+  for (const sdk::kernel::Gemm& g : sdk::kernel::matmul_gemms(c))
+    gemm(out.dtype, {x.data, g.a}, {y.data, g.b}, {out.data, g.c}, nullptr);
 }
 HAL_CPU_KERNEL(matmul_kernel, matmul_body)
 
@@ -363,11 +291,7 @@ void write_rows(const Tensor& out, F&& f) {
   }
   std::vector<unsigned char> storage(static_cast<size_t>(out.numel()) * out.element_size() + 1);
   Tensor tmp = out;
-  int64_t stride = 1;
-  for (int d = tmp.rank - 1; d >= 0; --d) {
-    tmp.strides[d] = stride;
-    stride *= tmp.shape[d];
-  }
+  tmp.set_contiguous_strides();
   tmp.data = storage.data();
   fold_rows(tmp, m);
   f(m);
@@ -387,16 +311,16 @@ HAL_CPU_KERNEL(linear_kernel, linear_body)
 // OUT[j] = Σ_i G[i, j], accumulated in double.
 template <class T>
 void column_sums(const Mat& g, const Tensor& out) {
-  const int64_t N = g.cols;
+  const int64_t N = g.v.cols;
   constexpr int64_t kBlock = 256;
   parallel_for((N + kBlock - 1) / kBlock, 1, [&](int64_t lo, int64_t hi) {
     double acc[kBlock];
     for (int64_t blk = lo; blk < hi; ++blk) {
       int64_t j0 = blk * kBlock, nj = std::min(kBlock, N - j0);
       std::fill(acc, acc + nj, 0.0);
-      for (int64_t i = 0; i < g.rows; ++i) {
+      for (int64_t i = 0; i < g.v.rows; ++i) {
         const T* row = g.at<T>(0, i, j0);
-        for (int64_t j = 0; j < nj; ++j) acc[j] += static_cast<double>(static_cast<compute_t<T>>(row[j * g.cs]));
+        for (int64_t j = 0; j < nj; ++j) acc[j] += static_cast<double>(static_cast<compute_t<T>>(row[j * g.v.cs]));
       }
       for (int64_t j = 0; j < nj; ++j) out.ptr<T>()[(j0 + j) * out.strides[0]] = static_cast<T>(acc[j]);
     }

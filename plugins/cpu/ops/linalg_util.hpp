@@ -1,6 +1,6 @@
-// CPU plugin, linalg group: helpers shared by the matmul, convolution and
-// pooling kernels — float32 staging for float16/bfloat16 (oneDNN computes
-// those in float32 here) and a 4-D strided view for direct loops.
+// CPU plugin, linalg group: float32 staging for float16/bfloat16, shared by
+// the matmul, convolution and pooling kernels (oneDNN computes those in
+// float32 here). Matrix and 4-D geometry is the SDK's (kernel/matrix.hpp).
 #ifndef HAL_PLUGINS_CPU_OPS_LINALG_UTIL_HPP_
 #define HAL_PLUGINS_CPU_OPS_LINALG_UTIL_HPP_
 
@@ -16,11 +16,7 @@ inline Tensor f32_scratch(const std::vector<int64_t>& shape, std::vector<unsigne
   t.defined = true;
   t.dtype = HAL_DTYPE_FLOAT32;
   t.set_shape(shape);
-  int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    t.strides[d] = stride;
-    stride *= t.shape[d];
-  }
+  t.set_contiguous_strides();
   storage.assign(static_cast<size_t>(t.numel()) * 4 + 64, 0);
   t.data = storage.data();
   return t;
@@ -65,32 +61,6 @@ void with_f32(const std::vector<const Tensor*>& outs, const std::vector<const Te
   f(o32, i32);
   for (size_t i = 0; i < outs.size(); ++i) copy_convert(*outs[i], *o32[i]);
 }
-
-// A tensor seen as 4-D [N, C, H, W]: rank-3 [C, H, W] / [N, C, L] tensors
-// get a size-1 dim (BATCHED says which).
-template <class T>
-struct View4 {
-  T* p = nullptr;
-  int64_t size[4] = {1, 1, 1, 1};
-  int64_t stride[4] = {0, 0, 0, 0};
-
-  View4() = default;
-  // SPATIAL: 1 (conv1d: H is the added dim) or 2.
-  View4(const Tensor& t, bool batched, int spatial) : p(static_cast<T*>(t.data)) {
-    int src = 0;
-    for (int d = 0; d < 4; ++d) {
-      bool missing = (d == 0 && !batched) || (d == 2 && spatial == 1);
-      if (missing) continue;
-      size[d] = t.shape[src];
-      stride[d] = t.strides[src];
-      ++src;
-    }
-  }
-  T& at(int64_t n, int64_t c, int64_t h, int64_t w) const {
-    return p[n * stride[0] + c * stride[1] + h * stride[2] + w * stride[3]];
-  }
-  T* plane(int64_t n, int64_t c) const { return p + n * stride[0] + c * stride[1]; }
-};
 
 }  // namespace hal::cpu::linalg
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cpu_ops.hpp"
+#include "hal/sdk/kernel/rows.hpp"
 #include "nn_common.hpp"
 
 namespace hal::cpu::nn {
@@ -18,25 +19,6 @@ Reduction reduction_of(const std::string& s) {
 }
 
 // ---- class-index losses ------------------------------------------------------------
-
-// input [N, C, D] (or [C]: N = D = 1), target [N, D].
-struct ClassLayout {
-  int64_t n = 1, c = 1, d = 1;
-  int64_t positions() const { return n * d; }
-  // Flat index of class K at position P.
-  int64_t at(int64_t p, int64_t k) const { return (p / d) * c * d + k * d + p % d; }
-};
-ClassLayout class_layout(const Tensor& input) {
-  ClassLayout l;
-  if (input.rank == 1) {
-    l.c = input.shape[0];
-    return l;
-  }
-  l.n = input.shape[0];
-  l.c = input.shape[1];
-  for (int k = 2; k < input.rank; ++k) l.d *= input.shape[k];
-  return l;
-}
 
 // Checks every target is in [0, C) or IGNORE (before anything is written).
 void check_targets(const OpCall& c, const int64_t* t, int64_t count, int64_t classes, int64_t ignore) {
@@ -68,7 +50,7 @@ template <class T>
 double class_losses(const OpCall& c, const ClassLossArgs& a, const In& x, const In& tg,
                     std::vector<double>& loss) {
   using A = acc_t<T>;
-  ClassLayout l = class_layout(*a.input);
+  sdk::kernel::ClassLayout l = sdk::kernel::class_layout(*a.input);
   const T* px = x.ptr<T>();
   const int64_t* pt = tg.ptr<int64_t>();
   check_targets(c, pt, l.positions(), l.c, a.ignore);
@@ -129,7 +111,7 @@ void class_loss_backward(const OpCall& c, const ClassLossArgs& a) {
   Out dx(c.output(0));
   dispatch(a.input->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ClassLayout l = class_layout(*a.input);
+    sdk::kernel::ClassLayout l = sdk::kernel::class_layout(*a.input);
     const int64_t* pt = tg.ptr<int64_t>();
     check_targets(c, pt, l.positions(), l.c, a.ignore);
     std::vector<double> w = param_or_ones<T>(a.weight, l.c);

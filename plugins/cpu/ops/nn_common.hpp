@@ -67,11 +67,7 @@ class Out {
   void commit() const {
     if (data_ == dst_.data || dst_.numel() == 0) return;
     Tensor src = dst_;
-    int64_t stride = 1;
-    for (int d = src.rank - 1; d >= 0; --d) {
-      src.strides[d] = stride;
-      stride *= src.shape[d];
-    }
+    src.set_contiguous_strides();
     src.data = data_;
     sdk::kernel::dispatch_float(dst_.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -93,11 +89,7 @@ std::vector<A> expand(const Tensor* src, const Tensor& shape_of) {
   std::vector<A> out(static_cast<size_t>(shape_of.numel()));
   Tensor dst = shape_of;
   dst.dtype = sdk::kernel::dtype_of<A>();
-  int64_t stride = 1;
-  for (int d = dst.rank - 1; d >= 0; --d) {
-    dst.strides[d] = stride;
-    stride *= dst.shape[d];
-  }
+  dst.set_contiguous_strides();
   dst.data = out.data();
   map<A, T>(dst, {src}, [](auto x) { return static_cast<A>(x); });
   return out;

@@ -7,23 +7,15 @@
 #include <array>
 
 #include "cpu_ops.hpp"
+#include "hal/sdk/kernel/rows.hpp"
 #include "nn_common.hpp"
 
 namespace hal::cpu::nn {
 namespace {
 
 namespace op = sdk::op;
-
-// Rows of a normalization over trailing dims: M rows of D.
-struct Rows {
-  int64_t m = 1, d = 1;
-};
-Rows split_rows(const Tensor& input, size_t normalized_dims) {
-  Rows r;
-  int axis = input.rank - static_cast<int>(normalized_dims);
-  for (int k = 0; k < input.rank; ++k) (k < axis ? r.m : r.d) *= input.shape[k];
-  return r;
-}
+using sdk::kernel::Nchw;
+using sdk::kernel::Rows;
 
 // Parameter vector of length N (ones/zeros when absent).
 template <class T, class A>
@@ -71,7 +63,7 @@ void norm_rows_f32(const float* x, const float* w, const float* b, float* y, flo
 template <bool kRms>
 void norm_forward(const OpCall& c, size_t normalized_dims, double eps_attr) {
   In x(&c.input(0));
-  Rows rows = split_rows(c.input(0), normalized_dims);
+  Rows rows = sdk::kernel::split_rows(c.input(0), normalized_dims);
   Out y(c.output(0));
   Out mean(c.output(1));
   Out rstd(c.output(kRms ? 1 : 2));
@@ -125,7 +117,7 @@ template <bool kRms>
 void norm_backward(const OpCall& c, size_t normalized_dims) {
   In dy(&c.input(0)), x(&c.input(1)), mean(kRms ? nullptr : &c.input(2)), rstd(&c.input(kRms ? 2 : 3));
   const Tensor* weight = c.optional_input(kRms ? 3 : 4);
-  Rows rows = split_rows(c.input(1), normalized_dims);
+  Rows rows = sdk::kernel::split_rows(c.input(1), normalized_dims);
   Out dx(c.output(0)), dw(c.output(1));
   Out db(c.output(kRms ? 1 : 2));
   dispatch(c.input(1).dtype, [&](auto tag) {
@@ -188,19 +180,9 @@ HAL_CPU_KERNEL(rms_norm_backward_kernel, rms_norm_backward_body)
 
 // ---- group_norm ------------------------------------------------------------------
 
-// [N, C, HW] of an [N, C, *] input.
-struct Nchw {
-  int64_t n, c, hw;
-};
-Nchw nchw(const Tensor& t) {
-  Nchw s{t.shape[0], t.shape[1], 1};
-  for (int d = 2; d < t.rank; ++d) s.hw *= t.shape[d];
-  return s;
-}
-
 void group_norm_body(const OpCall& c) {
   In x(&c.input(0));
-  Nchw s = nchw(c.input(0));
+  Nchw s = sdk::kernel::nchw(c.input(0));
   int64_t groups = op::group_norm::num_groups(c);
   int64_t cg = s.c / groups, d = cg * s.hw;
   double eps = op::group_norm::eps(c);
@@ -244,7 +226,7 @@ HAL_CPU_KERNEL(group_norm_kernel, group_norm_body)
 // (grad_out, input, mean, rstd, weight?) -> grad_input, grad_weight, grad_bias.
 void group_norm_backward_body(const OpCall& c) {
   In dy(&c.input(0)), x(&c.input(1)), mean(&c.input(2)), rstd(&c.input(3));
-  Nchw s = nchw(c.input(1));
+  Nchw s = sdk::kernel::nchw(c.input(1));
   int64_t groups = op::group_norm_backward::num_groups(c);
   int64_t cg = s.c / groups, d = cg * s.hw;
   Out dx(c.output(0)), dw(c.output(1)), db(c.output(2));
@@ -314,7 +296,7 @@ double channel_sum(const T* base, const Nchw& s, int64_t ch, F f) {
 
 void batch_norm_body(const OpCall& c) {
   In x(&c.input(0));
-  Nchw s = nchw(c.input(0));
+  Nchw s = sdk::kernel::nchw(c.input(0));
   bool training = op::batch_norm::training(c);
   double momentum = op::batch_norm::momentum(c), eps = op::batch_norm::eps(c);
   const Tensor* rm_in = op::batch_norm::running_mean(c);
@@ -390,7 +372,7 @@ HAL_CPU_KERNEL(batch_norm_kernel, batch_norm_body)
 // save_invstd?) -> grad_input, grad_weight, grad_bias.
 void batch_norm_backward_body(const OpCall& c) {
   In dy(&c.input(0)), x(&c.input(1));
-  Nchw s = nchw(c.input(1));
+  Nchw s = sdk::kernel::nchw(c.input(1));
   bool training = op::batch_norm_backward::training(c);
   double eps = op::batch_norm_backward::eps(c);
   Out dx(c.output(0)), dw(c.output(1)), db(c.output(2));

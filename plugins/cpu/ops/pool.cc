@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "cpu_kernel.hpp"
+#include "hal/sdk/kernel/matrix.hpp"
 #include "linalg_util.hpp"
 
 namespace hal::cpu {
 namespace {
 
 namespace op = sdk::op;
-using linalg::View4;
+using sdk::kernel::HostView4;
 using sdk::shape_rules::PoolGeometry;
 
 template <class T>
@@ -36,7 +37,7 @@ void planes(const PoolGeometry& g, F&& f) {
 
 // Writes the H x W plane BUF to (N, C) of OUT.
 template <class T, class A>
-void store_plane(const View4<T>& out, int64_t n, int64_t c, const std::vector<A>& buf, int64_t h, int64_t w) {
+void store_plane(const HostView4<T>& out, int64_t n, int64_t c, const std::vector<A>& buf, int64_t h, int64_t w) {
   for (int64_t i = 0; i < h; ++i)
     for (int64_t j = 0; j < w; ++j) out.at(n, c, i, j) = static_cast<T>(buf[i * w + j]);
 }
@@ -48,8 +49,8 @@ void max_pool2d_body(const OpCall& c) {
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    View4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
-    View4<int64_t> ind(c.output(1), g.batched, 2);
+    HostView4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
+    HostView4<int64_t> ind(c.output(1), g.batched, 2);
     planes(g, [&](int64_t n, int64_t ch) {
       for (int64_t oh = 0; oh < g.out[0]; ++oh)
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
@@ -79,7 +80,7 @@ HAL_CPU_KERNEL(max_pool2d_kernel, max_pool2d_body)
 void max_pool2d_backward_body(const OpCall& c) {
   PoolGeometry g = sdk::shape_rules::pool_geometry(c, 1, true);
   const Tensor& indices = c.input(2);
-  View4<int64_t> ind(indices, g.batched, 2);
+  HostView4<int64_t> ind(indices, g.batched, 2);
   const int64_t plane = g.in[0] * g.in[1];
   // Check every index before writing anything.
   for (int64_t n = 0; n < g.n; ++n)
@@ -94,7 +95,7 @@ void max_pool2d_backward_body(const OpCall& c) {
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    View4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
+    HostView4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
     planes(g, [&](int64_t n, int64_t ch) {
       std::vector<A> buf(static_cast<size_t>(plane), A(0));
       for (int64_t oh = 0; oh < g.out[0]; ++oh)
@@ -144,7 +145,7 @@ void avg_pool2d_body(const OpCall& c) {
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    View4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
+    HostView4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
     planes(g, [&](int64_t n, int64_t ch) {
       for (int64_t oh = 0; oh < g.out[0]; ++oh)
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
@@ -166,7 +167,7 @@ void avg_pool2d_backward_body(const OpCall& c) {
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    View4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
+    HostView4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
     planes(g, [&](int64_t n, int64_t ch) {
       std::vector<A> buf(static_cast<size_t>(g.in[0] * g.in[1]), A(0));
       for (int64_t oh = 0; oh < g.out[0]; ++oh)
@@ -196,7 +197,7 @@ void adaptive_avg_pool2d_body(const OpCall& c) {
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    View4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
+    HostView4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
     planes(g, [&](int64_t n, int64_t ch) {
       for (int64_t oh = 0; oh < g.out[0]; ++oh) {
         int64_t h0 = adaptive_begin(oh, g.out[0], g.in[0]), h1 = adaptive_end(oh, g.out[0], g.in[0]);
@@ -221,7 +222,7 @@ void adaptive_avg_pool2d_backward_body(const OpCall& c) {
   for_float(go.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    View4<T> gy(go, g.batched, 2), gx(c.output(0), g.batched, 2);
+    HostView4<T> gy(go, g.batched, 2), gx(c.output(0), g.batched, 2);
     planes(g, [&](int64_t n, int64_t ch) {
       std::vector<A> buf(static_cast<size_t>(g.in[0] * g.in[1]), A(0));
       for (int64_t oh = 0; oh < g.out[0]; ++oh) {

@@ -14,11 +14,7 @@ namespace hal::cpu {
 inline Tensor contiguous_view(const Tensor& like, void* data, hal_dtype_e dtype) {
   Tensor t = like;
   t.dtype = dtype;
-  int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    t.strides[d] = stride;
-    stride *= t.shape[d];
-  }
+  t.set_contiguous_strides();
   t.buffer = nullptr;
   t.byte_offset = 0;
   t.data = data;

@@ -9,8 +9,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
+
+#include "hal/sdk/kernel/bits.hpp"
 
 // Forced: in a file with many kernels GCC stops inlining these calls, and an
 // out-of-line call in the loop body stops vectorisation.
@@ -18,22 +19,14 @@
 
 namespace hal::cpu::vmath {
 
-HAL_VMATH_INLINE float bits_to_float(int32_t i) {
-  float f;
-  std::memcpy(&f, &i, 4);
-  return f;
-}
+using sdk::kernel::bits_float;
+using sdk::kernel::float_bits;
 
-HAL_VMATH_INLINE int32_t float_to_bits(float f) {
-  int32_t i;
-  std::memcpy(&i, &f, 4);
-  return i;
-}
 // C ? A : B as bit operations: GCC (with the default -ftrapping-math) does
 // not if-convert float selects once it has sunk the work into branches.
 HAL_VMATH_INLINE float select(bool c, float a, float b) {
-  int32_t m = -static_cast<int32_t>(c);
-  return bits_to_float((float_to_bits(a) & m) | (float_to_bits(b) & ~m));
+  uint32_t m = 0u - static_cast<uint32_t>(c);
+  return bits_float((float_bits(a) & m) | (float_bits(b) & ~m));
 }
 
 // e^x: Cody-Waite reduction x = n·ln2 + r (|r| <= ln2/2), a degree-6
@@ -60,8 +53,7 @@ HAL_VMATH_INLINE float exp(float x) {
   int32_t n1 = ni >> 1, n2 = ni - n1;
   // Unsigned shifts: NaN / out-of-range lanes carry garbage exponents here
   // (selected away below), and shifting a negative int is undefined.
-  y = y * bits_to_float(static_cast<int32_t>(static_cast<uint32_t>(n1 + 127) << 23)) *
-      bits_to_float(static_cast<int32_t>(static_cast<uint32_t>(n2 + 127) << 23));
+  y = y * bits_float(static_cast<uint32_t>(n1 + 127) << 23) * bits_float(static_cast<uint32_t>(n2 + 127) << 23);
   y = select(x > kMax, std::numeric_limits<float>::infinity(), y);
   y = select(x < kMin, 0.0f, y);
   return select(x != x, x, y);

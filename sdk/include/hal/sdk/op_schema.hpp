@@ -5,6 +5,8 @@
 #ifndef HAL_SDK_OP_SCHEMA_HPP_
 #define HAL_SDK_OP_SCHEMA_HPP_
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -223,6 +225,23 @@ struct Tensor : TensorMeta {
       expect *= shape[d];
     }
     return true;
+  }
+  // Row-major (C-contiguous) strides of this shape, in elements: the last dim
+  // has stride 1; entries from RANK on are 0. Pure; reads only the shape.
+  std::array<int64_t, HAL_TENSOR_MAX_RANK> contiguous_strides() const {
+    std::array<int64_t, HAL_TENSOR_MAX_RANK> s{};
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      s[d] = stride;
+      stride *= shape[d];
+    }
+    return s;
+  }
+  // STRIDES = contiguous_strides(): this descriptor now describes a dense
+  // row-major tensor of its shape (DATA / BUFFER are not touched).
+  void set_contiguous_strides() {
+    std::array<int64_t, HAL_TENSOR_MAX_RANK> s = contiguous_strides();
+    std::copy(s.begin(), s.end(), strides);
   }
   template <class T> T* ptr() const { return static_cast<T*>(data); }
   std::string shape_str() const { return shape_string(shape, rank); }

@@ -156,16 +156,11 @@ struct OpCallBuilder {
       if (__builtin_mul_overflow(numel, t.shape[d], &numel) || numel > (int64_t{1} << 56))
         fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " shape ", dst.shape_str(), " has too many elements");
     }
-    int64_t expect = 1;
-    for (int d = dst.rank - 1; d >= 0; --d) {
-      if (t.strides == nullptr) {
-        dst.strides[d] = expect;
-        expect *= dst.shape[d];
-      } else {
-        dst.strides[d] = t.strides[d];
-        if (t.strides[d] < 0)
-          fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has negative stride ", t.strides[d], " in dim ", d);
-      }
+    if (t.strides == nullptr) dst.set_contiguous_strides();
+    for (int d = dst.rank - 1; d >= 0 && t.strides != nullptr; --d) {
+      dst.strides[d] = t.strides[d];
+      if (t.strides[d] < 0)
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " has negative stride ", t.strides[d], " in dim ", d);
     }
     // Last element's offset; overflow-checked.
     int64_t last = 0;

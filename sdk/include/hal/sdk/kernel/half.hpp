@@ -5,21 +5,11 @@
 #define HAL_SDK_KERNEL_HALF_HPP_
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
-namespace hal::sdk::kernel {
+#include "hal/sdk/kernel/bits.hpp"
 
-inline uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float bits_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+namespace hal::sdk::kernel {
 
 // IEEE 754 binary16.
 struct Half {

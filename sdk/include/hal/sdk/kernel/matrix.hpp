@@ -22,6 +22,9 @@ struct MatrixView {
   int64_t offset = 0, batch = 1, rows = 0, cols = 0, bs = 0, rs = 0, cs = 0;
 
   MatrixView t() const { return {offset, batch, cols, rows, bs, cs, rs}; }
+  // Element offset of (B, I, J) in the tensor's storage; a single matrix
+  // (BATCH 1) is shared by every B whatever BS says.
+  int64_t index(int64_t b, int64_t i, int64_t j) const { return offset + (batch == 1 ? 0 : b * bs) + i * rs + j * cs; }
 };
 
 inline MatrixView matrix_2d(const Tensor& t) { return {0, 1, t.shape[0], t.shape[1], 0, t.strides[0], t.strides[1]}; }
@@ -130,6 +133,21 @@ struct View4 {
       ++src;
     }
   }
+  // Element offset of (N, C, H, W) in the tensor's storage.
+  int64_t offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
+    return n * stride[0] + c * stride[1] + h * stride[2] + w * stride[3];
+  }
+};
+
+// A View4 over host-accessible storage (the tensor's DATA, element type T):
+// for plugins whose kernels loop on the host. Borrows DATA; valid while the
+// tensor's memory is.
+template <class T>
+struct HostView4 : View4 {
+  T* p = nullptr;
+
+  HostView4(const Tensor& t, bool batched, int spatial) : View4(t, batched, spatial), p(static_cast<T*>(t.data)) {}
+  T& at(int64_t n, int64_t c, int64_t h, int64_t w) const { return p[offset(n, c, h, w)]; }
 };
 
 }  // namespace hal::sdk::kernel
