@@ -18,7 +18,7 @@
 #include "cl_kernel.hpp"
 #include "hal/sdk/kernel/matrix.hpp"
 #include "hal/sdk/op_catalog.hpp"
-#include "hal/sdk/shapes/linalg.hpp"
+#include "hal/sdk/op_shapes.hpp"
 #include "opencl_ops.hpp"
 
 namespace hal::opencl {
