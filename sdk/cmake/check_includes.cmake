@@ -1,12 +1,15 @@
 # Compiles each of SOURCES alone (syntax only) and fails if one does not
 # compile or includes, directly or transitively, a header whose path
 # matches FORBID. Not installed; driven by ctest:
-#   cmake -DCXX=<compiler> -DSOURCES=<a;b> -DINCLUDES=<dir;dir> -DFORBID=<regex> -P check_includes.cmake
+#   cmake -DCXX=<compiler> -DSOURCES=<a:b> -DINCLUDES=<dir:dir> -DFORBID=<regex> -P check_includes.cmake
+# (lists separated by ':', which survives add_test's argument quoting).
 foreach(var CXX SOURCES INCLUDES FORBID)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "check_includes.cmake: -D${var}= is required")
   endif()
 endforeach()
+string(REPLACE ":" ";" SOURCES "${SOURCES}")
+string(REPLACE ":" ";" INCLUDES "${INCLUDES}")
 set(include_args)
 foreach(dir IN LISTS INCLUDES)
   list(APPEND include_args -I${dir})
