@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "hal/runtime/runtime.hpp"
-#include "hal/common/op_schema.hpp"
+#include "hal/sdk/op_schema.hpp"  // plugin tests name dtypes hal::sdk::dtype_name
 
 namespace hal::testing {
 

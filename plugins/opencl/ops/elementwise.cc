@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "hal/sdk/op_catalog.hpp"
+#include "hal/sdk/ops.hpp"  // OpCallBuilder
 #include "hal/sdk/plugin.hpp"
 
 namespace hal::opencl {
