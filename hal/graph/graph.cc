@@ -5,13 +5,13 @@
 #include <optional>
 #include <utility>
 
-#include "hal/sdk/op_schema.hpp"
+#include "hal/common/op_schema.hpp"
 #include "loader/loaded_plugin.hpp"
 
 namespace hal {
 namespace {
 
-std::string dims(const std::vector<int64_t>& v) { return sdk::shape_string(v.data(), static_cast<int>(v.size())); }
+std::string dims(const std::vector<int64_t>& v) { return common::shape_string(v.data(), static_cast<int>(v.size())); }
 
 std::string node_label(const Graph& g, size_t n) {
   return "node " + std::to_string(n) + " ('" + g.nodes()[n].op + "')";
@@ -100,7 +100,7 @@ class CGraph {
 // ---- Graph ------------------------------------------------------------------
 
 uint32_t Graph::add_value(const ValueSpec& spec, const std::string& what) {
-  if (sdk::dtype_size(spec.dtype) == 0)
+  if (common::dtype_size(spec.dtype) == 0)
     throw Error(HAL_STATUS_INVALID_ARGUMENT, what + " has unknown dtype value " + std::to_string(spec.dtype));
   if (spec.shape.size() > HAL_TENSOR_MAX_RANK)
     throw Error(HAL_STATUS_INVALID_ARGUMENT, what + " has rank " + std::to_string(spec.shape.size()) +
@@ -334,7 +334,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
       throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place + what);
     };
     if (view->dtype != v.dtype)
-      fail(std::string(" has dtype ") + sdk::dtype_name(view->dtype) + " but the value's is " + sdk::dtype_name(v.dtype));
+      fail(std::string(" has dtype ") + common::dtype_name(view->dtype) + " but the value's is " + common::dtype_name(v.dtype));
     if (view->shape.size() != v.shape.size())
       fail(" has shape " + dims(view->shape) + " but the value's is " + dims(v.shape));
     for (size_t d = 0; d < v.shape.size(); ++d) {
@@ -359,7 +359,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     if (have[id]) continue;
     const ValueSpec& v = g.values()[id];
     std::vector<int64_t> shape = v.shape;
-    uint64_t bytes = sdk::dtype_size(v.dtype);
+    uint64_t bytes = common::dtype_size(v.dtype);
     for (int64_t& d : shape) {
       if (d < 0) {
         auto it = symbols.find(d);

@@ -1,6 +1,6 @@
 #include "hal/runtime/op.hpp"
 
-#include "hal/sdk/op_schema.hpp"
+#include "hal/common/op_schema.hpp"
 #include "loader/loaded_plugin.hpp"
 
 namespace hal {
@@ -91,7 +91,7 @@ std::string dims(const std::vector<int64_t>& v) {
 // only sees the (possibly larger) cached block behind it.
 void check_extent(const std::string& op, const TensorView& v, const char* role, size_t index) {
   if (v.buffer_bytes == 0 || v.numel() <= 0) return;
-  size_t elem = sdk::dtype_size(v.dtype);
+  size_t elem = common::dtype_size(v.dtype);
   if (elem == 0 || (!v.strides.empty() && v.strides.size() != v.shape.size())) return;  // the plugin refuses these
   uint64_t last = 0;
   int64_t stride = 1;
@@ -104,7 +104,7 @@ void check_extent(const std::string& op, const TensorView& v, const char* role, 
   uint64_t end = v.byte_offset + (last + 1) * elem;
   if (v.byte_offset > v.buffer_bytes || end > v.buffer_bytes)
     throw Error(HAL_STATUS_OUT_OF_RANGE, op + ": " + role + " " + std::to_string(index) + " (shape " + dims(v.shape) +
-                                             ", strides " + dims(v.strides) + ", " + sdk::dtype_name(v.dtype) +
+                                             ", strides " + dims(v.strides) + ", " + common::dtype_name(v.dtype) +
                                              ") needs bytes [" + std::to_string(v.byte_offset) + ", " +
                                              std::to_string(end) + ") but its buffer has " +
                                              std::to_string(v.buffer_bytes) + " bytes");

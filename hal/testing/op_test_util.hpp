@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "hal/runtime/runtime.hpp"
-#include "hal/sdk/op_schema.hpp"
+#include "hal/sdk/op_schema.hpp"  // plugin tests name dtypes hal::sdk::dtype_name
 
 namespace hal::testing {
 
@@ -56,7 +56,7 @@ class OpTester {
   DeviceTensor empty(hal_dtype_e dtype, std::vector<int64_t> shape, size_t bytes = 0) {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
-    if (bytes == 0) bytes = static_cast<size_t>(n) * sdk::dtype_size(dtype);
+    if (bytes == 0) bytes = static_cast<size_t>(n) * common::dtype_size(dtype);
     DeviceTensor t{device_->allocate(bytes == 0 ? 1 : bytes), {}};
     t.view = TensorView(t.buffer, dtype, std::move(shape));
     return t;
@@ -74,7 +74,7 @@ class OpTester {
   }
   // The bytes of T's elements (T contiguous).
   std::vector<unsigned char> bytes(const DeviceTensor& t) {
-    std::vector<unsigned char> out(static_cast<size_t>(t.view.numel()) * sdk::dtype_size(t.view.dtype));
+    std::vector<unsigned char> out(static_cast<size_t>(t.view.numel()) * common::dtype_size(t.view.dtype));
     if (!out.empty()) t.buffer.copy_to_host(out.data(), out.size(), t.view.byte_offset);
     return out;
   }

@@ -52,7 +52,6 @@ sdk::DeviceProperties CpuDevice::properties() {
   p.total_memory_bytes =
       static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   p.compute_units = std::max(1u, std::thread::hardware_concurrency());
-  p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR;
   for (hal_dtype_e d : {HAL_DTYPE_FLOAT32, HAL_DTYPE_FLOAT16, HAL_DTYPE_BFLOAT16, HAL_DTYPE_FLOAT64,
                         HAL_DTYPE_INT8, HAL_DTYPE_UINT8, HAL_DTYPE_INT16, HAL_DTYPE_INT32,
                         HAL_DTYPE_INT64, HAL_DTYPE_BOOL})

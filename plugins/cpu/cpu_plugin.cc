@@ -2,6 +2,7 @@
 // and worker threads. Options (hal.toml [plugin.options]):
 //   device_count = N   expose N CPU devices (default 1), for multi-device use.
 #include "cpu_device.hpp"
+#include "hal/sdk/ops.hpp"
 #include "ops/cpu_ops.hpp"
 
 namespace hal::cpu {

@@ -55,8 +55,6 @@ sdk::DeviceProperties ClDevice::properties() {
   p.driver_version = device_info_string(device_, CL_DRIVER_VERSION) + " (" + device_info_string(device_, CL_DEVICE_VERSION) + ")";
   p.total_memory_bytes = global_memory_;
   p.compute_units = device_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
-  p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR |
-                   HAL_CAPABILITY_GRAPH;
   // float16 would need cl_khr_fp16; no kernel is written for it yet, so it
   // is not claimed even where the device has the extension.
   p.supported_dtypes = HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32) | HAL_DTYPE_BIT(HAL_DTYPE_INT8) |

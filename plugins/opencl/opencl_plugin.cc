@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cl_device.hpp"
+#include "hal/sdk/ops.hpp"
 #include "ops/opencl_ops.hpp"
 
 namespace hal::opencl {

@@ -14,6 +14,7 @@
 
 #include "hal/sdk/kernel/dispatch.hpp"
 #include "hal/sdk/kernel/strided.hpp"
+#include "hal/sdk/op_catalog.hpp"
 #include "hal/sdk/plugin.hpp"
 
 namespace hal::cpu {

@@ -2,6 +2,7 @@
 #ifndef HAL_PLUGINS_CPU_OPS_CPU_OPS_HPP_
 #define HAL_PLUGINS_CPU_OPS_CPU_OPS_HPP_
 
+#include "hal/sdk/op_catalog.hpp"
 #include "hal/sdk/plugin.hpp"
 
 namespace hal::cpu {

@@ -13,7 +13,7 @@
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/sdk/op_shapes.hpp"
 
 namespace hal::cpu {
 namespace {

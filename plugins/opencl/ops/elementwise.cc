@@ -8,6 +8,7 @@
 
 #include "cl_sources.hpp"
 #include "hal/sdk/op_catalog.hpp"
+#include "hal/sdk/ops.hpp"  // OpCallBuilder
 #include "hal/sdk/plugin.hpp"
 
 namespace hal::opencl {

@@ -18,6 +18,7 @@
 
 #include "cl_sources.hpp"
 #include "hal/sdk/op_catalog.hpp"
+#include "hal/sdk/op_shapes.hpp"
 #include "opencl_ops.hpp"
 
 namespace hal::opencl {

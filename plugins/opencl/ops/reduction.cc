@@ -12,7 +12,7 @@
 #include "cl_kernel.hpp"
 #include "hal/sdk/kernel/reduce.hpp"
 #include "hal/sdk/op_catalog.hpp"
-#include "hal/sdk/shapes/reduction.hpp"
+#include "hal/sdk/op_shapes.hpp"
 #include "opencl_ops.hpp"
 
 namespace hal::opencl {

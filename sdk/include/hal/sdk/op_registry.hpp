@@ -1,7 +1,11 @@
 // HAL C++ SDK: a plugin's op kernels, registered by catalog op.
 //
 //   void add_kernel(const std::shared_ptr<const OpCall>& call, Stream* stream);
-//   ops().add<hal::sdk::op::add>(&add_kernel, kFloatDtypes);
+//   ops().add<hal::sdk::op::add>(&add_kernel, kFloatDtypes);   // op::add: hal/sdk/op_catalog.hpp
+//
+// This header does not include the catalog (a plugin without ops pays
+// nothing for it); the TU with HAL_SDK_PLUGIN of a plugin whose kInterfaces
+// has HAL_CAPABILITY_OPERATOR includes hal/sdk/ops.hpp for the op table.
 //
 // The SDK validates every call against the catalog (input count, dtypes,
 // attributes, shapes, output shapes and dtypes, buffer ranges, aliasing)
@@ -17,8 +21,8 @@
 #include <memory>
 #include <vector>
 
-#include "hal/sdk/op_catalog.hpp"
 #include "hal/sdk/op_schema.hpp"
+#include "hal/sdk/status.hpp"
 
 namespace hal::sdk {
 
@@ -68,13 +72,6 @@ class OpRegistry {
  private:
   std::vector<Kernel> kernels_;
 };
-
-// The catalog schema named NAME, or nullptr.
-inline const OpSchema* find_schema(const char* name) {
-  for (const OpSchema& s : catalog::kOps)
-    if (std::strcmp(s.name, name) == 0) return &s;
-  return nullptr;
-}
 
 }  // namespace hal::sdk
 

@@ -1,21 +1,14 @@
-// HAL C++ SDK: the catalog's shape rules. Each op in sdk/catalog/ops/*.toml
-// names a rule (`shape = "broadcast"`); the generated catalog points at
-// hal::sdk::shape_rules::<rule>, so a rule the catalog names but nobody wrote
-// is a compile error. A rule fills the outputs' shapes (their dtypes are
-// preset from the catalog's dtype rules) or throws INVALID_ARGUMENT naming
-// the op, the argument and the values. Rules read attributes by catalog
-// position through the generated accessors. One header per op group.
+// HAL C++ SDK: the catalog's shape rules (hal/common/op_shapes.hpp) under
+// their SDK name, hal::sdk::shape_rules (conv_geometry, pool_geometry,
+// normalize_dim, ... for kernels that need the same geometry). Header-only.
 #ifndef HAL_SDK_OP_SHAPES_HPP_
 #define HAL_SDK_OP_SHAPES_HPP_
 
-#include "hal/sdk/shapes/common.hpp"
-#include "hal/sdk/shapes/data.hpp"
-#include "hal/sdk/shapes/elementwise.hpp"
-#include "hal/sdk/shapes/index.hpp"
-#include "hal/sdk/shapes/linalg.hpp"
-#include "hal/sdk/shapes/nn.hpp"
-#include "hal/sdk/shapes/random.hpp"
-#include "hal/sdk/shapes/reduction.hpp"
-#include "hal/sdk/shapes/transformer.hpp"
+#include "hal/common/op_shapes.hpp"
+#include "hal/sdk/op_schema.hpp"
+
+namespace hal::sdk {
+namespace shape_rules = common::shape_rules;
+}  // namespace hal::sdk
 
 #endif  // HAL_SDK_OP_SHAPES_HPP_

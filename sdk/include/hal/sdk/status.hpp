@@ -6,49 +6,27 @@
 #ifndef HAL_SDK_STATUS_HPP_
 #define HAL_SDK_STATUS_HPP_
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "hal/common/error.hpp"
+#include "hal/common/status_code.hpp"
 #include "hal/status.h"
 
 namespace hal::sdk {
 
-// An error with a HAL status code. Thread-safe to throw from any thread.
-class Error : public std::runtime_error {
- public:
-  Error(hal_status_code_e code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
-  hal_status_code_e code() const noexcept { return code_; }
-
- private:
-  hal_status_code_e code_;
-};
-
-// Throws Error(code, concatenation of parts). Parts are streamed with <<.
-template <class... Parts>
-[[noreturn]] void fail(hal_status_code_e code, const Parts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  throw Error(code, os.str());
-}
-
-// Name of a status code ("INVALID_ARGUMENT"); "UNKNOWN" for codes this
-// header does not know. Never NULL; static storage.
-inline const char* status_code_name(uint32_t code) noexcept {
-  static const char* const kNames[] = {
-      "OK",        "INVALID_ARGUMENT", "UNIMPLEMENTED",       "UNSUPPORTED_DTYPE",
-      "OUT_OF_MEMORY", "DEVICE_ERROR", "TIMEOUT",             "NOT_FOUND",
-      "OUT_OF_RANGE",  "FAILED_PRECONDITION", "ALREADY_EXISTS", "ABI_MISMATCH",
-      "INTERNAL"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == HAL_STATUS_CODE_COUNT_);
-  return code < HAL_STATUS_CODE_COUNT_ ? kNames[code] : "UNKNOWN";
-}
+// The error plugin code throws (hal/common/error.hpp): an exception with a
+// HAL status code; fail(code, parts...) throws one. The shared shape rules
+// throw the same type, so one catch at the boundary sees them all.
+using common::Error;
+using common::fail;
+// "INVALID_ARGUMENT" etc.; "UNKNOWN" for codes newer than this build.
+using common::status_code_name;
 
 namespace detail {
 // One allocation holding the struct and its message; freed by its own

@@ -1,10 +1,26 @@
-// HAL C++ SDK, internal: the graph table's C entries and the validation that
-// turns a hal_graph_t into a hal::sdk::Graph and execute's tensors into
-// Tensors. Included by hal/sdk/plugin.hpp inside namespace hal::sdk::detail,
-// after op_entries.hpp (it reuses OpCallBuilder's pieces); not a standalone
-// header.
+// HAL C++ SDK, internal: the graph table's C entries (hal/graph.h) and the
+// validation that turns a hal_graph_t into a hal::sdk::Graph and execute's
+// tensors into Tensors (GraphBuilder; reuses OpCallBuilder's pieces).
+// Reached through hal/sdk/ops.hpp, which completes detail::GraphTable.
+#ifndef HAL_SDK_DETAIL_GRAPH_ENTRIES_HPP_
+#define HAL_SDK_DETAIL_GRAPH_ENTRIES_HPP_
 
-}  // namespace detail
+#include <algorithm>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "hal/common/extension.hpp"
+#include "hal/hal.h"
+#include "hal/sdk/detail/call.hpp"
+#include "hal/sdk/detail/op_entries.hpp"
+#include "hal/sdk/detail/registry.hpp"
+#include "hal/sdk/graph.hpp"
+#include "hal/sdk/op_catalog.hpp"
+#include "hal/sdk/plugin.hpp"
+
+namespace hal::sdk {
 
 struct GraphBuilder {
   // Validates G (see hal/sdk/graph.hpp for what is checked) and copies it.
@@ -323,3 +339,12 @@ inline hal_status_t* executable_execute(hal_executable_t* e, const hal_tensor_t*
 
 inline const hal_graph_api_t kGraphApi = {sizeof(hal_graph_api_t), &graph_partition,     &graph_compile,
                                           &executable_destroy,     &executable_get_info, &executable_execute};
+
+template <class P>
+struct GraphTable<P, true> {
+  static const hal_graph_api_t* get() { return &kGraphApi; }
+};
+}  // namespace detail
+}  // namespace hal::sdk
+
+#endif  // HAL_SDK_DETAIL_GRAPH_ENTRIES_HPP_

@@ -1,10 +1,28 @@
-// HAL C++ SDK, internal: the operator table's C entries and the validation
-// that turns hal_op_args_t into an OpCall. Included by hal/sdk/plugin.hpp
-// inside namespace hal::sdk::detail; not a standalone header.
+// HAL C++ SDK, internal: the operator table's C entries (hal/op.h) and the
+// validation that turns hal_op_args_t into an OpCall (OpCallBuilder, also
+// used by the graph entries). Reached through hal/sdk/ops.hpp, which
+// completes detail::OpTable so HAL_SDK_PLUGIN hands the table to the core.
+#ifndef HAL_SDK_DETAIL_OP_ENTRIES_HPP_
+#define HAL_SDK_DETAIL_OP_ENTRIES_HPP_
 
-// ---- building an OpCall -----------------------------------------------------
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
 
-}  // namespace detail
+#include "hal/common/extension.hpp"
+#include "hal/hal.h"
+#include "hal/sdk/detail/call.hpp"
+#include "hal/sdk/detail/memory_entries.hpp"
+#include "hal/sdk/detail/registry.hpp"
+#include "hal/sdk/op_catalog.hpp"
+#include "hal/sdk/op_registry.hpp"
+#include "hal/sdk/plugin.hpp"
+
+namespace hal::sdk {
 
 struct OpCallBuilder {
   // "input 'self'", "output 'out'[2]": streamed into a message only when a
@@ -481,3 +499,12 @@ inline hal_status_t* op_launch(hal_device_t* d, const hal_op_args_t* args, hal_s
 
 inline const hal_op_api_t kOpApi = {sizeof(hal_op_api_t), HAL_OP_CATALOG_VERSION_MAJOR, HAL_OP_CATALOG_VERSION_MINOR,
                                     &op_count, &op_get_name, &op_resolve, &op_check, &op_launch};
+
+template <class P>
+struct OpTable<P, true> {
+  static const hal_op_api_t* get() { return &kOpApi; }
+};
+}  // namespace detail
+}  // namespace hal::sdk
+
+#endif  // HAL_SDK_DETAIL_OP_ENTRIES_HPP_

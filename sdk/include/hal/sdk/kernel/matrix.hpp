@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hal/sdk/op_schema.hpp"
-#include "hal/sdk/shapes/linalg.hpp"
+#include "hal/sdk/op_shapes.hpp"
 
 namespace hal::sdk::kernel {
 

@@ -1,10 +1,10 @@
 // Shape rules of the elementwise groups (unary, binary).
-#ifndef HAL_SDK_SHAPES_ELEMENTWISE_HPP_
-#define HAL_SDK_SHAPES_ELEMENTWISE_HPP_
+#ifndef HAL_COMMON_SHAPES_ELEMENTWISE_HPP_
+#define HAL_COMMON_SHAPES_ELEMENTWISE_HPP_
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 // Every output has the first input's shape.
 inline void same(const OpCall& call, std::vector<TensorMeta>& outputs) {
@@ -30,6 +30,6 @@ inline void broadcast(const OpCall& call, std::vector<TensorMeta>& outputs) {
   for (auto& o : outputs) o.set_shape(shape);
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_ELEMENTWISE_HPP_
+#endif  // HAL_COMMON_SHAPES_ELEMENTWISE_HPP_

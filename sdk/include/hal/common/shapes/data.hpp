@@ -1,14 +1,14 @@
 // Shape rules of the "data" group (data movement and creation). Attributes
 // are read by catalog position (see sdk/catalog/ops/data.toml).
-#ifndef HAL_SDK_SHAPES_DATA_HPP_
-#define HAL_SDK_SHAPES_DATA_HPP_
+#ifndef HAL_COMMON_SHAPES_DATA_HPP_
+#define HAL_COMMON_SHAPES_DATA_HPP_
 
 #include <cmath>
 #include <limits>
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 namespace data_detail {
 
@@ -312,6 +312,6 @@ inline void one_hot(const OpCall& call, std::vector<TensorMeta>& outputs) {
   outputs[0].set_shape(shape);
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_DATA_HPP_
+#endif  // HAL_COMMON_SHAPES_DATA_HPP_

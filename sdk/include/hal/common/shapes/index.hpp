@@ -1,12 +1,12 @@
 // Shape rules of the "index" group (indexing, gathering, scattering and sorting).
 // Index values are data: kernels check them (OUT_OF_RANGE); these rules
 // check everything the shapes, dtypes and attributes decide.
-#ifndef HAL_SDK_SHAPES_INDEX_HPP_
-#define HAL_SDK_SHAPES_INDEX_HPP_
+#ifndef HAL_COMMON_SHAPES_INDEX_HPP_
+#define HAL_COMMON_SHAPES_INDEX_HPP_
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 namespace index_detail {
 
@@ -180,6 +180,6 @@ inline void sort(const OpCall& call, std::vector<TensorMeta>& outputs) {
   for (auto& o : outputs) o.set_shape(self.sizes());
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_INDEX_HPP_
+#endif  // HAL_COMMON_SHAPES_INDEX_HPP_

@@ -2,14 +2,14 @@
 // pooling). The geometry helpers (conv_geometry, pool_geometry) validate the
 // attributes and are shared with kernels, so a kernel reads the same sizes
 // the rule checked.
-#ifndef HAL_SDK_SHAPES_LINALG_HPP_
-#define HAL_SDK_SHAPES_LINALG_HPP_
+#ifndef HAL_COMMON_SHAPES_LINALG_HPP_
+#define HAL_COMMON_SHAPES_LINALG_HPP_
 
 #include <cstring>
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 namespace linalg {
 
@@ -453,6 +453,6 @@ inline void adaptive_avg_pool2d_backward(const OpCall& call, std::vector<TensorM
   outputs[0].set_shape(call.input(1).sizes());
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_LINALG_HPP_
+#endif  // HAL_COMMON_SHAPES_LINALG_HPP_

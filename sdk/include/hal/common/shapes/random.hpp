@@ -1,14 +1,14 @@
 // Shape rules of the "random" group (random numbers). Attributes are read by
 // catalog position (sdk/catalog/ops/random.toml): `offset` is always the
 // last attribute and `seed` the one before it.
-#ifndef HAL_SDK_SHAPES_RANDOM_HPP_
-#define HAL_SDK_SHAPES_RANDOM_HPP_
+#ifndef HAL_COMMON_SHAPES_RANDOM_HPP_
+#define HAL_COMMON_SHAPES_RANDOM_HPP_
 
 #include <cmath>
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 namespace random_detail {
 
@@ -68,6 +68,6 @@ inline void random_dropout(const OpCall& call, std::vector<TensorMeta>& outputs)
   for (auto& o : outputs) o.set_shape(call.input(0).sizes());
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_RANDOM_HPP_
+#endif  // HAL_COMMON_SHAPES_RANDOM_HPP_

@@ -1,14 +1,14 @@
 // Helpers shared by the shape rules: broadcasting and dim normalisation.
-#ifndef HAL_SDK_SHAPES_COMMON_HPP_
-#define HAL_SDK_SHAPES_COMMON_HPP_
+#ifndef HAL_COMMON_SHAPES_COMMON_HPP_
+#define HAL_COMMON_SHAPES_COMMON_HPP_
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "hal/sdk/op_schema.hpp"
+#include "hal/common/op_schema.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 // NumPy broadcast of the defined tensors among TENSORS; throws naming the
 // op and the first pair of sizes that do not broadcast.
@@ -53,6 +53,6 @@ inline void require_rank(const OpCall& call, size_t i, int rank) {
          rank, " but has shape ", t.shape_str());
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_COMMON_HPP_
+#endif  // HAL_COMMON_SHAPES_COMMON_HPP_

@@ -1,14 +1,14 @@
 // Shape rules of the "reduction" group (reductions and scans), and the
 // helpers kernels share with them (which dims a call reduces).
-#ifndef HAL_SDK_SHAPES_REDUCTION_HPP_
-#define HAL_SDK_SHAPES_REDUCTION_HPP_
+#ifndef HAL_COMMON_SHAPES_REDUCTION_HPP_
+#define HAL_COMMON_SHAPES_REDUCTION_HPP_
 
 #include <cmath>
 #include <cstring>
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 // The attribute NAME of the call's op (rules run before the generated
 // accessors exist, so they look attributes up by name).
@@ -142,6 +142,6 @@ inline void scan(const OpCall& call, std::vector<TensorMeta>& outputs) {
     outputs[0].dtype = HAL_DTYPE_INT64;
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_REDUCTION_HPP_
+#endif  // HAL_COMMON_SHAPES_REDUCTION_HPP_

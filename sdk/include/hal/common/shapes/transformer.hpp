@@ -1,14 +1,14 @@
 // Shape rules of the "transformer" group (attention and positional
 // embeddings). Attention attributes by catalog position: is_causal (0),
 // scale (1), in the forward and the backward alike.
-#ifndef HAL_SDK_SHAPES_TRANSFORMER_HPP_
-#define HAL_SDK_SHAPES_TRANSFORMER_HPP_
+#ifndef HAL_COMMON_SHAPES_TRANSFORMER_HPP_
+#define HAL_COMMON_SHAPES_TRANSFORMER_HPP_
 
 #include <cmath>
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 
 namespace attention_detail {
 
@@ -137,6 +137,6 @@ inline void rotary(const OpCall& call, std::vector<TensorMeta>& outputs) {
   outputs[0].set_shape(x.sizes());
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_TRANSFORMER_HPP_
+#endif  // HAL_COMMON_SHAPES_TRANSFORMER_HPP_

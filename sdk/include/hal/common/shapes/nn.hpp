@@ -1,14 +1,14 @@
 // Shape rules of the "nn" group (normalization, softmax and losses).
-#ifndef HAL_SDK_SHAPES_NN_HPP_
-#define HAL_SDK_SHAPES_NN_HPP_
+#ifndef HAL_COMMON_SHAPES_NN_HPP_
+#define HAL_COMMON_SHAPES_NN_HPP_
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "hal/sdk/shapes/common.hpp"
+#include "hal/common/shapes/common.hpp"
 
-namespace hal::sdk::shape_rules {
+namespace hal::common::shape_rules {
 namespace nn_detail {
 
 // The attribute NAME of the call (rules run before the typed accessors are
@@ -288,6 +288,6 @@ inline void pointwise_loss_backward(const OpCall& call, std::vector<TensorMeta>&
   outputs[0].set_shape(call.input(1).sizes());
 }
 
-}  // namespace hal::sdk::shape_rules
+}  // namespace hal::common::shape_rules
 
-#endif  // HAL_SDK_SHAPES_NN_HPP_
+#endif  // HAL_COMMON_SHAPES_NN_HPP_

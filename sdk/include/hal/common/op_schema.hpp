@@ -1,0 +1,247 @@
+// HAL shared layer (hal::common): the types an op call is made of — the
+// catalog's schema types (filled by the generated hal/common/op_catalog.hpp)
+// and the validated, owned view of one call (OpCall) that kernels and shape
+// rules read. Tensor and OpCall point at the plugin SDK's Device and Buffer,
+// which are only declared here (this layer never dereferences them).
+// Header-only; no type here crosses the C ABI.
+#ifndef HAL_COMMON_OP_SCHEMA_HPP_
+#define HAL_COMMON_OP_SCHEMA_HPP_
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hal/hal.h"
+#include "hal/common/dtype.hpp"
+#include "hal/common/error.hpp"
+
+// The plugin SDK's objects (hal/sdk/buffer.hpp, device.hpp), declared only.
+namespace hal::sdk {
+class Buffer;
+class Device;
+struct OpCallBuilder;
+}  // namespace hal::sdk
+
+namespace hal::common {
+
+class OpCall;
+
+// ---- schema (filled by the generated catalog) -------------------------------
+
+enum class AttrKind : uint8_t { kInt, kFloat, kBool, kString, kInts, kFloats, kDtype, kScalar };
+inline const char* attr_kind_name(AttrKind k) {
+  static const char* const names[] = {"int", "float", "bool", "string", "ints", "floats", "dtype", "scalar"};
+  return names[static_cast<int>(k)];
+}
+
+// How an output's dtype follows from the call (see docs/ops.md).
+enum class OutDtype : uint8_t { kSame, kPromoted, kFloat, kBool, kInt64, kAttr, kDiv, kFixed };
+enum class Alias : uint8_t { kNone, kExact };
+
+struct TensorSpec {
+  const char* name;
+  uint64_t dtypes;  // HAL_DTYPE_BIT mask of accepted dtypes (inputs)
+  bool optional;
+  bool variadic;
+  OutDtype out_dtype;  // outputs only
+  uint32_t fixed_dtype;  // outputs with OutDtype::kFixed
+};
+
+struct AttrSpec {
+  const char* name;
+  AttrKind kind;
+  bool required;
+  int64_t default_i;  // int, bool, dtype, integral scalar
+  double default_f;   // float, scalar
+  const char* default_s;
+  const int64_t* default_ints;
+  const double* default_floats;
+  size_t default_count;
+  const char* const* choices;  // NULL-terminated, strings only; nullptr = any
+};
+
+struct TensorMeta;
+// Computes the outputs' shapes (dtypes are preset from the rules; a rule may
+// override them) or throws INVALID_ARGUMENT naming the op and values.
+using ShapeFn = void (*)(const OpCall& call, std::vector<TensorMeta>& outputs);
+
+struct OpSchema {
+  uint32_t index;
+  const char* name;
+  const char* group;
+  const char* summary;
+  const TensorSpec* inputs;
+  size_t input_count;
+  const TensorSpec* outputs;
+  size_t output_count;
+  const AttrSpec* attrs;
+  size_t attr_count;
+  uint32_t promote_mask;  // bit i: input i takes part in type promotion
+  Alias alias;
+  const char* shape_rule;
+  ShapeFn shape;
+};
+
+// ---- values of one call -----------------------------------------------------
+
+// An attribute of kind "scalar": an integer or a floating value.
+class Scalar {
+ public:
+  Scalar() = default;
+  static Scalar from_int(int64_t v) { Scalar s; s.integral_ = true; s.i_ = v; s.f_ = static_cast<double>(v); return s; }
+  static Scalar from_float(double v) { Scalar s; s.integral_ = false; s.f_ = v; s.i_ = static_cast<int64_t>(v); return s; }
+  bool is_integral() const { return integral_; }
+  double to_double() const { return f_; }
+  int64_t to_int() const { return i_; }
+  template <class T> T to() const { return integral_ ? static_cast<T>(i_) : static_cast<T>(f_); }
+
+ private:
+  bool integral_ = true;
+  int64_t i_ = 0;
+  double f_ = 0;
+};
+
+// One attribute, defaults applied. Owned by its OpCall.
+class AttrValue {
+ public:
+  AttrKind kind = AttrKind::kInt;
+  bool given = false;  // false: the catalog default
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  Scalar scalar;
+
+  int64_t as_int() const { return i; }
+  double as_float() const { return f; }
+  bool as_bool() const { return i != 0; }
+  const std::string& as_string() const { return s; }
+  const std::vector<int64_t>& as_ints() const { return ints; }
+  const std::vector<double>& as_floats() const { return floats; }
+  hal_dtype_e as_dtype() const { return static_cast<hal_dtype_e>(i); }
+  const Scalar& as_scalar() const { return scalar; }
+};
+
+struct TensorMeta {
+  hal_dtype_e dtype = HAL_DTYPE_INVALID;
+  int rank = 0;
+  int64_t shape[HAL_TENSOR_MAX_RANK] = {};
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= shape[d];
+    return n;
+  }
+  std::vector<int64_t> sizes() const { return std::vector<int64_t>(shape, shape + rank); }
+  void set_shape(const std::vector<int64_t>& s) {
+    if (s.size() > HAL_TENSOR_MAX_RANK)
+      fail(HAL_STATUS_INVALID_ARGUMENT, "result rank ", s.size(), " exceeds HAL_TENSOR_MAX_RANK");
+    rank = static_cast<int>(s.size());
+    for (int d = 0; d < rank; ++d) shape[d] = s[d];
+  }
+};
+
+// "[2, 3]"
+inline std::string shape_string(const int64_t* shape, int rank) {
+  std::string out = "[";
+  for (int d = 0; d < rank; ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
+  return out + "]";
+}
+
+// A validated tensor of one call: owned copy of the descriptor, with strides
+// always filled in. DATA is the host address of element 0 when the buffer is
+// host-accessible, else nullptr (device plugins use BUFFER + BYTE_OFFSET).
+struct Tensor : TensorMeta {
+  bool defined = false;  // false: an absent optional input
+  sdk::Buffer* buffer = nullptr;  // not owned; nullptr in checks and graphs
+  uint64_t byte_offset = 0;
+  int64_t strides[HAL_TENSOR_MAX_RANK] = {};
+  void* data = nullptr;
+
+  size_t element_size() const { return dtype_size(dtype); }
+  bool is_contiguous() const {
+    int64_t expect = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (shape[d] != 1 && strides[d] != expect) return false;
+      expect *= shape[d];
+    }
+    return true;
+  }
+  // Row-major (C-contiguous) strides of this shape, in elements: the last dim
+  // has stride 1; entries from RANK on are 0. Pure; reads only the shape.
+  std::array<int64_t, HAL_TENSOR_MAX_RANK> contiguous_strides() const {
+    std::array<int64_t, HAL_TENSOR_MAX_RANK> s{};
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      s[d] = stride;
+      stride *= shape[d];
+    }
+    return s;
+  }
+  // STRIDES = contiguous_strides(): this descriptor now describes a dense
+  // row-major tensor of its shape (DATA / BUFFER are not touched).
+  void set_contiguous_strides() {
+    std::array<int64_t, HAL_TENSOR_MAX_RANK> s = contiguous_strides();
+    std::copy(s.begin(), s.end(), strides);
+  }
+  template <class T> T* ptr() const { return static_cast<T*>(data); }
+  std::string shape_str() const { return shape_string(shape, rank); }
+  std::string strides_str() const { return shape_string(strides, rank); }
+};
+
+// A read-only list of tensors (variadic inputs/outputs).
+class TensorList {
+ public:
+  TensorList(const Tensor* data, size_t size) : data_(data), size_(size) {}
+  size_t size() const { return size_; }
+  const Tensor& operator[](size_t i) const { return data_[i]; }
+  const Tensor* begin() const { return data_; }
+  const Tensor* end() const { return data_ + size_; }
+
+ private:
+  const Tensor* data_;
+  size_t size_;
+};
+
+// One validated op call: everything a kernel reads. Built by the SDK from
+// hal_op_args_t (copies; valid after the C call returned, so a kernel may
+// keep it — by shared_ptr — until its stream runs it). Immutable.
+class OpCall {
+ public:
+  const OpSchema& schema() const { return *schema_; }
+  const char* name() const { return schema_->name; }
+  sdk::Device& device() const { return *device_; }
+
+  const Tensor& input(size_t i) const { return inputs_.at(i); }
+  // nullptr when the optional input I was not given.
+  const Tensor* optional_input(size_t i) const {
+    return i < inputs_.size() && inputs_[i].defined ? &inputs_[i] : nullptr;
+  }
+  size_t input_count() const { return inputs_.size(); }
+  TensorList inputs() const { return {inputs_.data(), inputs_.size()}; }
+  const Tensor& output(size_t i) const { return outputs_.at(i); }
+  size_t output_count() const { return outputs_.size(); }
+  TensorList outputs() const { return {outputs_.data(), outputs_.size()}; }
+  const AttrValue& attr(size_t i) const { return attrs_.at(i); }
+  // The dtype the promoted inputs are computed in (first input's dtype when
+  // the op promotes nothing).
+  hal_dtype_e common_dtype() const { return common_dtype_; }
+
+ private:
+  friend struct sdk::OpCallBuilder;
+  const OpSchema* schema_ = nullptr;
+  sdk::Device* device_ = nullptr;
+  std::vector<Tensor> inputs_;
+  std::vector<Tensor> outputs_;
+  std::vector<AttrValue> attrs_;
+  hal_dtype_e common_dtype_ = HAL_DTYPE_INVALID;
+};
+
+}  // namespace hal::common
+
+#endif  // HAL_COMMON_OP_SCHEMA_HPP_
