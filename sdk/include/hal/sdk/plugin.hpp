@@ -368,8 +368,6 @@ inline hal_status_t* device_get_properties(hal_device_t* d, hal_device_propertie
     if (!HAL_STRUCT_HAS_FIELD(out, hal_device_properties_t, name))
       fail(HAL_STATUS_INVALID_ARGUMENT, "properties struct_size ", out->struct_size,
            " is too small");
-    if (auto e = common::extension_chain_error(out->next, "hal_device_properties_t.next"))
-      fail(HAL_STATUS_INVALID_ARGUMENT, *e);
     DeviceProperties p = device->cached_properties();
     p.capabilities |= HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
     using P = hal_device_properties_t;
@@ -683,7 +681,8 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
       fail(HAL_STATUS_ABI_MISMATCH, "host ABI major ", host->abi_version_major,
            " but this plugin was built for major ", HAL_ABI_VERSION_MAJOR);
     if (host->abi_version_minor >= 3 && HAL_STRUCT_HAS_FIELD(host, hal_host_api_t, next))
-      if (auto e = common::extension_chain_error(host->next, "hal_host_api_t.next")) fail(HAL_STATUS_INVALID_ARGUMENT, *e);
+      if (auto e = common::extension_chain_error(host->next, "hal_host_api_t.next"))
+        fail(HAL_STATUS_INVALID_ARGUMENT, *e);
     info().host = host;
     *out_api = &api;
   });
