@@ -23,6 +23,30 @@ namespace hal::common {
 
 namespace extension_detail {
 
+inline const hal_extension_base_t* advance(const hal_extension_base_t* e, size_t n) {
+  while (n-- > 0) e = e->next;
+  return e;
+}
+
+// The message for a cycle of length CYCLE found in the chain at FIRST: with
+// mu the position of the cycle's first element, element mu + CYCLE - 1 links
+// back to it. Every position named is that of a distinct element (walking
+// only the already-checked elements again).
+inline std::string cycle_error(const hal_extension_base_t* first, size_t cycle, const char* owner) {
+  const hal_extension_base_t* start = first;
+  const hal_extension_base_t* ahead = advance(first, cycle);
+  size_t mu = 0;
+  for (; start != ahead; ++mu) {
+    start = start->next;
+    ahead = ahead->next;
+  }
+  std::ostringstream os;
+  os << owner << ": extension chain element " << mu + cycle - 1 << " (at "
+     << static_cast<const void*>(advance(start, cycle - 1)) << ") links back to element " << mu
+     << ": the chain has a cycle";
+  return os.str();
+}
+
 // Walks the chain from FIRST, checking each element before reading past its
 // base, and calls VISIT(element) for each well-formed one in order until it
 // returns true. Returns why the chain is malformed (naming OWNER, e.g.
@@ -32,7 +56,7 @@ template <class Visit>
 std::optional<std::string> walk(const void* first, const char* owner, Visit&& visit) {
   const auto* element = static_cast<const hal_extension_base_t*>(first);
   const hal_extension_base_t* tortoise = element;
-  size_t tortoise_position = 0, power = 1, steps = 1;
+  size_t power = 1, steps = 1;
   for (size_t position = 0; element != nullptr; ++position) {
     auto problem = [&] {
       std::ostringstream os;
@@ -48,13 +72,13 @@ std::optional<std::string> walk(const void* first, const char* owner, Visit&& vi
       return (problem() << "has type 0 (HAL_EXTENSION_TYPE_INVALID); was its type never set?").str();
     if (visit(*element)) return std::nullopt;
     const hal_extension_base_t* next = element->next;
-    if (next != nullptr && next == tortoise)
-      return (problem() << "links back to element " << tortoise_position << ": the chain has a cycle").str();
     // Brent: park the tortoise at every power-of-two step; a cycle brings the
-    // walk back to it within one more power of two.
+    // walk back to it within one more power of two, STEPS then being the
+    // cycle's length.
+    if (next != nullptr && next == tortoise)
+      return cycle_error(static_cast<const hal_extension_base_t*>(first), steps, owner);
     if (steps == power) {
       tortoise = next;
-      tortoise_position = position + 1;
       power *= 2;
       steps = 0;
     }
