@@ -14,7 +14,7 @@
 
 #include "hal/sdk/kernel/dispatch.hpp"
 #include "hal/sdk/kernel/strided.hpp"
-#include "hal/sdk/op_registry.hpp"
+#include "hal/sdk/ops.hpp"
 #include "template_plugin.hpp"
 
 namespace hal_template {

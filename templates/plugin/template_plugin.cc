@@ -55,8 +55,8 @@ unsigned char* bytes(sdk::Buffer& b) { return static_cast<TemplateBuffer&>(b).by
 // plugin is live), but refusing it here keeps us honest the day someone
 // adds streams without updating the copies.
 // TODO(vendor): when you implement streams, enqueue the work on STREAM
-// instead, advertise HAL_CAPABILITY_STREAM in properties(), and add it to
-// TemplatePlugin::kInterfaces so the SDK hands the stream table to the core.
+// instead, and add HAL_CAPABILITY_STREAM to TemplatePlugin::kInterfaces so
+// the SDK hands the stream table to the core (and reports the capability).
 // (The SDK prefixes the message with "template: <call>: ".)
 void require_no_stream(const sdk::Stream* stream) {
   if (stream != nullptr)
@@ -75,9 +75,6 @@ class TemplateDevice final : public sdk::Device {
     p.driver_version = std::string("hal-template ") + kPluginVersion;
     p.total_memory_bytes = kDeviceMemoryBytes;
     p.compute_units = 1;
-    // As TemplatePlugin::kInterfaces. TODO(vendor): add HAL_CAPABILITY_STREAM,
-    // _GRAPH ... as you implement those interfaces, never before.
-    p.capabilities = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_OPERATOR;
     // TODO(vendor): the dtypes your operators accept.
     p.supported_dtypes = HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32);
     p.min_buffer_alignment = 64;
@@ -146,8 +143,7 @@ class TemplateDevice final : public sdk::Device {
   }
 
   // TODO(vendor): graph compile (override partition_graph/compile_graph,
-  // hal/sdk/graph.hpp, with HAL_CAPABILITY_GRAPH in kInterfaces and
-  // properties()).
+  // hal/sdk/graph.hpp, with HAL_CAPABILITY_GRAPH in kInterfaces).
 
  private:
   uint32_t index_;
@@ -156,9 +152,10 @@ class TemplateDevice final : public sdk::Device {
 
 class TemplatePlugin final : public sdk::Plugin {
  public:
-  // The C tables the SDK hands to the core: operators (template_ops.cc) on
-  // top of device and memory. TODO(vendor): add HAL_CAPABILITY_STREAM once
-  // create_stream() works.
+  // The interfaces this plugin implements, declared once: the SDK hands the
+  // matching C tables to the core and reports them as every device's
+  // capabilities. Operators (template_ops.cc) on top of device and memory.
+  // TODO(vendor): add HAL_CAPABILITY_STREAM once create_stream() works.
   static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_OPERATOR;
 
   explicit TemplatePlugin(const sdk::Options& options) {

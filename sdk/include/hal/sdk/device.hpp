@@ -24,10 +24,6 @@ namespace hal::sdk {
 // struct respecting struct_size. The device's capabilities are not here:
 // the SDK reports the plugin's kInterfaces (plus DEVICE and MEMORY), so
 // they are declared once, on the Plugin.
-// (The pragmas keep the struct's implicit constructors from warning about
-// the deprecated field; assigning it in plugin code still warns.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct DeviceProperties {
   std::string name;
   std::string vendor;
@@ -37,12 +33,7 @@ struct DeviceProperties {
   uint64_t supported_dtypes = HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32);
   uint64_t min_buffer_alignment = 64;
   uint32_t flags = 0;
-  // Ignored (the SDK reports the plugin's kInterfaces); kept one release so
-  // plugin sources that still set it compile, with a warning.
-  [[deprecated("capabilities come from the plugin's kInterfaces; delete the assignment")]]
-  uint32_t capabilities = 0;
 };
-#pragma GCC diagnostic pop
 
 struct MemoryInfo {
   uint64_t free_bytes = 0;
