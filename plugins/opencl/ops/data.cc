@@ -13,6 +13,7 @@
 
 #include "cl_sources.hpp"
 #include "elementwise.hpp"
+#include "hal/sdk/kernel/wrap.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "opencl_ops.hpp"
 
@@ -21,7 +22,8 @@ namespace {
 
 namespace op = sdk::op;
 
-int wrap_dim(int64_t dim, int rank) { return static_cast<int>(dim < 0 ? dim + std::max(rank, 1) : dim); }
+using sdk::kernel::positive_mod;
+using sdk::kernel::wrap_dim;
 
 // T restricted to [BEGIN, BEGIN + SIZE) along DIM.
 Tensor narrow(const Tensor& t, int dim, int64_t begin, int64_t size) {
@@ -286,11 +288,6 @@ void flip_kernel(const CallPtr& call, sdk::Stream* stream) {
     }
   }
   copy_view(device_of(c), stream, c.output(0), view);
-}
-
-int64_t positive_mod(int64_t a, int64_t n) {
-  int64_t r = a % n;
-  return r < 0 ? r + n : r;
 }
 
 void roll_kernel(const CallPtr& call, sdk::Stream* stream) {

@@ -116,9 +116,8 @@ Operand rows_operand(ClDevice& dev, const Queue& q, const Tensor& t, std::unique
                      MatrixView& m) {
   if (sdk::kernel::fold_rows(t, m)) return operand(t, m);
   scratch = std::make_unique<Scratch>(dev, t.numel(), t.dtype);
-  int64_t st[HAL_TENSOR_MAX_RANK];
-  contiguous(t.rank, t.shape, st);
-  copy_nd(dev, q, t.dtype, t.rank, t.shape, scratch->mem, 0, st, mem_of(t), off_of(t), t.strides);
+  copy_nd(dev, q, t.dtype, t.rank, t.shape, scratch->mem, 0, t.contiguous_strides().data(), mem_of(t), off_of(t),
+          t.strides);
   m.rs = m.cols;
   m.cs = 1;
   return {scratch->mem, 0, 0, m.cols, 1, 0};
@@ -134,9 +133,8 @@ Operand rows_output(ClDevice& dev, const Tensor& out, std::unique_ptr<Scratch>& 
 }
 void finish_rows(ClDevice& dev, const Queue& q, const Tensor& out, const std::unique_ptr<Scratch>& scratch) {
   if (!scratch) return;
-  int64_t st[HAL_TENSOR_MAX_RANK];
-  contiguous(out.rank, out.shape, st);
-  copy_nd(dev, q, out.dtype, out.rank, out.shape, mem_of(out), off_of(out), out.strides, scratch->mem, 0, st);
+  copy_nd(dev, q, out.dtype, out.rank, out.shape, mem_of(out), off_of(out), out.strides, scratch->mem, 0,
+          out.contiguous_strides().data());
 }
 
 // ---- matrix products ------------------------------------------------------------

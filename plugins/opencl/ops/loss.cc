@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cl_sources.hpp"
+#include "hal/sdk/kernel/rows.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "nn_common.hpp"
 
@@ -23,21 +24,8 @@ std::string class_source(hal_dtype_e dtype) { return row_prelude(dtype) + kClass
 hal_dtype_e acc(hal_dtype_e dtype) { return dtype == HAL_DTYPE_FLOAT64 ? HAL_DTYPE_FLOAT64 : HAL_DTYPE_FLOAT32; }
 
 // input [N, C, D] (or [C]: N = D = 1), target [N, D].
-struct ClassLayout {
-  int64_t n = 1, c = 1, d = 1;
-  int64_t positions() const { return n * d; }
-};
-ClassLayout class_layout(const Tensor& input) {
-  ClassLayout l;
-  if (input.rank == 1) {
-    l.c = input.shape[0];
-    return l;
-  }
-  l.n = input.shape[0];
-  l.c = input.shape[1];
-  for (int k = 2; k < input.rank; ++k) l.d *= input.shape[k];
-  return l;
-}
+using sdk::kernel::class_layout;
+using sdk::kernel::ClassLayout;
 
 struct ClassLossArgs {
   size_t first;  // index of input
@@ -194,11 +182,7 @@ void pointwise_loss(const OpCall& c, sdk::Stream* stream, bool bce, bool backwar
   int64_t n = input.numel();
   bool to_scratch = !backward && reduction != 0;
   Tensor dense = input;  // the scratch's layout: input's shape, row-major
-  int64_t stride = 1;
-  for (int d = dense.rank - 1; d >= 0; --d) {
-    dense.strides[d] = stride;
-    stride *= dense.shape[d];
-  }
+  dense.set_contiguous_strides();
   const Tensor* w = bce ? c.optional_input(first + 2) : nullptr;
   const Tensor* pw = bce ? c.optional_input(first + 3) : nullptr;
   const Tensor* g = backward ? &c.input(0) : nullptr;

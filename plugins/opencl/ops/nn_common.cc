@@ -92,11 +92,7 @@ __kernel void final_sum(__global const A* partial, __global T* out, long ooff, i
 
 Tensor dense_meta(const Tensor& t) {
   Tensor c = t;
-  int64_t stride = 1;
-  for (int d = c.rank - 1; d >= 0; --d) {
-    c.strides[d] = stride;
-    stride *= c.shape[d];
-  }
+  c.set_contiguous_strides();
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include <cfloat>
 
 #include "cl_sources.hpp"
+#include "hal/sdk/kernel/rows.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "nn_common.hpp"
 
@@ -20,16 +21,12 @@ const char* const kNormSource = cl_source::norm;  // kernels/norm.cl
 std::string norm_source(hal_dtype_e dtype) { return row_prelude(dtype) + kNormSource; }
 hal_dtype_e acc(hal_dtype_e dtype) { return dtype == HAL_DTYPE_FLOAT64 ? HAL_DTYPE_FLOAT64 : HAL_DTYPE_FLOAT32; }
 
-// Rows of a normalization over trailing dims: M rows of D.
-struct Rows {
-  int64_t m = 1, d = 1;
-};
-Rows split_rows(const Tensor& input, size_t normalized_dims) {
-  Rows r;
-  int axis = input.rank - static_cast<int>(normalized_dims);
-  for (int k = 0; k < input.rank; ++k) (k < axis ? r.m : r.d) *= input.shape[k];
-  return r;
-}
+// Rows of a normalization over trailing dims (M rows of D), and [N, C, HW]
+// of an [N, C, *] input.
+using sdk::kernel::nchw;
+using sdk::kernel::Nchw;
+using sdk::kernel::Rows;
+using sdk::kernel::split_rows;
 
 // layer_norm: (input, weight?, bias?) -> out, mean, rstd; rms_norm:
 // (input, weight?) -> out, rstd.
@@ -95,16 +92,6 @@ void layer_norm_backward_kernel(const CallPtr& c, sdk::Stream* s) {
 }
 void rms_norm_backward_kernel(const CallPtr& c, sdk::Stream* s) {
   norm_backward(*c, s, op::rms_norm_backward::normalized_shape(*c).size(), true);
-}
-
-// [N, C, HW] of an [N, C, *] input.
-struct Nchw {
-  int64_t n, c, hw;
-};
-Nchw nchw(const Tensor& t) {
-  Nchw s{t.shape[0], t.shape[1], 1};
-  for (int d = 2; d < t.rank; ++d) s.hw *= t.shape[d];
-  return s;
 }
 
 void group_norm_kernel(const CallPtr& call, sdk::Stream* stream) {

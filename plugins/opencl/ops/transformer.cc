@@ -66,11 +66,7 @@ cl_mem dense_mask(Ops& ops, const Tensor* mask, const Tensor& query, const Shape
   Tensor target = query;  // [batch..., L, S], row-major, dtype A
   target.dtype = a;
   target.shape[target.rank - 1] = s.S;
-  int64_t stride = 1;
-  for (int d = target.rank - 1; d >= 0; --d) {
-    target.strides[d] = stride;
-    stride *= target.shape[d];
-  }
+  target.set_contiguous_strides();
   Geometry g(target, {&target, mask});
   if (g.numel == 0) return m;
   Launch l(ops.device(), mask_source(a, mask->dtype), "mask_pack");
