@@ -10,6 +10,7 @@
 
 #include "hal/common/extension.hpp"
 #include "hal/sdk/op_catalog.hpp"
+#include "hal/sdk/ops.hpp"
 #include "hal/sdk/plugin.hpp"
 
 namespace sdk = hal::sdk;

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "hal/sdk/op_catalog.hpp"
-#include "hal/sdk/shapes/linalg.hpp"
+#include "hal/sdk/op_shapes.hpp"
 #include "linalg.hpp"
 
 namespace hal::opencl::linalg {
