@@ -1,6 +1,9 @@
 // The template plugin's op kernels: one working `add` (out = self +
 // alpha * other) computed in float32, so hal-conformance passes
-// op.add.float32 on the template as copied.
+// op.add.float32 on the template as copied. Also the plugin's entry point
+// (HAL_SDK_PLUGIN, at the end): a plugin with operators needs the op tables
+// in the file that has it, and the memory part (template_plugin.cc) stays
+// free of the op catalog.
 //
 // The SDK checks every call against the op catalog before a kernel runs
 // (dtypes, broadcast shapes, the output's shape and dtype, buffer ranges,
@@ -91,3 +94,7 @@ void register_template_ops(sdk::OpRegistry& ops) {
 }
 
 }  // namespace hal_template
+
+// TODO(vendor): your plugin's name ([a-z0-9_]+, unique; it becomes the device
+// id prefix "template:0") and your company's name.
+HAL_SDK_PLUGIN(hal_template::TemplatePlugin, "template", "Example Vendor", hal_template::kPluginVersion)

@@ -4,7 +4,8 @@
 // synchronous memcpy/memset, with one op (add, template_ops.cc), so it loads
 // in hal-info, moves bytes and passes hal-conformance for add before you
 // change a line. Replace each TODO(vendor) with calls into your driver;
-// README.md says how to copy and rename it.
+// README.md says how to copy and rename it. This file is the device, its
+// memory and the plugin's constructor; it does not need the op catalog.
 //
 // The SDK (hal/sdk/plugin.hpp) builds the C tables, validates every handle,
 // offset and size before these methods run, and turns exceptions into
@@ -16,15 +17,12 @@
 #include <memory>
 #include <string>
 
-#include "hal/sdk/plugin.hpp"
 #include "template_plugin.hpp"
 
 namespace hal_template {
 
 namespace sdk = hal::sdk;
 
-// TODO(vendor): your plugin's version; bump it with every release.
-constexpr const char* kPluginVersion = "0.1.0";
 // TODO(vendor): query the device's real memory size from your driver.
 constexpr uint64_t kDeviceMemoryBytes = uint64_t{1} << 30;  // 1 GiB
 
@@ -150,26 +148,13 @@ class TemplateDevice final : public sdk::Device {
   std::atomic<uint64_t> used_{0};
 };
 
-class TemplatePlugin final : public sdk::Plugin {
- public:
-  // The interfaces this plugin implements, declared once: the SDK hands the
-  // matching C tables to the core and reports them as every device's
-  // capabilities. Operators (template_ops.cc) on top of device and memory.
-  // TODO(vendor): add HAL_CAPABILITY_STREAM once create_stream() works.
-  static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_OPERATOR;
-
-  explicit TemplatePlugin(const sdk::Options& options) {
-    // No options yet: refuse every key so a typo in hal.toml is an error.
-    // TODO(vendor): list your option keys here and read them with get()/get_int().
-    options.require_known({});
-    // TODO(vendor): enumerate your driver's devices; a plugin may expose 0.
-    add_device(std::make_unique<TemplateDevice>(0));
-    register_template_ops(ops());
-  }
-};
+TemplatePlugin::TemplatePlugin(const sdk::Options& options) {
+  // No options yet: refuse every key so a typo in hal.toml is an error.
+  // TODO(vendor): list your option keys here and read them with get()/get_int().
+  options.require_known({});
+  // TODO(vendor): enumerate your driver's devices; a plugin may expose 0.
+  add_device(std::make_unique<TemplateDevice>(0));
+  register_template_ops(ops());
+}
 
 }  // namespace hal_template
-
-// TODO(vendor): your plugin's name ([a-z0-9_]+, unique; it becomes the device
-// id prefix "template:0") and your company's name.
-HAL_SDK_PLUGIN(hal_template::TemplatePlugin, "template", "Example Vendor", hal_template::kPluginVersion)
