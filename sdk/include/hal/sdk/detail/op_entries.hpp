@@ -55,7 +55,8 @@ struct OpCallBuilder {
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": inputs is NULL but input_count is ", args.input_count);
     check_input_count(schema, op, args.input_count);
     size_t n_in = variadic_in ? args.input_count : schema.input_count;
-    call->inputs_.resize(n_in);
+    call->inputs_.reserve(n_in);
+    for (size_t i = 0; i < n_in; ++i) call->inputs_.emplace_back();
     for (size_t i = 0; i < n_in; ++i) {
       const TensorSpec& spec = schema.inputs[variadic_in ? 0 : i];
       const hal_tensor_t* t = i < args.input_count ? args.inputs[i] : nullptr;
@@ -81,7 +82,8 @@ struct OpCallBuilder {
     if (args.output_count > 0 && args.outputs == nullptr)
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": outputs is NULL but output_count is ", args.output_count);
     check_output_count(schema, op, args.output_count);
-    call->outputs_.resize(args.output_count);
+    call->outputs_.reserve(args.output_count);
+    for (size_t i = 0; i < args.output_count; ++i) call->outputs_.emplace_back();
     for (size_t i = 0; i < args.output_count; ++i) {
       Role label{"output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i};
       if (args.outputs[i] == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " is NULL");
