@@ -29,22 +29,24 @@ std::string fixed(const char* s, size_t n) { return std::string(s, strnlen(s, n)
 
 HAL_CONFORMANCE_RUNTIME_TEST(device_properties) {
   const hal_device_properties_t& p = ctx.device->properties();
-  CHECK(!fixed(p.name, sizeof(p.name)).empty());
-  CHECK(!fixed(p.vendor, sizeof(p.vendor)).empty());
-  CHECK(strnlen(p.name, sizeof(p.name)) < sizeof(p.name));  // NUL-terminated
-  CHECK((p.capabilities & HAL_CAPABILITY_DEVICE) != 0);
-  CHECK((p.capabilities & HAL_CAPABILITY_MEMORY) != 0);
-  CHECK(p.total_memory_bytes > 0);
-  CHECK(p.compute_units >= 1);
-  CHECK(p.min_buffer_alignment >= 1);
-  CHECK((p.min_buffer_alignment & (p.min_buffer_alignment - 1)) == 0);
+  CHECK_MESSAGE(!fixed(p.name, sizeof(p.name)).empty(), "the device reports an empty name: fill DeviceProperties::name");
+  CHECK_MESSAGE(!fixed(p.vendor, sizeof(p.vendor)).empty(), "the device reports an empty vendor: fill DeviceProperties::vendor");
+  CHECK_MESSAGE(strnlen(p.name, sizeof(p.name)) < sizeof(p.name), "the device name is not NUL-terminated within hal_device_properties_t.name");
+  CHECK_MESSAGE((p.capabilities & HAL_CAPABILITY_DEVICE) != 0, "the device does not report HAL_CAPABILITY_DEVICE: every device must");
+  CHECK_MESSAGE((p.capabilities & HAL_CAPABILITY_MEMORY) != 0, "the device does not report HAL_CAPABILITY_MEMORY: every device must");
+  CHECK_MESSAGE(p.total_memory_bytes > 0, "the device reports 0 bytes of memory: set DeviceProperties::total_memory_bytes from the driver");
+  CHECK_MESSAGE(p.compute_units >= 1, "the device reports 0 compute units: report at least 1");
+  CHECK_MESSAGE(p.min_buffer_alignment >= 1, "min_buffer_alignment is 0: report the alignment your allocations guarantee (a power of two)");
+  CHECK_MESSAGE((p.min_buffer_alignment & (p.min_buffer_alignment - 1)) == 0, "min_buffer_alignment is not a power of two");
   uint64_t free_bytes = 0, total = 0;
   ctx.device->memory_info(&free_bytes, &total);
-  CHECK(total > 0);
-  CHECK(free_bytes <= total);
+  CHECK_MESSAGE(total > 0, "memory_info reports 0 total bytes: report the device's memory");
+  CHECK_MESSAGE(free_bytes <= total, "memory_info reports more free bytes than total");
   // Advertising the operator interface means implementing some ops.
-  if (p.capabilities & HAL_CAPABILITY_OPERATOR) CHECK(!ctx.claimed_ops.empty());
-  if (!ctx.claimed_ops.empty()) CHECK((p.capabilities & HAL_CAPABILITY_OPERATOR) != 0);
+  if (p.capabilities & HAL_CAPABILITY_OPERATOR)
+    CHECK_MESSAGE(!ctx.claimed_ops.empty(), "the plugin declares the operator interface (HAL_CAPABILITY_OPERATOR in kInterfaces) but implements no op: register at least one kernel, or drop the capability until you do");
+  if (!ctx.claimed_ops.empty())
+    CHECK_MESSAGE((p.capabilities & HAL_CAPABILITY_OPERATOR) != 0, "the plugin implements ops but the device does not report HAL_CAPABILITY_OPERATOR: add it to the plugin's kInterfaces");
 }
 
 HAL_CONFORMANCE_RUNTIME_TEST(memory_round_trip) {
@@ -53,13 +55,13 @@ HAL_CONFORMANCE_RUNTIME_TEST(memory_round_trip) {
       CAPTURE(size);
       CAPTURE(offset);
       Buffer b = ctx.device->allocate(size + offset + 5);
-      CHECK(b.size() == size + offset + 5);
+      CHECK_MESSAGE(b.size() == size + offset + 5, "a buffer does not report the size it was allocated with (buffer_get_info)");
       std::vector<uint8_t> in = pattern(size, static_cast<uint8_t>(size + offset));
       b.fill(0xEE, b.size());
       b.copy_from_host(in.data(), size, offset);
       std::vector<uint8_t> all(b.size());
       b.copy_to_host(all.data(), all.size());
-      CHECK(std::memcmp(all.data() + offset, in.data(), size) == 0);
+      CHECK_MESSAGE(std::memcmp(all.data() + offset, in.data(), size) == 0, "bytes copied host -> device at an offset did not come back unchanged");
       bool guard_ok = true;
       for (uint64_t i = 0; i < offset; ++i) guard_ok &= all[i] == 0xEE;
       for (uint64_t i = offset + size; i < all.size(); ++i) guard_ok &= all[i] == 0xEE;
@@ -70,7 +72,7 @@ HAL_CONFORMANCE_RUNTIME_TEST(memory_round_trip) {
       c.copy_from(b, size, 7, offset);
       std::vector<uint8_t> out(size);
       c.copy_to_host(out.data(), size, 7);
-      CHECK(out == in);
+      CHECK_MESSAGE(out == in, "a device -> host copy at an offset returned other bytes than were written");
       c.fill(0x42, size / 2 + 1, 3);
       std::vector<uint8_t> after(c.size());
       c.copy_to_host(after.data(), after.size());
@@ -115,12 +117,12 @@ HAL_CONFORMANCE_RUNTIME_TEST(async_copy_ordering) {
   s.enqueue_host_func(fn, &c1);
   s.enqueue_host_func(fn, &c2);
   s.synchronize();
-  CHECK(s.query());
-  CHECK(mid == p1);
+  CHECK_MESSAGE(s.query(), "a stream is not idle after synchronize(): query() must report idle");
+  CHECK_MESSAGE(mid == p1, "a copy queued on a stream ran out of order: the stream must run its work in order");
   std::vector<uint8_t> want(p2.begin(), p2.begin() + n / 2);
   want.insert(want.end(), p1.begin() + n / 2, p1.end());
-  CHECK(out == want);
-  CHECK(order == std::vector<int>{1, 2});
+  CHECK_MESSAGE(out == want, "copies queued on one stream did not run in order: the stream must run its work in order");
+  CHECK_MESSAGE((order == std::vector<int>{1, 2}), "host functions queued on one stream ran out of order");
 }
 
 HAL_CONFORMANCE_RUNTIME_TEST(stream_event) {
@@ -130,7 +132,7 @@ HAL_CONFORMANCE_RUNTIME_TEST(stream_event) {
   }
   Stream s1 = ctx.device->create_stream(), s2 = ctx.device->create_stream();
   Event never = ctx.device->create_event();
-  CHECK(never.query());  // never recorded: complete
+  CHECK_MESSAGE(never.query(), "an event that was never recorded must query as complete");
   Event start = ctx.device->create_event(), end = ctx.device->create_event();
   start.record(s1);
   // s1 is held up by a host function; s2 waits for an event recorded after it.
@@ -150,16 +152,16 @@ HAL_CONFORMANCE_RUNTIME_TEST(stream_event) {
   s2.synchronize();
   CHECK_MESSAGE(seen.saw, "work queued on s2 after wait(event) ran before the event's work on s1");
   end.synchronize();
-  CHECK(end.query());
-  CHECK(start.query());
-  CHECK(s1.query());
+  CHECK_MESSAGE(end.query(), "an event does not query complete after its synchronize()");
+  CHECK_MESSAGE(start.query(), "an event recorded before completed work does not query complete");
+  CHECK_MESSAGE(s1.query(), "a stream whose last event completed does not query idle");
   uint64_t ns = Event::elapsed_ns(start, end);
-  CHECK(ns >= 40'000'000ull);  // the host function slept 50 ms between the records
-  CHECK(ns < 60'000'000'000ull);
+  CHECK_MESSAGE(ns >= 40'000'000ull, "elapsed time between two events around a 50 ms host function is under 40 ms: events must time the work between them");
+  CHECK_MESSAGE(ns < 60'000'000'000ull, "elapsed time between two events is over 60 s: report nanoseconds");
   // Recording again moves the event forward.
   end.record(s2);
   end.synchronize();
-  CHECK(end.query());
+  CHECK_MESSAGE(end.query(), "an event recorded again does not query complete after its synchronize()");
 }
 
 HAL_CONFORMANCE_RUNTIME_TEST(error_messages) {
@@ -173,9 +175,9 @@ HAL_CONFORMANCE_RUNTIME_TEST(error_messages) {
     threw = true;
     std::string msg = e.what();
     CAPTURE(msg);
-    CHECK(e.code() != HAL_STATUS_OK);
-    CHECK(msg.find(plugin) != std::string::npos);
-    CHECK(msg.find("alloc") != std::string::npos);
+    CHECK_MESSAGE(e.code() != HAL_STATUS_OK, "a refused allocation returned a status with code OK");
+    CHECK_MESSAGE(msg.find(plugin) != std::string::npos, "the error message does not name the plugin (the SDK prefixes it; a plugin without the SDK must)");
+    CHECK_MESSAGE(msg.find("alloc") != std::string::npos, "the error message does not name the call (allocate)");
   }
   CHECK_MESSAGE(threw, "allocating more than total_memory_bytes succeeded");
   // An op that does not exist.
@@ -187,9 +189,9 @@ HAL_CONFORMANCE_RUNTIME_TEST(error_messages) {
       threw = true;
       std::string msg = e.what();
       CAPTURE(msg);
-      CHECK(e.code() == HAL_STATUS_UNIMPLEMENTED);
-      CHECK(msg.find(plugin) != std::string::npos);
-      CHECK(msg.find("no_such_op_hal_conformance") != std::string::npos);
+      CHECK_MESSAGE(e.code() == HAL_STATUS_UNIMPLEMENTED, "resolving an unknown op must fail with UNIMPLEMENTED");
+      CHECK_MESSAGE(msg.find(plugin) != std::string::npos, "the error message does not name the plugin");
+      CHECK_MESSAGE(msg.find("no_such_op_hal_conformance") != std::string::npos, "the error message does not name the unknown op");
     }
     CHECK_MESSAGE(threw, "resolving an unknown op succeeded");
   }
@@ -197,10 +199,10 @@ HAL_CONFORMANCE_RUNTIME_TEST(error_messages) {
   Buffer b = ctx.device->allocate(16);
   b.fill(0x33, 16);
   std::vector<uint8_t> big(32, 0);
-  CHECK_THROWS_AS(b.copy_from_host(big.data(), 32), Error);
+  CHECK_THROWS_AS_MESSAGE(b.copy_from_host(big.data(), 32), Error, "a copy past the end of a buffer was accepted: refuse it with OUT_OF_RANGE");
   std::vector<uint8_t> back(16);
   b.copy_to_host(back.data(), 16);
-  CHECK(back == std::vector<uint8_t>(16, 0x33));
+  CHECK_MESSAGE((back == std::vector<uint8_t>(16, 0x33)), "a refused copy changed the buffer: check the range before copying anything");
 }
 
 HAL_CONFORMANCE_RUNTIME_TEST(thread_safety) {

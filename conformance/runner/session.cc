@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -10,7 +11,10 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "hal/sdk/op_catalog.hpp"
 #include "runner/storage.hpp"
@@ -120,9 +124,19 @@ class HalReporter : public doctest::IReporter {
   void subcase_end() override {}
   void log_assert(const doctest::AssertData& ad) override {
     if (!ad.m_failed || g_current == nullptr) return;
-    std::string m = std::string(ad.m_expr);
+    // The check's own sentence (CHECK_MESSAGE / INFO) first, then what was
+    // checked, so a failure reads as what to fix.
+    std::string m;
+    for (int i = 0; i < doctest::IReporter::get_num_active_contexts(); ++i) {
+      std::ostringstream os;
+      doctest::IReporter::get_active_contexts()[i]->stringify(&os);
+      if (!os.str().empty()) m += (m.empty() ? "" : "; ") + os.str();
+    }
+    const bool sentence = !m.empty();
+    m += (sentence ? " (check: " : "") + std::string(ad.m_expr);
     if (ad.m_threw) m += " threw: " + doctest_str(ad.m_exception);
-    else if (!doctest_str(ad.m_decomp).empty()) m += " (values: " + doctest_str(ad.m_decomp) + ")";
+    else if (!doctest_str(ad.m_decomp).empty()) m += (sentence ? ", values: " : " (values: ") + doctest_str(ad.m_decomp) + (sentence ? "" : ")");
+    if (sentence) m += ")";
     m += " at " + std::string(ad.m_file) + ":" + std::to_string(ad.m_line);
     g_current->messages.push_back(m);
   }
@@ -145,7 +159,12 @@ class HalReporter : public doctest::IReporter {
       group_ = e.group;
     }
     if (e.dtype != HAL_DTYPE_INVALID) dtypes_ += std::string(dtypes_.empty() ? "" : " ") + dtype_str(e.dtype);
-    if (!e.skip_reason.empty()) reason_ = e.skip_reason;
+    if (!e.skip_reason.empty()) {
+      // Each skipped dtype with its own reason ("float16: ...; bfloat16: ..."),
+      // so a line never names one declined dtype for several.
+      std::string r = e.dtype != HAL_DTYPE_INVALID ? std::string(dtype_str(e.dtype)) + ": " + e.skip_reason : e.skip_reason;
+      if (std::find(reasons_.begin(), reasons_.end(), r) == reasons_.end()) reasons_.push_back(r);
+    }
   }
   void flush_group() {
     if (group_.empty()) return;
@@ -155,17 +174,22 @@ class HalReporter : public doctest::IReporter {
             std::to_string(counts_[Status::kFailed] + counts_[Status::kUnexpectedPass]) + " failed, " +
             std::to_string(counts_[Status::kSkipped]) + " skipped";
     if (counts_[Status::kKnownFailure]) line += ", " + std::to_string(counts_[Status::kKnownFailure]) + " known failures";
-    if (counts_[Status::kSkipped] && !reason_.empty()) line += " (" + reason_ + ")";
+    if (counts_[Status::kSkipped] && !reasons_.empty()) {
+      line += " (";
+      for (size_t i = 0; i < reasons_.size(); ++i) line += (i ? "; " : "") + reasons_[i];
+      line += ")";
+    }
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     group_.clear();
     dtypes_.clear();
-    reason_.clear();
+    reasons_.clear();
     counts_.clear();
   }
 
   std::chrono::steady_clock::time_point start_;
-  std::string group_, dtypes_, reason_;
+  std::string group_, dtypes_;
+  std::vector<std::string> reasons_;
   std::map<Status, int> counts_;
   bool crashed_ = false;
 };

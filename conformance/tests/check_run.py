@@ -47,7 +47,7 @@ def main():
         # 1000 ulp is outside the float32/float16/bfloat16 tolerances but
         # inside float64's (1e-10 relative): exactly those three fail.
         assert (failed, passed, skipped) == (3, 6, 1), "float32/16/bf16 fail; float64, integers pass; bool refused"
-        assert re.search(r"^add \[.*\]: 6 passed, 3 failed, 1 skipped \(the device refuses it: UNSUPPORTED_DTYPE",
+        assert re.search(r"^add \[.*\]: 6 passed, 3 failed, 1 skipped \(\w+: the device refuses it: UNSUPPORTED_DTYPE",
                          p.stdout, re.M)
         rows = list(csv.DictReader(open(csv_path)))
         bad = [r for r in rows if r["op"] == "add" and r["dtype"] == "float32"]
@@ -107,6 +107,15 @@ def main():
         report = json.load(open(json_path))
         status = {t["name"]: t["status"] for t in report["tests"]}
         assert status["op.add.float32"] == "unexpected_pass", status
+    elif mode == "runtime_sentence":
+        # A plugin that reports the operator capability but claims no op:
+        # the FAILED line leads with what to change, then what was checked.
+        p = run(binary, plugin, "--filter", "runtime.*")
+        assert p.returncode != 0
+        line = next(l for l in p.stdout.splitlines() if l.strip().startswith("FAILED runtime.device_properties:"))
+        assert ("FAILED runtime.device_properties: the plugin declares the operator interface "
+                "(HAL_CAPABILITY_OPERATOR in kInterfaces) but implements no op: register at least one kernel, "
+                "or drop the capability until you do (check: ") in line, line
     elif mode == "template_add":
         # The template as shipped: its float32 add passes, every other op
         # and dtype is skipped with a reason, nothing fails.
@@ -123,6 +132,11 @@ def main():
             [t for t in others if t["status"] != "skipped" or not t.get("skip_reason")]
         add_refused = [t for t in others if t["name"].startswith("op.add.")]
         assert add_refused and all("UNSUPPORTED_DTYPE" in t["skip_reason"] for t in add_refused), add_refused
+        # The summary line names every declined dtype with its own reason.
+        add_line = re.search(r"^add \[.*$", p.stdout, re.M).group(0)
+        for t in add_refused:
+            dtype = t["name"].split(".")[-1]
+            assert f"{dtype}: the device refuses it: UNSUPPORTED_DTYPE" in add_line, (dtype, add_line)
         rt = [t for t in report["tests"] if t["name"].startswith("runtime.")]
         assert rt and all(t["status"] == "passed" for t in rt), rt
     elif mode == "bad_known_failures":

@@ -194,6 +194,13 @@ TEST_CASE("graph negotiation: the graph entries are used only from ABI 1.2 on") 
   }
 }
 
+TEST_CASE("a plugin that registers ops without declaring the operator interface is refused with what to change") {
+  auto s = only_skip(fixture("undeclared_ops"));
+  CHECK(s.reason == SkipReason::kInitFailed);
+  CHECK(contains(s.message, "the plugin registers 1 op(s) (add) but does not declare the operator interface"));
+  CHECK(contains(s.message, "add HAL_CAPABILITY_OPERATOR to the plugin class's kInterfaces"));
+}
+
 TEST_CASE("extension chains on the plugin table (ABI 1.3): unknown types skipped, malformed chains refused") {
   SUBCASE("elements of unknown types are skipped and the plugin loads") {
     auto rt = load_only({fixture("chain_unknown")});

@@ -9,6 +9,7 @@
 #define HAL_SDK_DETAIL_ENTRY_HPP_
 
 #include <memory>
+#include <string>
 
 #include "hal/common/extension.hpp"
 #include "hal/hal.h"
@@ -17,6 +18,7 @@
 #include "hal/sdk/detail/memory_entries.hpp"
 #include "hal/sdk/detail/registry.hpp"
 #include "hal/sdk/detail/stream_entries.hpp"
+#include "hal/sdk/op_registry.hpp"
 #include "hal/sdk/options.hpp"
 
 namespace hal::sdk::detail {
@@ -32,6 +34,20 @@ hal_status_t* plugin_create(const hal_plugin_create_args_t* args, hal_plugin_t**
       fail(HAL_STATUS_INVALID_ARGUMENT, *e);
     Options options(args->options, args->option_count);
     auto plugin = std::make_unique<P>(options);
+    if constexpr ((P::kInterfaces & HAL_CAPABILITY_OPERATOR) == 0) {
+      // Registered kernels the core could never reach: refuse the disagreement
+      // at load (hal-info shows why) instead of loading without operators.
+      const OpRegistry& ops = static_cast<const Plugin&>(*plugin).ops();
+      if (ops.size() > 0) {
+        std::string names;
+        for (size_t i = 0; i < ops.size() && i < 4; ++i) names += std::string(i ? ", " : "") + ops.at(i).schema->name;
+        if (ops.size() > 4) names += ", ...";
+        fail(HAL_STATUS_FAILED_PRECONDITION, "the plugin registers ", ops.size(), " op(s) (", names,
+             ") but does not declare the operator interface, so the core could never launch them: add "
+             "HAL_CAPABILITY_OPERATOR to the plugin class's kInterfaces and include \"hal/sdk/ops.hpp\" in the "
+             "file that has HAL_SDK_PLUGIN");
+      }
+    }
     registry().add(static_cast<Plugin*>(plugin.get()), Kind::kPlugin);
     for (size_t i = 0; i < plugin->device_count(); ++i)
       registry().add(&plugin->device(i), Kind::kDevice, static_cast<Plugin*>(plugin.get()));
