@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "hal/common/error.hpp"
 #include "hal/extension.h"
 
 namespace hal::common {
@@ -96,6 +97,13 @@ std::optional<std::string> walk(const void* first, const char* owner, Visit&& vi
 // report the message as INVALID_ARGUMENT. FIRST's elements are read only.
 inline std::optional<std::string> extension_chain_error(const void* first, const char* owner) {
   return extension_detail::walk(first, owner, [](const hal_extension_base_t&) { return false; });
+}
+
+// Throws Error(INVALID_ARGUMENT, extension_chain_error's message) when the
+// chain at FIRST is malformed: what every entry point that takes a `next`
+// does (the core's loader instead records the message as a skip reason).
+inline void require_well_formed_extension_chain(const void* first, const char* owner) {
+  if (std::optional<std::string> e = extension_chain_error(first, owner)) fail(HAL_STATUS_INVALID_ARGUMENT, *e);
 }
 
 // The first element of TYPE in the chain at FIRST, or nullptr when there is

@@ -30,8 +30,7 @@ hal_status_t* plugin_create(const hal_plugin_create_args_t* args, hal_plugin_t**
       fail(HAL_STATUS_INVALID_ARGUMENT, "args or out_plugin is NULL");
     if (!HAL_STRUCT_HAS_FIELD(args, hal_plugin_create_args_t, option_count))
       fail(HAL_STATUS_ABI_MISMATCH, "create args struct_size ", args->struct_size, " is too small");
-    if (auto e = common::extension_chain_error(args->next, "hal_plugin_create_args_t.next"))
-      fail(HAL_STATUS_INVALID_ARGUMENT, *e);
+    common::require_well_formed_extension_chain(args->next, "hal_plugin_create_args_t.next");
     Options options(args->options, args->option_count);
     auto plugin = std::make_unique<P>(options);
     if constexpr ((P::kInterfaces & HAL_CAPABILITY_OPERATOR) == 0) {
@@ -112,8 +111,7 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
       fail(HAL_STATUS_ABI_MISMATCH, "host ABI major ", host->abi_version_major,
            " but this plugin was built for major ", HAL_ABI_VERSION_MAJOR);
     if (host->abi_version_minor >= 3 && HAL_STRUCT_HAS_FIELD(host, hal_host_api_t, next))
-      if (auto e = common::extension_chain_error(host->next, "hal_host_api_t.next"))
-        fail(HAL_STATUS_INVALID_ARGUMENT, *e);
+      common::require_well_formed_extension_chain(host->next, "hal_host_api_t.next");
     info().host = host;
     *out_api = &api;
   });

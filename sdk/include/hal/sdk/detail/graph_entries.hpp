@@ -29,7 +29,7 @@ struct GraphBuilder {
     if (g == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "graph is NULL");
     if (!HAL_STRUCT_HAS_FIELD(g, hal_graph_t, output_count))
       fail(HAL_STATUS_INVALID_ARGUMENT, "hal_graph_t.struct_size ", g->struct_size, " is too small");
-    if (auto e = common::extension_chain_error(g->next, "hal_graph_t.next")) fail(HAL_STATUS_INVALID_ARGUMENT, *e);
+    common::require_well_formed_extension_chain(g->next, "hal_graph_t.next");
     if (g->value_count >= kNoValue)
       fail(HAL_STATUS_INVALID_ARGUMENT, "value_count ", g->value_count, " is too large");
     check_array(g->values, g->value_count, "values");
