@@ -1,6 +1,10 @@
 // The reference CPU plugin: every HAL interface implemented on host memory
 // and worker threads. Options (hal.toml [plugin.options]):
 //   device_count = N   expose N CPU devices (default 1), for multi-device use.
+//   input_mode = "mixed" (default): the kernels promote mixed input dtypes
+//     themselves; "uniform": every op declines mixed calls, so libhal casts
+//     first (how a vendor plugin with one-dtype kernels behaves: used to
+//     check and measure the core's promotion on the reference kernels).
 #include "cpu_device.hpp"
 #include "hal/sdk/ops.hpp"
 #include "ops/cpu_ops.hpp"
@@ -12,9 +16,13 @@ class CpuPlugin final : public sdk::Plugin {
   static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM |
                                          HAL_CAPABILITY_OPERATOR;
   explicit CpuPlugin(const sdk::Options& options) {
-    options.require_known({"device_count"});
+    options.require_known({"device_count", "input_mode"});
     auto count = options.get_int("device_count", 1, 1, 64);
+    std::string mode = options.get("input_mode", "mixed");
+    if (mode != "mixed" && mode != "uniform")
+      sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "option input_mode = '", mode, "' must be 'mixed' or 'uniform'");
     for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>());
+    ops().set_default_input_mode(mode == "mixed" ? sdk::InputMode::kMixed : sdk::InputMode::kUniform);
     register_all_ops(ops());
   }
 };

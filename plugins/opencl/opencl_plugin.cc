@@ -65,6 +65,8 @@ class OpenClPlugin final : public sdk::Plugin {
     cl_device_type type = parse_device_type(options.get("device_type", "all"));
     int64_t max_devices = options.get_int("max_devices", 64, 0, 1024);
     std::string cache_dir = options.get("cache_dir", default_cache_dir());
+    // The kernels convert each input to the compute dtype as they load it.
+    ops().set_default_input_mode(sdk::InputMode::kMixed);
     register_opencl_ops(ops());
 
     cl_uint count = 0;

@@ -56,6 +56,13 @@
  *          side reads the other's `next` only when the negotiated MINOR is
  *          >= 3 and the struct_size covers it. The one-args-struct rule for
  *          new entries.
+ *     1.4  input modes (hal/op.h): hal_op_api_t.op_get_info tells whether an
+ *          op takes mixed input dtypes (promoting itself) or uniform ones
+ *          (every promoted input in the call's compute dtype), and status
+ *          HAL_STATUS_MIXED_DTYPES with which a uniform op declines a mixed
+ *          call. A host reads op_get_info only when the negotiated MINOR is
+ *          >= 4 and the op table's struct_size covers it; without it every
+ *          op counts as mixed (what plugins of 1.1-1.3 did).
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

@@ -24,6 +24,16 @@
  * data (nonzero, ...) take an upper-bound output and write the real size to
  * a 0-d int64 output ("count"); the catalog entry documents the protocol.
  *
+ * INPUT MODES (ABI 1.4). An op's kernel takes its inputs either MIXED (it
+ * promotes inputs of different dtypes itself, as the catalog's promotion
+ * rules say) or UNIFORM (every input that takes part in promotion arrives
+ * already in the call's compute dtype: what vendor kernel libraries offer).
+ * A uniform op declines a call with other input dtypes with
+ * HAL_STATUS_MIXED_DTYPES before anything runs; libhal's op launch then
+ * casts those inputs on the device (the plugin's own "copy" op where it
+ * converts them, else through the config's fallback device) and launches
+ * again. Inputs outside promotion (indices, masks) keep their own dtypes.
+ *
  * ERRORS. A refused launch writes nothing to its outputs. Messages name the
  * op, the argument and the offending values.
  */
@@ -111,6 +121,38 @@ typedef struct hal_op_args_t {
   size_t attr_count;
 } hal_op_args_t;
 
+/* How an op's kernel takes its inputs (hal_op_info_t.input_mode). Values
+ * are frozen; a reader that sees an unknown mode treats it as MIXED. */
+typedef enum hal_op_input_mode_e {
+  /* Inputs of any catalog-allowed dtypes; the kernel promotes. The meaning
+   * of every op of a plugin without op_get_info (ABI < 1.4). */
+  HAL_OP_INPUTS_MIXED = 0,
+  /* Every promoted input in the call's compute dtype; other calls are
+   * declined with HAL_STATUS_MIXED_DTYPES. */
+  HAL_OP_INPUTS_UNIFORM = 1
+} hal_op_input_mode_e;
+
+/* What a plugin says about one of its ops (ABI 1.4). Filled by the plugin
+ * up to the caller's struct_size; owned by the caller. */
+typedef struct hal_op_info_t {
+  size_t struct_size;
+  const hal_extension_base_t* next; /* extension chain; NULL */
+  uint32_t input_mode;              /* hal_op_input_mode_e */
+  /* HAL_DTYPE_BIT mask of the compute dtypes the plugin runs the op in (on
+   * at least one device); the catalog's own dtype rules apply as well. */
+  uint64_t compute_dtypes;
+} hal_op_info_t;
+
+/* Arguments of op_get_info. Owned by the caller; read only during the
+ * call. */
+typedef struct hal_op_get_info_args_t {
+  size_t struct_size;
+  const hal_extension_base_t* next; /* extension chain; NULL */
+  hal_plugin_t* plugin;
+  hal_op_id_t op;          /* from op_resolve */
+  hal_op_info_t* out_info; /* non-NULL; its struct_size set by the caller */
+} hal_op_get_info_args_t;
+
 typedef struct hal_op_api_t {
   size_t struct_size;
 
@@ -144,6 +186,13 @@ typedef struct hal_op_api_t {
    * queued and no output is written. Thread-safe. */
   hal_status_t* (*op_launch)(hal_device_t* device, const hal_op_args_t* args,
                              hal_stream_t* stream);
+
+  /* ABI 1.4. Describes op ARGS->op of ARGS->plugin into *ARGS->out_info
+   * (its input mode and compute dtypes). Call once per resolved op; the
+   * answer does not change for the plugin instance's lifetime. Thread-safe.
+   * Errors: INVALID_ARGUMENT (NULL, a struct_size too small, an id
+   * op_resolve did not return); *out_info is untouched then. */
+  hal_status_t* (*op_get_info)(const hal_op_get_info_args_t* args);
 } hal_op_api_t;
 
 #ifdef __cplusplus

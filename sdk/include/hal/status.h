@@ -26,7 +26,11 @@ typedef enum hal_status_code_e {
   HAL_STATUS_ALREADY_EXISTS = 10,     /* duplicate name or registration */
   HAL_STATUS_ABI_MISMATCH = 11,       /* incompatible ABI version or size */
   HAL_STATUS_INTERNAL = 12,           /* bug or unexpected failure */
-  HAL_STATUS_CODE_COUNT_ = 13
+  /* ABI 1.4: the op takes every promoted input in the call's compute dtype
+   * (HAL_OP_INPUTS_UNIFORM) and this call has inputs of other dtypes. The
+   * caller casts them and calls again (libhal does); nothing was run. */
+  HAL_STATUS_MIXED_DTYPES = 13,
+  HAL_STATUS_CODE_COUNT_ = 14
 } hal_status_code_e;
 
 typedef struct hal_status_t hal_status_t;

@@ -6,6 +6,15 @@
 // Tensors are strided views of runtime Buffers (TensorView). Validation is
 // the plugin's (the SDK checks every call against the catalog); errors come
 // back as hal::Error naming the plugin, the op, the argument and the values.
+//
+// Promotion. A plugin's op may take uniform inputs only (hal/op.h, "INPUT
+// MODES": every promoted input in the call's compute dtype). launch() then
+// casts each other input first, on the same device and stream: through the
+// plugin's own "copy" op where it converts that dtype, else through the
+// runtime's fallback device (copies out and back). The casts go to scratch
+// memory from the device's caching allocator and are counted in op_stats()
+// (hal/runtime/op_stats.hpp). Callers see the same results as from a plugin
+// whose kernels promote themselves.
 #ifndef HAL_RUNTIME_OP_HPP_
 #define HAL_RUNTIME_OP_HPP_
 
@@ -15,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/common/op_schema.hpp"
 #include "hal/hal.h"
 #include "hal/runtime/device.hpp"
 #include "hal/runtime/error.hpp"
@@ -74,33 +84,67 @@ class Attr {
   std::vector<double> floats_;
 };
 
+// How the plugin's op takes its inputs (hal_op_input_mode_e).
+enum class InputMode { kMixed, kUniform };
+
+// Whether launch() casts inputs for a uniform op (kCore, the default) or
+// hands every call to the plugin as given (kNone: a mixed call to a uniform
+// op then fails with HAL_STATUS_MIXED_DTYPES; hal-conformance's direct mode).
+enum class Promotion { kCore, kNone };
+
+struct PromotionState;  // op.cc: what the casting path resolves once
+
 // One op resolved on one device's plugin. Cheap to copy; thread-safe.
 class OpRunner {
  public:
   // Throws UNIMPLEMENTED when the plugin has no operator interface or does
   // not implement NAME (the message says which).
-  OpRunner(std::shared_ptr<Device> device, const std::string& name);
+  OpRunner(std::shared_ptr<Device> device, const std::string& name, Promotion promotion = Promotion::kCore);
 
   const std::string& name() const { return name_; }
   hal_op_id_t id() const { return id_; }
   Device& device() const { return *device_; }
+  // As the plugin declared it (op_get_info, ABI 1.4); kMixed for plugins
+  // that predate it.
+  InputMode input_mode() const { return input_mode_; }
+  // Compute dtypes the plugin runs the op in (HAL_DTYPE_BIT mask); every
+  // dtype for plugins that predate op_get_info.
+  uint64_t compute_dtypes() const { return compute_dtypes_; }
+  Promotion promotion() const { return promotion_; }
 
   // Queues the op on STREAM (nullptr: runs synchronously). An absent
   // optional input is a nullptr entry. Throws hal::Error; on error nothing
-  // was queued or written. A view reaching past its Buffer's size is
-  // OUT_OF_RANGE here, before the plugin sees it.
+  // was queued or written to the outputs. A view reaching past its Buffer's
+  // size is OUT_OF_RANGE here, before the plugin sees it. With promotion
+  // (above), also: OUT_OF_MEMORY when a cast's scratch does not fit (naming
+  // the sizes), and UNSUPPORTED_DTYPE when neither the plugin's copy nor a
+  // fallback device can cast an input (naming op, dtypes and plugin).
   void launch(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
               const std::vector<Attr>& attrs = {}, const Stream* stream = nullptr) const;
   // Whether the device would accept the call (buffers are not read):
-  // nullptr when it would, else the reason.
+  // nullptr when it would, else the reason. Asks the plugin as given: a
+  // mixed call to a uniform op is HAL_STATUS_MIXED_DTYPES here even though
+  // launch() would cast (see would_cast()).
   std::unique_ptr<Error> check(const std::vector<const TensorView*>& inputs,
                                const std::vector<const TensorView*>& outputs,
                                const std::vector<Attr>& attrs = {}) const;
+  // Whether launch() would cast some input of this call first (promotion
+  // kCore, a uniform op, an input not in the compute dtype).
+  bool would_cast(const std::vector<const TensorView*>& inputs) const;
 
  private:
+  void launch_promoted(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
+                       const std::vector<Attr>& attrs, const Stream* stream, hal_dtype_e compute) const;
+  hal_dtype_e cast_dtype(const std::vector<const TensorView*>& inputs) const;
+
   std::shared_ptr<Device> device_;
   std::string name_;
   hal_op_id_t id_ = 0;
+  InputMode input_mode_ = InputMode::kMixed;
+  uint64_t compute_dtypes_ = ~uint64_t{0};
+  Promotion promotion_ = Promotion::kCore;
+  const common::OpSchema* schema_ = nullptr;  // nullptr: not a catalog op (no promotion)
+  std::shared_ptr<PromotionState> promotion_state_;
 };
 
 namespace detail {

@@ -84,7 +84,47 @@ struct OpSchema {
   Alias alias;
   const char* shape_rule;
   ShapeFn shape;
+
+  bool variadic_inputs() const { return input_count == 1 && inputs[0].variadic; }
+  // Whether input I takes part in type promotion (every input of a variadic
+  // op that promotes at all).
+  bool promotes_input(size_t i) const {
+    return promote_mask != 0 && (variadic_inputs() || (i < 32 && ((promote_mask >> i) & 1u)));
+  }
 };
+
+// The dtype an op computes in (OpCall::common_dtype) for N inputs, input i
+// described by GET(i, &defined, &dtype, &rank): PyTorch's result_type over
+// the promoted inputs (dimensioned tensors decide unless a 0-d tensor is of
+// a higher category: bool < integer < floating); the first defined input's
+// dtype when the op promotes nothing; HAL_DTYPE_INVALID without inputs. Used
+// by the SDK to build a call and by libhal to cast for a uniform kernel, so
+// both agree.
+template <class Get>
+hal_dtype_e compute_dtype(const OpSchema& schema, size_t n, Get get) {
+  bool defined = false;
+  hal_dtype_e dt = HAL_DTYPE_INVALID;
+  int rank = 0;
+  if (schema.promote_mask == 0) {
+    for (size_t i = 0; i < n; ++i) {
+      get(i, &defined, &dt, &rank);
+      if (defined) return dt;
+    }
+    return HAL_DTYPE_INVALID;
+  }
+  hal_dtype_e dim = HAL_DTYPE_INVALID, zero = HAL_DTYPE_INVALID;
+  for (size_t i = 0; i < n; ++i) {
+    if (!schema.promotes_input(i)) continue;
+    get(i, &defined, &dt, &rank);
+    if (!defined) continue;
+    hal_dtype_e& slot = rank == 0 ? zero : dim;
+    slot = slot == HAL_DTYPE_INVALID ? dt : promote_types(slot, dt);
+  }
+  if (dim == HAL_DTYPE_INVALID) return zero;
+  if (zero == HAL_DTYPE_INVALID) return dim;
+  auto category = [](uint32_t d) { return d == HAL_DTYPE_BOOL ? 0 : is_floating(d) ? 2 : 1; };
+  return category(zero) > category(dim) ? promote_types(dim, zero) : dim;
+}
 
 // ---- values of one call -----------------------------------------------------
 

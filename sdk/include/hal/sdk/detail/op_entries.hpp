@@ -332,24 +332,11 @@ struct OpCallBuilder {
   // OpCall::common_dtype of SCHEMA applied to INPUTS (only defined, dtype
   // and rank are read): graph compilers use it for a node's values.
   static hal_dtype_e common_dtype(const OpSchema& schema, const std::vector<Tensor>& inputs) {
-    if (schema.promote_mask == 0) {
-      for (const Tensor& t : inputs)
-        if (t.defined) return t.dtype;
-      return HAL_DTYPE_INVALID;
-    }
-    // PyTorch result_type: dimensioned tensors decide unless a 0-d tensor
-    // is of a higher category (bool < integer < floating).
-    hal_dtype_e dim = HAL_DTYPE_INVALID, zero = HAL_DTYPE_INVALID;
-    bool variadic = schema.input_count == 1 && schema.inputs[0].variadic;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].defined || !(variadic || (schema.promote_mask >> i) & 1u)) continue;
-      hal_dtype_e& slot = inputs[i].rank == 0 ? zero : dim;
-      slot = slot == HAL_DTYPE_INVALID ? inputs[i].dtype : promote_types(slot, inputs[i].dtype);
-    }
-    if (dim == HAL_DTYPE_INVALID) return zero;
-    if (zero == HAL_DTYPE_INVALID) return dim;
-    auto category = [](uint32_t d) { return d == HAL_DTYPE_BOOL ? 0 : is_floating(d) ? 2 : 1; };
-    return category(zero) > category(dim) ? promote_types(dim, zero) : dim;
+    return common::compute_dtype(schema, inputs.size(), [&](size_t i, bool* defined, hal_dtype_e* dt, int* rank) {
+      *defined = inputs[i].defined;
+      *dt = inputs[i].dtype;
+      *rank = inputs[i].rank;
+    });
   }
 
  private:
@@ -467,9 +454,26 @@ inline hal_status_t* op_resolve(hal_plugin_t* p, const char* name, hal_op_id_t* 
   });
 }
 
-// Validates the call; returns the device, kernel and the built call.
+// HAL_STATUS_MIXED_DTYPES unless every promoted input of CALL is in its
+// compute dtype (a uniform kernel reads that dtype only).
+inline void require_uniform_inputs(const OpCall& call) {
+  const OpSchema& schema = call.schema();
+  hal_dtype_e compute = call.common_dtype();
+  for (size_t i = 0; i < call.input_count(); ++i) {
+    const Tensor& t = call.input(i);
+    if (!t.defined || t.dtype == compute || !schema.promotes_input(i)) continue;
+    bool variadic = schema.variadic_inputs();
+    fail(HAL_STATUS_MIXED_DTYPES, schema.name, ": ",
+         OpCallBuilder::Role{"input", schema.inputs[variadic ? 0 : i].name, variadic, i}, " is ",
+         dtype_name(t.dtype), " but the call computes in ", dtype_name(compute),
+         "; this plugin's kernel takes uniform inputs (every promoted input in the compute dtype): cast it "
+         "first (libhal's op launch does)");
+  }
+}
+
+// Validates the call; returns the device, kernel function and the built call.
 inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_args_t* args, bool need_buffers,
-                                                const Kernel** out_kernel) {
+                                                KernelFn* out_fn) {
   auto* device = as<Device>(d, Kind::kDevice, "device");
   if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
   if (!HAL_STRUCT_HAS_FIELD(args, hal_op_args_t, attr_count))
@@ -480,32 +484,53 @@ inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_ar
     fail(HAL_STATUS_INVALID_ARGUMENT, "op id ", args->op, " was not returned by op_resolve of this plugin");
   const Kernel& kernel = plugin->ops().at(args->op);
   auto call = OpCallBuilder::build(*kernel.schema, *device, *args, need_buffers);
-  if (call->common_dtype() != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(call->common_dtype())) == 0)
+  hal_dtype_e compute = call->common_dtype();
+  if (compute != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(compute)) == 0)
     fail(HAL_STATUS_UNSUPPORTED_DTYPE, kernel.schema->name, ": this device does not implement dtype ",
-         dtype_name(call->common_dtype()), " (it implements ", dtype_mask_names(kernel.dtypes), ")");
+         dtype_name(compute), " (it implements ", dtype_mask_names(kernel.dtypes), ")");
+  if (kernel.input_mode == InputMode::kUniform) require_uniform_inputs(*call);
   device->check_op(*call);
-  *out_kernel = &kernel;
+  *out_fn = kernel.fn(compute);
   return call;
 }
 
 inline hal_status_t* op_check(hal_device_t* d, const hal_op_args_t* args) {
   return call("op_check", [&] {
-    const Kernel* kernel = nullptr;
-    prepare_op(d, args, false, &kernel);
+    KernelFn fn = nullptr;
+    prepare_op(d, args, false, &fn);
   });
 }
 
 inline hal_status_t* op_launch(hal_device_t* d, const hal_op_args_t* args, hal_stream_t* s) {
   return call("op_launch", [&] {
-    const Kernel* kernel = nullptr;
-    auto op_call = prepare_op(d, args, true, &kernel);
+    KernelFn fn = nullptr;
+    auto op_call = prepare_op(d, args, true, &fn);
     Stream* stream = optional_stream(s, op_call->device());
-    kernel->fn(op_call, stream);
+    fn(op_call, stream);
+  });
+}
+
+inline hal_status_t* op_get_info(const hal_op_get_info_args_t* args) {
+  return call("op_get_info", [&] {
+    if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(args, hal_op_get_info_args_t, out_info))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_get_info_args_t.struct_size ", args->struct_size, " is too small");
+    common::require_well_formed_extension_chain(args->next, "hal_op_get_info_args_t.next");
+    auto* plugin = as<Plugin>(args->plugin, Kind::kPlugin, "plugin");
+    if (args->out_info == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_info is NULL");
+    hal_op_info_t* info = args->out_info;
+    if (!HAL_STRUCT_HAS_FIELD(info, hal_op_info_t, compute_dtypes))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_info_t.struct_size ", info->struct_size, " is too small");
+    if (args->op >= plugin->ops().size())
+      fail(HAL_STATUS_INVALID_ARGUMENT, "op id ", args->op, " was not returned by op_resolve of this plugin");
+    const Kernel& kernel = plugin->ops().at(args->op);
+    info->input_mode = static_cast<uint32_t>(kernel.input_mode);
+    info->compute_dtypes = kernel.dtypes;
   });
 }
 
 inline const hal_op_api_t kOpApi = {sizeof(hal_op_api_t), HAL_OP_CATALOG_VERSION_MAJOR, HAL_OP_CATALOG_VERSION_MINOR,
-                                    &op_count, &op_get_name, &op_resolve, &op_check, &op_launch};
+                                    &op_count, &op_get_name, &op_resolve, &op_check, &op_launch, &op_get_info};
 
 template <class P>
 struct OpTable<P, true> {
