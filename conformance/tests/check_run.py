@@ -5,7 +5,7 @@ plugin and checks its exit status, output and reports.
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
 MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
-unexpected_pass, template_add, bad_known_failures, list, full_catalog, claimed.
+unexpected_pass, template_add, worked_example, bad_known_failures, list, full_catalog, claimed.
 """
 import csv
 import json
@@ -139,6 +139,37 @@ def main():
             assert f"{dtype}: the device refuses it: UNSUPPORTED_DTYPE" in add_line, (dtype, add_line)
         rt = [t for t in report["tests"] if t["name"].startswith("runtime.")]
         assert rt and all(t["status"] == "passed" for t in rt), rt
+    elif mode == "worked_example":
+        # docs/vendor_guide.md's worked example (uniform float32 add, mul,
+        # relu, mm), argv[5] the CPU plugin. As given: those four pass, every
+        # other op test is skipped with a reason, nothing fails.
+        want = ["op.add.float32", "op.mm.float32", "op.mul.float32", "op.relu.float32"]
+        p = run(binary, plugin, "--report-json", str(json_path))
+        assert p.returncode == 0 and summary(p)[1] == 0, "the worked example must pass with 0 failed"
+        tests = json.load(open(json_path))["tests"]
+        ops = [t for t in tests if t["name"].startswith("op.")]
+        assert sorted(t["name"] for t in ops if t["status"] == "passed") == want, ops
+        assert all(t["status"] == "skipped" and t.get("skip_reason") for t in ops if t["name"] not in want), \
+            [t for t in ops if t["name"] not in want and (t["status"] != "skipped" or not t.get("skip_reason"))]
+        assert all(t["status"] == "passed" for t in tests if t["name"].startswith("runtime.")), tests
+        # DECLINED REPORTING (the conformance part of issue 11, merged by the
+        # integrator): the mixed-dtype cases of add and mul are reported as
+        # declined with HAL_STATUS_MIXED_DTYPES, on their op's line.
+        for op in ("add", "mul"):
+            line = re.search(rf"^{op} \[.*$", p.stdout, re.M).group(0)
+            assert "declined" in line and "MIXED_DTYPES" in line, line
+        # Through the core, with the CPU plugin as the fallback device that
+        # casts (acme has no copy op): the mixed cases pass as well.
+        config = work / "worked_example.toml"
+        config.write_text(f'fallback_device = "cpu:0"\ndiscover = false\n'
+                          f'[[plugin]]\nname = "acme"\npath = "{plugin}"\n[[plugin]]\nname = "cpu"\npath = "{sys.argv[5]}"\n')
+        p = subprocess.run([binary, "--config", str(config), "--device", "acme:0", "--through-core",
+                            "--filter", "op.*.float32", "--report-json", str(json_path)],
+                           capture_output=True, text=True, timeout=600)
+        print(p.stdout[-6000:], p.stderr[-3000:])
+        assert p.returncode == 0 and summary(p)[1] == 0, "--through-core must pass the mixed cases"
+        tests = json.load(open(json_path))["tests"]
+        assert sorted(t["name"] for t in tests if t["status"] == "passed") == want, tests
     elif mode == "bad_known_failures":
         kf = work / "bad.toml"
         kf.write_text('[[known_failure]]\ntest = "op.add.float32"\n')
