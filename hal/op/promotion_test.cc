@@ -21,13 +21,14 @@ const std::string kCpu = HAL_TEST_CPU_PLUGIN;
 const std::string kAcme = HAL_TEST_ACME_PLUGIN;  // the vendor guide's worked example: uniform float32 add/mul/relu/mm
 
 // The CPU plugin with every op uniform (option input_mode), alone.
-std::shared_ptr<hal::Runtime> uniform_cpu(const TempDir& dir) {
+std::shared_ptr<hal::Runtime> uniform_cpu(const TempDir& dir, uint32_t host_abi_minor = HAL_ABI_VERSION_MINOR) {
   write_file(dir / "hal.toml", "discover = false\n[[plugin]]\npath = \"" + kCpu +
                                    "\"\noptions = { input_mode = \"uniform\" }\n");
   hal::RuntimeOptions o;
   o.config_path = dir / "hal.toml";
   o.use_environment = false;
   o.use_install_dir = false;
+  o.host_abi_minor = host_abi_minor;
   return hal::Runtime::create(o);
 }
 
@@ -264,4 +265,16 @@ TEST_CASE("promotion: a cast that does not fit in device memory is OUT_OF_MEMORY
   std::vector<float> first(4);
   o.buffer.copy_to_host(first.data(), 16);
   CHECK(first == std::vector<float>(4, 1.f));
+}
+
+TEST_CASE("promotion: a host that negotiates ABI 1.3 reads no op_get_info, yet casts when the plugin declines") {
+  TempDir dir;
+  auto rt = uniform_cpu(dir, 3);
+  auto d = rt->device("cpu");
+  hal::OpRunner add(d, "add");
+  CHECK(add.input_mode() == hal::InputMode::kMixed);  // what a 1.3 plugin means
+  CHECK(add.compute_dtypes() == ~uint64_t{0});
+  hal::reset_op_stats();
+  CHECK(mixed_calls(d, nullptr) == kExpected);  // each launch declined with MIXED_DTYPES, then cast
+  CHECK(stat_of("cpu:0", "add").casts == 2);
 }
