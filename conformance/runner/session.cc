@@ -444,7 +444,8 @@ void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool cla
       }
       for (const Failure& f : self.failures) {
         std::string where = f.case_name.empty() ? "" : "case '" + f.case_name + "' (" + f.layout + "): ";
-        FAIL_CHECK(where << f.message << kRerunMark << session->rerun_command(self, &f));
+        std::string message = where + f.message + kRerunMark + session->rerun_command(self, &f);
+        FAIL_CHECK(message);
       }
     };
     add(std::move(e));
