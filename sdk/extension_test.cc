@@ -12,8 +12,11 @@
 #include "hal/sdk/op_catalog.hpp"
 #include "hal/sdk/ops.hpp"
 #include "hal/sdk/plugin.hpp"
+#include "sdk_test_device.hpp"
 
 namespace sdk = hal::sdk;
+using hal::sdk::testing::take;
+using hal::sdk::testing::TestDevice;
 using hal::common::extension_chain_error;
 using hal::common::find_extension;
 
@@ -34,14 +37,6 @@ struct Chain {
   hal_extension_base_t* first() { return elements.data(); }
   std::vector<hal_extension_base_t> elements;
 };
-
-// Takes ownership of S; returns "CODE_NAME: message" ("" for success).
-std::string take(hal_status_t* s) {
-  if (s == nullptr) return "";
-  std::string m = std::string(sdk::status_code_name(s->code)) + ": " + s->message;
-  s->destroy(s);
-  return m;
-}
 
 }  // namespace
 
@@ -115,39 +110,6 @@ TEST_CASE("extension chain walker: every cycle is found, naming where it links b
 // ---- the SDK's entry points ------------------------------------------------
 
 namespace {
-
-class HostBuffer : public sdk::Buffer {
- public:
-  HostBuffer(sdk::Device& d, uint64_t size) : Buffer(d, size), bytes_(size) {}
-  void* host_pointer() override { return bytes_.data(); }
-
- private:
-  std::vector<unsigned char> bytes_;
-};
-
-// Host memory only; enough for op_check/op_launch.
-class TestDevice : public sdk::Device {
- public:
-  sdk::DeviceProperties properties() override {
-    sdk::DeviceProperties p;
-    p.name = "extension test device";
-    p.total_memory_bytes = 1 << 20;
-    return p;
-  }
-  std::unique_ptr<sdk::Buffer> allocate(uint64_t size, uint64_t) override {
-    return std::make_unique<HostBuffer>(*this, size);
-  }
-  void copy_host_to_device(sdk::Buffer&, uint64_t, const void*, uint64_t, sdk::Stream*) override { unused(); }
-  void copy_device_to_host(void*, sdk::Buffer&, uint64_t, uint64_t, sdk::Stream*) override { unused(); }
-  void copy_device_to_device(sdk::Buffer&, uint64_t, sdk::Buffer&, uint64_t, uint64_t, sdk::Stream*) override {
-    unused();
-  }
-  void fill(sdk::Buffer&, uint64_t, uint64_t, uint8_t, sdk::Stream*) override { unused(); }
-  sdk::MemoryInfo memory_info() override { return {}; }
-
- private:
-  [[noreturn]] static void unused() { sdk::fail(HAL_STATUS_UNIMPLEMENTED, "not used by this test"); }
-};
 
 int add_launches = 0;
 void count_add(const std::shared_ptr<const sdk::OpCall>&, sdk::Stream*) { ++add_launches; }

@@ -10,6 +10,10 @@
 #      "Copy and rename" (read from the README), build it, load it, install
 #      it into the prefix and check that libhal discovers it there next to
 #      the cpu plugin;
+#   3b. replace acme_ops.cc with the code of docs/vendor_guide.md's worked
+#      example (worked_example.cmake), rebuild, and run the installed
+#      hal-conformance on it with conformance/tests/check_run.py's
+#      worked_example checks (needs -DPYTHON=<python3>);
 #   4. build templates/package_test against the prefix (find_package(HAL)
 #      gives hal::sdk, hal::runtime, hal_add_plugin) and round-trip bytes
 #      through the template's device with the installed libhal;
@@ -18,8 +22,9 @@
 #
 # Run with: cmake -DHAL_SOURCE_DIR=<src> -DHAL_BINARY_DIR=<build>
 #   [-DGENERATOR=<gen>] [-DMAKE_PROGRAM=<prog>] [-DCXX_COMPILER=<c++>]
-#   [-DSANITIZE=ON] -P test_out_of_tree.cmake
+#   [-DSANITIZE=ON] [-DPYTHON=<python3>] -P test_out_of_tree.cmake
 cmake_minimum_required(VERSION 3.20)
+include(${CMAKE_CURRENT_LIST_DIR}/worked_example.cmake)
 
 foreach(var HAL_SOURCE_DIR HAL_BINARY_DIR)
   if(NOT IS_DIRECTORY "${${var}}")
@@ -216,22 +221,9 @@ endif()
 file(COPY ${HAL_SOURCE_DIR}/templates/plugin/ DESTINATION ${work}/acme-hal-plugin PATTERN build EXCLUDE)
 set(acme_dir ${work}/acme-hal-plugin)
 # The README's "Copy and rename" block, minus its cp and cd lines, run as is.
-file(READ ${HAL_SOURCE_DIR}/templates/plugin/README.md readme)
-set(block "")
-string(FIND "${readme}" "\n## 1. Copy and rename\n" at)
-if(at GREATER -1)
-  string(SUBSTRING "${readme}" ${at} -1 block)
-  string(FIND "${block}" "```sh\n" at)
-endif()
-if(at GREATER -1)
-  math(EXPR at "${at} + 6")
-  string(SUBSTRING "${block}" ${at} -1 block)
-  string(FIND "${block}" "```" at)
-  string(SUBSTRING "${block}" 0 ${at} block)
-endif()
-string(REGEX REPLACE "(^|\n)(cp|cd) [^\n]*" "" rename_script "${block}")
-if(NOT rename_script MATCHES "mv " OR NOT rename_script MATCHES "sed -i")
-  fail("README.md's \"1. Copy and rename\" has no sh block with the mv and sed commands:\n${block}")
+hal_readme_rename_script(${HAL_SOURCE_DIR}/templates/plugin/README.md rename_script)
+if(NOT rename_script)
+  fail("README.md's \"1. Copy and rename\" has no sh block with the mv and sed commands")
 endif()
 file(WRITE ${work}/rename.sh "set -e\n${rename_script}")
 run("rename to acme (README.md)" DIR ${acme_dir} COMMAND sh ${work}/rename.sh)
@@ -263,6 +255,31 @@ run("install the acme plugin into ${prefix}" COMMAND ${CMAKE_COMMAND} --install 
 run("hal-info (install-dir discovery)" OUT text COMMAND ${hal_info_cmd})
 expect_match("${text}" "\n  cpu:0  " "hal-info did not discover the installed cpu plugin")
 expect_match("${text}" "\n  acme:0  " "hal-info did not discover the acme plugin installed into the HAL prefix")
+
+# ---- 3b. the vendor guide's worked example --------------------------------------
+
+# docs/vendor_guide.md: replace acme_ops.cc with the guide's, build, and run
+# the installed hal-conformance as the guide says (uniform float32 add, mul,
+# relu and mm pass, mixed-dtype cases are declined, nothing fails; through
+# the core with the installed cpu plugin as fallback device, the mixed cases
+# pass).
+hal_guide_code(${HAL_SOURCE_DIR}/docs/vendor_guide.md acme_ops.cc guide_code)
+if(NOT guide_code)
+  fail("docs/vendor_guide.md has no ```cpp file=acme_ops.cc block")
+endif()
+file(WRITE ${acme_dir}/acme_ops.cc "${guide_code}")
+run("build the guide's worked example" COMMAND ${CMAKE_COMMAND} --build ${acme_dir}/build --parallel 2)
+if(EXISTS ${hal_conformance})
+  if(NOT PYTHON)
+    fail("-DPYTHON=<python3> is required to check the worked example's conformance run")
+  endif()
+  file(GLOB cpu_so ${prefix}/lib*/hal/plugins/libhal_plugin_cpu.so)
+  run("hal-conformance on the guide's worked example" OUT text
+      COMMAND ${CMAKE_COMMAND} -E env --unset=HAL_CONFIG --unset=HAL_PLUGIN_PATH
+              ${PYTHON} ${HAL_SOURCE_DIR}/conformance/tests/check_run.py worked_example
+              ${hal_conformance} ${acme_so} ${work}/worked-example ${cpu_so})
+  message(STATUS "${text}")
+endif()
 
 # ---- 4. the installed package from a consumer's point of view ----------------
 

@@ -147,8 +147,46 @@ def main():
         for t in add_refused:
             dtype = t["name"].split(".")[-1]
             assert f"{dtype}: the device refuses it: UNSUPPORTED_DTYPE" in add_line, (dtype, add_line)
+        # Its float32 add is uniform: the mixed-dtype cases are declined, not run.
+        add = next(t for t in ops if t["name"] == "op.add.float32")
+        assert add.get("declined") and all("uniform inputs" in d["reason"] for d in add["declined"]), add
         rt = [t for t in report["tests"] if t["name"].startswith("runtime.")]
         assert rt and all(t["status"] == "passed" for t in rt), rt
+    elif mode == "worked_example":
+        # docs/vendor_guide.md's worked example (uniform float32 add, mul,
+        # relu, mm), argv[5] the CPU plugin. As given: those four pass, the
+        # mixed-dtype cases of add and mul are declined with the SDK's
+        # reason, every other op test is skipped with a reason, 0 failed.
+        # Through the core (the CPU plugin casting: acme has no copy op): the
+        # mixed cases pass too.
+        want = ["op.add.float32", "op.mm.float32", "op.mul.float32", "op.relu.float32"]
+        mixed = {"int32 with float32", "0-d float32 with int32 tensor", "0-d float64 with float32 tensor",
+                 "float16 with bfloat16"}
+        p = run(binary, plugin, "--report-json", str(json_path))
+        assert p.returncode == 0 and summary(p)[1] == 0, "the worked example must pass with 0 failed"
+        report = json.load(open(json_path))
+        ops = [t for t in report["tests"] if t["name"].startswith("op.")]
+        assert sorted(t["name"] for t in ops if t["status"] == "passed") == want, ops
+        assert all(t["status"] == "skipped" and t.get("skip_reason") for t in ops if t["name"] not in want), \
+            [t for t in ops if t["name"] not in want and (t["status"] != "skipped" or not t.get("skip_reason"))]
+        assert all(t["status"] == "passed" for t in report["tests"] if t["name"].startswith("runtime.")), report
+        # Declined reporting is the conformance part of issue 11 (merged by
+        # the integrator): per test, "declined" lists each case and reason.
+        for t in ops:
+            declined = t.get("declined", [])
+            if t["name"] in ("op.add.float32", "op.mul.float32"):
+                assert {d["case"] for d in declined} == mixed, (t["name"], declined)
+                assert all("uniform inputs" in d["reason"] for d in declined), declined
+            else:
+                assert not declined, (t["name"], declined)
+        assert report["summary"]["declined_cases"] == 2 * len(mixed), report["summary"]
+        p = run(binary, plugin, "--through-core", "--fallback-plugin", sys.argv[5], "--filter", "op.*.float32",
+                "--report-json", str(json_path))
+        assert p.returncode == 0 and summary(p)[1] == 0, "--through-core must pass the mixed cases"
+        report = json.load(open(json_path))
+        assert sorted(t["name"] for t in report["tests"] if t["status"] == "passed") == want, report["tests"]
+        assert report["summary"]["declined_cases"] == 0, report["summary"]
+        assert report["through_core"]["fallback_casts"] > 0, report["through_core"]
     elif mode == "bad_known_failures":
         kf = work / "bad.toml"
         kf.write_text('[[known_failure]]\ntest = "op.add.float32"\n')

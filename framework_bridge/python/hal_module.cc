@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/runtime/op_stats.hpp"
 #include "hal/runtime/runtime.hpp"
 #include "hal/sdk/op_schema.hpp"
 
@@ -183,11 +184,19 @@ PYBIND11_MODULE(_hal, m) {
 
   // Resolves once; launch is then cheap.
   py::class_<hal::OpRunner>(m, "Op")
-      .def(py::init([](std::shared_ptr<hal::Device> device, const std::string& name) {
-             return without_gil([&] { return hal::OpRunner(std::move(device), name); });
+      .def(py::init([](std::shared_ptr<hal::Device> device, const std::string& name, bool promote) {
+             return without_gil([&] {
+               return hal::OpRunner(std::move(device), name, promote ? hal::Promotion::kCore : hal::Promotion::kNone);
+             });
            }),
-           py::arg("device"), py::arg("name"))
+           py::arg("device"), py::arg("name"), py::arg("promote") = true,
+           "PROMOTE (default): inputs of a uniform op that are not in the call's compute dtype are cast "
+           "first (counted in hal.op_stats()); False hands every call to the plugin as given")
       .def_property_readonly("name", &hal::OpRunner::name)
+      .def_property_readonly(
+          "input_mode",
+          [](const hal::OpRunner& op) { return op.input_mode() == hal::InputMode::kUniform ? "uniform" : "mixed"; },
+          "'uniform' (the plugin's kernel takes every promoted input in the compute dtype) or 'mixed'")
       .def(
           "__call__",
           [](const hal::OpRunner& op, const std::vector<std::shared_ptr<PyTensor>>& inputs,
@@ -201,4 +210,24 @@ PYBIND11_MODULE(_hal, m) {
           "the argument and the values.");
 
   m.def("op_names", [](const hal::Device& d) { return hal::op_names(d); }, py::arg("device"));
+  m.def(
+      "op_stats",
+      [] {
+        py::list out;
+        for (const hal::OpStat& s : hal::op_stats()) {
+          py::dict d;
+          d["device"] = s.device;
+          d["op"] = s.op;
+          d["casts"] = s.casts;
+          d["fallback_casts"] = s.fallback_casts;
+          d["cast_bytes"] = s.cast_bytes;
+          d["fallbacks"] = s.fallbacks;
+          d["fallback_bytes"] = s.fallback_bytes;
+          out.append(d);
+        }
+        return out;
+      },
+      "What the runtime did around launches, per (device, op): input casts for uniform kernels (on the device, "
+      "or through the fallback device) and ops run on the fallback device; only pairs with a count");
+  m.def("reset_op_stats", &hal::reset_op_stats, "Sets every op_stats count to zero");
 }

@@ -215,6 +215,8 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   // The op table's entries arrived in ABI 1.1; a 1.0 plugin's op table
   // (struct_size only) normalises to all-NULL entries anyway.
   if (plugin->negotiated_minor >= 1) normalise(plugin->op, a.op);
+  // op_get_info arrived in ABI 1.4; below it every op takes mixed inputs.
+  if (plugin->negotiated_minor < 4) plugin->op.op_get_info = nullptr;
   // Ops keep their meaning only within a catalog MAJOR: a plugin built for
   // another one loads, without its operators.
   if (plugin->op.op_launch != nullptr && plugin->op.catalog_version_major != HAL_OP_CATALOG_VERSION_MAJOR) {

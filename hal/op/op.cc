@@ -1,6 +1,13 @@
 #include "hal/runtime/op.hpp"
 
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "hal/common/op_catalog.hpp"
 #include "hal/common/op_schema.hpp"
+#include "hal/runtime/op_stats.hpp"
+#include "hal/runtime/stream.hpp"
 #include "loader/loaded_plugin.hpp"
 
 namespace hal {
@@ -164,15 +171,242 @@ struct CArgs {
 
 }  // namespace
 
-OpRunner::OpRunner(std::shared_ptr<Device> device, const std::string& name)
-    : device_(std::move(device)), name_(name) {
-  throw_if_error(op_api(*device_).op_resolve(device_->plugin().instance, name.c_str(), &id_));
+// What the casting path of one OpRunner (and its copies) resolves once: the
+// plugin's copy op and the fallback device's, and which dtype pairs the
+// plugin's copy converts.
+struct PromotionState {
+  std::once_flag once;
+  std::unique_ptr<OpRunner> copy;  // the device's own copy op; nullptr if it has none
+  std::string no_copy;             // why not
+  std::shared_ptr<Device> fallback;
+  std::unique_ptr<OpRunner> fallback_copy;
+  std::string no_fallback;  // why casting through the fallback device is impossible
+  // [from][to]: 0 unknown, 1 the device's copy converts, 2 it declines.
+  std::atomic<uint8_t> converts[HAL_DTYPE_COUNT_][HAL_DTYPE_COUNT_] = {};
+};
+
+namespace {
+
+const common::OpSchema* catalog_schema(const std::string& name) {
+  for (const common::OpSchema& s : common::catalog::kOps)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+bool known_dtype(hal_dtype_e d) {
+  return d != HAL_DTYPE_INVALID && static_cast<uint32_t>(d) < HAL_DTYPE_COUNT_ && common::dtype_size(d) != 0;
+}
+
+std::string input_label(const common::OpSchema& schema, size_t i) {
+  if (schema.variadic_inputs()) return std::string("input '") + schema.inputs[0].name + "'[" + std::to_string(i) + "]";
+  return std::string("input '") + (i < schema.input_count ? schema.inputs[i].name : "?") + "'";
+}
+
+// Bytes [0, span) past V's byte_offset that V's elements reach.
+uint64_t span_bytes(const TensorView& v) {
+  int64_t last = 0, stride = 1;
+  for (size_t d = v.shape.size(); d-- > 0;) {
+    int64_t s = v.strides.empty() ? stride : v.strides[d];
+    last += (v.shape[d] - 1) * s;
+    stride *= v.shape[d];
+  }
+  return static_cast<uint64_t>(last + 1) * common::dtype_size(v.dtype);
+}
+
+}  // namespace
+
+OpRunner::OpRunner(std::shared_ptr<Device> device, const std::string& name, Promotion promotion)
+    : device_(std::move(device)), name_(name), promotion_(promotion) {
+  const hal_op_api_t& api = op_api(*device_);
+  throw_if_error(api.op_resolve(device_->plugin().instance, name.c_str(), &id_));
+  // The loader zeroes op_get_info below ABI 1.4: such plugins promote themselves.
+  if (api.op_get_info != nullptr) {
+    hal_op_info_t info{};
+    info.struct_size = sizeof(info);
+    hal_op_get_info_args_t args{};
+    args.struct_size = sizeof(args);
+    args.plugin = device_->plugin().instance;
+    args.op = id_;
+    args.out_info = &info;
+    throw_if_error(api.op_get_info(&args));
+    input_mode_ = info.input_mode == HAL_OP_INPUTS_UNIFORM ? InputMode::kUniform : InputMode::kMixed;
+    compute_dtypes_ = info.compute_dtypes;
+  }
+  schema_ = catalog_schema(name);
+  if (promotion_ == Promotion::kCore && schema_ != nullptr && schema_->promote_mask != 0)
+    promotion_state_ = std::make_shared<PromotionState>();
+}
+
+// The compute dtype when some promoted input must be cast first, else
+// HAL_DTYPE_INVALID (nothing to cast, or the call is for the plugin to
+// refuse: unknown dtypes, a compute dtype it does not implement).
+hal_dtype_e OpRunner::cast_dtype(const std::vector<const TensorView*>& inputs) const {
+  if (!promotion_state_) return HAL_DTYPE_INVALID;
+  for (const TensorView* v : inputs)
+    if (v != nullptr && !known_dtype(v->dtype)) return HAL_DTYPE_INVALID;
+  hal_dtype_e compute =
+      common::compute_dtype(*schema_, inputs.size(), [&](size_t i, bool* defined, hal_dtype_e* dt, int* rank) {
+        *defined = inputs[i] != nullptr;
+        if (*defined) {
+          *dt = inputs[i]->dtype;
+          *rank = static_cast<int>(inputs[i]->shape.size());
+        }
+      });
+  if (compute == HAL_DTYPE_INVALID || (compute_dtypes_ & HAL_DTYPE_BIT(compute)) == 0) return HAL_DTYPE_INVALID;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i] != nullptr && inputs[i]->dtype != compute && schema_->promotes_input(i)) return compute;
+  return HAL_DTYPE_INVALID;
+}
+
+bool OpRunner::would_cast(const std::vector<const TensorView*>& inputs) const {
+  return input_mode_ == InputMode::kUniform && cast_dtype(inputs) != HAL_DTYPE_INVALID;
 }
 
 void OpRunner::launch(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
                       const std::vector<Attr>& attrs, const Stream* stream) const {
+  if (input_mode_ == InputMode::kUniform && promotion_state_) {
+    hal_dtype_e compute = cast_dtype(inputs);
+    if (compute != HAL_DTYPE_INVALID) return launch_promoted(inputs, outputs, attrs, stream, compute);
+  }
   CArgs c(name_, id_, inputs, outputs, attrs);
-  throw_if_error(op_api(*device_).op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr));
+  hal_status_t* status = op_api(*device_).op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr);
+  // A plugin may decline a call its op_get_info did not announce (another
+  // SDK, an op uniform for some devices only): cast and go again.
+  if (status != nullptr && status->code == HAL_STATUS_MIXED_DTYPES && promotion_state_) {
+    hal_dtype_e compute = cast_dtype(inputs);
+    if (compute != HAL_DTYPE_INVALID) {
+      status->destroy(status);
+      return launch_promoted(inputs, outputs, attrs, stream, compute);
+    }
+  }
+  throw_if_error(status);
+}
+
+void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
+                               const std::vector<const TensorView*>& outputs, const std::vector<Attr>& attrs,
+                               const Stream* stream, hal_dtype_e compute) const {
+  const common::OpSchema& schema = *schema_;
+  PromotionState& st = *promotion_state_;
+  const std::string where = device_->plugin_name() + ": " + name_;
+
+  // The call as the kernel will see it. Checked before anything is cast, so
+  // a wrong call reports its own error and nothing is written.
+  std::vector<TensorView> cast(inputs.size());
+  std::vector<const TensorView*> uniform(inputs);
+  std::vector<size_t> to_cast;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr || inputs[i]->dtype == compute || !schema.promotes_input(i)) continue;
+    cast[i].dtype = compute;
+    cast[i].shape = inputs[i]->shape;
+    uniform[i] = &cast[i];
+    to_cast.push_back(i);
+    check_extent(name_, *inputs[i], "input", i);
+    if (inputs[i]->buffer == nullptr && inputs[i]->numel() > 0)
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, device_->plugin_name() + ": " + name_ + ": " +
+                                                   input_label(schema, i) + " has " +
+                                                   std::to_string(inputs[i]->numel()) + " elements but no buffer");
+  }
+  const hal_op_api_t& api = op_api(*device_);
+  if (api.op_check != nullptr) {
+    CArgs c(name_, id_, uniform, outputs, attrs);
+    throw_if_error(api.op_check(device_->handle(), &c.args));
+  }
+
+  std::call_once(st.once, [&] {
+    try {
+      st.copy = std::make_unique<OpRunner>(device_, "copy", Promotion::kNone);
+    } catch (const Error& e) {
+      st.no_copy = e.what();
+    }
+    st.fallback = device_->fallback_device();
+    if (!st.fallback) {
+      st.no_fallback = "there is no fallback device (hal.toml's fallback_device, or a loaded cpu plugin)";
+      return;
+    }
+    try {
+      st.fallback_copy = std::make_unique<OpRunner>(st.fallback, "copy", Promotion::kNone);
+    } catch (const Error& e) {
+      st.no_fallback = "the fallback device " + st.fallback->id() + " cannot cast: " + e.what();
+    }
+  });
+
+  std::vector<Buffer> scratch;
+  scratch.reserve(to_cast.size());
+  for (size_t i : to_cast) {
+    const TensorView& in = *inputs[i];
+    const hal_dtype_e from = in.dtype;
+    const int64_t n = in.numel();
+    if (n == 0) continue;  // no elements: the retyped view needs no buffer
+    const uint64_t bytes = static_cast<uint64_t>(n) * common::dtype_size(compute);
+    const std::string what = input_label(schema, i) + " (" + common::dtype_name(from) + ", shape " + dims(in.shape) +
+                             ") cast to " + common::dtype_name(compute);
+    try {
+      scratch.push_back(device_->allocate(bytes, stream));
+    } catch (const Error& e) {
+      throw Error(e.code(), where + ": " + what + " needs " + std::to_string(bytes) + " bytes of scratch on " +
+                                device_->id() + ": " + e.what());
+    }
+    TensorView dst(scratch.back(), compute, in.shape);
+
+    // On the device, when its copy op converts FROM to COMPUTE.
+    std::string declined = st.no_copy;
+    if (st.copy) {
+      std::atomic<uint8_t>& known = st.converts[from][compute];
+      if (known.load(std::memory_order_relaxed) == 0) {
+        std::unique_ptr<Error> why = st.copy->check({&in}, {&dst});
+        known.store(why ? 2 : 1, std::memory_order_relaxed);
+        if (why) declined = why->what();
+      } else if (known.load(std::memory_order_relaxed) == 2) {
+        declined = std::string("its copy op does not convert ") + common::dtype_name(from) + " to " +
+                   common::dtype_name(compute);
+      }
+      if (known.load(std::memory_order_relaxed) == 1) {
+        st.copy->launch({&in}, {&dst}, {}, stream);
+        detail::record_cast(*device_, name_, false, bytes);
+        cast[i] = dst;
+        continue;
+      }
+    }
+
+    // Through the fallback device: the input's bytes out, cast there, back in.
+    if (!st.fallback_copy)
+      throw Error(HAL_STATUS_UNSUPPORTED_DTYPE,
+                  where + ": the plugin's kernel takes uniform " + common::dtype_name(compute) + " inputs but " + what +
+                      " is impossible: the plugin's copy cannot (" + declined + ") and " + st.no_fallback);
+    const uint64_t span = span_bytes(in);
+    Device& fb = *st.fallback;
+    Buffer src_fb = fb.allocate(span);
+    Buffer dst_fb = fb.allocate(bytes);
+    std::vector<uint8_t> staging;
+    void* src_host = src_fb.host_pointer();
+    if (src_host == nullptr) {
+      staging.resize(span);
+      src_host = staging.data();
+    }
+    throw_if_error(device_->plugin().memory.copy_device_to_host(src_host, in.buffer, in.byte_offset, span,
+                                                                stream ? stream->handle() : nullptr));
+    if (stream) stream->synchronize();  // the host needs the bytes now
+    if (!staging.empty()) src_fb.copy_from_host(staging.data(), span);
+    TensorView src_view(src_fb, from, in.shape, in.strides);
+    TensorView dst_view(dst_fb, compute, in.shape);
+    st.fallback_copy->launch({&src_view}, {&dst_view});
+    // Synchronous, so the host memory may go; the stream was drained above,
+    // so the scratch's earlier users on it are done.
+    if (const void* host = dst_fb.host_pointer()) {
+      scratch.back().copy_from_host(host, bytes);
+    } else {
+      staging.resize(bytes);
+      dst_fb.copy_to_host(staging.data(), bytes);
+      scratch.back().copy_from_host(staging.data(), bytes);
+    }
+    detail::record_cast(*device_, name_, true, bytes);
+    cast[i] = dst;
+  }
+
+  CArgs c(name_, id_, uniform, outputs, attrs);
+  throw_if_error(api.op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr));
+  // The scratch returns to the cache here; with a stream it is reused only
+  // by later work on that stream, which runs after this launch.
 }
 
 std::unique_ptr<Error> OpRunner::check(const std::vector<const TensorView*>& inputs,

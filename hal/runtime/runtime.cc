@@ -245,6 +245,16 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
     loaded_names[loaded->name] = loaded->path;
     rt->plugins_.push_back(std::move(plugin));
   }
+  // Each device learns where libhal casts what it cannot (OpRunner). A
+  // fallback_device naming no device is reported when it is asked for.
+  std::shared_ptr<Device> fallback;
+  try {
+    fallback = rt->fallback_device();
+  } catch (const Error&) {
+  }
+  if (fallback)
+    for (const auto& d : rt->devices())
+      if (d != fallback) d->set_fallback_device(fallback);
   return rt;
 }
 

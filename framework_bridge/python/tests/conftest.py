@@ -22,6 +22,14 @@ def cpu_plugin_path():
 
 
 @pytest.fixture(scope="session")
+def acme_plugin_path():
+    """The vendor guide's worked example (docs/vendor_guide.md): uniform float32 add, mul, relu, mm."""
+    path = _build_dir() / "test_fixtures" / "libhal_plugin_acme.so"
+    assert path.exists(), f"{path} was not built"
+    return str(path)
+
+
+@pytest.fixture(scope="session")
 def cpu(cpu_plugin_path):
     rt = hal.Runtime(plugins=[cpu_plugin_path])
     assert not rt.skipped(), rt.skipped()

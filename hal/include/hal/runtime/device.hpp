@@ -51,6 +51,13 @@ class Device : public std::enable_shared_from_this<Device> {
 
   // Free and total bytes as the plugin reports them.
   void memory_info(uint64_t* out_free, uint64_t* out_total) const;
+  // The device libhal casts and runs ops on when this device cannot: the
+  // runtime's fallback_device() (hal.toml fallback_device, else the first
+  // "cpu" device) when that is another device; nullptr otherwise (this is
+  // the fallback, or there is none). Set once by Runtime::create.
+  std::shared_ptr<Device> fallback_device() const { return fallback_; }
+  // For Runtime::create only (before the device is shared).
+  void set_fallback_device(std::shared_ptr<Device> fallback) { fallback_ = std::move(fallback); }
 
  private:
   std::shared_ptr<detail::LoadedPlugin> plugin_;
@@ -58,6 +65,8 @@ class Device : public std::enable_shared_from_this<Device> {
   hal_device_t* handle_;
   hal_device_properties_t properties_;
   std::unique_ptr<CachingAllocator> allocator_;
+  // Never a cycle: the fallback device's own fallback is nullptr.
+  std::shared_ptr<Device> fallback_;
 };
 
 // Device memory from a Device's caching allocator. Move-only; frees itself
