@@ -3,7 +3,7 @@
 // docs/conformance.md.
 //
 //   hal-conformance --plugin libhal_plugin_acme.so [--filter 'add*'] [--dtype float16]
-//                   [--known-failures acme.toml] [--report-json r.json] ...
+//                   [--known-failures acme.toml] [--report-json r.json] [--through-core] ...
 //
 // Exit status: 0 when nothing failed, 1 when a test failed (or a declared
 // known failure passed), 2 on a usage or loading error.
@@ -12,14 +12,22 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "runner/session.hpp"
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 using namespace hal::conformance;
 
 namespace {
+
+// Whether A and B name the same file (false if either does not exist).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return !a.empty() && !b.empty() && fs::equivalent(a, b, ec) && !ec;
+}
 
 std::optional<hal_dtype_e> parse_dtype(const std::string& s) {
   for (int d = HAL_DTYPE_FLOAT32; d <= HAL_DTYPE_BOOL; ++d)
@@ -52,6 +60,16 @@ int run(int argc, char** argv) {
       ("failures-csv", po::value<std::string>(), "write one CSV row per failing case and layout")
       ("coverage-md", po::value<std::string>(), "write the op x dtype result matrix as Markdown")
       ("no-runtime-tests", "run only op tests")
+      ("through-core", "launch through libhal's promotion: the core casts the inputs of uniform kernels (with "
+                       "--plugin, the CPU plugin is loaded as the fallback device to cast through)")
+      ("fallback-plugin", po::value<std::string>(), "with --plugin --through-core: the plugin file whose first "
+                                                    "device casts what the plugin's copy op cannot (default: "
+                                                    "libhal_plugin_cpu.so in libhal's plugin directory)")
+      ("case", po::value<std::string>(), "only op tests that have this case, running only it (the name a FAILED "
+                                         "line gives; NAME#k for the k-th of several cases of one name)")
+      ("layout", po::value<std::string>(), "only this layout: contiguous, offset, strided or permuted (bad-input "
+                                           "cases always run contiguous)")
+      ("show-values", "print every launch's inputs (dtype, shape, strides, values), expected and actual outputs")
       ("timeout", po::value<double>()->default_value(600), "seconds one test may take before it is failed as a "
                                                           "hang and the run ends (0: no limit)");
   po::variables_map vm;
@@ -71,7 +89,30 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  const bool through_core = vm.count("through-core") != 0;
+  if (vm.count("fallback-plugin") && !(vm.count("plugin") && through_core)) {
+    std::fprintf(stderr, "hal-conformance: --fallback-plugin goes with --plugin and --through-core (with --config, "
+                         "the config's fallback_device is used)\n");
+    return 2;
+  }
+
   RunOptions opts;
+  opts.through_core = through_core;
+  opts.show_values = vm.count("show-values") != 0;
+  if (vm.count("case")) opts.case_selector = vm["case"].as<std::string>();
+  if (vm.count("layout")) {
+    opts.layout = parse_layout(vm["layout"].as<std::string>());
+    if (!opts.layout) {
+      std::fprintf(stderr, "hal-conformance: unknown layout '%s' (contiguous, offset, strided, permuted)\n",
+                   vm["layout"].as<std::string>().c_str());
+      return 2;
+    }
+  }
+  // What a FAILED line's rerun command starts with: the same plugins and device.
+  opts.rerun_prefix = shell_quote(argv[0]);
+  for (const char* o : {"plugin", "config", "device", "fallback-plugin"})
+    if (vm.count(o)) opts.rerun_prefix += std::string(" --") + o + " " + shell_quote(vm[o].as<std::string>());
+  if (through_core) opts.rerun_prefix += " --through-core";
   if (vm.count("filter")) opts.filter = vm["filter"].as<std::string>();
   if (vm.count("exclude")) opts.exclude = vm["exclude"].as<std::vector<std::string>>();
   if (vm.count("dtype")) {
@@ -93,25 +134,56 @@ int run(int argc, char** argv) {
   }
 
   hal::RuntimeOptions ro;
+  std::string fallback_file;  // --plugin --through-core: loaded beside the plugin
   if (vm.count("plugin")) {
-    ro.plugin_paths = {vm["plugin"].as<std::string>()};
+    const std::string plugin = vm["plugin"].as<std::string>();
+    ro.plugin_paths = {plugin};
     ro.use_environment = false;
     ro.use_install_dir = false;
+    if (through_core) {
+      fallback_file = vm.count("fallback-plugin") ? vm["fallback-plugin"].as<std::string>()
+                                                  : hal::Runtime::install_plugin_dir() + "/libhal_plugin_cpu.so";
+      std::error_code ec;
+      if (same_file(fallback_file, plugin)) {
+        fallback_file.clear();  // the plugin is its own fallback
+      } else if (!vm.count("fallback-plugin") && !fs::is_regular_file(fallback_file, ec)) {
+        std::fprintf(stderr, "hal-conformance: no fallback plugin at %s (name one with --fallback-plugin): casts "
+                             "the plugin's copy op cannot do will fail\n", fallback_file.c_str());
+        fallback_file.clear();
+      } else {
+        ro.plugin_paths.push_back(fallback_file);
+      }
+    }
   }
   if (vm.count("config")) ro.config_path = vm["config"].as<std::string>();
   std::shared_ptr<hal::Runtime> rt;
   std::shared_ptr<hal::Device> device;
   try {
     rt = hal::Runtime::create(ro);
-    for (const hal::SkipRecord& s : rt->skipped())
-      if (s.requested || vm.count("plugin"))
+    for (const hal::SkipRecord& s : rt->skipped()) {
+      if (!fallback_file.empty() && same_file(s.path, fallback_file))
+        std::fprintf(stderr, "hal-conformance: fallback plugin %s not loaded (casts the plugin's copy op cannot do "
+                             "will fail): %s: %s\n", s.path.c_str(), hal::skip_reason_name(s.reason), s.message.c_str());
+      else if (s.requested || vm.count("plugin"))
         std::fprintf(stderr, "hal-conformance: plugin %s not loaded: %s: %s\n",
                      s.path.empty() ? s.name.c_str() : s.path.c_str(), hal::skip_reason_name(s.reason),
                      s.message.c_str());
-    if (vm.count("device")) device = rt->device(vm["device"].as<std::string>());
-    else if (vm.count("plugin") && !rt->plugins().empty() && !rt->plugins()[0]->devices().empty())
-      device = rt->plugins()[0]->devices()[0];
-    else device = rt->default_device();
+    }
+    if (vm.count("device")) {
+      device = rt->device(vm["device"].as<std::string>());
+    } else if (vm.count("plugin")) {
+      // The --plugin's first device, never the fallback plugin's.
+      for (const auto& p : rt->plugins())
+        if (same_file(p->path(), vm["plugin"].as<std::string>()) && !p->devices().empty()) device = p->devices()[0];
+      if (!device) {
+        std::fprintf(stderr, "hal-conformance: plugin %s has no device to test\n", vm["plugin"].as<std::string>().c_str());
+        return 2;
+      }
+    } else {
+      device = rt->default_device();
+    }
+    if (through_core)
+      if (std::shared_ptr<hal::Device> f = rt->fallback_device()) opts.fallback_device = f->id();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hal-conformance: %s\n", e.what());
     return 2;
@@ -124,8 +196,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "hal-conformance: %s\n", e.what());
     return 2;
   }
-  std::printf("hal-conformance: plugin %s, device %s (%s), %zu tests\n", device->plugin_name().c_str(),
-              device->id().c_str(), device->properties().name, session.tests().size());
+  std::printf("hal-conformance: plugin %s, device %s (%s), %zu tests%s\n", device->plugin_name().c_str(),
+              device->id().c_str(), device->properties().name, session.tests().size(),
+              !through_core ? "" : opts.fallback_device.empty() ? ", through the core (no fallback device)"
+                                 : (", through the core (fallback device " + opts.fallback_device + ")").c_str());
 
   if (vm.count("list")) {
     for (const TestEntry& e : session.tests()) {
@@ -148,6 +222,9 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "hal-conformance: %s\n", e.what());
       ok = false;
     }
+    if (session.through_core()) std::printf("%s\n", session.cast_line().c_str());
+    if (int d = session.declined_cases())
+      std::printf("%d cases declined (%s)\n", d, kDeclinedReason);
     if (int k = session.count(Status::kKnownFailure))
       std::printf("%d known failures (declared; not counted as failed)\n", k);
     if (int u = session.count(Status::kUnexpectedPass))

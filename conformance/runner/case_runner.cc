@@ -1,7 +1,11 @@
 #include "runner/case_runner.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "runner/storage.hpp"
@@ -126,6 +130,24 @@ std::string fmt(double v) {
 
 std::string strides_str(const std::vector<int64_t>& s) { return shape_str(s); }
 
+// How outputs of DTYPE are compared: exactly, or within atol + rtol*|e|.
+struct Judge {
+  bool exact;
+  double atol, rtol;
+  Judge(hal_dtype_e dtype, Compare mode, double scale) : exact(mode == Compare::kExact || !is_float(dtype)) {
+    Tolerance tol = default_tolerance(dtype);
+    atol = tol.atol * scale;
+    rtol = tol.rtol * scale;
+  }
+  // E is the reference already rounded to the output dtype.
+  bool ok(double e, double a) const {
+    if (std::isnan(e) || std::isnan(a)) return std::isnan(e) && std::isnan(a);
+    if (a == e) return true;
+    double d = std::fabs(a - e);
+    return !exact && std::isfinite(d) && d <= atol + rtol * std::fabs(e);
+  }
+};
+
 // Compares ACTUAL with EXPECTED (rounded to the output dtype). "" if equal
 // within tolerance; records the largest errors.
 std::string compare(const HostTensor& expected, const HostTensor& actual, Compare mode, double scale,
@@ -133,48 +155,96 @@ std::string compare(const HostTensor& expected, const HostTensor& actual, Compar
   if (expected.values.size() != actual.values.size())
     return "the reference has " + std::to_string(expected.values.size()) + " values for shape " +
            shape_str(expected.shape) + " (a suite bug)";
-  bool exact = mode == Compare::kExact || !is_float(actual.dtype);
-  Tolerance tol = default_tolerance(actual.dtype);
-  double atol = tol.atol * scale, rtol = tol.rtol * scale;
+  const Judge judge(actual.dtype, mode, scale);
   int64_t bad = 0, first = -1;
   double first_e = 0, first_a = 0;
   for (size_t i = 0; i < actual.values.size(); ++i) {
     double e = round_to(actual.dtype, expected.values[i]);
     double a = actual.values[i];
-    bool ok;
-    if (std::isnan(e) || std::isnan(a)) {
-      ok = std::isnan(e) && std::isnan(a);
-      if (!ok) max_abs = max_rel = INFINITY;
-    } else if (a == e) {
-      ok = true;
-    } else {
+    if (std::isnan(e) != std::isnan(a)) {
+      max_abs = max_rel = INFINITY;
+    } else if (!std::isnan(e) && a != e) {
       double d = std::fabs(a - e);
       max_abs = std::max(max_abs, d);
       if (e != 0) max_rel = std::max(max_rel, d / std::fabs(e));
       else if (d > 0) max_rel = INFINITY;
-      ok = !exact && std::isfinite(d) && d <= atol + rtol * std::fabs(e);
     }
-    if (!ok) {
-      if (bad++ == 0) {
-        first = static_cast<int64_t>(i);
-        first_e = e;
-        first_a = a;
-      }
+    if (!judge.ok(e, a) && bad++ == 0) {
+      first = static_cast<int64_t>(i);
+      first_e = e;
+      first_a = a;
     }
   }
   if (bad == 0) return "";
   std::ostringstream s;
   s << "at " << shape_str(unravel(first, actual.shape)) << " got " << fmt(first_a) << ", expected " << fmt(first_e);
-  if (exact) s << " (exact)";
-  else s << " (atol " << atol << ", rtol " << rtol << ")";
+  if (judge.exact) s << " (exact)";
+  else s << " (atol " << judge.atol << ", rtol " << judge.rtol << ")";
   s << "; " << bad << " of " << actual.values.size() << " values differ; max abs error " << fmt(max_abs)
     << ", max rel error " << fmt(max_rel);
   return s.str();
 }
 
+// --show-values: at most this many elements of a tensor are printed (and
+// of an output, up to kShownDiffering more that differ).
+constexpr size_t kShownElements = 32;
+constexpr size_t kShownDiffering = 16;
+
+void show_tensor(std::FILE* out, const std::string& what, const HostTensor& t, const Placed* placed) {
+  std::fprintf(out, "  %s: %s %s", what.c_str(), dtype_str(t.dtype), shape_str(t.shape).c_str());
+  if (placed != nullptr)
+    std::fprintf(out, ", strides %s, byte offset %llu", shape_str(placed->strides).c_str(),
+                 static_cast<unsigned long long>(placed->view.byte_offset));
+  std::fprintf(out, "\n");
+  size_t n = t.values.size();
+  for (size_t i = 0; i < n && i < kShownElements; ++i)
+    std::fprintf(out, "    %s %s\n", shape_str(unravel(static_cast<int64_t>(i), t.shape)).c_str(), fmt(t.values[i]).c_str());
+  if (n > kShownElements) std::fprintf(out, "    ... %zu more elements not shown\n", n - kShownElements);
+}
+
+// Expected and actual side by side, differing elements marked; the first
+// kShownElements, then up to kShownDiffering differing ones after them.
+void show_output(std::FILE* out, size_t index, const HostTensor& expected, const HostTensor* actual, Compare mode,
+                 double scale) {
+  std::fprintf(out, "  output %zu: %s %s%s\n", index, dtype_str(expected.dtype), shape_str(expected.shape).c_str(),
+               actual == nullptr ? " (expected only)" : mode == Compare::kSkip ? " (not compared)" : "");
+  const Judge judge(expected.dtype, mode, scale);
+  size_t n = expected.values.size(), shown = 0, differing_shown = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double e = round_to(expected.dtype, expected.values[i]);
+    bool has_actual = actual != nullptr && i < actual->values.size();
+    bool bad = has_actual && mode != Compare::kSkip && !judge.ok(e, actual->values[i]);
+    if (i >= kShownElements && !(bad && differing_shown < kShownDiffering)) continue;
+    ++shown;
+    differing_shown += bad && i >= kShownElements;
+    std::string idx = shape_str(unravel(static_cast<int64_t>(i), expected.shape));
+    if (!has_actual) std::fprintf(out, "    %s expected %s\n", idx.c_str(), fmt(e).c_str());
+    else
+      std::fprintf(out, "    %s expected %s, actual %s%s\n", idx.c_str(), fmt(e).c_str(), fmt(actual->values[i]).c_str(),
+                   bad ? "   <-- differs" : "");
+  }
+  if (shown < n) std::fprintf(out, "    ... %zu more elements not shown\n", n - shown);
+}
+
 std::string code_str(hal_status_code_e c) { return status_code_name(c); }
 
 }  // namespace
+
+std::optional<Layout> parse_layout(const std::string& name) {
+  for (Layout l : {Layout::kContiguous, Layout::kOffset, Layout::kStrided, Layout::kPermuted})
+    if (name == layout_name(l)) return l;
+  return std::nullopt;
+}
+
+std::vector<std::string> case_selectors(const std::vector<OpCase>& cases) {
+  std::map<std::string, int> count, seen;
+  for (const OpCase& c : cases) ++count[c.name];
+  std::vector<std::string> out;
+  out.reserve(cases.size());
+  for (const OpCase& c : cases)
+    out.push_back(count[c.name] == 1 ? c.name : c.name + "#" + std::to_string(++seen[c.name]));
+  return out;
+}
 
 const char* layout_name(Layout l) {
   switch (l) {
@@ -202,6 +272,15 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+std::string shell_quote(const std::string& arg) {
+  bool plain = !arg.empty();
+  for (char c : arg) plain &= std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_-./:=+,@%", c) != nullptr;
+  if (plain) return arg;
+  std::string q = "'";
+  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 std::string attrs_str(const std::vector<hal::Attr>& attrs) {
   std::ostringstream s;
   for (size_t k = 0; k < attrs.size(); ++k) {
@@ -227,9 +306,17 @@ std::string attrs_str(const std::vector<hal::Attr>& attrs) {
   return s.str();
 }
 
-CaseRunner::CaseRunner(std::shared_ptr<Device> device, const std::string& op)
-    : device_(std::move(device)), runner_(device_, op) {
+CaseRunner::CaseRunner(std::shared_ptr<Device> device, const std::string& op, Options options)
+    : device_(std::move(device)), options_(options), runner_(device_, op, options.promotion) {
   if (device_->supports(HAL_CAPABILITY_STREAM)) stream_ = device_->create_stream();
+}
+
+bool CaseRunner::may_decline(const OpCase& c) const {
+  if (options_.promotion != Promotion::kNone) return false;
+  std::set<hal_dtype_e> dtypes;
+  for (const auto& t : c.inputs)
+    if (t) dtypes.insert(t->dtype);
+  return dtypes.size() > 1;
 }
 
 std::unique_ptr<Error> CaseRunner::check(const OpCase& c, const std::vector<HostTensor>& outputs) const {
@@ -255,16 +342,20 @@ std::unique_ptr<Error> CaseRunner::check(const OpCase& c, const std::vector<Host
   return runner_.check(ins, outs, c.attrs);
 }
 
-void CaseRunner::run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, std::vector<Failure>& failures) {
-  if (c.expect_error) {
-    run_layout(suite, dtype, c, Layout::kContiguous, failures);
-    return;
-  }
+Outcome CaseRunner::run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, std::vector<Failure>& failures,
+                        std::vector<Declined>* declined) {
+  if (c.expect_error) return run_layout(suite, dtype, c, Layout::kContiguous, failures, declined);
   // A case whose dtypes the device declines in op_check (float16 inputs of
   // a float32 test on a device without float16) is not the device's to pass.
+  // A uniform kernel declining mixed inputs is reported as declined: the
+  // plugin is right to, and --through-core runs the case through the casts.
   try {
     std::unique_ptr<Error> refused = check(c, suite.reference(c));
-    if (refused && refused->code() == HAL_STATUS_UNSUPPORTED_DTYPE) return;
+    if (refused && refused->code() == HAL_STATUS_UNSUPPORTED_DTYPE) return Outcome::kNotForDevice;
+    if (refused && refused->code() == HAL_STATUS_MIXED_DTYPES && may_decline(c)) {
+      if (declined != nullptr) declined->push_back({c.name, "", refused->what()});
+      return Outcome::kDeclined;
+    }
   } catch (const std::exception&) {
     // the reference's own failure is reported by run_layout
   }
@@ -276,16 +367,26 @@ void CaseRunner::run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, s
     layouts.push_back(Layout::kStrided);
     if (has_rank2) layouts.push_back(Layout::kPermuted);
   }
+  if (options_.layout) {
+    bool allowed = std::find(layouts.begin(), layouts.end(), *options_.layout) != layouts.end();
+    layouts.clear();
+    if (allowed) layouts.push_back(*options_.layout);
+    else if (options_.show_values)
+      std::fprintf(options_.show_values, "case '%s' does not run in layout %s (%s)\n", c.name.c_str(),
+                   layout_name(*options_.layout),
+                   c.layouts ? "permuted needs an input of rank >= 2" : "the case runs contiguous only");
+  }
   for (Layout l : layouts) {
     size_t before = failures.size();
-    run_layout(suite, dtype, c, l, failures);
+    run_layout(suite, dtype, c, l, failures, declined);
     // A case wrong in the plain layout is reported once, not per layout.
-    if (l == Layout::kContiguous && failures.size() > before) return;
+    if (l == Layout::kContiguous && failures.size() > before) break;
   }
+  return Outcome::kRan;
 }
 
-void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, Layout layout,
-                            std::vector<Failure>& failures) {
+Outcome CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, Layout layout,
+                               std::vector<Failure>& failures, std::vector<Declined>* declined) {
   Failure f;
   f.op = suite.op;
   f.dtype = dtype_str(dtype);
@@ -295,7 +396,13 @@ void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCas
   auto fail = [&](std::string msg) {
     f.message = std::move(msg);
     failures.push_back(f);
+    if (options_.show_values) std::fprintf(options_.show_values, "  FAILED: %s\n", f.message.c_str());
+    return Outcome::kRan;
   };
+  std::FILE* show = options_.show_values;
+  if (show)
+    std::fprintf(show, "case '%s' (%s), op.%s.%s%s:\n", c.name.c_str(), layout_name(layout), suite.op.c_str(),
+                 dtype_str(dtype), options_.promotion == Promotion::kCore ? ", through the core" : "");
   try {
     std::vector<HostTensor> expected;
     if (c.expect_error) {
@@ -330,6 +437,12 @@ void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCas
     }
     f.shapes = shapes;
     f.strides = strides;
+    if (show) {
+      for (size_t i = 0; i < ins.size(); ++i)
+        if (c.inputs[i]) show_tensor(show, "input " + std::to_string(i), *c.inputs[i], &ins[i]);
+        else std::fprintf(show, "  input %zu: absent\n", i);
+      if (!c.attrs.empty()) std::fprintf(show, "  attributes: %s\n", attrs_str(c.attrs).c_str());
+    }
 
     std::vector<const TensorView*> in_views, out_views;
     for (size_t i = 0; i < ins.size(); ++i) in_views.push_back(c.inputs[i] ? &ins[i].view : nullptr);
@@ -343,6 +456,19 @@ void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCas
         what = std::string("expected ") + code_str(*c.expect_error) + " but the launch succeeded";
       } catch (const Error& e) {
         std::string msg = e.what();
+        if (show) std::fprintf(show, "  expected %s; the launch failed with %s: %s\n", code_str(*c.expect_error).c_str(),
+                               code_str(e.code()).c_str(), msg.c_str());
+        // A uniform kernel may decline mixed inputs before looking further;
+        // the expected error is then checked by --through-core.
+        if (e.code() == HAL_STATUS_MIXED_DTYPES && e.code() != *c.expect_error && may_decline(c)) {
+          for (size_t o = 0; o < outs.size(); ++o) {
+            std::string g = check_gaps(outs[o], download(outs[o]), true);
+            if (!g.empty()) return fail("declined with MIXED_DTYPES but output " + std::to_string(o) + ": " + g);
+          }
+          if (declined != nullptr) declined->push_back({c.name, "", msg});
+          if (show) std::fprintf(show, "  DECLINED (mixed input dtypes)\n");
+          return Outcome::kDeclined;
+        }
         if (e.code() != *c.expect_error)
           what = std::string("expected ") + code_str(*c.expect_error) + ", got " + code_str(e.code()) + ": " + msg;
         for (const std::string& m : c.error_mentions)
@@ -353,8 +479,9 @@ void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCas
         std::string g = check_gaps(outs[o], download(outs[o]), true);
         if (!g.empty()) what = "output " + std::to_string(o) + ": " + g;
       }
-      if (!what.empty()) fail(what);
-      return;
+      if (!what.empty()) return fail(what);
+      if (show) std::fprintf(show, "  ok\n");
+      return Outcome::kRan;
     }
 
     try {
@@ -365,6 +492,8 @@ void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCas
         runner_.launch(in_views, out_views, c.attrs, nullptr);
       }
     } catch (const Error& e) {
+      if (show)
+        for (size_t o = 0; o < expected.size(); ++o) show_output(show, o, expected[o], nullptr, Compare::kDefault, 1);
       return fail(std::string("launch failed: ") + code_str(e.code()) + ": " + e.what());
     }
 
@@ -380,10 +509,15 @@ void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCas
       if (!g.empty()) return fail("output " + std::to_string(o) + ": " + g);
       actual.push_back(read_values(outs[o], bytes));
     }
+    if (show)
+      for (size_t o = 0; o < outs.size(); ++o)
+        show_output(show, o, expected[o], &actual[o], c.custom_check ? Compare::kSkip : o < c.compare.size() ? c.compare[o] : Compare::kDefault,
+                    c.tolerance_scale);
     if (c.custom_check) {
       std::string why = c.custom_check(c, expected, actual);
-      if (!why.empty()) fail(why);
-      return;
+      if (!why.empty()) return fail(why);
+      if (show) std::fprintf(show, "  ok (the suite's own check)\n");
+      return Outcome::kRan;
     }
     std::string all;
     for (size_t o = 0; o < outs.size(); ++o) {
@@ -395,10 +529,12 @@ void CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCas
       f.max_rel_error = std::max(f.max_rel_error, max_rel);
       if (!why.empty()) all += (all.empty() ? "" : "; ") + ("output " + std::to_string(o) + " " + why);
     }
-    if (!all.empty()) fail(all);
+    if (!all.empty()) return fail(all);
+    if (show) std::fprintf(show, "  ok\n");
   } catch (const std::exception& e) {
-    fail(std::string("error while running the case: ") + e.what());
+    return fail(std::string("error while running the case: ") + e.what());
   }
+  return Outcome::kRan;
 }
 
 void CaseRunner::run_wrong_outputs(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c,

@@ -5,7 +5,9 @@
 #ifndef HAL_CONFORMANCE_RUNNER_CASE_RUNNER_HPP_
 #define HAL_CONFORMANCE_RUNNER_CASE_RUNNER_HPP_
 
+#include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,14 +24,38 @@ enum class Layout {
   kPermuted,    // memory order of the dims reversed (a transposed view)
 };
 const char* layout_name(Layout l);
+// The layout called NAME ("strided"); nullopt for an unknown name.
+std::optional<Layout> parse_layout(const std::string& name);
 
 // One thing that went wrong; a row of --failures-csv.
 struct Failure {
   std::string op, dtype, case_name, layout;
+  // What --case takes to rerun the case alone (case_selectors()); empty
+  // when the failure is not a case's.
+  std::string case_selector;
   std::string shapes, strides, attrs;
   double max_abs_error = 0, max_rel_error = 0;
   std::string message;
 };
+
+// A case the plugin declined as given, in direct mode: HAL_STATUS_MIXED_DTYPES
+// (a uniform kernel, inputs of several dtypes). Neither run nor failed;
+// reported with the plugin's reason (--through-core runs it).
+struct Declined {
+  std::string case_name, case_selector;
+  std::string reason;  // the plugin's message
+};
+
+// What run() did with a case.
+enum class Outcome {
+  kRan,         // launched (failures, if any, were appended)
+  kNotForDevice,  // the device refuses its dtypes (UNSUPPORTED_DTYPE): not run, not reported
+  kDeclined,    // HAL_STATUS_MIXED_DTYPES in direct mode: not run (see Declined)
+};
+
+// --case selectors of CASES, by index: the case's name, or "name#k" (k from
+// 1, in order) for names that occur more than once.
+std::vector<std::string> case_selectors(const std::vector<OpCase>& cases);
 
 // Per-dtype tolerances (DIOPI's defaults), before a case's tolerance_scale.
 struct Tolerance {
@@ -40,20 +66,40 @@ Tolerance default_tolerance(hal_dtype_e dt);
 // "alpha=2, dims=[0,1]".
 std::string attrs_str(const std::vector<hal::Attr>& attrs);
 std::string shape_str(const std::vector<int64_t>& shape);
+// ARG as one POSIX shell word (single-quoted unless it is plain).
+std::string shell_quote(const std::string& arg);
 
 class CaseRunner {
  public:
+  struct Options {
+    // kNone (direct mode): calls reach the plugin as given, so a uniform
+    // kernel declines mixed cases. kCore (--through-core): libhal casts
+    // the inputs of uniform kernels first.
+    Promotion promotion = Promotion::kNone;
+    // Only this layout (--layout); bad-input cases always run contiguous.
+    std::optional<Layout> layout;
+    // --show-values: for every launch, print each input's dtype, shape,
+    // strides and values, the expected and the actual outputs here
+    // (element by element, capped). Not owned; nullptr = silent.
+    std::FILE* show_values = nullptr;
+  };
+
   // Launches OP on DEVICE; on a stream of its own when the device has
   // streams, else synchronously. Throws hal::Error when OP cannot be
   // resolved.
-  CaseRunner(std::shared_ptr<Device> device, const std::string& op);
+  CaseRunner(std::shared_ptr<Device> device, const std::string& op, Options options);
+  CaseRunner(std::shared_ptr<Device> device, const std::string& op) : CaseRunner(std::move(device), op, Options{}) {}
 
-  // Runs C (cases for DTYPE) in every layout it allows, or as a bad-input
-  // case when it expects an error. Appends what went wrong to FAILURES.
-  void run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, std::vector<Failure>& failures);
+  // Runs C (cases for DTYPE) in every layout it allows (or options.layout),
+  // or as a bad-input case when it expects an error. Appends what went
+  // wrong to FAILURES; a declined case appends its reason to DECLINED.
+  Outcome run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, std::vector<Failure>& failures,
+              std::vector<Declined>* declined = nullptr);
   // Only the given layout (tests of the runner itself, thread-safety test).
-  void run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, Layout layout,
-                  std::vector<Failure>& failures);
+  // kDeclined only for a bad-input case the plugin declined with
+  // MIXED_DTYPES (outputs untouched) in direct mode.
+  Outcome run_layout(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, Layout layout,
+                     std::vector<Failure>& failures, std::vector<Declined>* declined = nullptr);
   // The generic checks of an op: C's first output given the wrong shape,
   // then the wrong dtype, must be refused (INVALID_ARGUMENT naming the op)
   // with every output untouched.
@@ -63,7 +109,12 @@ class CaseRunner {
   std::unique_ptr<Error> check(const OpCase& c, const std::vector<HostTensor>& outputs) const;
 
  private:
+  // Direct mode and C's inputs are of several dtypes: a MIXED_DTYPES
+  // refusal of C is then a decline, not a failure.
+  bool may_decline(const OpCase& c) const;
+
   std::shared_ptr<Device> device_;
+  Options options_;
   OpRunner runner_;
   Stream stream_;  // invalid without stream support
 };

@@ -5,6 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "runner/session.hpp"
 
 namespace hal::conformance {
@@ -35,6 +38,25 @@ std::vector<Failure> run_all(const OpSuite& suite, hal_dtype_e dt, const std::ve
 }
 
 OpCase simple(hal_dtype_e dt) { return OpCase("simple").in(random(dt, {3, 4}, 1)).in(random(dt, {3, 4}, 2)); }
+
+// The CPU plugin with every op uniform (option input_mode = "uniform").
+std::shared_ptr<Device> uniform_cpu_device() {
+  static std::shared_ptr<Runtime> rt = [] {
+    std::string path = (std::filesystem::temp_directory_path() / "hal_conformance_runner_uniform.toml").string();
+    std::ofstream(path) << "discover = false\n[[plugin]]\npath = \"" << HAL_TEST_CPU_PLUGIN
+                        << "\"\noptions = { input_mode = \"uniform\" }\n";
+    RuntimeOptions o;
+    o.config_path = path;
+    o.use_environment = false;
+    o.use_install_dir = false;
+    return Runtime::create(o);
+  }();
+  return rt->devices().at(0);
+}
+
+OpCase mixed() {
+  return OpCase("int32 + float32").in(random(HAL_DTYPE_INT32, {3, 4}, 1)).in(random(HAL_DTYPE_FLOAT32, {3, 4}, 2));
+}
 
 }  // namespace
 
@@ -137,6 +159,79 @@ TEST_CASE("op_check: a supported call is accepted, a refused one says why") {
   std::unique_ptr<Error> e = r.check(c, wrong);
   REQUIRE(e != nullptr);
   CHECK(e->code() == HAL_STATUS_INVALID_ARGUMENT);
+}
+
+TEST_CASE("direct mode: a uniform kernel's mixed case is declined with the plugin's reason, not failed") {
+  CaseRunner r(uniform_cpu_device(), "add");
+  std::vector<Failure> f;
+  std::vector<Declined> d;
+  CHECK(r.run(add_suite(), HAL_DTYPE_FLOAT32, mixed(), f, &d) == Outcome::kDeclined);
+  CHECK(f.empty());
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].case_name == "int32 + float32");
+  CHECK(d[0].reason.find("uniform inputs") != std::string::npos);
+  // One dtype: runs (and passes) on the same device.
+  CHECK(r.run(add_suite(), HAL_DTYPE_FLOAT32, simple(HAL_DTYPE_FLOAT32), f, &d) == Outcome::kRan);
+  CHECK(f.empty());
+  CHECK(d.size() == 1);
+  // A bad-input case with mixed inputs: a catalog error still comes first
+  // and is checked; MIXED_DTYPES instead of the expected code is a decline.
+  OpCase bad_shape = OpCase("mixed, bad shapes").in(random(HAL_DTYPE_INT32, {3}, 1)).in(random(HAL_DTYPE_FLOAT32, {4}, 2));
+  CHECK(r.run(add_suite(), HAL_DTYPE_FLOAT32,
+              bad_shape.error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(HAL_DTYPE_FLOAT32, {4})}, {"add"}), f, &d) ==
+        Outcome::kRan);
+  CHECK(f.empty());
+  CHECK(r.run(add_suite(), HAL_DTYPE_FLOAT32,
+              mixed().error(HAL_STATUS_OUT_OF_RANGE, {HostTensor(HAL_DTYPE_FLOAT32, {3, 4})}), f, &d) ==
+        Outcome::kDeclined);
+  CHECK(f.empty());
+  CHECK(d.size() == 2);
+}
+
+TEST_CASE("a mixed case is not declined by a plugin that promotes itself") {
+  std::vector<Failure> f;
+  std::vector<Declined> d;
+  CHECK(CaseRunner(cpu_device(), "add").run(add_suite(), HAL_DTYPE_FLOAT32, mixed(), f, &d) == Outcome::kRan);
+  CHECK(f.empty());
+  CHECK(d.empty());
+}
+
+TEST_CASE("--layout runs one layout; --show-values prints inputs, expected and actual") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  CaseRunner::Options o;
+  o.layout = Layout::kStrided;
+  o.show_values = out;
+  OpSuite off = add_suite();
+  off.reference = [](const OpCase& c) {
+    std::vector<HostTensor> r = add_suite().reference(c);
+    r[0].values[5] += 1;
+    return r;
+  };
+  std::vector<Failure> f;
+  CaseRunner(cpu_device(), "add", o).run(off, HAL_DTYPE_FLOAT32, simple(HAL_DTYPE_FLOAT32), f);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].layout == "strided");
+  std::rewind(out);
+  std::string text;
+  for (int ch; (ch = std::fgetc(out)) != EOF;) text += static_cast<char>(ch);
+  std::fclose(out);
+  CHECK(text.find("case 'simple' (strided), op.add.float32:") != std::string::npos);
+  CHECK(text.find("case 'simple' (contiguous)") == std::string::npos);
+  CHECK(text.find("  input 0: float32 [3,4], strides [9,2], byte offset 4") != std::string::npos);
+  CHECK(text.find("  output 0: float32 [3,4]") != std::string::npos);
+  CHECK(text.find("<-- differs") != std::string::npos);
+  CHECK(text.find("  FAILED: output 0 at [1,1]") != std::string::npos);
+}
+
+TEST_CASE("case selectors are unique; layouts parse; shell words are quoted") {
+  std::vector<std::string> sel = case_selectors({OpCase("a"), OpCase("b"), OpCase("a"), OpCase("c d")});
+  CHECK(sel == std::vector<std::string>{"a#1", "b", "a#2", "c d"});
+  CHECK(parse_layout("permuted") == Layout::kPermuted);
+  CHECK_FALSE(parse_layout("diagonal").has_value());
+  CHECK(shell_quote("build/lib/x.so") == "build/lib/x.so");
+  CHECK(shell_quote("broadcast [3,1]x[4]") == "'broadcast [3,1]x[4]'");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
 }
 
 }  // namespace hal::conformance

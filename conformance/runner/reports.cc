@@ -83,7 +83,12 @@ void write_json(const Session& s, const std::string& path) {
                   {"failed", s.count(Status::kFailed) + s.count(Status::kUnexpectedPass)},
                   {"skipped", s.count(Status::kSkipped)},
                   {"known_failures", s.count(Status::kKnownFailure)},
-                  {"unexpected_passes", s.count(Status::kUnexpectedPass)}};
+                  {"unexpected_passes", s.count(Status::kUnexpectedPass)},
+                  {"declined_cases", s.declined_cases()}};
+  if (s.through_core()) {
+    CastCounts c = s.casts();
+    j["through_core"] = {{"casts", c.on_device}, {"fallback_casts", c.through_fallback}, {"cast_bytes", c.bytes}};
+  }
   nlohmann::json tests = nlohmann::json::array();
   for (const TestEntry& e : s.tests()) {
     nlohmann::json t = {{"name", e.name}, {"status", json_status(e.status)}, {"seconds", e.seconds}};
@@ -98,6 +103,10 @@ void write_json(const Session& s, const std::string& path) {
                     {"attributes", f.attrs}, {"max_abs_error", f.max_abs_error},
                     {"max_rel_error", f.max_rel_error}, {"message", f.message}});
     if (!fs.empty()) t["failures"] = fs;
+    nlohmann::json ds = nlohmann::json::array();
+    for (const Declined& d : e.declined)
+      ds.push_back({{"case", d.case_name}, {"case_selector", d.case_selector}, {"reason", d.reason}});
+    if (!ds.empty()) t["declined"] = ds;
     tests.push_back(t);
   }
   j["tests"] = tests;
@@ -133,6 +142,12 @@ void write_junit(const Session& s, const std::string& path) {
         body = "    <system-out>known failure: " + xml_escape(e.known_failure) + "</system-out>\n";
         break;
       default: break;
+    }
+    if (!e.declined.empty()) {
+      // Not a failure: the cases the plugin declined, one line each.
+      std::string text = std::to_string(e.declined.size()) + " cases declined (" + kDeclinedReason + ")\n";
+      for (const Declined& d : e.declined) text += "declined: case '" + d.case_selector + "': " + d.reason + "\n";
+      body += "    <system-out>" + xml_escape(text) + "</system-out>\n";
     }
     if (body.empty()) f << "/>\n";
     else f << ">\n" << body << "  </testcase>\n";
@@ -179,6 +194,7 @@ void write_coverage_md(const Session& s, const std::string& path) {
       case Status::kKnownFailure: cell = "known"; break;
       default: cell = "?"; break;
     }
+    if (!e.declined.empty()) cell += " (" + std::to_string(e.declined.size()) + " declined)";
     if (e.dtype == HAL_DTYPE_INVALID) whole[e.group] = e.skip_reason;
     else cells[e.group][e.dtype] = cell;
   }
@@ -191,7 +207,10 @@ void write_coverage_md(const Session& s, const std::string& path) {
     << "empty when the catalog or the suite does not define the op for that dtype.\n\n"
     << "Summary: " << s.count(Status::kPassed) << " passed, "
     << s.count(Status::kFailed) + s.count(Status::kUnexpectedPass) << " failed, " << s.count(Status::kSkipped)
-    << " skipped, " << s.count(Status::kKnownFailure) << " known failures.\n\n";
+    << " skipped, " << s.count(Status::kKnownFailure) << " known failures";
+  if (int d = s.declined_cases())
+    f << "; " << d << " cases declined (" << kDeclinedReason << "), shown as \"(N declined)\" in their cells";
+  f << ".\n\n";
   f << "| op |";
   for (hal_dtype_e d : dts) f << " " << dtype_str(d) << " |";
   f << " note |\n|---|";

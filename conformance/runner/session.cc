@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "hal/runtime/op_stats.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "runner/storage.hpp"
 
@@ -43,6 +44,21 @@ const hal_dtype_e kAllDtypes[] = {HAL_DTYPE_FLOAT32, HAL_DTYPE_FLOAT16, HAL_DTYP
                                   HAL_DTYPE_INT8,    HAL_DTYPE_UINT8,   HAL_DTYPE_INT16,    HAL_DTYPE_INT32,
                                   HAL_DTYPE_INT64,   HAL_DTYPE_BOOL};
 
+// The --case selector of a case's generic wrong-output checks ("SEL/wrong-outputs").
+constexpr const char* kWrongOutputsSuffix = "/wrong-outputs";
+
+// What --case WANTED picks of the case with this selector and name: the
+// case itself, its wrong-output checks (without --case: both, the checks
+// with the first case that ran).
+struct Pick {
+  bool the_case, wrong_outputs;
+  bool any() const { return the_case || wrong_outputs; }
+};
+Pick pick(const std::string& wanted, const std::string& selector, const std::string& name) {
+  if (wanted.empty()) return {true, true};
+  return {wanted == selector || wanted == name, wanted == selector + kWrongOutputsSuffix};
+}
+
 const sdk::OpSchema* catalog_op(const std::string& name) {
   for (const sdk::OpSchema& s : sdk::catalog::kOps)
     if (name == s.name) return &s;
@@ -67,6 +83,11 @@ void trampoline() {
 }
 
 std::string doctest_str(const doctest::String& s) { return std::string(s.c_str()); }
+
+// Ends a failure message with the command that reruns it.
+constexpr const char* kRerunMark = " -- rerun: ";
+// DECLINED lines printed per test; the rest are in the JSON report.
+constexpr size_t kDeclinedShown = 3;
 
 // Turns doctest's events into TestEntry results and prints progress: one
 // line per op (all its dtypes) or runtime test, and each failure.
@@ -97,6 +118,9 @@ class HalReporter : public doctest::IReporter {
     else if (st.failure_flags != R::None || !e.messages.empty()) e.status = Status::kFailed;
     else e.status = Status::kPassed;
     if (e.status == Status::kFailed) {
+      // Every failure says how to rerun it alone (op cases name their case).
+      for (std::string& m : e.messages)
+        if (m.find(kRerunMark) == std::string::npos) m += kRerunMark + g_session->rerun_command(e);
       size_t shown = 0;
       for (const std::string& m : e.messages) {
         if (++shown > 5) {
@@ -109,6 +133,15 @@ class HalReporter : public doctest::IReporter {
       std::printf("  UNEXPECTED PASS %s: declared a known failure (%s) but it passed\n", e.name.c_str(),
                   e.known_failure.c_str());
     }
+    for (size_t i = 0; i < e.declined.size(); ++i) {
+      if (i == kDeclinedShown) {
+        std::printf("  DECLINED %s: ... %zu more cases (see --report-json)\n", e.name.c_str(), e.declined.size() - i);
+        break;
+      }
+      std::printf("  DECLINED %s: case '%s': %s\n", e.name.c_str(), e.declined[i].case_selector.c_str(),
+                  e.declined[i].reason.c_str());
+    }
+    declined_ += e.declined.size();
     if (st.failure_flags & doctest::TestCaseFailureReason::Crash) {
       crashed_ = true;
       std::printf("hal-conformance: the plugin crashed in %s; the run stops here, the tests after it are "
@@ -179,18 +212,21 @@ class HalReporter : public doctest::IReporter {
       for (size_t i = 0; i < reasons_.size(); ++i) line += (i ? "; " : "") + reasons_[i];
       line += ")";
     }
+    if (declined_) line += "; " + std::to_string(declined_) + " cases declined (" + kDeclinedReason + ")";
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     group_.clear();
     dtypes_.clear();
     reasons_.clear();
     counts_.clear();
+    declined_ = 0;
   }
 
   std::chrono::steady_clock::time_point start_;
   std::string group_, dtypes_;
   std::vector<std::string> reasons_;
   std::map<Status, int> counts_;
+  size_t declined_ = 0;  // cases, over the group's tests
   bool crashed_ = false;
 };
 
@@ -221,6 +257,37 @@ Session::Session(std::shared_ptr<Device> device, RunOptions options)
   context_.suites = &suites_;
 }
 
+std::string Session::rerun_command(const TestEntry& e, const Failure* f) const {
+  std::string cmd = options_.rerun_prefix + " --filter " + shell_quote(e.name);
+  if (f != nullptr && !f->case_selector.empty())
+    cmd += " --case " + shell_quote(f->case_selector) + " --layout " + f->layout + " --show-values";
+  return cmd;
+}
+
+CastCounts Session::casts() const {
+  CastCounts c;
+  for (const OpStat& st : op_stats()) {
+    if (st.device != device_->id()) continue;
+    c.on_device += st.casts;
+    c.through_fallback += st.fallback_casts;
+    c.bytes += st.cast_bytes;
+  }
+  return c;
+}
+
+std::string Session::cast_line() const {
+  CastCounts c = casts();
+  std::string fallback = options_.fallback_device.empty() ? "none loaded" : options_.fallback_device;
+  return "through the core: " + std::to_string(c.on_device) + " input casts on the device, " +
+         std::to_string(c.through_fallback) + " through the fallback device (" + fallback + ")";
+}
+
+int Session::declined_cases() const {
+  int n = 0;
+  for (const TestEntry& e : tests_) n += static_cast<int>(e.declined.size());
+  return n;
+}
+
 int Session::count(Status s) const {
   int n = 0;
   for (const TestEntry& e : tests_) n += e.status == s;
@@ -247,7 +314,7 @@ void Session::add(TestEntry e) {
 
 void Session::plan() {
   tests_.clear();
-  if (options_.runtime_tests && !options_.dtype) {
+  if (options_.runtime_tests && !options_.dtype && options_.case_selector.empty()) {
     for (const RuntimeTestInfo& t : runtime_tests()) {
       TestEntry e;
       e.name = "runtime." + t.name;
@@ -275,10 +342,14 @@ void Session::plan() {
       if (s.op == op) suite = &s;
     add_op_tests(op, suite, context_.claimed_ops.count(op) != 0);
   }
+  if (!options_.case_selector.empty() && tests_.empty())
+    throw std::runtime_error("no selected op test has a case '" + options_.case_selector +
+                             "' (the FAILED lines and --failures-csv name the cases)");
 }
 
 void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool claimed) {
   if (suite == nullptr || !claimed) {
+    if (!options_.case_selector.empty()) return;  // --case: only tests that have the case
     TestEntry e;
     e.name = "op." + op;
     e.group = op;
@@ -310,6 +381,13 @@ void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool cla
       continue;
     }
     if (cases->empty()) continue;  // the suite says DT is not meaningful for the op
+    if (!options_.case_selector.empty()) {
+      std::vector<std::string> sel = case_selectors(*cases);
+      bool has = false;
+      for (size_t i = 0; i < cases->size(); ++i)
+        has |= pick(options_.case_selector, sel[i], (*cases)[i].name).any();
+      if (!has) continue;
+    }
     try {
       if (!runner) runner = std::make_shared<CaseRunner>(device_, op);
       for (const OpCase& c : *cases) {
@@ -327,15 +405,33 @@ void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool cla
     std::shared_ptr<Device> device = device_;
     size_t index = tests_.size();
     std::vector<TestEntry>* tests = &tests_;
-    e.body = [s, dt, cases, device, index, tests] {
+    CaseRunner::Options run_options;
+    run_options.promotion = options_.through_core ? Promotion::kCore : Promotion::kNone;
+    run_options.layout = options_.layout;
+    run_options.show_values = options_.show_values ? stdout : nullptr;
+    const Session* session = this;
+    std::string only_case = options_.case_selector;
+    e.body = [s, dt, cases, device, index, tests, run_options, session, only_case] {
       TestEntry& self = (*tests)[index];
       try {
-        CaseRunner r(device, s->op);
+        CaseRunner r(device, s->op, run_options);
+        std::vector<std::string> selectors = case_selectors(*cases);
         bool generic_done = false;
-        for (const OpCase& c : *cases) {
-          r.run(*s, dt, c, self.failures);
-          if (!c.expect_error && !generic_done) {
+        for (size_t i = 0; i < cases->size(); ++i) {
+          const OpCase& c = (*cases)[i];
+          const Pick want = pick(only_case, selectors[i], c.name);
+          size_t failures_before = self.failures.size(), declined_before = self.declined.size();
+          Outcome outcome = want.the_case ? r.run(*s, dt, c, self.failures, &self.declined) : Outcome::kNotForDevice;
+          for (size_t k = failures_before; k < self.failures.size(); ++k) self.failures[k].case_selector = selectors[i];
+          for (size_t k = declined_before; k < self.declined.size(); ++k) self.declined[k].case_selector = selectors[i];
+          // The generic wrong-output checks use the first case that ran: a
+          // declined case's launch would only be declined again.
+          bool generic = only_case.empty() ? outcome == Outcome::kRan && !generic_done : want.wrong_outputs;
+          if (generic && !c.expect_error) {
+            failures_before = self.failures.size();
             r.run_wrong_outputs(*s, dt, c, self.failures);
+            for (size_t k = failures_before; k < self.failures.size(); ++k)
+              self.failures[k].case_selector = selectors[i] + kWrongOutputsSuffix;
             generic_done = true;
           }
         }
@@ -348,7 +444,8 @@ void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool cla
       }
       for (const Failure& f : self.failures) {
         std::string where = f.case_name.empty() ? "" : "case '" + f.case_name + "' (" + f.layout + "): ";
-        FAIL_CHECK(where << f.message);
+        std::string message = where + f.message + kRerunMark + session->rerun_command(self, &f);
+        FAIL_CHECK(message);
       }
     };
     add(std::move(e));
@@ -357,6 +454,7 @@ void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool cla
 
 int Session::run() {
   g_session = this;
+  if (options_.through_core) reset_op_stats();  // the closing cast line counts this run only
   g_tests = &tests_;
   // doctest keeps pointers to the names: they live in tests_ (not resized from here on).
   static std::deque<std::string> suite_names;
@@ -387,6 +485,7 @@ int Session::run() {
         e.status = Status::kFailed;
         e.messages.push_back("timed out after " + std::to_string(static_cast<int>(options_.test_timeout_s)) +
                              " s (the plugin hangs?)");
+        e.messages.back() += kRerunMark + rerun_command(e);
         std::printf("  FAILED %s: %s\nhal-conformance: %s hung; the run stops here (leave it out with --exclude, "
                     "or raise --timeout)\n",
                     e.name.c_str(), e.messages.back().c_str(), e.name.c_str());

@@ -36,7 +36,14 @@ struct TestEntry {
   double seconds = 0;
   std::vector<std::string> messages;  // what doctest reported as failed
   std::vector<Failure> failures;      // op tests: structured, for the CSV
+  std::vector<Declined> declined;     // op tests: cases the plugin declined (direct mode)
 };
+
+// Why cases are declined (the only decline: HAL_STATUS_MIXED_DTYPES in
+// direct mode), for the progress and summary lines.
+inline constexpr const char* kDeclinedReason =
+    "mixed input dtypes: the kernel takes uniform inputs; --through-core runs them";
+
 
 // What the runtime tests get to work with.
 struct RuntimeContext {
@@ -85,6 +92,31 @@ struct RunOptions {
   // A test still running after this many seconds is failed as a hang and
   // the run ends (reports written, exit status 1); 0 = no limit.
   double test_timeout_s = 600;
+  // --through-core: launches go through libhal's promotion
+  // (hal::Promotion::kCore: the core casts the inputs of uniform kernels);
+  // else direct mode (kNone), where a uniform kernel declines mixed cases.
+  bool through_core = false;
+  // --case: only op tests that have this case, running only it (its
+  // selector, see case_selectors(), or every case of that name).
+  std::string case_selector;
+  std::optional<Layout> layout;  // --layout: only this layout
+  bool show_values = false;      // --show-values: print every launch's values
+  // Shell words that load the same plugins and device again (hal-conformance
+  // as invoked, --plugin or --config, --device, --fallback-plugin,
+  // --through-core): every FAILED line ends with it and the words that
+  // select the failing test, case and layout.
+  std::string rerun_prefix = "hal-conformance";
+  // The device libhal casts through when the plugin's copy op cannot
+  // ("cpu:0"; empty: none), for the closing cast line.
+  std::string fallback_device;
+};
+
+// What libhal's promotion did for the tested device during the run
+// (hal::op_stats(), summed over its ops).
+struct CastCounts {
+  uint64_t on_device = 0;       // inputs cast by the plugin's own copy op
+  uint64_t through_fallback = 0;  // inputs cast through the fallback device
+  uint64_t bytes = 0;
 };
 
 class Session {
@@ -106,6 +138,16 @@ class Session {
     if (on_crash_) on_crash_();
   }
   int count(Status s) const;
+  // Cases declined over all tests.
+  int declined_cases() const;
+  bool through_core() const { return options_.through_core; }
+  CastCounts casts() const;
+  // "through the core: 12 input casts on the device, 30 through the
+  // fallback device (cpu:0)".
+  std::string cast_line() const;
+  // The command that reruns E alone, or only F's case and layout of it,
+  // printing the values (--show-values) when a case is named.
+  std::string rerun_command(const TestEntry& e, const Failure* f = nullptr) const;
 
  private:
   void add_op_tests(const std::string& op, const OpSuite* suite, bool claimed);

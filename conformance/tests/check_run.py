@@ -5,22 +5,32 @@ plugin and checks its exit status, output and reports.
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
 MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
-unexpected_pass, template_add, bad_known_failures, list, full_catalog, claimed.
+unexpected_pass, template_add, bad_known_failures, list, full_catalog, claimed,
+rerun, uniform_add_declined, uniform_add_through_core, cpu_uniform_through_core.
 """
 import csv
 import json
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
 
 
+DECLINED_REASON = "mixed input dtypes: the kernel takes uniform inputs; --through-core runs them"
+CAST_LINE = re.compile(r"^through the core: (\d+) input casts on the device, (\d+) through the fallback device "
+                       r"\((.*)\)$", re.M)
+
+
 def run(binary, plugin, *args):
-    cmd = [binary, "--plugin", plugin, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return run_cmd([binary, "--plugin", plugin, *args])
+
+
+def run_cmd(cmd, timeout=600):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     print("$", " ".join(cmd), "->", p.returncode)
     print(p.stdout[-6000:])
     print(p.stderr[-3000:], file=sys.stderr)
@@ -236,6 +246,97 @@ def main():
               f"({100 * ratio:.1f} %)")
         print("not claimed in float32:", ", ".join(sorted(float32_form - float32_passed)) or "none")
         assert ratio >= 0.9, f"only {100 * ratio:.1f} % of the float32 catalog is claimed"
+    elif mode == "rerun":
+        # Every FAILED line ends with a command that reruns that one case
+        # and layout and prints its values.
+        p = run(binary, plugin, "--filter", "add", "--dtype", "float32")
+        assert p.returncode == 1
+        failed = [l for l in p.stdout.splitlines() if l.startswith("  FAILED ") and "more (see" not in l]
+        assert failed and all(" -- rerun: " in l for l in failed), failed
+        cmd = shlex.split(failed[0].split(" -- rerun: ", 1)[1])
+        for word in ("--case", "--layout", "--show-values", "--filter"):
+            assert word in cmd, (word, cmd)
+        assert cmd[0] == binary and cmd[cmd.index("--plugin") + 1] == plugin, cmd
+        assert cmd[cmd.index("--filter") + 1] == "op.add.float32", cmd
+        case, layout = cmd[cmd.index("--case") + 1], cmd[cmd.index("--layout") + 1]
+        r = run_cmd(cmd)
+        assert r.returncode == 1, "the rerun fails as the case did"
+        assert summary(r) == (0, 1, 0), "one test, failed"
+        headers = [l for l in r.stdout.splitlines() if l.startswith("case '")]
+        assert len(headers) == 1, f"the rerun runs exactly one case in one layout: {headers}"
+        assert headers[0].startswith(f"case '{case.split('#')[0]}' ({layout}), op.add.float32"), headers
+        assert re.search(r"^  input 0: \w+ \[[\d,]*\], strides \[[\d,]*\], byte offset \d+$", r.stdout, re.M)
+        assert re.search(r"^  input 1: \w+ \[", r.stdout, re.M)
+        assert re.search(r"^  output 0: float32 \[", r.stdout, re.M)
+        assert re.search(r"^    \[[\d,]*\] expected \S+, actual \S+   <-- differs$", r.stdout, re.M), \
+            "expected and actual values side by side, the wrong ones marked"
+        rerun_failed = [l for l in r.stdout.splitlines() if l.startswith("  FAILED ")]
+        assert len(rerun_failed) == 1 and rerun_failed[0] == failed[0], (rerun_failed, failed[0])
+    elif mode == "uniform_add_declined":
+        # Direct mode on a uniform float32 add: its mixed cases are declined
+        # with the plugin's reason, not failed; the test still passes.
+        junit, md = work / f"{mode}.junit.xml", work / f"{mode}.coverage.md"
+        p = run(binary, plugin, "--report-json", str(json_path), "--report-junit", str(junit),
+                "--coverage-md", str(md))
+        assert p.returncode == 0
+        passed, failed, skipped = summary(p)
+        assert failed == 0 and skipped > 0
+        report = json.load(open(json_path))
+        ops = {t["name"]: t for t in report["tests"] if t["name"].startswith("op.")}
+        assert [n for n, t in ops.items() if t["status"] == "passed"] == ["op.add.float32"], ops
+        declined = ops["op.add.float32"].get("declined", [])
+        # The suite's mixed float32 cases: int32 + float32, 0-d float64 + float32, float16 + bfloat16 ...
+        assert len(declined) >= 3, declined
+        assert all("uniform inputs" in d["reason"] and d["case"] and d["case_selector"] for d in declined), declined
+        n = len(declined)
+        assert report["summary"]["declined_cases"] == n
+        add_line = re.search(r"^add \[.*$", p.stdout, re.M).group(0)
+        assert re.search(r": 1 passed, 0 failed, \d+ skipped \(.*\); (\d+) cases declined \(" + re.escape(DECLINED_REASON)
+                         + r"\)$", add_line), add_line
+        assert f"; {n} cases declined" in add_line, add_line
+        assert re.search(rf"^{n} cases declined \({re.escape(DECLINED_REASON)}\)$", p.stdout, re.M)
+        shown = re.findall(r"^  DECLINED op\.add\.float32: case '([^']*)': .*uniform inputs", p.stdout, re.M)
+        assert shown and shown[0] == declined[0]["case_selector"], shown
+        assert "declined: case &apos;" in junit.read_text()
+        assert f"pass ({n} declined)" in md.read_text()
+        assert "through the core" not in p.stdout
+    elif mode == "uniform_add_through_core":
+        # Through the core the same plugin passes its mixed cases too: the
+        # plugin has no copy op, so every cast goes through the fallback
+        # device (the CPU plugin, loaded from libhal's plugin directory).
+        p = run(binary, plugin, "--through-core", "--filter", "add", "--report-json", str(json_path))
+        assert p.returncode == 0, "mixed cases must pass through the core"
+        passed, failed, _ = summary(p)
+        assert (passed, failed) == (1, 0)
+        assert "declined" not in p.stdout
+        report = json.load(open(json_path))
+        t = next(t for t in report["tests"] if t["name"] == "op.add.float32")
+        assert t["status"] == "passed" and "declined" not in t, t
+        assert "through the core (fallback device cpu:0)" in p.stdout.splitlines()[0], p.stdout.splitlines()[0]
+        m = CAST_LINE.search(p.stdout)
+        assert m, "no 'through the core: N input casts ...' line"
+        assert int(m.group(1)) == 0 and int(m.group(2)) > 0 and m.group(3) == "cpu:0", m.group(0)
+        assert report["through_core"]["fallback_casts"] == int(m.group(2)), report["through_core"]
+    elif mode == "cpu_uniform_through_core":
+        # The CPU plugin with every op uniform: direct mode declines the mixed
+        # cases; through the core the whole catalog passes as the plain CPU
+        # plugin does (every test its --list names), the casts on the device
+        # through the CPU plugin's own copy op.
+        config = work / "cpu_uniform.toml"
+        config.write_text(f'discover = false\n[[plugin]]\npath = "{plugin}"\noptions = {{ input_mode = "uniform" }}\n')
+        p = run_cmd([binary, "--config", str(config), "--filter", "add"])
+        assert p.returncode == 0 and summary(p)[1] == 0
+        assert re.search(r"^\d+ cases declined", p.stdout, re.M), "uniform CPU add declines mixed cases"
+        listing = run(binary, plugin, "--list")
+        expected = [l for l in listing.stdout.splitlines() if re.match(r"^(op|runtime)\.\S+$", l)]
+        p = run_cmd([binary, "--config", str(config), "--through-core", "--report-json", str(json_path),
+                     "--failures-csv", str(csv_path)], timeout=900)
+        passed, failed, skipped = summary(p)
+        assert failed == 0, f"{failed} tests failed through the core (see {csv_path})"
+        assert (passed, skipped) == (len(expected), 0), (passed, skipped, len(expected))
+        assert "declined" not in p.stdout
+        m = CAST_LINE.search(p.stdout)
+        assert m and int(m.group(1)) > 0, "the uniform CPU plugin casts with its own copy op"
     else:
         sys.exit(f"unknown mode {mode}")
     print("OK")
