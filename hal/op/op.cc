@@ -242,6 +242,15 @@ OpRunner::OpRunner(std::shared_ptr<Device> device, const std::string& name, Prom
 // refuse: unknown dtypes, a compute dtype it does not implement).
 hal_dtype_e OpRunner::cast_dtype(const std::vector<const TensorView*>& inputs) const {
   if (!promotion_state_) return HAL_DTYPE_INVALID;
+  // The common launch: every promoted input of one dtype, nothing to cast.
+  hal_dtype_e first = HAL_DTYPE_INVALID;
+  bool mixed = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr || !schema_->promotes_input(i)) continue;
+    if (first == HAL_DTYPE_INVALID) first = inputs[i]->dtype;
+    mixed |= inputs[i]->dtype != first;
+  }
+  if (!mixed) return HAL_DTYPE_INVALID;
   for (const TensorView* v : inputs)
     if (v != nullptr && !known_dtype(v->dtype)) return HAL_DTYPE_INVALID;
   hal_dtype_e compute =
