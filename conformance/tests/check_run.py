@@ -5,7 +5,7 @@ plugin and checks its exit status, output and reports.
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
 MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
-unexpected_pass, template_add, bad_known_failures, list, full_catalog, claimed,
+unexpected_pass, template_add, worked_example, bad_known_failures, list, full_catalog, claimed,
 rerun, uniform_add_declined, uniform_add_through_core, cpu_uniform_through_core.
 """
 import csv
