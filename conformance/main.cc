@@ -183,7 +183,7 @@ int run(int argc, char** argv) {
       device = rt->default_device();
     }
     if (through_core)
-      if (std::shared_ptr<hal::Device> f = rt->fallback_device()) opts.fallback_device = f->id();
+      if (std::shared_ptr<hal::Device> f = device->fallback_device()) opts.fallback_device = f->id();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hal-conformance: %s\n", e.what());
     return 2;

@@ -277,7 +277,8 @@ CastCounts Session::casts() const {
 
 std::string Session::cast_line() const {
   CastCounts c = casts();
-  std::string fallback = options_.fallback_device.empty() ? "none loaded" : options_.fallback_device;
+  // Empty when the device under test is the runtime's fallback itself (the CPU plugin).
+  std::string fallback = options_.fallback_device.empty() ? "none" : options_.fallback_device;
   return "through the core: " + std::to_string(c.on_device) + " input casts on the device, " +
          std::to_string(c.through_fallback) + " through the fallback device (" + fallback + ")";
 }
