@@ -1,0 +1,99 @@
+// torch_hal backend: the HAL runtime as PyTorch's PrivateUse1 device "hal".
+//
+// Devices hal:0..N-1 are the hal::Runtime's devices in its order (hal.toml
+// via HAL_CONFIG, else default discovery; torch_hal.init() overrides before
+// first use). The runtime is created at first use, not at import, so a
+// missing plugin is reported where the user first touches the device.
+//
+// Tensor memory is a hal::Buffer from the device's caching allocator. The
+// DataPtr's address is a unique, never-dereferenced token (the memory need
+// not be host-addressable); the Buffer is found from the DataPtr's context,
+// and every byte moves through hal::Buffer copies or catalog ops.
+#ifndef TORCH_HAL_CSRC_BACKEND_HPP_
+#define TORCH_HAL_CSRC_BACKEND_HPP_
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Storage.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hal/runtime/op.hpp"
+#include "hal/runtime/runtime.hpp"
+
+namespace torch_hal {
+
+// ---- runtime ----
+
+// Replaces the runtime's sources before first use: CONFIG (a hal.toml path)
+// and/or PLUGINS (plugin files; only these load). Throws c10::Error once the
+// runtime exists. Thread-safe.
+void set_init_options(std::optional<std::string> config, std::vector<std::string> plugins);
+// Whether the runtime has been created. Thread-safe.
+bool is_initialized() noexcept;
+// Creates the runtime on first call. Throws c10::Error when the config is
+// broken or no device is available (naming every skipped plugin and why).
+hal::Runtime& runtime();
+// Number of devices; 0 when the runtime cannot be created (never throws:
+// PyTorch calls this from noexcept paths). Creates the runtime.
+c10::DeviceIndex device_count() noexcept;
+// Device INDEX (hal:INDEX). Throws c10::Error naming how many exist.
+const std::shared_ptr<hal::Device>& device(c10::DeviceIndex index);
+// The calling thread's current device (default 0) and its setter (checked).
+c10::DeviceIndex current_device() noexcept;
+void set_current_device(c10::DeviceIndex index);
+
+// ---- memory ----
+
+// One tensor allocation: owns the hal::Buffer, lives as the DataPtr's
+// context and is destroyed by its deleter. TOKEN is the DataPtr address.
+struct Allocation {
+  hal::Buffer buffer;
+  uintptr_t token = 0;
+  size_t nbytes = 0;
+  c10::DeviceIndex device = 0;
+};
+
+// The PrivateUse1 allocator (registered with c10::SetAllocator). allocate()
+// uses the current device; 0 bytes gives an empty DataPtr with no Buffer.
+// Thread-safe.
+c10::Allocator* allocator();
+// Allocates NBYTES on DEVICE. Throws c10::OutOfMemoryError (requested and
+// free sizes in the message) or c10::Error.
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+// The Allocation behind a hal storage; nullptr for an empty (0-byte) one.
+Allocation* allocation_of(const c10::Storage& storage);
+
+// Grows STORAGE to NBYTES (same device), keeping its old bytes. Used by
+// resize_ and the hooks' resizePrivateUse1Bytes.
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
+
+// ---- tensors as HAL descriptors ----
+
+// HAL dtype of a PyTorch dtype; throws c10::Error for one HAL lacks.
+hal_dtype_e to_hal_dtype(c10::ScalarType type);
+// The strided descriptor of hal tensor T (no copy). T's storage must
+// outlive every launch using the view.
+hal::TensorView view_of(const at::Tensor& t);
+
+// The catalog op NAME on DEVICE, resolved once per (device, name) and
+// cached. Throws hal::Error (UNIMPLEMENTED when the plugin lacks it).
+const hal::OpRunner& op_runner(c10::DeviceIndex device, const std::string& name);
+
+// ---- CPU fallback accounting ----
+
+// Counts one CPU fallback of OP (warning once per op unless
+// HAL_FALLBACK_WARN=0). REASON says why it did not run on the device.
+void count_fallback(const std::string& op, const std::string& reason);
+// Per-op fallback counts since start (or the last reset). Thread-safe.
+std::map<std::string, uint64_t> fallback_stats();
+void reset_fallback_stats();
+
+}  // namespace torch_hal
+
+#endif  // TORCH_HAL_CSRC_BACKEND_HPP_

@@ -1,0 +1,143 @@
+"""The "hal" device in eager mode, against the same code on CPU."""
+import pytest
+import torch
+
+import torch_hal
+
+
+def test_device_module():
+    assert torch.hal.is_available()
+    assert torch.hal.device_count() >= 1
+    props = torch.hal.get_device_properties(0)
+    assert props.plugin == "cpu" and props.total_memory > 0 and props.name
+    assert torch.hal.current_device() == 0
+    with pytest.raises(RuntimeError, match="does not exist"):
+        torch.hal.get_device_properties(torch.hal.device_count())
+
+
+def test_init_after_first_use_raises():
+    torch.empty(1, device="hal")
+    with pytest.raises(RuntimeError, match="already started"):
+        torch_hal.init(plugins=[])
+
+
+def test_randn_plus_one_matches_cpu():
+    x = torch.randn(3, device="hal")
+    assert x.device == torch.device("hal:0") and x.is_hal
+    y = x + 1
+    assert y.device.type == "hal"
+    torch.testing.assert_close(y.cpu(), x.cpu() + 1)
+
+
+def test_print_and_round_trip():
+    c = torch.tensor([1.5, -2.0, 3.25])
+    h = c.to("hal")
+    assert "device='hal:0'" in repr(h)
+    assert "-2.0000" in str(h)
+    torch.testing.assert_close(h.cpu(), c)
+    torch.testing.assert_close(c.hal().cpu(), c)
+    assert h.to(torch.float64).cpu().dtype == torch.float64
+    assert h.sum().item() == pytest.approx(2.75)
+
+
+def test_transposed_view_added():
+    a, b = torch.randn(4, 3), torch.randn(3, 4)
+    ha, hb = a.to("hal"), b.to("hal")
+    r = ha.t() + hb
+    torch.testing.assert_close(r.cpu(), a.t() + b)
+    torch.testing.assert_close(ha.t().contiguous().cpu(), a.t().contiguous())
+    torch.testing.assert_close(ha.t().cpu(), a.t())
+
+
+def test_in_place_add_on_view():
+    base = torch.arange(12.0).reshape(3, 4)
+    hbase = base.to("hal")
+    view, hview = base[:, 1::2], hbase[:, 1::2]
+    hview.add_(torch.ones(3, 2, device="hal"), alpha=2)
+    view.add_(torch.ones(3, 2), alpha=2)
+    torch.testing.assert_close(hbase.cpu(), base)
+    hcol = hbase[:, 0]
+    hcol.mul_(10)
+    base[:, 0].mul_(10)
+    torch.testing.assert_close(hbase.cpu(), base)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a - b,
+        lambda a, b: a * b,
+        lambda a, b: a / b,
+        lambda a, b: torch.add(a, b, alpha=0.5),
+        lambda a, b: -a,
+        lambda a, b: torch.relu(a),
+        lambda a, b: torch.exp(a),
+        lambda a, b: torch.tanh(a),
+        lambda a, b: torch.sigmoid(a),
+        lambda a, b: a @ b.t(),
+        lambda a, b: a.sum(dim=1),
+        lambda a, b: a.sum(dim=0, keepdim=True),
+        lambda a, b: a + 2.5,
+    ],
+)
+def test_mapped_ops_match_cpu(fn):
+    a, b = torch.randn(3, 4), torch.randn(3, 4) + 3
+    torch_hal.reset_fallback_stats()
+    got = fn(a.to("hal"), b.to("hal"))
+    assert got.device.type == "hal"
+    assert torch_hal.fallback_stats() == {}
+    torch.testing.assert_close(got.cpu(), fn(a, b))
+
+
+def test_out_argument_resized():
+    a = torch.randn(2, 3).to("hal")
+    out = torch.empty(0, device="hal")
+    torch.add(a, a, out=out)
+    assert out.shape == (2, 3)
+    torch.testing.assert_close(out.cpu(), a.cpu() * 2)
+
+
+def test_fallback_is_counted_and_correct():
+    x = torch.randn(5)
+    torch_hal.reset_fallback_stats()
+    got = torch.cumsum(x.to("hal"), dim=0)
+    assert got.device.type == "hal"
+    torch.testing.assert_close(got.cpu(), torch.cumsum(x, dim=0))
+    # The structured op's out= overload is the one that reaches the device.
+    assert torch_hal.fallback_stats() == {"aten::cumsum.out": 1}
+
+
+def test_fallback_preserves_out_and_in_place():
+    x = torch.randn(6)
+    h = x.to("hal")
+    h.clamp_(min=0)  # clamp_ has no catalog mapping yet
+    torch.testing.assert_close(h.cpu(), x.clamp(min=0))
+    out = torch.empty(6, device="hal")
+    torch.cumprod(h + 1, 0, out=out)
+    torch.testing.assert_close(out.cpu(), torch.cumprod(x.clamp(min=0) + 1, 0))
+
+
+def test_mixing_devices_raises():
+    with pytest.raises(RuntimeError, match="device"):
+        torch.ones(2, 2, device="hal") @ torch.ones(2, 2)
+
+
+def test_mlp_forward_backward_sgd_matches_cpu():
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    dev = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    dev.load_state_dict(ref.state_dict())
+    dev.hal()
+    x, target = torch.randn(5, 8), torch.randn(5, 4)
+    for model, data, y in ((ref, x, target), (dev, x.to("hal"), target.to("hal"))):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = ((model(data) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+        model.final_loss = loss.item()
+    assert dev.final_loss == pytest.approx(ref.final_loss, rel=1e-4, abs=1e-5)
+    for p_ref, p_dev in zip(ref.parameters(), dev.parameters()):
+        assert p_dev.device.type == "hal"
+        torch.testing.assert_close(p_dev.cpu(), p_ref, rtol=1e-4, atol=1e-5)

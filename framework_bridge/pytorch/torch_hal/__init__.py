@@ -1,0 +1,41 @@
+"""torch_hal: the HAL as a PyTorch device.
+
+    import torch, torch_hal
+    x = torch.randn(3, device="hal") + 1
+
+Importing renames PyTorch's PrivateUse1 backend to "hal", registers the
+device module ``torch.hal`` and the generated methods (``x.hal()``,
+``x.is_hal``, ``module.hal()``). The HAL runtime starts at first use of the
+device: devices hal:0..N-1 are the devices of the plugins hal.toml selects
+($HAL_CONFIG, else default discovery); :func:`init` overrides that before
+first use.
+"""
+import torch
+
+from . import _C
+from . import device as _device_module
+
+_BACKEND = "hal"
+
+if torch._C._get_privateuse1_backend_name() != _BACKEND:
+    torch.utils.rename_privateuse1_backend(_BACKEND)
+    torch._register_device_module(_BACKEND, _device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+init = _device_module.init
+is_initialized = _device_module.is_initialized
+
+
+def fallback_stats():
+    """Per aten op (``"aten::cumsum"``), how many calls ran on the CPU fallback."""
+    return dict(_C.fallback_stats())
+
+
+def reset_fallback_stats():
+    """Sets every fallback count back to zero."""
+    _C.reset_fallback_stats()
+
+
+__all__ = ["init", "is_initialized", "fallback_stats", "reset_fallback_stats"]
