@@ -94,21 +94,28 @@ std::string dims(const std::vector<int64_t>& v) {
   return out + "]";
 }
 
+// Element offset of V's last element past its byte_offset; -1 when V has no
+// elements or malformed strides (negative, not one per dim, or overflowing:
+// the plugin names those).
+int64_t last_element(const TensorView& v) {
+  if (v.numel() <= 0 || (!v.strides.empty() && v.strides.size() != v.shape.size())) return -1;
+  int64_t last = 0, stride = 1, step = 0;
+  for (size_t d = v.shape.size(); d-- > 0;) {
+    int64_t s = v.strides.empty() ? stride : v.strides[d];
+    if (s < 0 || __builtin_mul_overflow(v.shape[d] - 1, s, &step) || __builtin_add_overflow(last, step, &last) ||
+        __builtin_mul_overflow(stride, v.shape[d], &stride))
+      return -1;
+  }
+  return last;
+}
+
 // A view must stay inside the runtime Buffer it was made from: the plugin
 // only sees the (possibly larger) cached block behind it.
 void check_extent(const std::string& op, const TensorView& v, const char* role, size_t index) {
-  if (v.buffer_bytes == 0 || v.numel() <= 0) return;
   size_t elem = common::dtype_size(v.dtype);
-  if (elem == 0 || (!v.strides.empty() && v.strides.size() != v.shape.size())) return;  // the plugin refuses these
-  uint64_t last = 0;
-  int64_t stride = 1;
-  for (size_t d = v.shape.size(); d-- > 0;) {
-    int64_t s = v.strides.empty() ? stride : v.strides[d];
-    if (s < 0) return;  // the plugin names negative strides
-    last += static_cast<uint64_t>(v.shape[d] - 1) * static_cast<uint64_t>(s);
-    stride *= v.shape[d];
-  }
-  uint64_t end = v.byte_offset + (last + 1) * elem;
+  int64_t last = last_element(v);
+  if (v.buffer_bytes == 0 || elem == 0 || last < 0) return;  // the plugin refuses what is malformed
+  uint64_t end = v.byte_offset + (static_cast<uint64_t>(last) + 1) * elem;
   if (v.byte_offset > v.buffer_bytes || end > v.buffer_bytes)
     throw Error(HAL_STATUS_OUT_OF_RANGE, op + ": " + role + " " + std::to_string(index) + " (shape " + dims(v.shape) +
                                              ", strides " + dims(v.strides) + ", " + common::dtype_name(v.dtype) +
@@ -202,17 +209,6 @@ std::string input_label(const common::OpSchema& schema, size_t i) {
   return std::string("input '") + (i < schema.input_count ? schema.inputs[i].name : "?") + "'";
 }
 
-// Bytes [0, span) past V's byte_offset that V's elements reach.
-uint64_t span_bytes(const TensorView& v) {
-  int64_t last = 0, stride = 1;
-  for (size_t d = v.shape.size(); d-- > 0;) {
-    int64_t s = v.strides.empty() ? stride : v.strides[d];
-    last += (v.shape[d] - 1) * s;
-    stride *= v.shape[d];
-  }
-  return static_cast<uint64_t>(last + 1) * common::dtype_size(v.dtype);
-}
-
 }  // namespace
 
 OpRunner::OpRunner(std::shared_ptr<Device> device, const std::string& name, Promotion promotion)
@@ -296,7 +292,8 @@ void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
                                const Stream* stream, hal_dtype_e compute) const {
   const common::OpSchema& schema = *schema_;
   PromotionState& st = *promotion_state_;
-  const std::string where = device_->plugin_name() + ": " + name_;
+  // Messages are built only on the way to an error, off the cast path.
+  auto where = [&] { return device_->plugin_name() + ": " + name_; };
 
   // The call as the kernel will see it. Checked before anything is cast, so
   // a wrong call reports its own error and nothing is written.
@@ -310,9 +307,13 @@ void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
     uniform[i] = &cast[i];
     to_cast.push_back(i);
     check_extent(name_, *inputs[i], "input", i);
+    // The casts read these views themselves (the kernel sees only the scratch).
+    if (inputs[i]->numel() > 0 && last_element(*inputs[i]) < 0)
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, where() + ": " + input_label(schema, i) + " has strides " +
+                                                   dims(inputs[i]->strides) + " for shape " + dims(inputs[i]->shape) +
+                                                   " (one stride per dim, each >= 0)");
     if (inputs[i]->buffer == nullptr && inputs[i]->numel() > 0)
-      throw Error(HAL_STATUS_INVALID_ARGUMENT, device_->plugin_name() + ": " + name_ + ": " +
-                                                   input_label(schema, i) + " has " +
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, where() + ": " + input_label(schema, i) + " has " +
                                                    std::to_string(inputs[i]->numel()) + " elements but no buffer");
   }
   const hal_op_api_t& api = op_api(*device_);
@@ -347,29 +348,34 @@ void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
     const int64_t n = in.numel();
     if (n == 0) continue;  // no elements: the retyped view needs no buffer
     const uint64_t bytes = static_cast<uint64_t>(n) * common::dtype_size(compute);
-    const std::string what = input_label(schema, i) + " (" + common::dtype_name(from) + ", shape " + dims(in.shape) +
-                             ") cast to " + common::dtype_name(compute);
+    auto what = [&] {
+      return input_label(schema, i) + " (" + common::dtype_name(from) + ", shape " + dims(in.shape) + ") cast to " +
+             common::dtype_name(compute);
+    };
     try {
       scratch.push_back(device_->allocate(bytes, stream));
     } catch (const Error& e) {
-      throw Error(e.code(), where + ": " + what + " needs " + std::to_string(bytes) + " bytes of scratch on " +
+      throw Error(e.code(), where() + ": " + what() + " needs " + std::to_string(bytes) + " bytes of scratch on " +
                                 device_->id() + ": " + e.what());
     }
     TensorView dst(scratch.back(), compute, in.shape);
 
-    // On the device, when its copy op converts FROM to COMPUTE.
+    // On the device, when its copy op converts FROM to COMPUTE (asked once
+    // per dtype pair).
     std::string declined = st.no_copy;
     if (st.copy) {
       std::atomic<uint8_t>& known = st.converts[from][compute];
-      if (known.load(std::memory_order_relaxed) == 0) {
+      uint8_t converts = known.load(std::memory_order_relaxed);
+      if (converts == 0) {
         std::unique_ptr<Error> why = st.copy->check({&in}, {&dst});
-        known.store(why ? 2 : 1, std::memory_order_relaxed);
+        converts = why ? 2 : 1;
+        known.store(converts, std::memory_order_relaxed);
         if (why) declined = why->what();
-      } else if (known.load(std::memory_order_relaxed) == 2) {
+      } else if (converts == 2) {
         declined = std::string("its copy op does not convert ") + common::dtype_name(from) + " to " +
                    common::dtype_name(compute);
       }
-      if (known.load(std::memory_order_relaxed) == 1) {
+      if (converts == 1) {
         st.copy->launch({&in}, {&dst}, {}, stream);
         detail::record_cast(*device_, name_, false, bytes);
         cast[i] = dst;
@@ -380,9 +386,9 @@ void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
     // Through the fallback device: the input's bytes out, cast there, back in.
     if (!st.fallback_copy)
       throw Error(HAL_STATUS_UNSUPPORTED_DTYPE,
-                  where + ": the plugin's kernel takes uniform " + common::dtype_name(compute) + " inputs but " + what +
-                      " is impossible: the plugin's copy cannot (" + declined + ") and " + st.no_fallback);
-    const uint64_t span = span_bytes(in);
+                  where() + ": the plugin's kernel takes uniform " + common::dtype_name(compute) + " inputs but " +
+                      what() + " is impossible: the plugin's copy cannot (" + declined + ") and " + st.no_fallback);
+    const uint64_t span = static_cast<uint64_t>(last_element(in) + 1) * common::dtype_size(from);
     Device& fb = *st.fallback;
     Buffer src_fb = fb.allocate(span);
     Buffer dst_fb = fb.allocate(bytes);

@@ -233,6 +233,19 @@ TEST_CASE("promotion: a wrong call reports its own error before anything is cast
   }
   CHECK(hal::op_stats().empty());
   CHECK(read_f32(o) == std::vector<float>(4, -7.f));
+
+  // The cast reads the input view itself: malformed strides are refused, not read past.
+  hal::TensorView bad(a.buffer, HAL_DTYPE_INT32, {3}, {-1});
+  auto o3 = empty_f32(d, {3});
+  try {
+    add.launch({&bad, &b.view}, {&o3.view});
+    FAIL("expected an error");
+  } catch (const hal::Error& e) {
+    CHECK(e.code() == HAL_STATUS_INVALID_ARGUMENT);
+    CHECK(std::string(e.what()).find("acme: add: input 'self' has strides [-1] for shape [3]") != std::string::npos);
+  }
+  CHECK(hal::op_stats().empty());
+  CHECK(read_f32(o3) == std::vector<float>(3, -7.f));
 }
 
 TEST_CASE("promotion: a cast that does not fit in device memory is OUT_OF_MEMORY naming sizes; output untouched") {
