@@ -67,9 +67,8 @@ const char* json_status(Status st) {
 // Whether the catalog defines OP for D (its first input's dtypes); true for
 // ops outside the catalog.
 bool catalog_allows(const std::string& op, hal_dtype_e d) {
-  for (const sdk::OpSchema& s : sdk::catalog::kOps)
-    if (op == s.name) return s.input_count == 0 || (s.inputs[0].dtypes & HAL_DTYPE_BIT(d)) != 0;
-  return true;
+  const sdk::OpSchema* s = sdk::find_schema(op.c_str());
+  return s == nullptr || s->input_count == 0 || (s->inputs[0].dtypes & HAL_DTYPE_BIT(d)) != 0;
 }
 
 }  // namespace

@@ -59,12 +59,6 @@ Pick pick(const std::string& wanted, const std::string& selector, const std::str
   return {wanted == selector || wanted == name, wanted == selector + kWrongOutputsSuffix};
 }
 
-const sdk::OpSchema* catalog_op(const std::string& name) {
-  for (const sdk::OpSchema& s : sdk::catalog::kOps)
-    if (name == s.name) return &s;
-  return nullptr;
-}
-
 // The session being run: the doctest trampoline and reporter find it here.
 Session* g_session = nullptr;
 std::vector<TestEntry>* g_tests = nullptr;
@@ -360,7 +354,7 @@ void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool cla
   }
   uint64_t mask = suite->dtypes;
   if (mask == 0) {
-    const sdk::OpSchema* schema = catalog_op(op);
+    const sdk::OpSchema* schema = sdk::find_schema(op.c_str());
     mask = schema != nullptr && schema->input_count > 0 ? schema->inputs[0].dtypes : ~uint64_t{0};
   }
   std::shared_ptr<CaseRunner> runner;
