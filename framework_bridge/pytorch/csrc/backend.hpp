@@ -85,6 +85,21 @@ hal::TensorView view_of(const at::Tensor& t);
 // cached. Throws hal::Error (UNIMPLEMENTED when the plugin lacks it).
 const hal::OpRunner& op_runner(c10::DeviceIndex device, const std::string& name);
 
+// ---- launches and transfers (transfer.cc) ----
+
+// Runs catalog op CATALOG on hal:DEV (the cached OpRunner). Every launch of
+// the bridge goes through here. Throws hal::Error as OpRunner::launch does.
+void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<const hal::TensorView*>& inputs,
+            const std::vector<const hal::TensorView*>& outputs, const std::vector<hal::Attr>& attrs = {});
+// A contiguous CPU copy of hal tensor T (same dtype).
+at::Tensor download(const at::Tensor& t);
+// DST (hal) = SRC (CPU), with copy_'s dtype conversion and broadcast done on the CPU side.
+void upload(const at::Tensor& src, const at::Tensor& dst);
+// DST = SRC on one hal device: a buffer copy when both are dense with one
+// dtype and shape, else the catalog's "copy" (dtype, broadcast, strides);
+// a plugin without that copy goes through the host (counted as a fallback).
+void device_copy(const at::Tensor& src, const at::Tensor& dst);
+
 // ---- CPU fallback accounting ----
 
 // Counts one CPU fallback of OP (warning once per op unless

@@ -81,58 +81,6 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
   return self;
 }
 
-// ---- copies (never through host pointers of device memory) ----
-
-bool dense_contiguous(const at::Tensor& t) { return t.is_contiguous(); }
-
-// DST = SRC on one hal device: a buffer copy when both are dense with one
-// dtype and shape, else the catalog's "copy" (dtype, broadcast, strides).
-void device_copy(const at::Tensor& src, const at::Tensor& dst);
-
-// A contiguous CPU copy of hal tensor T (same dtype).
-at::Tensor download(const at::Tensor& t) {
-  at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU));
-  if (t.numel() == 0) return host;
-  at::Tensor dense = t;
-  if (!dense_contiguous(t)) {
-    dense = at::empty(t.sizes(), t.options());
-    device_copy(t, dense);
-  }
-  allocation_of(dense.storage())
-      ->buffer.copy_to_host(host.data_ptr(), dense.nbytes(), dense.storage_offset() * dense.element_size());
-  return host;
-}
-
-// DST (hal) = SRC (CPU), with copy_'s dtype conversion and broadcast done on the CPU side.
-void upload(const at::Tensor& src, const at::Tensor& dst) {
-  if (dst.numel() == 0) return;
-  at::Tensor staged = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-  at::Tensor dense = dst;
-  if (!dense_contiguous(dst)) dense = at::empty(dst.sizes(), dst.options());
-  allocation_of(dense.storage())
-      ->buffer.copy_from_host(staged.data_ptr(), staged.nbytes(), dense.storage_offset() * dense.element_size());
-  if (!dense.is_same(dst)) device_copy(dense, dst);
-}
-
-void device_copy(const at::Tensor& src, const at::Tensor& dst) {
-  if (dst.numel() == 0) return;
-  if (src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() && dense_contiguous(src) &&
-      dense_contiguous(dst)) {
-    allocation_of(dst.storage())
-        ->buffer.copy_from(allocation_of(src.storage())->buffer, dst.nbytes(),
-                           dst.storage_offset() * dst.element_size(), src.storage_offset() * src.element_size());
-    return;
-  }
-  const hal::TensorView in = view_of(src), out = view_of(dst);
-  try {
-    op_runner(index_of(dst), "copy").launch({&in}, {&out});
-  } catch (const hal::Error& e) {
-    if (e.code() != HAL_STATUS_UNIMPLEMENTED && e.code() != HAL_STATUS_UNSUPPORTED_DTYPE) throw;
-    count_fallback("aten::copy_", e.what());
-    upload(download(src), dst);
-  }
-}
-
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking: copies are synchronous*/) {
   const bool src_hal = self.is_privateuseone(), dst_hal = dst.is_privateuseone();
   if (src_hal && dst_hal && self.device() == dst.device()) {
@@ -161,7 +109,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) return self;
   const hal::TensorView out = view_of(self);
-  op_runner(index_of(self), "fill").launch({}, {&out}, {scalar_attr("value", value)});
+  launch(index_of(self), "fill", {}, {&out}, {scalar_attr("value", value)});
   return self;
 }
 
@@ -321,7 +269,7 @@ class MappedKernel final : public c10::OperatorKernel {
     for (const auto& o : outputs) empty = empty || o.numel() == 0;
     if (!empty) {
       try {
-        op_runner(dev, m_.catalog).launch(ins, outs, attrs);
+        launch(dev, m_.catalog, ins, outs, attrs);
       } catch (const hal::Error& e) {
         if (e.code() == HAL_STATUS_UNIMPLEMENTED || e.code() == HAL_STATUS_UNSUPPORTED_DTYPE) {
           cpu_fallback(op, stack, std::string("catalog op ") + m_.catalog + " declined: " + e.what());
