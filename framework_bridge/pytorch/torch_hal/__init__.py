@@ -38,4 +38,10 @@ def reset_fallback_stats():
     _C.reset_fallback_stats()
 
 
+def _autoload():
+    """The ``torch.backends`` entry point (pyproject.toml): ``import torch`` imports
+    this package when it is pip-installed, which registers the device;
+    ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off."""
+
+
 __all__ = ["init", "is_initialized", "fallback_stats", "reset_fallback_stats"]
