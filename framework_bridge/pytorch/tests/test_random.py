@@ -148,7 +148,8 @@ _SCRIPT = textwrap.dedent(
     """
     import json, sys, torch, torch_hal
     torch_hal.init(plugins=[sys.argv[1]])
-    torch.manual_seed(2024)
+    torch.manual_seed(2024)  # before the runtime starts: applied when it does
+    assert not torch_hal.is_initialized()
     x = torch.linspace(-1, 1, 999).reshape(27, 37).to("hal")
     out, mask = torch.native_dropout(x, 0.4, True)
     u = torch.rand(101, device="hal")
@@ -179,6 +180,8 @@ def test_same_seed_same_numbers_on_cpu_and_opencl_plugins():
     assert (cpu["plugin"], cl["plugin"]) == ("cpu", "opencl")
     assert cpu["mask"] == cl["mask"] and 0.5 < sum(cpu["mask"]) / len(cpu["mask"]) < 0.7
     assert cpu["u"] == cl["u"]  # bit for bit (exact in float32)
+    # The dropout of 999 elements used 250 blocks before rand started.
+    assert cpu["u"] == _uniform_f32(2024, 250, 101).tolist()
     torch.testing.assert_close(torch.tensor(cl["out"]), torch.tensor(cpu["out"]))
     torch.testing.assert_close(torch.tensor(cl["z"]), torch.tensor(cpu["z"]), rtol=1e-6, atol=1e-6)
     for stats in (cpu["fallbacks"], cl["fallbacks"]):
