@@ -89,6 +89,7 @@ c10::Stream exchange_stream(c10::Stream s) {
   TORCH_CHECK(s.device_type() == kHal, "torch_hal: ", s, " is not a hal stream");
   TORCH_CHECK(s.id() >= 0 && s.id() <= kStreamPoolSize, "torch_hal: ", s, " is not a stream torch_hal made");
   const c10::Stream old = current_stream(s.device_index());
+  hal_stream(s);  // makes the slot of a stream rebuilt from its id (torch.Stream(stream_id=...))
   const auto i = static_cast<size_t>(s.device_index());
   if (tls_streams.size() <= i) tls_streams.resize(i + 1, 0);
   tls_streams[i] = s.id();
