@@ -303,3 +303,48 @@ def test_out_of_memory_names_sizes_and_recovers():
     )
     assert f"tried to allocate {600 << 20} bytes" in out and "bytes free" in out
     assert "after: True 1" in out
+
+
+def test_two_devices(tmp_path):
+    config = tmp_path / "hal.toml"
+    plugin = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
+    config.write_text(f'discover = false\n\n[[plugin]]\npath = "{plugin}"\noptions = {{ device_count = 2 }}\n')
+    out = _python(
+        """
+        import threading, torch, torch_hal
+        assert torch.hal.device_count() == 2 and torch.accelerator.device_count() == 2
+        try:
+            torch.empty(1, device="hal:7")
+        except RuntimeError as e:
+            assert "hal:7 does not exist; there are 2 devices" in str(e), e
+        # Streams: per device and per thread.
+        s0, s1 = torch.hal.Stream(0), torch.hal.Stream(1)
+        assert s1.device == torch.device("hal:1")
+        with torch.hal.stream(s1):
+            assert torch.hal.current_device() == 1 and torch.hal.current_stream(1) == s1
+            assert torch.hal.current_stream(0).stream_id == 0
+            seen = []
+            t = threading.Thread(target=lambda: seen.append(torch.hal.current_stream(1).stream_id))
+            t.start(); t.join()
+            assert seen == [0], seen  # another thread has its own current stream
+            y = torch.ones(1000, device="hal:1") * 3
+        assert torch.hal.current_device() == 0
+        torch.hal.synchronize(1)
+        assert y.device == torch.device("hal:1") and y.sum().item() == 3000
+        # Memory statistics per device.
+        before0 = torch.hal.memory_allocated(0)
+        z = torch.empty(1 << 20, device="hal:1")
+        assert torch.hal.memory_allocated(0) == before0 and torch.hal.memory_allocated(1) >= 4 << 20
+        # Generators per device: seeded together, drawn apart.
+        torch.manual_seed(3)
+        a0, a1 = torch.rand(5, device="hal:0"), torch.rand(5, device="hal:1")
+        assert torch.equal(a0.cpu(), a1.cpu())  # same seed, same offset
+        torch.rand(5, device="hal:0")
+        offset = lambda i: int.from_bytes(bytes(torch.hal.get_rng_state(i)[8:].tolist()), "little")
+        assert (offset(0), offset(1)) == (4, 2)  # 5 words = 2 Philox blocks per call
+        torch.testing.assert_close(y.to("hal:0").cpu(), torch.full((1000,), 3.0))  # across devices
+        print("ok")
+        """,
+        HAL_CONFIG=str(config),
+    )
+    assert out.strip() == "ok"
