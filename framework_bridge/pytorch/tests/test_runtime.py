@@ -348,3 +348,46 @@ def test_two_devices(tmp_path):
         HAL_CONFIG=str(config),
     )
     assert out.strip() == "ok"
+
+
+def test_streams_events_pinned_and_save_on_the_opencl_plugin():
+    plugin = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so"
+    if not plugin.exists():
+        pytest.skip("the OpenCL plugin was not built")
+    out = _python(
+        f"""
+        import io, torch, torch_hal
+        torch_hal.init(plugins=[{str(plugin)!r}])
+        assert torch.hal.get_device_properties(0).plugin == "opencl"
+        a = torch.ones(256, 256, device="hal")
+        s = torch.hal.Stream()
+        s.wait_stream(torch.hal.current_stream())
+        start, end = torch.hal.Event(enable_timing=True), torch.hal.Event(enable_timing=True)
+        with torch.hal.stream(s):
+            start.record()
+            b = a
+            for _ in range(30):
+                b = b + a
+            end.record()
+            on_host = b.cpu()  # waits for s
+        torch.hal.current_stream().wait_event(end)
+        assert on_host.eq(31).all() and b.sum().item() == 31 * 256 * 256
+        assert start.elapsed_time(end) >= 0
+        b.record_stream(s)
+        del b
+        pinned = torch.arange(5.0).pin_memory()
+        assert pinned.is_pinned() and torch.equal(pinned.to("hal").cpu(), torch.arange(5.0))
+        buf = io.BytesIO()
+        torch.save(a[::2], buf)
+        buf.seek(0)
+        loaded = torch.load(buf)
+        assert loaded.device.type == "hal" and loaded.shape == (128, 256) and loaded.cpu().eq(1).all()
+        del a, loaded
+        torch.hal.synchronize()
+        torch.hal.empty_cache()
+        assert torch.hal.memory_allocated() == 0 == torch.hal.memory_reserved()
+        assert torch_hal.fallback_stats() == {{}}, torch_hal.fallback_stats()
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"
