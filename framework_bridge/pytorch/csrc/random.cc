@@ -7,11 +7,14 @@
 // the same seed gives the same numbers (and dropout masks) on every plugin.
 // The numbers differ from PyTorch's CPU generator, as CUDA's do.
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/core/DistributionsHelper.h>
 #include <c10/core/GeneratorImpl.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -211,7 +214,80 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return grad * mask.to(grad.scalar_type()) * scale;
 }
 
+// Integers in [from, to): floor(range'·u) for a float64 uniform u in [0, 1),
+// with range' the float64 just below to - from, so the product stays below
+// it and truncates to at most to - from - 1; then + from, and converted to
+// self's dtype by the device's copy. Exact while to - from <= 2^32 (the
+// float64 has 20 or more bits below the point); wider ranges (int64's and
+// float64's full range) use the CPU generator on the counted fallback.
+constexpr int64_t kMaxDeviceRange = int64_t{1} << 32;
+
+at::Tensor& random_range(at::Tensor& self, int64_t from, int64_t to, const std::optional<at::Generator>& gen) {
+  TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", to);
+  if (self.numel() == 0) return self;
+  const uint64_t range = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+  if (range > static_cast<uint64_t>(kMaxDeviceRange)) {
+    count_fallback("aten::random_", "a range of " + std::to_string(range) + " values is wider than 2^32");
+    self.copy_(at::empty(self.sizes(), self.options().device(at::kCPU)).random_(from, to));
+    return self;
+  }
+  const c10::DeviceIndex dev = self.device().index();
+  at::Tensor u = at::empty(self.sizes(), self.options().dtype(at::kDouble));
+  std::vector<hal::Attr> attrs = philox_attrs(gen, dev, 2 * static_cast<uint64_t>(self.numel()));
+  attrs.push_back(hal::Attr::ints("size", self.sizes().vec()));
+  attrs.push_back(hal::Attr::dtype("dtype", HAL_DTYPE_FLOAT64));
+  attrs.push_back(hal::Attr::f("from", 0.0));
+  attrs.push_back(hal::Attr::f("to", std::nextafter(static_cast<double>(range), 0.0)));
+  const hal::TensorView uv = view_of(u);
+  run(self, "uniform", {}, {&uv}, std::move(attrs));
+  at::Tensor k = at::empty(self.sizes(), self.options().dtype(at::kLong));
+  k.copy_(u);  // truncation = floor here (non-negative)
+  if (from != 0) {
+    const at::Tensor offset = at::full({}, from, k.options());
+    const hal::TensorView kv = view_of(k), ov = view_of(offset);
+    run(self, "add", {&kv, &ov}, {&kv}, {});
+  }
+  self.copy_(k);
+  return self;
+}
+
+// The largest value random_ draws without bounds: 2^digits for floating
+// dtypes (every integer up to it is exact), the type's maximum for integers.
+int64_t random_max(at::ScalarType type) {
+  switch (type) {
+    case at::kBool: return 1;
+    case at::kFloat: return int64_t{1} << 24;
+    case at::kHalf: return int64_t{1} << 11;
+    case at::kBFloat16: return int64_t{1} << 8;
+    case at::kDouble: return int64_t{1} << 53;
+    default:
+      TORCH_CHECK(at::isIntegralType(type, /*includeBool=*/false), "random_ is not implemented for ", type);
+      return AT_DISPATCH_INTEGRAL_TYPES(type, "random_max", [] { return int64_t(std::numeric_limits<scalar_t>::max()); });
+  }
+}
+
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                        std::optional<at::Generator> gen) {
+  if (to) return random_range(self, from, *to, gen);
+  const int64_t max = random_max(self.scalar_type());
+  if (max == std::numeric_limits<int64_t>::max()) {  // [from, 2^63 - 1]: to would overflow
+    count_fallback("aten::random_", "the full int64 range");
+    self.copy_(at::empty(self.sizes(), self.options().device(at::kCPU)).random_(from, std::optional<int64_t>()));
+    return self;
+  }
+  return random_range(self, from, max + 1, gen);
+}
+
+at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  return random_range(self, 0, to, gen);
+}
+
+at::Tensor& random_all(at::Tensor& self, std::optional<at::Generator> gen) { return random_from(self, 0, std::nullopt, gen); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("random_.from", random_from);
+  m.impl("random_.to", random_to);
+  m.impl("random_", random_all);
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("bernoulli_.float", bernoulli_float);

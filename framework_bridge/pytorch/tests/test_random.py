@@ -1,5 +1,6 @@
 """The hal generator (Philox seed + offset) and the random ops on the catalog's Philox ops."""
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -134,14 +135,33 @@ def test_dropout_forward_backward_on_device():
     torch.testing.assert_close(torch.nn.functional.dropout(x2, 0.25).cpu() != 0, kept)
 
 
-def test_randint_runs_through_the_counted_fallback():
-    # No integer Philox op in the catalog: random_ runs on the CPU fallback
-    # (its CPU generator, seeded by torch.manual_seed too).
-    torch.manual_seed(0)
+def _randint_reference(seed, offset, low, high, n):
+    """random_.from's mapping (csrc/random.cc) over the catalog's float64 uniform."""
+    words = [w for b in range((2 * n + 3) // 4) for w in _philox_block(seed, offset + b)]
+    scale = math.nextafter(float(high - low), 0.0)
+    return [low + math.floor(scale * ((((words[2 * i] << 32) | words[2 * i + 1]) >> 11) * 2.0**-53)) for i in range(n)]
+
+
+def test_randint_and_random_on_device():
+    torch.hal.manual_seed(21)
     torch_hal.reset_fallback_stats()
-    r = torch.randint(3, 9, (500,), device="hal").cpu()
-    assert r.min() >= 3 and r.max() < 9 and len(r.unique()) == 6
-    assert any("random_" in op for op in torch_hal.fallback_stats())
+    r = torch.randint(-3, 9, (500,), device="hal")
+    assert r.dtype == torch.int64 and _no_random_fallback()
+    values = r.cpu()
+    assert values.tolist() == _randint_reference(21, 0, -3, 9, 500)
+    assert values.min() == -3 and values.max() == 8 and len(values.unique()) == 12
+    small = torch.empty(300, dtype=torch.uint8, device="hal").random_().cpu()
+    assert small.max() > 200 and len(small.unique()) > 100
+    flags = torch.empty(300, dtype=torch.bool, device="hal").random_().cpu()
+    assert 100 < flags.sum().item() < 200
+    halves = torch.empty(300, dtype=torch.float16, device="hal").random_(5).cpu()
+    assert set(halves.unique().tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0}
+    assert _no_random_fallback()
+    with pytest.raises(RuntimeError, match="from=4 >= to=4"):
+        torch.empty(3, dtype=torch.int32, device="hal").random_(4, 4)
+    # Wider than 2^32 values: the CPU generator, through the counted fallback.
+    wide = torch.empty(100, dtype=torch.int64, device="hal").random_()
+    assert wide.cpu().min() >= 0 and torch_hal.fallback_stats().get("aten::random_") == 1
 
 
 _SCRIPT = textwrap.dedent(
