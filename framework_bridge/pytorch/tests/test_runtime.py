@@ -1,5 +1,6 @@
 """Runtime integration of the "hal" device: streams, events, torch.accelerator,
 memory statistics, pinned host memory, torch.save/torch.load, bad input."""
+import copy
 import gc
 import io
 import os
@@ -63,6 +64,34 @@ def test_copies_to_host_on_a_side_stream_wait_for_it():
             h = h * 2
         back = h.cpu()  # non_blocking=False: waits for s
     torch.testing.assert_close(back, x * 1024)
+
+
+def test_training_on_a_side_stream_matches_the_default_stream():
+    # Forward, dropout, backward (the autograd engine's stream handling) and
+    # SGD all queued on a side stream give the default stream's bits.
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(64, 8))
+    x, y = torch.randn(16, 32), torch.randn(16, 8)
+
+    def train(stream):
+        model = copy.deepcopy(ref).to("hal")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.manual_seed(1)
+        losses = []
+        with torch.hal.stream(stream):
+            xs, ys = x.to("hal"), y.to("hal")
+            for _ in range(4):
+                opt.zero_grad()
+                loss = ((model(xs) - ys) ** 2).mean()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        torch.hal.synchronize()
+        return losses, [p.detach().cpu() for p in model.parameters()]
+
+    (l0, p0), (l1, p1) = train(None), train(torch.hal.Stream())
+    assert l0 == l1 and l0[-1] < l0[0]
+    assert all(torch.equal(a, b) for a, b in zip(p0, p1))
 
 
 def test_event_timing_and_synchronize():
