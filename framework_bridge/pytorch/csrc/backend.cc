@@ -1,8 +1,8 @@
-// torch_hal backend: runtime, allocator, device guard, PrivateUse1 hooks.
+// torch_hal backend: runtime, allocators, memory statistics, PrivateUse1 hooks.
 #include "backend.hpp"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -103,6 +103,8 @@ void set_current_device(c10::DeviceIndex index) {
   tls_current_device = index;
 }
 
+void set_current_device_unchecked(c10::DeviceIndex index) noexcept { tls_current_device = index; }
+
 // ---- memory ----
 
 namespace {
@@ -111,10 +113,22 @@ namespace {
 // aliasing) see disjoint ranges for distinct allocations.
 std::atomic<uintptr_t> next_token{uintptr_t{1} << 44};
 
+// Bridge-side counts per device (the core allocator counts bytes, not live
+// tensors): allocation.{current,peak,allocated,freed} and num_ooms.
+struct Counts {
+  int64_t live = 0, peak = 0, allocated = 0, freed = 0, ooms = 0;
+  // Cumulative core counters at the last resetAccumulatedStats.
+  uint64_t base_device_alloc = 0, base_device_free = 0;
+};
+
 std::mutex registry_mu;
 std::map<uintptr_t, Allocation*>& registry() {  // token -> live allocation
   static auto* r = new std::map<uintptr_t, Allocation*>();
   return *r;
+}
+std::map<c10::DeviceIndex, Counts>& counts() {  // guarded by registry_mu
+  static auto* c = new std::map<c10::DeviceIndex, Counts>();
+  return *c;
 }
 
 void delete_allocation(void* ctx) {
@@ -122,6 +136,9 @@ void delete_allocation(void* ctx) {
   {
     std::lock_guard<std::mutex> lock(registry_mu);
     registry().erase(a->token);
+    Counts& c = counts()[a->device];
+    --c.live;
+    ++c.freed;
   }
   delete a;
 }
@@ -138,7 +155,14 @@ std::pair<Allocation*, uint64_t> find_allocation(const void* p) {
   return {it->second, addr - it->first};
 }
 
-class HalAllocator final : public c10::Allocator {
+void set_stat(c10::CachingAllocator::Stat& s, int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
+  s.current = current;
+  s.peak = peak;
+  s.allocated = allocated;
+  s.freed = freed;
+}
+
+class HalAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override { return allocate_on(current_device(), nbytes); }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }  // ctx != data
@@ -147,15 +171,123 @@ class HalAllocator final : public c10::Allocator {
     auto [d, doff] = find_allocation(dest);
     auto [s, soff] = find_allocation(src);
     TORCH_CHECK(d->device == s->device, "torch_hal: copy_data across devices");
-    d->buffer.copy_from(s->buffer, count, doff, soff);
+    d->buffer.copy_from(s->buffer, count, doff, soff, current_hal_stream(d->device));
+  }
+
+  bool initialized() override { return is_initialized(); }
+  void emptyCache(c10::MempoolId_t) override {
+    if (!is_initialized()) return;
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) device(i)->allocator().empty_cache();
+  }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    if (ptr.get() == nullptr) return;
+    TORCH_CHECK(ptr.get_deleter() == &delete_allocation, "torch_hal: record_stream on memory torch_hal did not allocate");
+    auto* a = static_cast<Allocation*>(ptr.get_context());
+    TORCH_CHECK(stream.device_index() == a->device, "torch_hal: record_stream: the tensor is on hal:", int(a->device),
+                " but the stream is on hal:", int(stream.device_index()));
+    // Default-stream work has completed on return: nothing to wait for.
+    if (const hal::Stream* s = hal_stream(stream)) a->buffer.record_stream(*s);
+  }
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex index) override {
+    const hal::AllocatorStats core = device(index)->allocator().stats();
+    Counts c;
+    {
+      std::lock_guard<std::mutex> lock(registry_mu);
+      c = counts()[index];
+    }
+    c10::CachingDeviceAllocator::DeviceStats out;
+    const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    const auto bytes = [](uint64_t v) { return static_cast<int64_t>(v); };
+    set_stat(out.allocation[all], c.live, c.peak, c.allocated, c.freed);
+    set_stat(out.active[all], c.live, c.peak, c.allocated, c.freed);
+    // No split blocks: active = allocated. Cumulative byte totals are not
+    // kept by the core allocator (0).
+    set_stat(out.allocated_bytes[all], bytes(core.allocated_bytes), bytes(core.peak_allocated_bytes), 0, 0);
+    set_stat(out.active_bytes[all], bytes(core.allocated_bytes), bytes(core.peak_allocated_bytes), 0, 0);
+    set_stat(out.requested_bytes[all], bytes(core.requested_bytes), bytes(core.requested_bytes), 0, 0);
+    set_stat(out.reserved_bytes[all], bytes(core.reserved_bytes), bytes(core.peak_reserved_bytes), 0, 0);
+    const int64_t device_alloc = bytes(core.plugin_allocations - c.base_device_alloc);
+    const int64_t device_free = bytes(core.plugin_frees - c.base_device_free);
+    set_stat(out.segment[all], bytes(core.plugin_allocations - core.plugin_frees), 0, device_alloc, device_free);
+    out.num_device_alloc = device_alloc;
+    out.num_device_free = device_free;
+    out.num_ooms = c.ooms;
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex index) override {
+    const hal::AllocatorStats core = device(index)->allocator().stats();
+    std::lock_guard<std::mutex> lock(registry_mu);
+    Counts& c = counts()[index];
+    c.allocated = c.freed = c.ooms = 0;
+    c.base_device_alloc = core.plugin_allocations;
+    c.base_device_free = core.plugin_frees;
+  }
+  void resetPeakStats(c10::DeviceIndex index) override {
+    device(index)->allocator().reset_peak_stats();
+    std::lock_guard<std::mutex> lock(registry_mu);
+    Counts& c = counts()[index];
+    c.peak = c.live;
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex index) override {
+    uint64_t free_bytes = 0, total = 0;
+    try {
+      device(index)->memory_info(&free_bytes, &total);
+    } catch (const hal::Error& e) {
+      TORCH_CHECK(false, "torch_hal: memory info of hal:", int(index), ": ", e.what());
+    }
+    return {free_bytes, total};
   }
 };
 
 HalAllocator the_allocator;
 
+// ---- pinned host memory ----
+
+std::mutex pinned_mu;
+std::map<uintptr_t, size_t>& pinned_ranges() {  // start -> size of live blocks
+  static auto* r = new std::map<uintptr_t, size_t>();
+  return *r;
+}
+
+void free_pinned(void* p) {
+  {
+    std::lock_guard<std::mutex> lock(pinned_mu);
+    pinned_ranges().erase(reinterpret_cast<uintptr_t>(p));
+  }
+  c10::free_cpu(p);
+}
+
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (nbytes == 0) return c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU));
+    void* p = c10::alloc_cpu(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(pinned_mu);
+      pinned_ranges()[reinterpret_cast<uintptr_t>(p)] = nbytes;
+    }
+    return c10::DataPtr(p, p, &free_pinned, c10::Device(c10::DeviceType::CPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dest, const void* src, size_t count) const override { default_copy_data(dest, src, count); }
+};
+
+PinnedAllocator the_pinned_allocator;
+
 }  // namespace
 
-c10::Allocator* allocator() { return &the_allocator; }
+c10::DeviceAllocator* allocator() { return &the_allocator; }
+
+c10::Allocator* pinned_allocator() { return &the_pinned_allocator; }
+
+bool is_pinned_ptr(const void* p) noexcept {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(pinned_mu);
+  auto it = pinned_ranges().upper_bound(addr);
+  if (it == pinned_ranges().begin()) return false;
+  --it;
+  return addr < it->first + it->second;
+}
 
 c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
   c10::Device where(c10::DeviceType::PrivateUse1, index);
@@ -163,17 +295,23 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
   const auto& dev = device(index);
   auto a = std::make_unique<Allocation>();
   try {
-    a->buffer = dev->allocate(nbytes);
+    a->buffer = dev->allocate(nbytes, current_hal_stream(index));
   } catch (const hal::Error& e) {
     if (e.code() == HAL_STATUS_OUT_OF_MEMORY) {
+      {
+        std::lock_guard<std::mutex> lock(registry_mu);
+        ++counts()[index].ooms;
+      }
       uint64_t free_bytes = 0, total = 0;
       try {
         dev->memory_info(&free_bytes, &total);
       } catch (const hal::Error&) {
       }
+      const hal::AllocatorStats st = dev->allocator().stats();
       TORCH_CHECK_WITH(OutOfMemoryError, false, "torch_hal: out of memory on hal:", int(index), " (", dev->id(),
                        "): tried to allocate ", nbytes, " bytes; the device reports ", free_bytes, " of ", total,
-                       " bytes free: ", e.what());
+                       " bytes free; tensors hold ", st.allocated_bytes, " bytes and the cache reserves ",
+                       st.reserved_bytes, " bytes in all: ", e.what());
     }
     TORCH_CHECK(false, "torch_hal: allocating ", nbytes, " bytes on hal:", int(index), " failed: ", e.what());
   }
@@ -185,6 +323,9 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
   {
     std::lock_guard<std::mutex> lock(registry_mu);
     registry()[raw->token] = raw;
+    Counts& c = counts()[index];
+    c.peak = std::max(c.peak, ++c.live);
+    ++c.allocated;
   }
   return c10::DataPtr(reinterpret_cast<void*>(raw->token), raw, &delete_allocation, where);
 }
@@ -202,7 +343,8 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   c10::DataPtr fresh = allocate_on(index, nbytes);
   if (Allocation* old = allocation_of(storage)) {
     const size_t keep = std::min(nbytes, storage.nbytes());
-    if (keep > 0) static_cast<Allocation*>(fresh.get_context())->buffer.copy_from(old->buffer, keep);
+    if (keep > 0)
+      static_cast<Allocation*>(fresh.get_context())->buffer.copy_from(old->buffer, keep, 0, 0, current_hal_stream(index));
   }
   const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
   const_cast<c10::Storage&>(storage).set_nbytes(nbytes);
@@ -292,36 +434,11 @@ void reset_fallback_stats() {
   stats().clear();
 }
 
-// ---- device guard and hooks ----
+// ---- hooks ----
 
 namespace {
 
 constexpr auto kHal = c10::DeviceType::PrivateUse1;
-
-// Launches are synchronous (stream nullptr) for now, so every device has
-// one default stream and no events.
-struct HalGuardImpl final : public c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override { return kHal; }
-  c10::Device exchangeDevice(c10::Device d) const override {
-    TORCH_INTERNAL_ASSERT(d.type() == kHal);
-    c10::Device old(kHal, current_device());
-    set_current_device(d.index());
-    return old;
-  }
-  c10::Device getDevice() const override { return c10::Device(kHal, current_device()); }
-  void setDevice(c10::Device d) const override {
-    TORCH_INTERNAL_ASSERT(d.type() == kHal);
-    set_current_device(d.index());
-  }
-  void uncheckedSetDevice(c10::Device d) const noexcept override { tls_current_device = d.index(); }
-  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
-  c10::Stream exchangeStream(c10::Stream s) const override { return c10::Stream(c10::Stream::DEFAULT, s.device()); }
-  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
-  // Nothing is ever queued: every launch and copy has completed on return.
-  void synchronizeDevice(const c10::DeviceIndex index) const override { device(index); }
-};
-
-C10_REGISTER_GUARD_IMPL(PrivateUse1, HalGuardImpl);
 
 struct HalHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
@@ -342,7 +459,10 @@ struct HalHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void* data) const override {
     return at::Device(kHal, find_allocation(data).first->device);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override { return default_generator(d); }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override { return new_generator(d); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage, newsize);
   }

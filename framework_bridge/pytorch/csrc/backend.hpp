@@ -12,9 +12,12 @@
 #ifndef TORCH_HAL_CSRC_BACKEND_HPP_
 #define TORCH_HAL_CSRC_BACKEND_HPP_
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
 
 #include <cstdint>
 #include <map>
@@ -44,9 +47,38 @@ hal::Runtime& runtime();
 c10::DeviceIndex device_count() noexcept;
 // Device INDEX (hal:INDEX). Throws c10::Error naming how many exist.
 const std::shared_ptr<hal::Device>& device(c10::DeviceIndex index);
-// The calling thread's current device (default 0) and its setter (checked).
+// The calling thread's current device (default 0) and its setters: checked
+// (throws c10::Error for a missing device) and unchecked (the guard's).
 c10::DeviceIndex current_device() noexcept;
 void set_current_device(c10::DeviceIndex index);
+void set_current_device_unchecked(c10::DeviceIndex index) noexcept;
+
+// ---- streams (stream.cc; the device guard and events live there too) ----
+
+// Stream id 0 of each device is its default stream: HAL's synchronous NULL
+// stream (a launch or copy has completed when it returns), as PyTorch's
+// default stream is ordered before everything queued after it. Ids
+// 1..kStreamPoolSize name HAL streams made on first use and handed out
+// round-robin by new_stream() (as CUDA's stream pool); they live until exit.
+// Work on a pool stream is ordered against the default stream only through
+// events (Stream.wait_stream/wait_event), as with PyTorch's CUDA streams.
+constexpr int kStreamPoolSize = 8;
+// Thread-safe; each throws c10::Error for a missing device, and new_stream
+// also when the plugin has no streams.
+c10::Stream default_stream(c10::DeviceIndex device);
+c10::Stream new_stream(c10::DeviceIndex device);
+// The calling thread's current stream on DEVICE (default stream until set).
+c10::Stream current_stream(c10::DeviceIndex device);
+// Makes S current on its device for the calling thread; returns the old one.
+c10::Stream exchange_stream(c10::Stream s);
+// The HAL stream behind S (nullptr for a default stream); valid until exit.
+const hal::Stream* hal_stream(c10::Stream s);
+// hal_stream(current_stream(DEVICE)) without checks (the launch path).
+const hal::Stream* current_hal_stream(c10::DeviceIndex device) noexcept;
+// Blocks until S (or every stream of DEVICE) has run its queued work;
+// reports the first asynchronous failure as c10::Error.
+void synchronize_stream(c10::Stream s);
+void synchronize_device(c10::DeviceIndex device);
 
 // ---- memory ----
 
@@ -59,13 +91,22 @@ struct Allocation {
   c10::DeviceIndex device = 0;
 };
 
-// The PrivateUse1 allocator (registered with c10::SetAllocator). allocate()
-// uses the current device; 0 bytes gives an empty DataPtr with no Buffer.
+// The PrivateUse1 allocator (registered with c10::SetAllocator; a
+// c10::DeviceAllocator, so torch.accelerator's memory statistics reach the
+// core caching allocator). allocate() uses the current device and its
+// current stream; 0 bytes gives an empty DataPtr with no Buffer.
 // Thread-safe.
-c10::Allocator* allocator();
-// Allocates NBYTES on DEVICE. Throws c10::OutOfMemoryError (requested and
-// free sizes in the message) or c10::Error.
+c10::DeviceAllocator* allocator();
+// Allocates NBYTES on DEVICE for its current stream. Throws
+// c10::OutOfMemoryError (requested and free sizes in the message) or
+// c10::Error.
 c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+// The host allocator behind pin_memory=True (hooks' getPinnedMemoryAllocator)
+// and whether P lies in memory it handed out (hooks' isPinnedPtr). The memory
+// is ordinary host memory (the HAL has no page-locked host allocation); it
+// is "pinned" in PyTorch's sense: it came from this allocator. Thread-safe.
+c10::Allocator* pinned_allocator();
+bool is_pinned_ptr(const void* p) noexcept;
 // The Allocation behind a hal storage; nullptr for an empty (0-byte) one.
 Allocation* allocation_of(const c10::Storage& storage);
 
@@ -99,6 +140,18 @@ void upload(const at::Tensor& src, const at::Tensor& dst);
 // dtype and shape, else the catalog's "copy" (dtype, broadcast, strides);
 // a plugin without that copy goes through the host (counted as a fallback).
 void device_copy(const at::Tensor& src, const at::Tensor& dst);
+
+// ---- random numbers (random.cc) ----
+
+// The default Philox generator of hal:DEVICE (-1: current device), created
+// on first use; and a new one. Throw c10::Error for a missing device.
+// Callers lock the generator's mutex() around state reads and writes.
+const at::Generator& default_generator(c10::DeviceIndex device);
+at::Generator new_generator(c10::DeviceIndex device);
+// Seeds hal:DEVICE's default generator (DEVICE -1: every device). Before the
+// runtime has started, the seed is kept and applied when it starts, so
+// torch.manual_seed does not start it. Thread-safe.
+void manual_seed(c10::DeviceIndex device, uint64_t seed);
 
 // ---- CPU fallback accounting ----
 

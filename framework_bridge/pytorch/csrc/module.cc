@@ -3,6 +3,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <mutex>
+
 #include "backend.hpp"
 
 namespace py = pybind11;
@@ -16,8 +21,47 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", [] { return static_cast<int>(torch_hal::device_count()); });
   m.def("current_device", [] { return static_cast<int>(torch_hal::current_device()); });
   m.def("set_device", [](int i) { torch_hal::set_current_device(static_cast<c10::DeviceIndex>(i)); });
-  m.def("synchronize", [](int i) { torch_hal::device(static_cast<c10::DeviceIndex>(i)); },
-        "Launches and copies are synchronous for now: checks the index only.");
+  m.def("synchronize", [](int i) { torch_hal::synchronize_device(static_cast<c10::DeviceIndex>(i)); },
+        "Waits for the work queued on every stream of hal:I.");
+  // Streams cross as (stream_id, device_index, device_type), torch.Stream's fields.
+  const auto stream_tuple = [](c10::Stream s) {
+    return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.device_type()));
+  };
+  m.def("current_stream", [=](int i) { return stream_tuple(torch_hal::current_stream(static_cast<c10::DeviceIndex>(i))); });
+  m.def("default_stream", [=](int i) { return stream_tuple(torch_hal::default_stream(static_cast<c10::DeviceIndex>(i))); });
+  m.def("set_stream", [=](int64_t id, int i) {
+    const auto index = static_cast<c10::DeviceIndex>(i);
+    return stream_tuple(torch_hal::exchange_stream(
+        c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, index), id)));
+  }, "Makes stream ID of hal:I current for this thread; returns the previous one.");
+  // Random numbers: the default generator of hal:I (I = -1: all, for manual_seed).
+  m.def("manual_seed", [](int i, uint64_t seed) { torch_hal::manual_seed(static_cast<c10::DeviceIndex>(i), seed); });
+  m.def("seed", [](int i) {
+    at::Generator g = torch_hal::default_generator(static_cast<c10::DeviceIndex>(i));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.seed();
+  });
+  m.def("initial_seed", [](int i) {
+    at::Generator g = torch_hal::default_generator(static_cast<c10::DeviceIndex>(i));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.current_seed();
+  });
+  m.def("get_rng_state", [](int i) {
+    at::Generator g = torch_hal::default_generator(static_cast<c10::DeviceIndex>(i));
+    at::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(g.mutex());
+      state = g.get_state();
+    }
+    return py::bytes(static_cast<const char*>(state.data_ptr()), static_cast<size_t>(state.numel()));
+  });
+  m.def("set_rng_state", [](int i, const std::string& bytes) {
+    at::Tensor state = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+    at::Generator g = torch_hal::default_generator(static_cast<c10::DeviceIndex>(i));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(state);
+  });
   m.def("get_device_properties", [](int i) {
     const auto& d = torch_hal::device(static_cast<c10::DeviceIndex>(i));
     py::dict out;
