@@ -21,6 +21,7 @@
         [--threads N] [--json out.json]
 """
 import argparse
+import gc
 import json
 import os
 import pathlib
@@ -88,54 +89,67 @@ def eager_overhead(plugin):
 def memory_stats_available():
     import torch
 
-    return all(hasattr(torch.hal, f) for f in ("memory_reserved", "max_memory_allocated", "reset_peak_memory_stats"))
+    return all(hasattr(torch.hal, f) for f in ("memory_reserved", "max_memory_allocated", "reset_peak_memory_stats",
+                                                "empty_cache"))
 
 
-def training_throughput(steps, warmup):
+def training_throughput(steps, warmup, rounds):
+    """Per model and optimizer: steps/s on CPU and on hal, ROUNDS alternating rounds of STEPS steps
+    each after WARMUP steps (median round), so load changes on the machine hit both sides alike."""
     import torch
     import torch.nn.functional as F
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "framework_bridge/pytorch/examples"))
     import train_compare as tc
 
+    mem = memory_stats_available()
     rows = []
     for model_name in tc.MODELS:
         data = tc.batches(model_name, warmup + steps)
         for optim in tc.OPTIMIZERS:
-            row = {"model": model_name, "optim": optim}
+            row, loops = {"model": model_name, "optim": optim}, {}
+            if mem:  # the previous model's blocks would count as this one's reserve
+                gc.collect()
+                torch.hal.empty_cache()
             for device in ("cpu", "hal"):
                 torch.manual_seed(0)
                 model = tc.MODELS[model_name]().to(device).train()
                 opt = tc.OPTIMIZERS[optim](model.parameters())
                 batches = [(x.to(device), y.to(device)) for x, y in data]
 
-                def step(x, y):
-                    opt.zero_grad()
-                    loss = F.cross_entropy(model(x), y)
-                    loss.backward()
-                    opt.step()
-                    return loss
+                def loop(batches, model=model, opt=opt):
+                    for x, y in batches:
+                        opt.zero_grad()
+                        loss = F.cross_entropy(model(x), y)
+                        loss.backward()
+                        opt.step()
+                    loss.item()  # waits for the last step
 
                 try:
-                    for x, y in batches[:warmup]:
-                        step(x, y)
+                    loop(batches[:warmup])
                 except (NotImplementedError, RuntimeError) as e:  # an op this build cannot run on hal yet
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
                     break
-                if device == "hal" and memory_stats_available():
-                    torch.hal.synchronize()
-                    torch.hal.reset_peak_memory_stats()
-                start = time.perf_counter()
-                for x, y in batches[warmup:]:
-                    loss = step(x, y)
-                loss.item()  # waits for the last step
-                row[f"{device}_steps_per_s"] = steps / (time.perf_counter() - start)
-                if device == "hal" and memory_stats_available():
-                    row["peak_allocated"] = torch.hal.max_memory_allocated()
-                    row["reserved"] = torch.hal.memory_reserved()
-                    row["reserved_over_peak"] = row["reserved"] / max(row["peak_allocated"], 1)
-            if "error" not in row:
-                row["ratio"] = row["hal_steps_per_s"] / row["cpu_steps_per_s"]
+                loops[device] = (loop, batches[warmup:])
+            if "error" in row:
+                rows.append(row)
+                continue
+            if mem:
+                torch.hal.synchronize()
+                torch.hal.reset_peak_memory_stats()
+            samples = {"cpu": [], "hal": []}
+            for _ in range(rounds):
+                for device, (loop, timed) in loops.items():
+                    start = time.perf_counter()
+                    loop(timed)
+                    samples[device].append(len(timed) / (time.perf_counter() - start))
+            for device, s in samples.items():
+                row[f"{device}_steps_per_s"] = statistics.median(s)
+            row["ratio"] = row["hal_steps_per_s"] / row["cpu_steps_per_s"]
+            if mem:
+                row["peak_allocated"] = torch.hal.max_memory_allocated()
+                row["reserved"] = torch.hal.memory_reserved()
+                row["reserved_over_peak"] = row["reserved"] / max(row["peak_allocated"], 1)
             rows.append(row)
     return rows
 
@@ -144,7 +158,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plugin", required=True, help="the CPU plugin's .so (the only plugin torch_hal loads)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both sides (default: all cores)")
-    ap.add_argument("--steps", type=int, default=30, help="timed training steps per model and optimizer")
+    ap.add_argument("--steps", type=int, default=10, help="training steps per timed round")
+    ap.add_argument("--rounds", type=int, default=5, help="timed rounds per side (alternating cpu, hal)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", help="also write every figure here")
     args = ap.parse_args()
@@ -174,9 +189,10 @@ def main():
 
     fallbacks_before = torch_hal.fallback_stats()
     torch_hal.reset_fallback_stats()
-    rows = training_throughput(args.steps, args.warmup)
+    rows = training_throughput(args.steps, args.warmup, args.rounds)
     fallbacks = torch_hal.fallback_stats()
-    print(f"\ntraining steps/s ({args.steps} timed steps after {args.warmup} warm-up; target hal/cpu >= 0.9x)")
+    print(f"\ntraining steps/s (median of {args.rounds} alternating rounds of {args.steps} steps after {args.warmup} "
+          "warm-up; target hal/cpu >= 0.9x)")
     mem = memory_stats_available()
     print("  model    optim    cpu       hal       hal/cpu" + ("   peak alloc   reserved   reserved/peak" if mem else ""))
     for r in rows:

@@ -265,10 +265,15 @@ def max_param_diff(result):
                for k, v in result["cpu_state"].items())
 
 
-def describe_device(device="hal"):
+def device_index(device="hal"):
     d = torch.device(device)
-    props = torch.hal.get_device_properties(d.index or 0)
-    return f"{d} = {props.id} ({props.name}, {props.vendor}), plugin {props.plugin!r}"
+    return torch.hal.current_device() if d.index is None else d.index
+
+
+def describe_device(device="hal"):
+    i = device_index(device)
+    props = torch.hal.get_device_properties(i)
+    return f"hal:{i} = {props.id} ({props.name}, {props.vendor}), plugin {props.plugin!r}"
 
 
 def main(argv=None):
@@ -284,7 +289,7 @@ def main(argv=None):
     import torch_hal  # noqa: F401  (registers the "hal" device)
 
     print("device:", describe_device(args.device))
-    plugin = torch.hal.get_device_properties(torch.device(args.device).index or 0).plugin
+    plugin = torch.hal.get_device_properties(device_index(args.device)).plugin
     if args.expect_plugin and plugin != args.expect_plugin:
         print(f"FAIL: expected plugin {args.expect_plugin!r}, hal.toml gave {plugin!r}")
         return 1
