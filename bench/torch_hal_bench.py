@@ -30,31 +30,12 @@ import sys
 import time
 
 
-def timeit(fn, min_time=0.2, repeats=7):
-    """Median seconds per call over REPEATS batches (batch size grown until a batch takes MIN_TIME/REPEATS)."""
-    fn()
-    n = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - start >= min_time / repeats or n > 1 << 22:
-            break
-        n *= 2
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - start) / n)
-    return statistics.median(samples)
-
-
 def eager_overhead(plugin):
     import torch
 
     import hal
     from hal import torch_util as tu
+    from ops_vs_torch import timeit  # bench/ is this script's directory
 
     us = 1e6
     x, y = torch.randn(1), torch.randn(1)
