@@ -5,8 +5,9 @@
    - dispatcher: Python binding + dispatcher down to a PrivateUse1 kernel that only builds a
      TensorImpl (`x.view(-1)` on hal: the bridge's view kernel, no HAL call);
    - core + plugin: the same 1-element add through the low-level `hal` package (`hal.Op` on
-     device tensors: libhal's OpRunner, the SDK's checks and the CPU plugin's kernel), minus a
-     pybind11 call of the same shape that does nothing (`op.name`), so the figure is the C++ part;
+     device tensors: libhal's OpRunner, the SDK's checks and the CPU plugin's kernel, plus
+     pybind11's argument conversion; an upper bound), and, when the build has it, the same
+     launch from C++ (hal_elementwise_bench's BM_LaunchAdd1, run by this script);
    - bridge: the rest of the hal add (output allocation through the c10 allocator and the core's
      caching allocator, the op's Meta kernel for shapes and dtypes, descriptors, the table lookup).
    Reference rows: the add on "meta" (dispatcher + shape computation, no memory), and
@@ -26,6 +27,7 @@ import json
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import time
 
@@ -61,10 +63,20 @@ def eager_overhead(plugin):
         "hal_empty": timeit(lambda: torch.empty(1, device="hal")),
     }
     t = {k: v * us for k, v in t.items()}
-    core_plugin = max(t["hal_op"] - t["pybind_noop"], 0.0)
-    bridge = t["hal_add"] - t["hal_view"] - core_plugin
-    return t | {"dispatcher": t["hal_view"], "core_plugin": core_plugin, "bridge": bridge,
+    bridge = t["hal_add"] - t["hal_view"] - t["hal_op"]
+    return t | {"dispatcher": t["hal_view"], "core_plugin": t["hal_op"], "bridge": bridge,
                 "ratio": t["hal_add"] / t["cpu_add"]}
+
+
+def launch_add1_cpp(bench):
+    """BM_LaunchAdd1's median (µs): a synchronous 1-element add through hal::OpRunner from C++."""
+    out = subprocess.run([bench, "--benchmark_filter=BM_LaunchAdd1$", "--benchmark_repetitions=5",
+                          "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = {b["name"]: b for b in json.loads(out)["benchmarks"]}
+    median = rows["BM_LaunchAdd1_median"]
+    assert median["time_unit"] == "ns", median
+    return median["real_time"] / 1000
 
 
 def memory_stats_available():
@@ -142,6 +154,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="training steps per timed round")
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds per side (alternating cpu, hal)")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--launch-bench", help="hal_elementwise_bench for the C++ launch figure "
+                    "(default: <build>/bin/hal_elementwise_bench of the plugin's build, when built)")
     ap.add_argument("--json", help="also write every figure here")
     args = ap.parse_args()
 
@@ -158,13 +172,17 @@ def main():
           f"{args.threads} threads on both sides")
 
     e = eager_overhead(args.plugin)
+    launch_bench = args.launch_bench or pathlib.Path(args.plugin).resolve().parents[3] / "bin" / "hal_elementwise_bench"
+    if pathlib.Path(launch_bench).exists():
+        e["core_plugin_cpp"] = launch_add1_cpp(str(launch_bench))
     print("\n1-element x + y, µs per call (median of 7 batches)")
     print(f"  PyTorch CPU                        {e['cpu_add']:7.2f}")
     print(f"  hal (CPU plugin)                   {e['hal_add']:7.2f}   {e['ratio']:.2f}x CPU (target <= 1.5x)")
     print(f"    dispatcher  (hal x.view(-1))     {e['dispatcher']:7.2f}")
     print(f"    bridge      (the rest)           {e['bridge']:7.2f}")
-    print(f"    core+plugin (hal.Op - pybind)    {e['core_plugin']:7.2f}   (hal.Op from Python {e['hal_op']:.2f}, "
-          f"pybind11 no-op {e['pybind_noop']:.2f})")
+    print(f"    core+plugin (hal.Op from Python) {e['core_plugin']:7.2f}   (pybind11 no-op call {e['pybind_noop']:.2f}; "
+          + (f"the same launch from C++, BM_LaunchAdd1: {e['core_plugin_cpp']:.2f})" if "core_plugin_cpp" in e
+             else "BM_LaunchAdd1 not run: build hal_elementwise_bench)"))
     print(f"  reference: add on meta             {e['meta_add']:7.2f}")
     print(f"  reference: torch.empty(1) cpu/hal  {e['cpu_empty']:7.2f} / {e['hal_empty']:.2f}")
 
