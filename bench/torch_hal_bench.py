@@ -180,9 +180,10 @@ def main():
     print(f"  hal (CPU plugin)                   {e['hal_add']:7.2f}   {e['ratio']:.2f}x CPU (target <= 1.5x)")
     print(f"    dispatcher  (hal x.view(-1))     {e['dispatcher']:7.2f}")
     print(f"    bridge      (the rest)           {e['bridge']:7.2f}")
-    print(f"    core+plugin (hal.Op from Python) {e['core_plugin']:7.2f}   (pybind11 no-op call {e['pybind_noop']:.2f}; "
-          + (f"the same launch from C++, BM_LaunchAdd1: {e['core_plugin_cpp']:.2f})" if "core_plugin_cpp" in e
-             else "BM_LaunchAdd1 not run: build hal_elementwise_bench)"))
+    cpp = (f"the same launch from C++, BM_LaunchAdd1: {e['core_plugin_cpp']:.2f}" if "core_plugin_cpp" in e
+           else "BM_LaunchAdd1 not run: build hal_elementwise_bench")
+    print(f"    core+plugin (hal.Op from Python) {e['core_plugin']:7.2f}   "
+          f"(pybind11 no-op call {e['pybind_noop']:.2f}; {cpp})")
     print(f"  reference: add on meta             {e['meta_add']:7.2f}")
     print(f"  reference: torch.empty(1) cpu/hal  {e['cpu_empty']:7.2f} / {e['hal_empty']:.2f}")
 
@@ -190,20 +191,23 @@ def main():
     torch_hal.reset_fallback_stats()
     rows = training_throughput(args.steps, args.warmup, args.rounds)
     fallbacks = torch_hal.fallback_stats()
-    print(f"\ntraining steps/s (median of {args.rounds} alternating rounds of {args.steps} steps after {args.warmup} "
-          "warm-up; target hal/cpu >= 0.9x)")
+    print(f"\ntraining steps/s (median of {args.rounds} alternating rounds of {args.steps} steps after "
+          f"{args.warmup} warm-up; target hal/cpu >= 0.9x)")
     mem = memory_stats_available()
-    print("  model    optim    cpu       hal       hal/cpu" + ("   peak alloc   reserved   reserved/peak" if mem else ""))
+    print("  model    optim    cpu       hal       hal/cpu"
+          + ("   peak alloc   reserved   reserved/peak" if mem else ""))
     for r in rows:
         if "error" in r:
             print(f"  {r['model']:8} {r['optim']:7} not measured: {r['error']}")
             continue
-        line = f"  {r['model']:8} {r['optim']:7} {r['cpu_steps_per_s']:8.1f}  {r['hal_steps_per_s']:8.1f}  {r['ratio']:6.2f}x"
+        line = (f"  {r['model']:8} {r['optim']:7} {r['cpu_steps_per_s']:8.1f}  {r['hal_steps_per_s']:8.1f}  "
+                f"{r['ratio']:6.2f}x")
         if mem:
             line += f"   {r['peak_allocated']:10d}   {r['reserved']:9d}   {r['reserved_over_peak']:.2f}x"
         print(line)
     if not mem:
-        print("  memory_reserved / peak memory_allocated: unavailable (this build's torch.hal has no memory statistics)")
+        print("  memory_reserved / peak memory_allocated: unavailable "
+              "(this build's torch.hal has no memory statistics)")
     print(f"  CPU fallbacks during the training loops: {sum(fallbacks.values())} calls of {len(fallbacks)} aten ops")
     for k, v in sorted(fallbacks.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"    {k}: {v}")

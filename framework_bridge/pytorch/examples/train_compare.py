@@ -168,6 +168,7 @@ class DropoutMasks:
     def __init__(self):
         self.masks = []
         self._next = 0
+        self._mode = None  # the recording mode of the nn.Dropout call in progress
 
     def record(self, model):
         for m in model.modules():
@@ -180,20 +181,25 @@ class DropoutMasks:
             if isinstance(m, nn.Dropout):
                 m.register_forward_hook(self._apply)
 
+    def close(self):
+        """Leaves the recording mode of a dropout call whose forward raised (no-op otherwise)."""
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+
     def _start(self, module, inputs):
-        module._mask_mode = _NativeDropoutMask()
-        module._mask_mode.__enter__()
+        self._mode = _NativeDropoutMask()
+        self._mode.__enter__()
 
     def _keep(self, module, inputs, output):
-        mode = module._mask_mode
-        mode.__exit__(None, None, None)
-        del module._mask_mode
+        mask = self._mode.mask
+        self.close()
         if not module.training:
             return
-        if mode.mask is None:
+        if mask is None:
             raise RuntimeError(f"nn.Dropout on {inputs[0].device} did not call aten::native_dropout; "
                                "its mask cannot be recorded")
-        x, mask, y = inputs[0].detach().cpu(), mode.mask.cpu(), output.detach().cpu()
+        x, mask, y = inputs[0].detach().cpu(), mask.cpu(), output.detach().cpu()
         torch.testing.assert_close(y, x * mask * (1.0 / (1.0 - module.p)),
                                    msg=lambda m: f"dropout output is not input * mask / (1 - p): {m}")
         self.masks.append(mask)
@@ -216,13 +222,17 @@ def train(model, data, optim, device, masks=None, replay=False):
     model.to(device).train()
     opt = OPTIMIZERS[optim](model.parameters())
     losses = []
-    for x, y in data:
-        x, y = x.to(device), y.to(device)
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    try:
+        for x, y in data:
+            x, y = x.to(device), y.to(device)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    finally:
+        if masks is not None:
+            masks.close()
     return losses
 
 
@@ -242,7 +252,8 @@ def run(model_name, optim, steps=STEPS, device="hal"):
     fallbacks = torch_hal.fallback_stats()
     cpu_losses = train(ref, data, optim, "cpu", masks, replay=True)
     assert masks._next == len(masks.masks), "the CPU run replayed a different number of dropout masks"
-    return dict(model=model_name, optim=optim, device=str(next(dev.parameters()).device), hal=dev_losses, cpu=cpu_losses,
+    return dict(model=model_name, optim=optim, device=str(next(dev.parameters()).device),
+                hal=dev_losses, cpu=cpu_losses,
                 hal_state={k: v.detach().cpu() for k, v in dev.state_dict().items()},
                 cpu_state=dict(ref.state_dict()), fallbacks=fallbacks, dropout_masks=len(masks.masks))
 
