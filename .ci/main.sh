@@ -15,3 +15,10 @@ hal_log "hal-info --config hal/config/hal.toml"
 hal_log "MLP on digits through the HAL (framework_bridge/python/examples/mlp_digits.py)"
 PYTHONPATH="$B/python" "$HAL_PYTHON" "$HAL_SRC/framework_bridge/python/examples/mlp_digits.py" \
   --config "$HAL_SRC/hal/config/hal.toml"
+hal_log "plain PyTorch on device=\"hal\" (hal/config/hal.toml) vs PyTorch CPU (framework_bridge/pytorch/examples/train_compare.py)"
+# The MLP and the Llama-style decoder block, SGD and AdamW, 20 steps each;
+# prints the device, its plugin, the CPU-fallback counts and both loss curves;
+# exits non-zero when any step's loss or any final parameter disagrees.
+# (HAL_FALLBACK_WARN=0: the counts are printed, the per-op warnings would repeat them.)
+HAL_FALLBACK_WARN=0 HAL_CONFIG="$HAL_SRC/hal/config/hal.toml" PYTHONPATH="$B/python" "$HAL_PYTHON" \
+  "$HAL_SRC/framework_bridge/pytorch/examples/train_compare.py" --models mlp,decoder
