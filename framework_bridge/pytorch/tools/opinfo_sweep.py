@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import faulthandler
 import json
 import os
 import pathlib
 import re
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -149,18 +151,30 @@ def _tensors(tree):
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
 
-def _to_hal(tree):
-    """A copy of TREE with every tensor on "hal" (leaves keep requires_grad),
-    and every device="cpu" argument (factory functions) pointing at "hal"."""
+def _to_hal(tree, on_device=None):
+    """A copy of TREE on "hal": each tensor the sample function placed on its
+    device (ON_DEVICE[i] for the i-th tensor; all when None) gets a copy of its
+    whole storage on hal viewed with the same sizes, strides and offset (so
+    views, slices and as_strided samples mean the same thing); leaves keep
+    requires_grad. A device="cpu" argument (factory functions) becomes "hal"."""
     import torch
     from torch.utils._pytree import tree_map
 
+    index = [0]
+
     def move(x):
-        if isinstance(x, torch.Tensor):
-            return x.detach().to("hal").requires_grad_(x.requires_grad)
         if isinstance(x, torch.device) and x.type == "cpu":
             return torch.device("hal")
-        return x
+        if not isinstance(x, torch.Tensor):
+            return x
+        i, index[0] = index[0], index[0] + 1
+        if on_device is not None and not on_device[i]:
+            return x.detach().requires_grad_(x.requires_grad)  # the sample wants it on the CPU (tensor_split ...)
+        with torch.no_grad():
+            n = x.untyped_storage().nbytes() // x.element_size()
+            whole = x.detach().as_strided((n,), (1,), 0).to("hal")
+            t = whole.as_strided(x.shape, x.stride(), x.storage_offset())
+        return t.requires_grad_(x.requires_grad)
 
     out = tree_map(move, tree)
     kwargs = out[2]
@@ -169,12 +183,28 @@ def _to_hal(tree):
     return out
 
 
-def _compare(got, want, atol, rtol, what, properties_only=False):
-    """Raises _Mismatch (message names WHAT) unless GOT (from hal) matches WANT (CPU)."""
+def _placement(op, grad, n):
+    """Per sample, per tensor: whether the sample function put it on the
+    device it was asked for (seen by generating the samples on "meta"), or
+    None when that cannot be told (the meta samples fail or differ)."""
+    import torch
+
+    try:
+        metas = list(op.sample_inputs("meta", torch.float32, requires_grad=grad))
+    except Exception:  # noqa: BLE001 - value-dependent sample functions cannot run on meta
+        return None
+    if len(metas) < n:
+        return None
+    return [[t.device.type == "meta" for t in _tensors((m.input, m.args, m.kwargs))] for m in metas]
+
+
+def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True):
+    """Raises _Mismatch (message names WHAT) unless GOT (from hal) matches WANT
+    (CPU); ON_HAL: GOT's tensors must be on hal (the call had a hal input)."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_map
 
-    for t in tree_flatten(got)[0]:
+    for t in tree_flatten(got)[0] if on_hal else ():
         if isinstance(t, torch.Tensor) and t.device.type != "hal":
             raise _Mismatch(f"{what}: an output is on {t.device}, expected hal")
     got_cpu = tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, got)
@@ -277,12 +307,14 @@ def run_opinfo(op, max_samples=None):
     if not samples:
         res.update(status="skip", reason="no float32 samples")
         return res
+    placement = _placement(op, grad, len(samples))
     props_only = bool(UNINITIALIZED.search(op.name)) or _is_random(op, samples[0])
     res["random"] = props_only
     fwd, bwd = collections.Counter(), collections.Counter()
     first_error = cpu_error = None
     for i, s in enumerate(samples):
-        hal_in, hal_args, hal_kwargs = _to_hal((s.input, s.args, s.kwargs))
+        where = placement[i] if placement and len(placement[i]) == len(_tensors((s.input, s.args, s.kwargs))) else None
+        hal_in, hal_args, hal_kwargs = _to_hal((s.input, s.args, s.kwargs), where)
         torch.manual_seed(i)
         try:
             want = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
@@ -302,7 +334,9 @@ def run_opinfo(op, max_samples=None):
             got = s.output_process_fn_grad(op(hal_in, *hal_args, **hal_kwargs))
             fwd.update(_cpu_fallbacks(torch_hal))
             phase = "forward compare"
-            _compare(got, want, atol, rtol, "forward", properties_only=props_only)
+            on_hal = hal_kwargs.get("device") in ("hal", torch.device("hal")) or any(
+                t.device.type == "hal" for t in _tensors((hal_in, hal_args, hal_kwargs)))
+            _compare(got, want, atol, rtol, "forward", properties_only=props_only, on_hal=on_hal)
             if grad and not props_only:
                 phase = "backward"
                 did = _backward(s, (hal_in, hal_args, hal_kwargs), want, got, atol, rtol, torch_hal, bwd)
@@ -420,6 +454,8 @@ def worker_main(args):
     proto = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # an op's prints must not corrupt the protocol
     warnings.simplefilter("ignore")
+    faulthandler.enable()  # a crash leaves its Python stack in the log
+    faulthandler.register(signal.SIGUSR1, all_threads=False)  # the parent asks for the stack of a hang
     os.environ["HAL_FALLBACK_WARN"] = "0"
     init_device(args.config, args.plugin)
     ops = ops_by_key()
@@ -454,13 +490,13 @@ class Worker:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
         self.buf = b""
         hello = self.read_line(start_timeout)
-        if hello is None or not json.loads(hello).get("ready"):
+        if not hello or not json.loads(hello).get("ready"):
             tail = self.log_tail()
             self.kill()
             raise RuntimeError(f"worker did not start: {tail}")
 
     def read_line(self, timeout):
-        """The next stdout line, or None on EOF or timeout."""
+        """The next stdout line; None on timeout; "" at EOF (the worker died)."""
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self.buf:
@@ -472,7 +508,7 @@ class Worker:
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:
-                return None
+                return ""
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
         return line.decode()
@@ -483,13 +519,24 @@ class Worker:
         return self.read_line(timeout)
 
     def log_tail(self, n=400):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         try:
             text = pathlib.Path(self.log_path).read_text(errors="replace")
         except OSError:
             return ""
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         return " | ".join(lines[-3:])[-n:]
+
+    def hang_site(self):
+        """The innermost frames of the last faulthandler dump in the log."""
+        try:
+            text = pathlib.Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+        dump = text[max(text.rfind("Stack (most recent call first)"), text.rfind("Current thread")):]
+        frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', dump)
+        return "stack: " + " <- ".join(f"{pathlib.Path(f).name}:{ln} {fn}" for f, ln, fn in frames[:4])
 
     def kill(self):
         if self.proc.poll() is None:
@@ -521,17 +568,25 @@ def sweep(keys, args, log_dir):
                 t0 = time.monotonic()
                 with open(worker.log_path, "ab") as f:
                     f.write(f"\n=== {key}\n".encode())
-                line = worker.run(key, args.timeout)
-                if line is not None:
+                try:
+                    line = worker.run(key, args.timeout)
+                except OSError:  # the worker died before reading the key
+                    line = ""
+                if line:
                     res = json.loads(line)
                 else:
-                    alive = worker.proc.poll() is None
+                    alive = line is None
+                    if alive:  # where it hangs: faulthandler's stack dump into the log
+                        worker.proc.send_signal(signal.SIGUSR1)
+                        time.sleep(1.0)
+                    tail = worker.log_tail()
                     worker.kill()
                     if alive:
-                        res = {"key": key, "status": "timeout", "reason": f"no result within {args.timeout:g} s"}
+                        res = {"key": key, "status": "timeout",
+                               "reason": f"no result within {args.timeout:g} s; {worker.hang_site()}"}
                     else:
                         res = {"key": key, "status": "crash",
-                               "reason": f"worker died (exit {worker.proc.returncode}): {worker.log_tail()}"}
+                               "reason": f"worker died (exit {worker.proc.returncode}); {worker.hang_site()}; {tail}"}
                     res["seconds"] = round(time.monotonic() - t0, 3)
                     worker = None
             with lock:
