@@ -281,13 +281,14 @@ def run_opinfo(op, max_samples=None):
         "samples": 0,
         "samples_passed": 0,
         "samples_cpu_error": 0,
+        "samples_sparse": 0,
         "backward": False,
         "random": False,
         "fallback_forward": {},
         "fallback_backward": {},
         "unmapped": [],
         "declined": [],
-        "all_mapped": True,
+        "all_mapped": None,
         "tolerance": None,
     }
     if torch.float32 not in op.supported_dtypes("cpu"):
@@ -312,9 +313,18 @@ def run_opinfo(op, max_samples=None):
     res["random"] = props_only
     fwd, bwd = collections.Counter(), collections.Counter()
     first_error = cpu_error = None
+    attempted = not_implemented = False
     for i, s in enumerate(samples):
-        where = placement[i] if placement and len(placement[i]) == len(_tensors((s.input, s.args, s.kwargs))) else None
-        hal_in, hal_args, hal_kwargs = _to_hal((s.input, s.args, s.kwargs), where)
+        leaves = _tensors((s.input, s.args, s.kwargs))
+        if any(t.layout != torch.strided for t in leaves):
+            res["samples_sparse"] += 1
+            continue
+        where = placement[i] if placement and len(placement[i]) == len(leaves) else None
+        try:  # before the CPU run, which may write to its inputs
+            hal_in, hal_args, hal_kwargs = _to_hal((s.input, s.args, s.kwargs), where)
+            to_hal_error = None
+        except Exception as e:  # noqa: BLE001 - reported as this sample's failure
+            to_hal_error = e
         torch.manual_seed(i)
         try:
             want = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
@@ -327,8 +337,12 @@ def run_opinfo(op, max_samples=None):
                 cpu_error = cpu_error or _short(e)
             continue
         res["samples"] += 1
-        phase = "forward"
+        phase = "copy to hal"
         try:
+            if to_hal_error is not None:
+                raise to_hal_error
+            phase = "forward"
+            attempted = True
             torch_hal.reset_fallback_stats()
             torch.manual_seed(i)
             got = s.output_process_fn_grad(op(hal_in, *hal_args, **hal_kwargs))
@@ -345,6 +359,7 @@ def run_opinfo(op, max_samples=None):
         except Exception as e:  # noqa: BLE001 - recorded per OpInfo
             if phase == "forward":
                 fwd.update(_cpu_fallbacks(torch_hal))
+                not_implemented = not_implemented or isinstance(e, NotImplementedError)
             msg = str(e) if isinstance(e, _Mismatch) else f"{phase}: {_short(e)}"
             if first_error is None:
                 first_error = f"sample {i}: {msg}"[:400]
@@ -353,8 +368,12 @@ def run_opinfo(op, max_samples=None):
     fell_back = sorted(set(fwd) | set(bwd))
     res["declined"] = [o for o in fell_back if _has_device_kernel(o)]
     res["unmapped"] = [o for o in fell_back if not _has_device_kernel(o)]
-    res["all_mapped"] = not res["unmapped"]
-    if res["samples"] == 0:
+    # Unknown (None) when no sample reached the device; an aten op without a
+    # device kernel that raised NotImplementedError there is unmapped too.
+    res["all_mapped"] = None if not attempted else not (res["unmapped"] or not_implemented)
+    if res["samples"] == 0 and res["samples_sparse"]:
+        res.update(status="skip", reason="sparse samples only (hal tensors are strided)")
+    elif res["samples"] == 0:
         res.update(status="skip", reason=f"CPU rejects every float32 sample (first: {cpu_error})")
     elif first_error is not None:
         res.update(status="fail", reason=first_error)
@@ -528,6 +547,15 @@ class Worker:
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         return " | ".join(lines[-3:])[-n:]
 
+    def crash_line(self):
+        """The fatal-error line of the log (faulthandler's), else its last line."""
+        try:
+            lines = pathlib.Path(self.log_path).read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        fatal = [ln for ln in lines if ln.startswith("Fatal Python error")]
+        return (fatal or lines or [""])[-1][:200]
+
     def hang_site(self):
         """The innermost frames of the last faulthandler dump in the log."""
         try:
@@ -579,7 +607,7 @@ def sweep(keys, args, log_dir):
                     if alive:  # where it hangs: faulthandler's stack dump into the log
                         worker.proc.send_signal(signal.SIGUSR1)
                         time.sleep(1.0)
-                    tail = worker.log_tail()
+                    tail = worker.crash_line()
                     worker.kill()
                     if alive:
                         res = {"key": key, "status": "timeout",
@@ -618,6 +646,7 @@ def summarize(results):
     tested = [r for r in rs if r["status"] != "skip"]
     passed = [r for r in tested if r["status"] == "pass"]
     mapped = [r for r in tested if r["status"] in ("pass", "fail") and r.get("all_mapped")]
+    unknown = [r for r in tested if r.get("all_mapped") is None]
     mapped_clean = [r for r in mapped if r["status"] == "pass" and not _fell_back(r)]
     pct = lambda a, b: round(100.0 * a / b, 1) if b else 0.0  # noqa: E731
     by_status = collections.Counter(r["status"] for r in rs)
@@ -630,6 +659,7 @@ def summarize(results):
         "pass_without_fallback": sum(1 for r in passed if not _fell_back(r)),
         "pass_without_fallback_pct": pct(sum(1 for r in passed if not _fell_back(r)), len(tested)),
         "all_mapped": len(mapped),
+        "mapping_unknown": len(unknown),
         "all_mapped_pass_without_fallback": len(mapped_clean),
         "all_mapped_pass_without_fallback_pct": pct(len(mapped_clean), len(mapped)),
     }
@@ -667,6 +697,7 @@ def markdown(data):
         f"| pass, CPU fallback allowed | {s['pass_with_fallback_allowed']} | {s['pass_with_fallback_allowed_pct']} |",
         f"| pass with no CPU fallback | {s['pass_without_fallback']} | {s['pass_without_fallback_pct']} |",
         f"| every aten op reaching the device has a device kernel | {s['all_mapped']} | |",
+        f"| (not known: nothing reached the device, or a crash) | {s.get('mapping_unknown', 0)} | |",
         f"| ... of those, pass with no CPU fallback | {s['all_mapped_pass_without_fallback']} | "
         f"{s['all_mapped_pass_without_fallback_pct']} (of {s['all_mapped']}) |",
         "",
