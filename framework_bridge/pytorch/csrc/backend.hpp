@@ -129,8 +129,8 @@ const hal::OpRunner& op_runner(c10::DeviceIndex device, const std::string& name)
 // ---- launches and transfers (transfer.cc) ----
 //
 // All run on the calling thread's current stream of the device: complete on
-// return on the default stream, queued on a pool stream (download and upload
-// then wait for that stream, as copies with non_blocking=False do).
+// return on the default stream, queued on a pool stream (download then
+// waits for it; upload stages its source, so the caller may reuse it).
 
 // Runs catalog op CATALOG on hal:DEV (the cached OpRunner). Every launch of
 // the bridge goes through here. Throws hal::Error as OpRunner::launch does.
