@@ -127,6 +127,10 @@ hal::TensorView view_of(const at::Tensor& t);
 const hal::OpRunner& op_runner(c10::DeviceIndex device, const std::string& name);
 
 // ---- launches and transfers (transfer.cc) ----
+//
+// All run on the calling thread's current stream of the device: complete on
+// return on the default stream, queued on a pool stream (download then
+// waits for it; upload stages its source, so the caller may reuse it).
 
 // Runs catalog op CATALOG on hal:DEV (the cached OpRunner). Every launch of
 // the bridge goes through here. Throws hal::Error as OpRunner::launch does.
@@ -149,8 +153,9 @@ void device_copy(const at::Tensor& src, const at::Tensor& dst);
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 // Seeds hal:DEVICE's default generator (DEVICE -1: every device). Before the
-// runtime has started, the seed is kept and applied when it starts, so
-// torch.manual_seed does not start it. Thread-safe.
+// generators exist (first random op or RNG query), the seed is kept and
+// applied when they are made, so torch.manual_seed does not start the
+// runtime. Thread-safe.
 void manual_seed(c10::DeviceIndex device, uint64_t seed);
 
 // ---- CPU fallback accounting ----

@@ -4,18 +4,18 @@
 //
 // Everything runs on the device's current stream. On the default stream
 // (HAL's synchronous NULL stream) it has completed on return; on a pool
-// stream it is queued, and copies touching host memory then wait for the
-// stream, as PyTorch's copies with non_blocking=False do (the host memory
-// may be a temporary, or the caller's to change once copy_ returns).
+// stream it is queued. A download then waits for the stream (the caller
+// reads the bytes next); an upload copies its source into a staging tensor
+// the stream releases once the copy has run, so the caller may change its
+// tensor at once without the host waiting for the stream (as CUDA stages
+// pageable memory for copies with non_blocking=False).
 #include <ATen/ATen.h>
 
 #include "backend.hpp"
 
 namespace torch_hal {
 namespace {
-void wait_for_host_copy(c10::DeviceIndex dev, const hal::Stream* stream) {
-  if (stream != nullptr) synchronize_stream(current_stream(dev));
-}
+void release_staging(void* tensor) { delete static_cast<at::Tensor*>(tensor); }
 }  // namespace
 
 void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<const hal::TensorView*>& inputs,
@@ -35,21 +35,34 @@ at::Tensor download(const at::Tensor& t) {
   const hal::Stream* stream = current_hal_stream(dev);
   allocation_of(dense.storage())
       ->buffer.copy_to_host(host.data_ptr(), dense.nbytes(), dense.storage_offset() * dense.element_size(), stream);
-  wait_for_host_copy(dev, stream);
+  if (stream != nullptr) synchronize_stream(current_stream(dev));
   return host;
 }
 
 void upload(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
-  at::Tensor staged = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-  at::Tensor dense = dst;
-  if (!dst.is_contiguous()) dense = at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex dev = dst.device().index();
   const hal::Stream* stream = current_hal_stream(dev);
+  at::Tensor staged = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  if (stream != nullptr && staged.is_alias_of(src)) staged = staged.clone();
+  at::Tensor dense = dst;
+  if (!dst.is_contiguous()) dense = at::empty(dst.sizes(), dst.options());
   allocation_of(dense.storage())
       ->buffer.copy_from_host(staged.data_ptr(), staged.nbytes(), dense.storage_offset() * dense.element_size(),
                               stream);
-  wait_for_host_copy(dev, stream);
+  if (stream != nullptr) {
+    auto* keep = new at::Tensor(std::move(staged));
+    try {
+      stream->enqueue_host_func(&release_staging, keep);
+    } catch (...) {
+      try {
+        synchronize_stream(current_stream(dev));  // the queued copy may still read it
+      } catch (...) {  // the enqueue failure is the error to report
+      }
+      delete keep;
+      throw;
+    }
+  }
   if (!dense.is_same(dst)) device_copy(dense, dst);
 }
 

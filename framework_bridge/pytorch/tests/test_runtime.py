@@ -55,15 +55,22 @@ def test_work_on_a_side_stream_is_ordered_by_events():
     b.record_stream(s)
 
 
-def test_copies_to_host_on_a_side_stream_wait_for_it():
+def test_host_copies_on_a_side_stream():
     s = torch.hal.Stream()
+    a = torch.ones(512, 512, device="hal")
     x = torch.arange(100000.0)
     with torch.hal.stream(s):
-        h = x.to("hal")
+        b = a
+        for _ in range(16):
+            b = b @ a / 512  # keeps s busy (the scalar operand's upload does not wait for s) ...
+        h = x.to("hal")  # ... so this copy is queued behind it
+        x.fill_(-1.0)  # and the caller may change its tensor at once
         for _ in range(10):
             h = h * 2
-        back = h.cpu()  # non_blocking=False: waits for s
-    torch.testing.assert_close(back, x * 1024)
+        back = h.cpu()  # waits for s
+    torch.testing.assert_close(back, torch.arange(100000.0) * 1024)
+    torch.hal.current_stream().wait_stream(s)
+    torch.testing.assert_close(b.cpu(), torch.ones(512, 512))
 
 
 def test_training_on_a_side_stream_matches_the_default_stream():
