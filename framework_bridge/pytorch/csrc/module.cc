@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "backend.hpp"
+#include "mapping.hpp"
 
 namespace py = pybind11;
 
@@ -37,4 +38,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("fallback_stats", &torch_hal::fallback_stats);
   m.def("reset_fallback_stats", &torch_hal::reset_fallback_stats);
+  torch_hal::bind_kernels(m);
 }
