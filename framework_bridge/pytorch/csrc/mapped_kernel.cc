@@ -30,6 +30,11 @@ hal::Attr scalar_attr(const std::string& name, const c10::Scalar& v) {
   return hal::Attr::f(name, v.toDouble());
 }
 
+at::Tensor Call::optional_tensor(const char* name) const {
+  const c10::IValue& v = arg(name);
+  return v.isNone() ? at::Tensor() : v.toTensor();
+}
+
 namespace {
 
 const c10::Device kMeta(at::kMeta);
@@ -305,11 +310,11 @@ class MappedKernel final : public c10::OperatorKernel {
     }
     for (const char* extra : row_.extra_outputs) {
       const bool scratch = extra != nullptr && extra[0] == '~';
-      const c10::IValue* v = extra == nullptr ? nullptr : &call.arg(scratch ? extra + 1 : extra);
-      if (v == nullptr || v->isNone()) {
+      const at::Tensor t = extra == nullptr ? at::Tensor() : call.optional_tensor(scratch ? extra + 1 : extra);
+      if (!t.defined()) {
         call.outputs.push_back(at::empty({0}, like));
       } else {
-        call.outputs.push_back(scratch ? at::empty_like(v->toTensor()) : v->toTensor());
+        call.outputs.push_back(scratch ? at::empty_like(t) : t);
       }
     }
   }

@@ -6,7 +6,10 @@
 // fall back). Not mapped, and why:
 //   - scatter.value, masked_fill.Tensor, scatter.reduce: the catalog ops take
 //     a tensor src, a scalar value attribute and no reduce mode.
-//   - var.dim/std.dim (unbiased bool) are CompositeImplicit over .correction.
+//   - var.dim/std.dim (unbiased bool), where.Scalar*, silu_backward and
+//     _fused_rms_norm (2.15) are CompositeImplicitAutograd: they reach the
+//     device as the rows they are written in (.correction, where.self,
+//     sigmoid/mul, rsqrt/mean/mul), and a kernel would bypass their autograd.
 //   - _scaled_dot_product_*: PyTorch takes the math path on PrivateUse1 (no
 //     _fused_sdp_choice is registered), whose bmm/_softmax/mul rows run here.
 #include <ATen/ATen.h>
@@ -77,11 +80,19 @@ void nll_total_weight(Call& c) {
   }
   const at::Tensor target = c.arg("target").toTensor();
   const at::Tensor valid = target.ne(c.arg("ignore_index").toInt());
-  const c10::IValue& w = c.arg("weight");
+  const at::Tensor w = c.optional_tensor("weight");
   const at::Tensor per_target =
-      w.isNone() ? valid.to(total.scalar_type())
-                 : w.toTensor().index_select(0, at::where(valid, target, 0).reshape(-1)).reshape(target.sizes()).mul(valid);
+      !w.defined() ? valid.to(total.scalar_type())
+                   : w.index_select(0, at::where(valid, target, 0).reshape(-1)).reshape(target.sizes()).mul(valid);
   total.copy_(per_target.sum());
+}
+
+// Eval batch norm: PyTorch's CPU kernel (and the catalog op) give empty [0]
+// save_mean / save_invstd where the Meta kernel says [C].
+void batch_norm_eval_saves_nothing(Call& c) {
+  const bool has_flag = c.schema.argumentIndexWithName("training").has_value();
+  if (has_flag && c.arg("training").toBool()) return;
+  for (size_t i : {1, 2}) c.returns[i] = c.outputs[i] = at::empty({0}, c.returns[0].options());
 }
 
 // cat skips legacy empty 1-D tensors ([0]) joining tensors of another rank;
@@ -129,8 +140,8 @@ const std::vector<Mapping>& mappings() {
         {{"rounding_mode", "rounding_mode", A::kOptString}});
     add(fio("div", "Scalar_mode", "Scalar_mode_out"), "div", {t("self"), sc("other")},
         {{"rounding_mode", "rounding_mode", A::kOptString}});
-    add(fio("pow", "Tensor_Tensor", "Tensor_Tensor_out"), "pow", {t("self"), t("exponent")}, {}, E);
-    add(fio("pow", "Tensor_Scalar", "Tensor_Scalar_out"), "pow", {t("self"), sc("exponent")}, {}, E);
+    add({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out"}, "pow", {t("self"), t("exponent")}, {}, E);
+    add({"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out"}, "pow", {t("self"), sc("exponent")}, {}, E);
     add({"pow.Scalar", "pow.Scalar_out"}, "pow", {sc("self"), t("exponent")});
     for (const char* op : {"maximum", "minimum"}) add({op, std::string(op) + ".out"}, op, {t("self"), t("other")}, {}, E);
     for (const char* op : {"fmod", "remainder"}) {
@@ -153,8 +164,6 @@ const std::vector<Mapping>& mappings() {
 
     // ---- where, clamp, lerp, addcmul, addcdiv ----
     add({"where.self", "where.self_out"}, "where", {t("condition"), t("self"), t("other")});
-    add({"where.ScalarOther"}, "where", {t("condition"), t("self"), sc("other")});
-    add({"where.ScalarSelf"}, "where", {t("condition"), sc("self"), t("other")});
     add({"clamp", "clamp_", "clamp.out"}, "clamp", {t("self"), opt_sc("min"), opt_sc("max")});
     add({"clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"}, "clamp", {t("self"), opt("min"), opt("max")});
     add({"clamp_min", "clamp_min_", "clamp_min.out"}, "clamp", {t("self"), sc("min"), kNoInput});
@@ -179,7 +188,7 @@ const std::vector<Mapping>& mappings() {
         .hook = threshold_is_zero;
     add({"sigmoid_backward", "sigmoid_backward.grad_input"}, "sigmoid_backward", {t("grad_output"), t("output")});
     add({"tanh_backward", "tanh_backward.grad_input"}, "tanh_backward", {t("grad_output"), t("output")});
-    add({"silu_backward", "silu_backward.grad_input"}, "silu_backward", {t("grad_output"), t("self")});
+    add({"silu_backward.grad_input"}, "silu_backward", {t("grad_output"), t("self")});
     add({"gelu_backward", "gelu_backward.grad_input"}, "gelu_backward", {t("grad_output"), t("self")},
         {{"approximate", "approximate", A::kString}});
 
@@ -242,17 +251,13 @@ const std::vector<Mapping>& mappings() {
     add({"native_layer_norm_backward", "native_layer_norm_backward.out"}, "layer_norm_backward",
         {t("grad_out"), t("input"), t("mean"), t("rstd"), opt("weight")}, {normalized_shape})
         .scratch = {"input", "normalized_shape", "normalized_shape"};
-    add({"_fused_rms_norm"}, "rms_norm", {t("input"), opt("weight")},
-        {normalized_shape, {"eps", "eps", A::kOptFloat}});
-    add({"_fused_rms_norm_backward"}, "rms_norm_backward", {t("grad_out"), t("input"), t("rstd"), opt("weight")},
-        {normalized_shape})
-        .scratch = {"input", "normalized_shape"};
     const std::vector<InputSpec> bn_in{t("input"), opt("weight"), opt("bias"), opt("running_mean"),
                                        opt("running_var")};
     const AttrSpec momentum{"momentum", "momentum", A::kFloat};
     add({"native_batch_norm", "native_batch_norm.out", "_native_batch_norm_legit", "_native_batch_norm_legit.out"},
-        "batch_norm", bn_in, {{"training", "training", A::kBool}, momentum, eps})
-        .extra_outputs = {"running_mean", "running_var"};
+        "batch_norm", bn_in, {{"training", "training", A::kBool}, momentum, eps});
+    rows->back().extra_outputs = {"running_mean", "running_var"};
+    rows->back().hook = batch_norm_eval_saves_nothing;
     add({"_native_batch_norm_legit.no_stats", "_native_batch_norm_legit.no_stats_out"}, "batch_norm",
         {t("input"), opt("weight"), opt("bias"), kNoInput, kNoInput}, {{"training", "training", A::kBool}, momentum, eps})
         .extra_outputs = {nullptr, nullptr};
@@ -267,6 +272,7 @@ const std::vector<Mapping>& mappings() {
                        {{nullptr, "training", A::kFalse}, momentum, eps});
       m.returns_to_catalog = 3;
       m.extra_outputs = {"~running_mean", "~running_var"};
+      m.hook = batch_norm_eval_saves_nothing;
     }
     const std::vector<InputSpec> bn_back_in{t("grad_out"), t("input"), opt("weight"), opt("running_mean"),
                                             opt("running_var"), opt("save_mean"), opt("save_invstd")};

@@ -116,6 +116,8 @@ struct Call {
   std::vector<at::Tensor> returns;           // what the aten op returns (undefined: masked off)
   std::vector<at::Tensor> outputs;           // the catalog op's outputs, in order
   const c10::IValue& arg(const char* name) const;
+  // A Tensor? argument: undefined for None (or an undefined tensor).
+  at::Tensor optional_tensor(const char* name) const;
 };
 
 // Thrown by a hook (or the kernel) when the plugin cannot run this call as
