@@ -61,6 +61,12 @@ std::map<std::string, uint64_t>& decomposition_counts() {
   return *c;
 }
 PyObject* g_decomposer = nullptr;  // owned reference; never released (process lifetime)
+// Ops PyTorch has no decomposition for: asked once, then straight to the CPU.
+std::mutex g_none_mu;
+std::set<std::string>& without_decomposition() {
+  static auto* s = new std::set<std::string>();
+  return *s;
+}
 thread_local std::set<std::string>* tls_decomposing = nullptr;
 
 // Ops whose decomposition would change meaning: random ops (they must use
@@ -77,6 +83,11 @@ bool decomposable(const c10::OperatorHandle& op) {
 // is none, OP is already decomposing on this thread, or it raised (WHY).
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::string* why) {
   if (g_decomposer == nullptr || !decomposable(op)) return false;
+  const std::string name = op_name(op);
+  {
+    std::lock_guard<std::mutex> lock(g_none_mu);
+    if (without_decomposition().count(name) != 0) return false;
+  }
   std::set<std::string> local;
   if (tls_decomposing == nullptr) tls_decomposing = &local;
   struct Reset {
@@ -93,7 +104,6 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std:
 
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
-  const std::string name = op_name(op);
   py::gil_scoped_acquire gil;
   py::list args;
   for (const c10::IValue& v : torch::jit::last(*stack, n)) args.append(torch::jit::toPyObject(v));
@@ -114,6 +124,10 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std:
   }
   --tls_depth;
   if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) {
+    {
+      std::lock_guard<std::mutex> lock(g_none_mu);
+      without_decomposition().insert(name);
+    }
     if (at != SIZE_MAX) {
       std::lock_guard<std::mutex> lock(g_records_mu);
       records().erase(records().begin() + static_cast<std::ptrdiff_t>(at), records().end());

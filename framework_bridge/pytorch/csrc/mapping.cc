@@ -224,6 +224,8 @@ const std::vector<Mapping>& mappings() {
     add({"cumprod", "cumprod_", "cumprod.out"}, "cumprod", {t("self")}, {{"dim", "dim", A::kInt}, dtype});
     add({"any.dims", "any.dims_out"}, "any", {t("self")}, {{"dim", "dim", A::kOptInts}, keepdim});
     add({"all.dims", "all.dims_out"}, "all", {t("self")}, {{"dim", "dim", A::kOptInts}, keepdim});
+    add({"any.dim", "any.out"}, "any", {t("self")}, {{"dim", "dim", A::kIntAsInts}, keepdim});
+    add({"all.dim", "all.out"}, "all", {t("self")}, {{"dim", "dim", A::kIntAsInts}, keepdim});
     add({"any", "any.all_out"}, "any", {t("self")});
     add({"all", "all.all_out"}, "all", {t("self")});
 

@@ -263,3 +263,21 @@ def _compare(got, expected):
     assert got.device.type == "hal"
     assert got.dtype == expected.dtype and got.shape == expected.shape
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_forward_backward_on_device(causal):
+    # PrivateUse1 takes SDPA's math path: bmm, _softmax, where, tril rows
+    # (and their backward) all on the device.
+    q, k, v = (_args((2, 3, 5, 8)) for _ in range(3))
+    ref = [t.clone().requires_grad_() for t in (q, k, v)]
+    dev = [t.to("hal").requires_grad_() for t in (q, k, v)]
+    torch_hal.reset_fallback_stats()
+    out = F.scaled_dot_product_attention(*dev, is_causal=causal)
+    out.square().sum().backward()
+    assert torch_hal.fallback_stats() == {}
+    expected = F.scaled_dot_product_attention(*ref, is_causal=causal)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+    for d, r in zip(dev, ref):
+        torch.testing.assert_close(d.grad.cpu(), r.grad, rtol=1e-4, atol=1e-4)
