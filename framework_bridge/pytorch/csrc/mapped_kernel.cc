@@ -96,7 +96,13 @@ class MappedKernel final : public c10::OperatorKernel {
     }
     if (explaining()) record_catalog_run(name_, call.catalog, call.dev);
     torch::jit::drop(*stack, n);
-    for (auto& r : call.returns) stack->emplace_back(std::move(r));
+    for (size_t r = 0; r < call.returns.size(); ++r) {
+      if (r < call.other_returns.size() && !call.other_returns[r].isNone()) {
+        stack->push_back(std::move(call.other_returns[r]));
+      } else {
+        stack->emplace_back(std::move(call.returns[r]));
+      }
+    }
   }
 
  private:
@@ -174,8 +180,14 @@ class MappedKernel final : public c10::OperatorKernel {
     for (const auto& a : call.args) meta.push_back(to_meta(a));
     op.callBoxed(&meta);
     const c10::Device dev(at::kPrivateUse1, call.dev);
+    call.other_returns.resize(return_arg_.size());
     for (size_t r = 0; r < return_arg_.size(); ++r) {
-      const at::Tensor m = meta[r].toTensor();
+      if (!meta[r].isTensor() && !meta[r].isNone()) {  // SymInt etc.: passed through
+        call.other_returns[r] = meta[r];
+        call.returns.emplace_back();
+        continue;
+      }
+      const at::Tensor m = meta[r].isNone() ? at::Tensor() : meta[r].toTensor();
       if (return_arg_[r] < 0) {
         call.returns.push_back(m.defined() ? at::empty_strided(m.sizes(), m.strides(), m.options().device(dev))
                                            : at::Tensor());

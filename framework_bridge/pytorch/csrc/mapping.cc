@@ -10,9 +10,14 @@
 //     _fused_rms_norm (2.15) are CompositeImplicitAutograd: they reach the
 //     device as the rows they are written in (.correction, where.self,
 //     sigmoid/mul, rsqrt/mean/mul), and a kernel would bypass their autograd.
-//   - _scaled_dot_product_*: PyTorch takes the math path on PrivateUse1 (no
-//     _fused_sdp_choice is registered), whose bmm/_softmax/mul rows run here.
+//   - scaled_dot_product_attention: sdp_choice() below picks the
+//     "overrideable" fused op (a row here) only for calls the catalog op
+//     means: no dropout, no GQA, [B, H, L, E] inputs, a mask without grad,
+//     causal only when L == S; everything else takes PyTorch's math path
+//     (bmm, _softmax, ... rows). A plugin without the catalog ops gets math.
 #include <ATen/ATen.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/native/transformers/attention.h>
 
 #include "backend.hpp"
 #include "mapping.hpp"
@@ -95,6 +100,13 @@ void batch_norm_eval_saves_nothing(Call& c) {
   for (size_t i : {1, 2}) c.returns[i] = c.outputs[i] = at::empty({0}, c.returns[0].options());
 }
 
+// The fused SDPA op takes neither dropout nor a debug mask.
+void sdpa_plain(Call& c) {
+  if (c.arg("dropout_p").toDouble() != 0.0) throw Decline{"dropout_p != 0"};
+  if (c.schema.argumentIndexWithName("return_debug_mask") && c.arg("return_debug_mask").toBool())
+    throw Decline{"return_debug_mask=True"};
+}
+
 // cat skips legacy empty 1-D tensors ([0]) joining tensors of another rank;
 // the catalog's cat takes tensors of the output's rank only.
 void cat_skip_legacy_empty(Call& c) {
@@ -106,7 +118,33 @@ void cat_skip_legacy_empty(Call& c) {
   c.inputs = std::move(kept);
 }
 
+// PyTorch asks this which SDPA implementation to run for a PrivateUse1 query.
+int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal, std::optional<double>,
+                   bool enable_gqa) {
+  constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
+  if (dropout_p != 0.0 || q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return kMath;
+  if (q.size(1) != k.size(1) || k.size(1) != v.size(1) || (enable_gqa && q.size(1) != k.size(1))) return kMath;
+  if (is_causal && q.size(2) != k.size(2)) return kMath;
+  if (mask && mask->defined() && mask->requires_grad()) return kMath;
+  try {
+    op_runner(q.device().index(), "scaled_dot_product_attention");
+    op_runner(q.device().index(), "scaled_dot_product_attention_backward");
+  } catch (const hal::Error&) {
+    return kMath;  // the plugin lacks the catalog ops
+  }
+  return static_cast<int64_t>(at::SDPBackend::overrideable);
+}
+
 }  // namespace
+
+}  // namespace torch_hal
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_hal::sdp_choice)
+}  // namespace at::native
+
+namespace torch_hal {
 
 const std::vector<Mapping>& mappings() {
   static const std::vector<Mapping>* table = [] {
@@ -338,6 +376,24 @@ const std::vector<Mapping>& mappings() {
     add({"sort", "sort.values"}, "sort", {t("self")}, {dim, {"descending", "descending", A::kBool}});
     add({"sort.stable", "sort.values_stable"}, "sort", {t("self")},
         {dim, {"descending", "descending", A::kBool}, {"stable", "stable", A::kBool}});
+
+    // ---- attention (chosen by sdp_choice) ----
+    const std::vector<AttrSpec> sdpa{{"is_causal", "is_causal", A::kBool}, {"scale", "scale", A::kOptFloat}};
+    {
+      Mapping& m = add({"_scaled_dot_product_fused_attention_overrideable"}, "scaled_dot_product_attention",
+                       {t("query"), t("key"), t("value"), opt("attn_bias")}, sdpa);
+      m.returns_to_catalog = 2;  // output, logsumexp; the rest are Meta's (no dropout, no varlen)
+      m.hook = sdpa_plain;
+    }
+    {
+      Mapping& m = add({"_scaled_dot_product_fused_attention_overrideable_backward"},
+                       "scaled_dot_product_attention_backward",
+                       {t("grad_out"), t("query"), t("key"), t("value"), t("out"), t("logsumexp"), t("attn_bias")},
+                       sdpa);
+      m.returns_to_catalog = 3;  // grad_attn_bias: sdp_choice keeps masks that need grad on the math path
+      m.scratch = {"query", "key", "value"};
+      m.hook = sdpa_plain;
+    }
     return rows;
   }();
   return *table;

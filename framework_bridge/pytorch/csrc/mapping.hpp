@@ -114,6 +114,7 @@ struct Call {
   std::vector<at::Tensor> inputs;            // undefined = absent
   std::vector<hal::Attr> attrs;
   std::vector<at::Tensor> returns;           // what the aten op returns (undefined: masked off)
+  std::vector<c10::IValue> other_returns;    // non-tensor returns (SymInt ...) as Meta gave them
   std::vector<at::Tensor> outputs;           // the catalog op's outputs, in order
   const c10::IValue& arg(const char* name) const;
   // A Tensor? argument: undefined for None (or an undefined tensor).

@@ -265,19 +265,42 @@ def _compare(got, expected):
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5, equal_nan=True)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_sdpa_forward_backward_on_device(causal):
-    # PrivateUse1 takes SDPA's math path: bmm, _softmax, where, tril rows
-    # (and their backward) all on the device.
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(), dict(is_causal=True), dict(scale=0.3), dict(attn_mask=torch.randn(5, 5)),
+     dict(attn_mask=torch.rand(2, 1, 5, 5) > 0.3)],
+)
+def test_sdpa_runs_the_catalog_attention(kwargs):
     q, k, v = (_args((2, 3, 5, 8)) for _ in range(3))
     ref = [t.clone().requires_grad_() for t in (q, k, v)]
     dev = [t.to("hal").requires_grad_() for t in (q, k, v)]
+    dev_kwargs = {n: a.to("hal") if isinstance(a, torch.Tensor) else a for n, a in kwargs.items()}
     torch_hal.reset_fallback_stats()
-    out = F.scaled_dot_product_attention(*dev, is_causal=causal)
-    out.square().sum().backward()
+    out = []
+    entries = torch_hal.explain(
+        lambda: out.append(F.scaled_dot_product_attention(*dev, **dev_kwargs)) or out[0].square().sum().backward(),
+        print_result=False)
+    ran = {e.op: e.ran for e in entries}
+    assert ran["_scaled_dot_product_fused_attention_overrideable"].startswith(
+        "catalog op scaled_dot_product_attention on plugin cpu")
+    assert ran["_scaled_dot_product_fused_attention_overrideable_backward"].startswith(
+        "catalog op scaled_dot_product_attention_backward on plugin cpu")
     assert torch_hal.fallback_stats() == {}
-    expected = F.scaled_dot_product_attention(*ref, is_causal=causal)
+    expected = F.scaled_dot_product_attention(*ref, **kwargs)
     expected.square().sum().backward()
-    torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out[0].detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
     for d, r in zip(dev, ref):
         torch.testing.assert_close(d.grad.cpu(), r.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_sdpa_with_grouped_heads_takes_the_math_path_on_device():
+    q, k = _args((1, 4, 5, 8)), _args((1, 2, 5, 8))
+    torch_hal.reset_fallback_stats()
+    entries = torch_hal.explain(
+        lambda: F.scaled_dot_product_attention(q.to("hal"), k.to("hal"), k.to("hal"), enable_gqa=True),
+        print_result=False)
+    assert not any("scaled_dot_product" in e.op for e in entries)
+    assert torch_hal.fallback_stats() == {}
+    got = F.scaled_dot_product_attention(q.to("hal"), k.to("hal"), k.to("hal"), enable_gqa=True)
+    torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q, k, k, enable_gqa=True), rtol=1e-4,
+                               atol=1e-5)
