@@ -81,9 +81,8 @@ class MappedKernel final : public c10::OperatorKernel {
     if (forced_to_cpu(name_)) return run_on_cpu(op, stack, "forced by HAL_FORCE_FALLBACK_OPS");
     const auto& schema = op.schema();
     const size_t n = schema.arguments().size();
-    Call call{row_, schema, torch::jit::last(*stack, n)};
-    call.catalog = row_.catalog;
-    call.dev = device_of(call.args);
+    const auto args = torch::jit::last(*stack, n);
+    Call call(row_, schema, args, device_of(args));
     try {
       if (!direct_shapes(call)) meta_shapes(op, call);
       build_inputs(call);

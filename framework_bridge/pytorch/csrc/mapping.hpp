@@ -106,6 +106,8 @@ const std::vector<Mapping>& mappings();
 
 // A row's call in flight (mapped_kernel.cc builds it; hooks read/change it).
 struct Call {
+  Call(const Mapping& r, const c10::FunctionSchema& s, c10::ArrayRef<c10::IValue> a, c10::DeviceIndex d)
+      : row(r), schema(s), args(a), dev(d), catalog(r.catalog) {}
   const Mapping& row;
   const c10::FunctionSchema& schema;
   c10::ArrayRef<c10::IValue> args;
