@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "backend.hpp"
+#include "mapping.hpp"
 
 namespace py = pybind11;
 
@@ -81,4 +82,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("fallback_stats", &torch_hal::fallback_stats);
   m.def("reset_fallback_stats", &torch_hal::reset_fallback_stats);
+  torch_hal::bind_kernels(m);
 }

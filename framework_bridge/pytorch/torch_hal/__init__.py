@@ -24,18 +24,10 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
 
+from ._fallback import ExplainEntry, FallbackStats, explain, fallback_stats, reset_fallback_stats
+
 init = _device_module.init
 is_initialized = _device_module.is_initialized
-
-
-def fallback_stats():
-    """Per aten op (``"aten::cumsum"``), how many calls ran on the CPU fallback."""
-    return dict(_C.fallback_stats())
-
-
-def reset_fallback_stats():
-    """Sets every fallback count back to zero."""
-    _C.reset_fallback_stats()
 
 
 def _autoload():
@@ -44,4 +36,5 @@ def _autoload():
     ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off."""
 
 
-__all__ = ["init", "is_initialized", "fallback_stats", "reset_fallback_stats"]
+__all__ = ["init", "is_initialized", "fallback_stats", "reset_fallback_stats", "explain", "FallbackStats",
+           "ExplainEntry"]

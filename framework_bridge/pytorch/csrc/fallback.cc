@@ -1,0 +1,278 @@
+// torch_hal: what runs an aten op the plugin cannot (no table row, a
+// declined call, HAL_FORCE_FALLBACK_OPS): first PyTorch's decomposition of
+// the op (torch._decomp, through a Python callable torch_hal registers),
+// which keeps the work on the device; then the counted boxed CPU fallback.
+// Also explain()'s per-op records and the Python bindings of this area.
+#include <ATen/native/CPUFallback.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <unordered_map>
+
+#include "backend.hpp"
+#include "hal/runtime/op_stats.hpp"
+#include "mapping.hpp"
+
+namespace py = pybind11;
+
+namespace torch_hal {
+
+const std::vector<std::string>& unregistered_mappings();  // mapped_kernel.cc
+
+namespace {
+
+std::string op_name(const c10::OperatorHandle& op) {
+  const auto& n = op.operator_name();
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+std::string short_name(const std::string& op) { return op.rfind("aten::", 0) == 0 ? op.substr(6) : op; }
+
+// ---- explain() records ----
+
+struct Record {
+  std::string op, how;
+  int depth;
+};
+std::atomic<bool> g_explaining{false};
+std::mutex g_records_mu;
+std::vector<Record>& records() {
+  static auto* r = new std::vector<Record>();
+  return *r;
+}
+thread_local int tls_depth = 0;  // decompositions in progress on this thread
+
+size_t record(const std::string& op, const std::string& how) {
+  std::lock_guard<std::mutex> lock(g_records_mu);
+  records().push_back({short_name(op), how, tls_depth});
+  return records().size() - 1;
+}
+
+// ---- decompositions ----
+
+std::mutex g_decomp_mu;
+std::map<std::string, uint64_t>& decomposition_counts() {
+  static auto* c = new std::map<std::string, uint64_t>();
+  return *c;
+}
+PyObject* g_decomposer = nullptr;  // owned reference; never released (process lifetime)
+// Ops PyTorch has no decomposition for: asked once, then straight to the CPU.
+std::mutex g_none_mu;
+std::set<std::string>& without_decomposition() {
+  static auto* s = new std::set<std::string>();
+  return *s;
+}
+thread_local std::set<std::string>* tls_decomposing = nullptr;
+
+// Ops whose decomposition would change meaning: random ops (they must use
+// the fallback's generator until the device has one) and views (a
+// decomposition need not alias its input).
+bool decomposable(const c10::OperatorHandle& op) {
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
+  for (const auto& r : op.schema().returns())
+    if (r.alias_info() != nullptr && !r.alias_info()->isWrite()) return false;
+  return true;
+}
+
+// Runs the decomposition of OP on STACK; false (stack untouched) when there
+// is none, OP is already decomposing on this thread, or it raised (WHY).
+bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::string* why) {
+  if (g_decomposer == nullptr || !decomposable(op)) return false;
+  const std::string name = op_name(op);
+  {
+    std::lock_guard<std::mutex> lock(g_none_mu);
+    if (without_decomposition().count(name) != 0) return false;
+  }
+  std::set<std::string> local;
+  if (tls_decomposing == nullptr) tls_decomposing = &local;
+  struct Reset {
+    std::set<std::string>* local;
+    ~Reset() {
+      if (tls_decomposing == local) tls_decomposing = nullptr;
+    }
+  } reset{&local};
+  if (!tls_decomposing->insert(op_name(op)).second) return false;  // never into itself
+  struct Leave {
+    std::string name;
+    ~Leave() { tls_decomposing->erase(name); }
+  } leave{op_name(op)};
+
+  const auto& schema = op.schema();
+  const size_t n = schema.arguments().size();
+  py::gil_scoped_acquire gil;
+  py::list args;
+  for (const c10::IValue& v : torch::jit::last(*stack, n)) args.append(torch::jit::toPyObject(v));
+  const size_t at = g_explaining.load() ? record(name, "decomposed") : SIZE_MAX;
+  ++tls_depth;
+  py::object result;
+  try {
+    result = py::reinterpret_borrow<py::object>(g_decomposer)(
+        schema.operator_name().name.substr(6), schema.overload_name(), args);
+  } catch (py::error_already_set& e) {
+    --tls_depth;
+    *why = std::string("its decomposition raised: ") + e.what();
+    if (at != SIZE_MAX) {
+      std::lock_guard<std::mutex> lock(g_records_mu);
+      records()[at].how = "decomposition failed";
+    }
+    return false;
+  }
+  --tls_depth;
+  if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) {
+    {
+      std::lock_guard<std::mutex> lock(g_none_mu);
+      without_decomposition().insert(name);
+    }
+    if (at != SIZE_MAX) {
+      std::lock_guard<std::mutex> lock(g_records_mu);
+      records().erase(records().begin() + static_cast<std::ptrdiff_t>(at), records().end());
+    }
+    return false;
+  }
+  std::vector<c10::IValue> outs;
+  const auto& returns = schema.returns();
+  if (returns.size() == 1) {
+    outs.push_back(torch::jit::toIValue(result, returns[0].type()));
+  } else {
+    py::sequence seq = result.cast<py::sequence>();
+    TORCH_CHECK(seq.size() == returns.size(), "torch_hal: the decomposition of ", name, " returned ", seq.size(),
+                " values for ", returns.size(), " returns");
+    for (size_t i = 0; i < returns.size(); ++i) outs.push_back(torch::jit::toIValue(seq[i], returns[i].type()));
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& o : outs) stack->push_back(std::move(o));
+  std::lock_guard<std::mutex> lock(g_decomp_mu);
+  ++decomposition_counts()["aten::" + short_name(name)];
+  return true;
+}
+
+// ---- HAL_FORCE_FALLBACK_OPS ----
+
+struct ForcedOps {
+  std::string spec;  // the variable's value these were built from
+  std::vector<std::regex> patterns;
+  std::unordered_map<std::string, bool> verdicts;
+};
+
+void fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_without_catalog(op, stack, "no catalog mapping");
+}
+
+c10::DeviceIndex hal_device_of(c10::ArrayRef<c10::IValue> args, uint64_t* bytes) {
+  c10::DeviceIndex dev = -1;
+  auto see = [&](const at::Tensor& t) {
+    if (!t.defined() || !t.is_privateuseone()) return;
+    if (dev < 0) dev = t.device().index();
+    *bytes += t.nbytes();
+  };
+  for (const auto& a : args) {
+    if (a.isTensor()) see(a.toTensor());
+    if (a.isTensorList())
+      for (const at::Tensor& t : a.toTensorList()) see(t);
+  }
+  return dev;
+}
+
+}  // namespace
+
+bool forced_to_cpu(const std::string& op) {
+  const char* env = std::getenv("HAL_FORCE_FALLBACK_OPS");
+  if (env == nullptr || *env == '\0') return false;
+  static std::mutex mu;
+  static auto* forced = new ForcedOps();
+  std::lock_guard<std::mutex> lock(mu);
+  if (forced->spec != env) {
+    forced->spec = env;
+    forced->patterns.clear();
+    forced->verdicts.clear();
+    std::string item;
+    for (const char* p = env;; ++p) {
+      if (*p == ',' || *p == '\0') {
+        const auto b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
+        if (b != std::string::npos) {
+          const std::string pattern = short_name(item.substr(b, e - b + 1));
+          try {
+            forced->patterns.emplace_back(pattern);
+          } catch (const std::regex_error& err) {
+            TORCH_CHECK(false, "torch_hal: HAL_FORCE_FALLBACK_OPS: \"", pattern, "\" is not a valid regex: ",
+                        err.what());
+          }
+        }
+        item.clear();
+        if (*p == '\0') break;
+      } else {
+        item += *p;
+      }
+    }
+  }
+  auto [it, fresh] = forced->verdicts.emplace(op, false);
+  if (fresh) {
+    const std::string name = short_name(op);
+    for (const auto& re : forced->patterns) it->second = it->second || std::regex_match(name, re);
+  }
+  return it->second;
+}
+
+bool explaining() noexcept { return g_explaining.load(std::memory_order_relaxed); }
+
+void record_catalog_run(const std::string& op, const std::string& catalog, c10::DeviceIndex dev) {
+  record(op, "catalog op " + catalog + " on plugin " + device(dev)->plugin_name() + " (hal:" +
+                 std::to_string(dev) + ")");
+}
+
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason) {
+  const std::string name = op_name(op);
+  count_fallback(name, reason);
+  uint64_t bytes = 0;
+  const c10::DeviceIndex dev = hal_device_of(torch::jit::last(*stack, op.schema().arguments().size()), &bytes);
+  if (dev >= 0) hal::record_fallback(*device(dev), short_name(name), bytes);
+  if (explaining()) record(name, "CPU fallback: " + reason);
+  at::native::cpu_fallback(op, stack);
+}
+
+void run_without_catalog(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason) {
+  if (forced_to_cpu(op_name(op))) return run_on_cpu(op, stack, "forced by HAL_FORCE_FALLBACK_OPS");
+  std::string why;
+  if (try_decompose(op, stack, &why)) return;
+  run_on_cpu(op, stack, why.empty() ? reason : reason + "; " + why);
+}
+
+void bind_kernels(py::module_& m) {
+  m.def("_set_decomposer", [](py::object fn) {
+    TORCH_CHECK(g_decomposer == nullptr, "torch_hal: the decomposer is already set");
+    g_decomposer = fn.release().ptr();
+  });
+  m.def("decomposition_stats", [] {
+    std::lock_guard<std::mutex> lock(g_decomp_mu);
+    return decomposition_counts();
+  });
+  m.def("_reset_decomposition_stats", [] {
+    std::lock_guard<std::mutex> lock(g_decomp_mu);
+    decomposition_counts().clear();
+  });
+  m.def("_explain_begin", [] {
+    std::lock_guard<std::mutex> lock(g_records_mu);
+    records().clear();
+    g_explaining.store(true);
+  });
+  m.def("_explain_end", [] {
+    g_explaining.store(false);
+    std::lock_guard<std::mutex> lock(g_records_mu);
+    py::list out;
+    for (const auto& r : records()) out.append(py::make_tuple(r.op, r.how, r.depth));
+    records().clear();
+    return out;
+  });
+  m.def("_unregistered_mappings", [] { return unregistered_mappings(); });
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback_kernel>());
+}
+
+}  // namespace torch_hal

@@ -1,0 +1,402 @@
+// torch_hal: the aten -> catalog table (see mapping.hpp for the row format).
+//
+// Arguments and attributes follow each catalog op's doc in
+// sdk/catalog/ops/*.toml. Where the aten op means something else for some
+// argument values, the row's hook declines those calls (they decompose or
+// fall back). Not mapped, and why:
+//   - scatter.value, masked_fill.Tensor, scatter.reduce: the catalog ops take
+//     a tensor src, a scalar value attribute and no reduce mode.
+//   - var.dim/std.dim (unbiased bool), where.Scalar*, silu_backward and
+//     _fused_rms_norm (2.15) are CompositeImplicitAutograd: they reach the
+//     device as the rows they are written in (.correction, where.self,
+//     sigmoid/mul, rsqrt/mean/mul), and a kernel would bypass their autograd.
+//   - scaled_dot_product_attention: sdp_choice() below picks the
+//     "overrideable" fused op (a row here) only for calls the catalog op
+//     means: no dropout, no GQA, [B, H, L, E] inputs, a mask without grad,
+//     causal only when L == S; everything else takes PyTorch's math path
+//     (bmm, _softmax, ... rows). A plugin without the catalog ops gets math.
+#include <ATen/ATen.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/native/transformers/attention.h>
+
+#include "backend.hpp"
+#include "mapping.hpp"
+
+namespace torch_hal {
+namespace {
+
+using I = InFrom;
+using A = AttrFrom;
+
+InputSpec t(const char* arg) { return {arg, I::kTensor}; }
+InputSpec opt(const char* arg) { return {arg, I::kOptTensor}; }
+InputSpec sc(const char* arg) { return {arg, I::kScalar}; }
+InputSpec opt_sc(const char* arg) { return {arg, I::kOptScalar}; }
+const InputSpec kNoInput{nullptr, I::kAbsent};
+
+// "abs" -> abs, abs_, abs.out: the overloads of an elementwise op.
+std::vector<std::string> fio(const std::string& name) { return {name, name + "_", name + ".out"}; }
+// "add", "Tensor", "out" -> add.Tensor, add_.Tensor, add.out.
+std::vector<std::string> fio(const std::string& name, const std::string& overload, const std::string& out) {
+  return {name + "." + overload, name + "_." + overload, name + "." + out};
+}
+
+// ---- hooks ----
+
+// threshold_backward is relu_backward only for threshold 0 (relu's autograd).
+void threshold_is_zero(Call& c) {
+  const double th = c.arg("threshold").toScalar().toDouble();
+  if (th != 0.0) throw Decline{"threshold " + std::to_string(th) + " is not 0"};
+}
+
+// _softmax(half_to_float=True) gives float32 from half input.
+void softmax_same_dtype(Call& c) {
+  if (c.arg("half_to_float").toBool()) throw Decline{"half_to_float=True"};
+}
+
+// convolution: conv1d / conv2d / conv_transpose2d by the weight's rank.
+void conv_by_rank(Call& c) {
+  const int64_t rank = c.arg("weight").toTensor().dim();
+  if (rank != 3 && rank != 4) throw Decline{"convolution of rank " + std::to_string(rank)};
+  if (!c.arg("transposed").toBool()) {
+    c.catalog = rank == 3 ? "conv1d" : "conv2d";
+    return;
+  }
+  if (rank != 4) throw Decline{"transposed convolution of rank " + std::to_string(rank)};
+  c.catalog = "conv_transpose2d";
+  c.attrs.push_back(hal::Attr::ints("output_padding", c.arg("output_padding").toIntVector()));
+}
+
+void conv_not_transposed(Call& c) {
+  if (c.arg("transposed").toBool()) throw Decline{"transposed convolution backward"};
+  const int64_t rank = c.arg("weight").toTensor().dim();
+  if (rank != 3 && rank != 4) throw Decline{"convolution of rank " + std::to_string(rank)};
+}
+
+// nll_loss_forward's total_weight (the catalog's loss does not return it):
+// the summed weight of the targets that are not ignore_index, computed with
+// device ops.
+void nll_total_weight(Call& c) {
+  at::Tensor total = c.returns[1];
+  c.outputs.resize(1);
+  if (c.arg("reduction").toInt() == at::Reduction::None) {
+    total.zero_();
+    return;
+  }
+  const at::Tensor target = c.arg("target").toTensor();
+  const at::Tensor valid = target.ne(c.arg("ignore_index").toInt());
+  const at::Tensor w = c.optional_tensor("weight");
+  const at::Tensor per_target =
+      !w.defined() ? valid.to(total.scalar_type())
+                   : w.index_select(0, at::where(valid, target, 0).reshape(-1)).reshape(target.sizes()).mul(valid);
+  total.copy_(per_target.sum());
+}
+
+// Eval batch norm: PyTorch's CPU kernel (and the catalog op) give empty [0]
+// save_mean / save_invstd where the Meta kernel says [C].
+void batch_norm_eval_saves_nothing(Call& c) {
+  const bool has_flag = c.schema.argumentIndexWithName("training").has_value();
+  if (has_flag && c.arg("training").toBool()) return;
+  for (size_t i : {1, 2}) c.returns[i] = c.outputs[i] = at::empty({0}, c.returns[0].options());
+}
+
+// The fused SDPA op takes neither dropout nor a debug mask.
+void sdpa_plain(Call& c) {
+  if (c.arg("dropout_p").toDouble() != 0.0) throw Decline{"dropout_p != 0"};
+  if (c.schema.argumentIndexWithName("return_debug_mask") && c.arg("return_debug_mask").toBool())
+    throw Decline{"return_debug_mask=True"};
+}
+
+// cat skips legacy empty 1-D tensors ([0]) joining tensors of another rank;
+// the catalog's cat takes tensors of the output's rank only.
+void cat_skip_legacy_empty(Call& c) {
+  const int64_t rank = c.outputs[0].dim();
+  std::vector<at::Tensor> kept;
+  for (auto& in : c.inputs)
+    if (!(in.dim() == 1 && in.numel() == 0 && rank != 1)) kept.push_back(std::move(in));
+  if (kept.empty()) throw Decline{"every input is empty"};
+  c.inputs = std::move(kept);
+}
+
+// PyTorch asks this which SDPA implementation to run for a PrivateUse1 query.
+int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal, std::optional<double>,
+                   bool enable_gqa) {
+  constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
+  if (dropout_p != 0.0 || q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return kMath;
+  if (q.size(1) != k.size(1) || k.size(1) != v.size(1) || (enable_gqa && q.size(1) != k.size(1))) return kMath;
+  if (is_causal && q.size(2) != k.size(2)) return kMath;
+  if (mask && mask->defined() && mask->requires_grad()) return kMath;
+  try {
+    op_runner(q.device().index(), "scaled_dot_product_attention");
+    op_runner(q.device().index(), "scaled_dot_product_attention_backward");
+  } catch (const hal::Error&) {
+    return kMath;  // the plugin lacks the catalog ops
+  }
+  return static_cast<int64_t>(at::SDPBackend::overrideable);
+}
+
+}  // namespace
+
+}  // namespace torch_hal
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_hal::sdp_choice)
+}  // namespace at::native
+
+namespace torch_hal {
+
+const std::vector<Mapping>& mappings() {
+  static const std::vector<Mapping>* table = [] {
+    auto* rows = new std::vector<Mapping>();  // leaked: kernels point at rows
+    auto add = [&](std::vector<std::string> aten, const char* catalog, std::vector<InputSpec> inputs,
+                   std::vector<AttrSpec> attrs = {}, Shape shape = Shape::kMeta) -> Mapping& {
+      Mapping m;
+      m.aten = std::move(aten);
+      m.catalog = catalog;
+      m.inputs = std::move(inputs);
+      m.attrs = std::move(attrs);
+      m.shape = shape;
+      rows->push_back(std::move(m));
+      return rows->back();
+    };
+    const auto E = Shape::kElementwise, C = Shape::kComparison;
+    const AttrSpec alpha{"alpha", "alpha", A::kScalar};
+
+    // ---- binary arithmetic: Tensor and Scalar overloads ----
+    add(fio("add", "Tensor", "out"), "add", {t("self"), t("other")}, {alpha}, E);
+    add(fio("add", "Scalar", "Scalar_out"), "add", {t("self"), sc("other")}, {alpha}, E);
+    add(fio("sub", "Tensor", "out"), "sub", {t("self"), t("other")}, {alpha}, E);
+    add(fio("sub", "Scalar", "Scalar_out"), "sub", {t("self"), sc("other")}, {alpha}, E);
+    add({"rsub.Tensor", "rsub.Tensor_out"}, "sub", {t("other"), t("self")}, {alpha}, E);
+    add({"rsub.Scalar", "rsub.Scalar_out"}, "sub", {sc("other"), t("self")}, {alpha}, E);
+    add(fio("mul", "Tensor", "out"), "mul", {t("self"), t("other")}, {}, E);
+    add(fio("mul", "Scalar", "Scalar_out"), "mul", {t("self"), sc("other")}, {}, E);
+    add(fio("div", "Tensor", "out"), "div", {t("self"), t("other")}, {}, E);
+    add(fio("div", "Scalar", "Scalar_out"), "div", {t("self"), sc("other")}, {}, E);
+    add(fio("div", "Tensor_mode", "out_mode"), "div", {t("self"), t("other")},
+        {{"rounding_mode", "rounding_mode", A::kOptString}});
+    add(fio("div", "Scalar_mode", "Scalar_mode_out"), "div", {t("self"), sc("other")},
+        {{"rounding_mode", "rounding_mode", A::kOptString}});
+    add({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out"}, "pow", {t("self"), t("exponent")}, {}, E);
+    add({"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out"}, "pow", {t("self"), sc("exponent")}, {}, E);
+    add({"pow.Scalar", "pow.Scalar_out"}, "pow", {sc("self"), t("exponent")});
+    for (const char* op : {"maximum", "minimum"}) add({op, std::string(op) + ".out"}, op, {t("self"), t("other")}, {}, E);
+    for (const char* op : {"fmod", "remainder"}) {
+      add(fio(op, "Tensor", "Tensor_out"), op, {t("self"), t("other")}, {}, E);
+      add(fio(op, "Scalar", "Scalar_out"), op, {t("self"), sc("other")}, {}, E);
+    }
+    for (const char* op : {"bitwise_and", "bitwise_or", "bitwise_xor"}) {
+      add(fio(op, "Tensor", "Tensor_out"), op, {t("self"), t("other")});
+      add(fio(op, "Scalar", "Scalar_out"), op, {t("self"), sc("other")});
+    }
+
+    // ---- comparisons and logical ops ----
+    for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+      add(fio(op, "Tensor", "Tensor_out"), op, {t("self"), t("other")}, {}, C);
+      add(fio(op, "Scalar", "Scalar_out"), op, {t("self"), sc("other")}, {}, C);
+    }
+    for (const char* op : {"logical_and", "logical_or", "logical_xor"}) add(fio(op), op, {t("self"), t("other")}, {}, C);
+    add(fio("logical_not"), "logical_not", {t("self")});
+    add({"isnan"}, "isnan", {t("self")});
+
+    // ---- where, clamp, lerp, addcmul, addcdiv ----
+    add({"where.self", "where.self_out"}, "where", {t("condition"), t("self"), t("other")});
+    add({"clamp", "clamp_", "clamp.out"}, "clamp", {t("self"), opt_sc("min"), opt_sc("max")});
+    add({"clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"}, "clamp", {t("self"), opt("min"), opt("max")});
+    add({"clamp_min", "clamp_min_", "clamp_min.out"}, "clamp", {t("self"), sc("min"), kNoInput});
+    add({"clamp_min.Tensor", "clamp_min_.Tensor", "clamp_min.Tensor_out"}, "clamp", {t("self"), t("min"), kNoInput});
+    add({"clamp_max", "clamp_max_", "clamp_max.out"}, "clamp", {t("self"), kNoInput, sc("max")});
+    add({"clamp_max.Tensor", "clamp_max_.Tensor", "clamp_max.Tensor_out"}, "clamp", {t("self"), kNoInput, t("max")});
+    add(fio("lerp", "Scalar", "Scalar_out"), "lerp", {t("self"), t("end"), sc("weight")});
+    add(fio("lerp", "Tensor", "Tensor_out"), "lerp", {t("self"), t("end"), t("weight")});
+    add(fio("addcmul"), "addcmul", {t("self"), t("tensor1"), t("tensor2")}, {{"value", "value", A::kScalar}});
+    add(fio("addcdiv"), "addcdiv", {t("self"), t("tensor1"), t("tensor2")}, {{"value", "value", A::kScalar}});
+
+    // ---- unary ----
+    for (const char* op : {"abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
+                           "tanh", "sigmoid", "erf", "floor", "ceil", "round", "sign"})
+      add(fio(op), op, {t("self")}, {}, E);
+    add({"relu", "relu_"}, "relu", {t("self")}, {}, E);
+    add(fio("silu"), "silu", {t("self")}, {}, E);
+    add(fio("gelu"), "gelu", {t("self")}, {{"approximate", "approximate", A::kString}});
+
+    // ---- backward of activations ----
+    add({"threshold_backward", "threshold_backward.grad_input"}, "relu_backward", {t("grad_output"), t("self")})
+        .hook = threshold_is_zero;
+    add({"sigmoid_backward", "sigmoid_backward.grad_input"}, "sigmoid_backward", {t("grad_output"), t("output")});
+    add({"tanh_backward", "tanh_backward.grad_input"}, "tanh_backward", {t("grad_output"), t("output")});
+    add({"silu_backward.grad_input"}, "silu_backward", {t("grad_output"), t("self")});
+    add({"gelu_backward", "gelu_backward.grad_input"}, "gelu_backward", {t("grad_output"), t("self")},
+        {{"approximate", "approximate", A::kString}});
+
+    // ---- linear algebra ----
+    add({"mm", "mm.out"}, "mm", {t("self"), t("mat2")});
+    add({"bmm", "bmm.out"}, "bmm", {t("self"), t("mat2")});
+    add({"addmm", "addmm_", "addmm.out"}, "addmm", {t("self"), t("mat1"), t("mat2")},
+        {{"beta", "beta", A::kScalar}, {"alpha", "alpha", A::kScalar}});
+    add({"baddbmm", "baddbmm_", "baddbmm.out"}, "baddbmm", {t("self"), t("batch1"), t("batch2")},
+        {{"beta", "beta", A::kScalar}, {"alpha", "alpha", A::kScalar}});
+
+    // ---- reductions ----
+    const AttrSpec keepdim{"keepdim", "keepdim", A::kBool}, dtype{"dtype", "dtype", A::kOptDtype};
+    add({"sum.dim_IntList", "sum.IntList_out"}, "sum", {t("self")}, {{"dim", "dim", A::kOptInts}, keepdim, dtype});
+    add({"sum"}, "sum", {t("self")}, {dtype});
+    add({"mean.dim", "mean.out"}, "mean", {t("self")}, {{"dim", "dim", A::kOptInts}, keepdim, dtype});
+    add({"mean"}, "mean", {t("self")}, {dtype});
+    add({"prod.dim_int", "prod.int_out"}, "prod", {t("self")}, {{"dim", "dim", A::kIntAsInts}, keepdim, dtype});
+    add({"prod"}, "prod", {t("self")}, {dtype});
+    for (const char* op : {"amax", "amin"})
+      add({op, std::string(op) + ".out"}, op, {t("self")}, {{"dim", "dim", A::kInts}, keepdim});
+    add({"max.dim", "max.dim_max"}, "max", {t("self")}, {{"dim", "dim", A::kInt}, keepdim});
+    add({"min.dim", "min.dim_min"}, "min", {t("self")}, {{"dim", "dim", A::kInt}, keepdim});
+    add({"max"}, "amax", {t("self")});
+    add({"min"}, "amin", {t("self")});
+    for (const char* op : {"argmax", "argmin"})
+      add({op, std::string(op) + ".out"}, op, {t("self")}, {{"dim", "dim", A::kOptIntAsInts}, keepdim});
+    for (const char* op : {"var", "std"})
+      add({std::string(op) + ".correction", std::string(op) + ".correction_out"}, op, {t("self")},
+          {{"dim", "dim", A::kOptInts}, {"correction", "correction", A::kOptCorrection}, keepdim});
+    add({"logsumexp", "logsumexp.out"}, "logsumexp", {t("self")}, {{"dim", "dim", A::kInts}, keepdim});
+    add({"cumsum", "cumsum_", "cumsum.out"}, "cumsum", {t("self")}, {{"dim", "dim", A::kInt}, dtype});
+    add({"cumprod", "cumprod_", "cumprod.out"}, "cumprod", {t("self")}, {{"dim", "dim", A::kInt}, dtype});
+    add({"any.dims", "any.dims_out"}, "any", {t("self")}, {{"dim", "dim", A::kOptInts}, keepdim});
+    add({"all.dims", "all.dims_out"}, "all", {t("self")}, {{"dim", "dim", A::kOptInts}, keepdim});
+    add({"any.dim", "any.out"}, "any", {t("self")}, {{"dim", "dim", A::kIntAsInts}, keepdim});
+    add({"all.dim", "all.out"}, "all", {t("self")}, {{"dim", "dim", A::kIntAsInts}, keepdim});
+    add({"any", "any.all_out"}, "any", {t("self")});
+    add({"all", "all.all_out"}, "all", {t("self")});
+
+    // ---- softmax and losses ----
+    const AttrSpec dim{"dim", "dim", A::kInt};
+    add({"_softmax", "_softmax.out"}, "softmax", {t("self")}, {dim}).hook = softmax_same_dtype;
+    add({"_log_softmax", "_log_softmax.out"}, "log_softmax", {t("self")}, {dim}).hook = softmax_same_dtype;
+    add({"_softmax_backward_data", "_softmax_backward_data.out"}, "softmax_backward",
+        {t("grad_output"), t("output")}, {dim});
+    add({"_log_softmax_backward_data", "_log_softmax_backward_data.out"}, "log_softmax_backward",
+        {t("grad_output"), t("output")}, {dim});
+    const AttrSpec reduction{"reduction", "reduction", A::kReduction}, ignore{"ignore_index", "ignore_index", A::kInt};
+    add({"nll_loss_forward", "nll_loss_forward.output"}, "nll_loss", {t("self"), t("target"), opt("weight")},
+        {reduction, ignore}).hook = nll_total_weight;
+    add({"nll_loss_backward", "nll_loss_backward.grad_input"}, "nll_loss_backward",
+        {t("grad_output"), t("self"), t("target"), opt("weight")}, {reduction, ignore});
+    add({"mse_loss", "mse_loss.out"}, "mse_loss", {t("self"), t("target")}, {reduction});
+    add({"mse_loss_backward", "mse_loss_backward.grad_input"}, "mse_loss_backward",
+        {t("grad_output"), t("self"), t("target")}, {reduction});
+
+    // ---- normalization ----
+    const AttrSpec normalized_shape{"normalized_shape", "normalized_shape", A::kInts}, eps{"eps", "eps", A::kFloat};
+    add({"native_layer_norm", "native_layer_norm.out"}, "layer_norm", {t("input"), opt("weight"), opt("bias")},
+        {normalized_shape, eps});
+    add({"native_layer_norm_backward", "native_layer_norm_backward.out"}, "layer_norm_backward",
+        {t("grad_out"), t("input"), t("mean"), t("rstd"), opt("weight")}, {normalized_shape})
+        .scratch = {"input", "normalized_shape", "normalized_shape"};
+    const std::vector<InputSpec> bn_in{t("input"), opt("weight"), opt("bias"), opt("running_mean"),
+                                       opt("running_var")};
+    const AttrSpec momentum{"momentum", "momentum", A::kFloat};
+    add({"native_batch_norm", "native_batch_norm.out", "_native_batch_norm_legit", "_native_batch_norm_legit.out"},
+        "batch_norm", bn_in, {{"training", "training", A::kBool}, momentum, eps});
+    rows->back().extra_outputs = {"running_mean", "running_var"};
+    rows->back().hook = batch_norm_eval_saves_nothing;
+    add({"_native_batch_norm_legit.no_stats", "_native_batch_norm_legit.no_stats_out"}, "batch_norm",
+        {t("input"), opt("weight"), opt("bias"), kNoInput, kNoInput}, {{"training", "training", A::kBool}, momentum, eps})
+        .extra_outputs = {nullptr, nullptr};
+    {
+      Mapping& m = add({"_batch_norm_with_update", "_batch_norm_with_update.out"}, "batch_norm", bn_in,
+                       {{nullptr, "training", A::kTrue}, momentum, eps});
+      m.returns_to_catalog = 3;  // the 4th, `reserve`, is empty for non-cuDNN backends
+      m.extra_outputs = {"running_mean", "running_var"};
+    }
+    {
+      Mapping& m = add({"_batch_norm_no_update", "_batch_norm_no_update.out"}, "batch_norm", bn_in,
+                       {{nullptr, "training", A::kFalse}, momentum, eps});
+      m.returns_to_catalog = 3;
+      m.extra_outputs = {"~running_mean", "~running_var"};
+      m.hook = batch_norm_eval_saves_nothing;
+    }
+    const std::vector<InputSpec> bn_back_in{t("grad_out"), t("input"), opt("weight"), opt("running_mean"),
+                                            opt("running_var"), opt("save_mean"), opt("save_invstd")};
+    add({"native_batch_norm_backward", "native_batch_norm_backward.out"}, "batch_norm_backward", bn_back_in,
+        {{"train", "training", A::kBool}, eps})
+        .scratch = {"input", "#C", "#C"};
+    add({"batch_norm_backward"}, "batch_norm_backward",
+        {t("grad_out"), t("input"), opt("weight"), opt("running_mean"), opt("running_var"), opt("save_mean"),
+         opt("save_var")},
+        {{"update", "training", A::kBool}, eps})
+        .scratch = {"input", "#C", "#C"};
+
+    // ---- convolution and pooling ----
+    const std::vector<AttrSpec> conv_attrs{{"stride", "stride", A::kInts},
+                                           {"padding", "padding", A::kInts},
+                                           {"dilation", "dilation", A::kInts},
+                                           {"groups", "groups", A::kInt}};
+    add({"convolution", "convolution.out"}, "conv2d", {t("input"), t("weight"), opt("bias")}, conv_attrs).hook =
+        conv_by_rank;
+    {
+      Mapping& m = add({"convolution_backward", "convolution_backward.out"}, "conv_backward",
+                       {t("grad_output"), t("input"), t("weight")}, conv_attrs);
+      m.scratch = {"input", "weight", "#O"};
+      m.hook = conv_not_transposed;
+    }
+    const AttrSpec kernel{"kernel_size", "kernel_size", A::kInts}, stride{"stride", "stride", A::kInts},
+        padding{"padding", "padding", A::kInts}, ceil{"ceil_mode", "ceil_mode", A::kBool},
+        dilation{"dilation", "dilation", A::kInts};
+    add({"max_pool2d_with_indices", "max_pool2d_with_indices.out"}, "max_pool2d", {t("self")},
+        {kernel, stride, padding, dilation, ceil});
+    add({"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.grad_input"}, "max_pool2d_backward",
+        {t("grad_output"), t("self"), t("indices")}, {kernel, stride, padding, dilation, ceil});
+    const std::vector<AttrSpec> avg{kernel, stride, padding, ceil, {"count_include_pad", "count_include_pad", A::kBool},
+                                    {"divisor_override", "divisor_override", A::kOptInt0}};
+    add({"avg_pool2d", "avg_pool2d.out"}, "avg_pool2d", {t("self")}, avg);
+    add({"avg_pool2d_backward", "avg_pool2d_backward.grad_input"}, "avg_pool2d_backward",
+        {t("grad_output"), t("self")}, avg);
+    add({"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"}, "adaptive_avg_pool2d", {t("self")},
+        {{"output_size", "output_size", A::kInts}});
+    add({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"}, "adaptive_avg_pool2d_backward",
+        {t("grad_output"), t("self")});
+
+    // ---- indexing and data movement ----
+    add({"embedding", "embedding.out"}, "embedding", {t("weight"), t("indices")},
+        {{"padding_idx", "padding_idx", A::kInt}});
+    add({"embedding_dense_backward", "embedding_dense_backward.out"}, "embedding_backward",
+        {t("grad_output"), t("indices")},
+        {{"num_weights", "num_weights", A::kInt}, {"padding_idx", "padding_idx", A::kInt},
+         {"scale_grad_by_freq", "scale_grad_by_freq", A::kBool}});
+    add({"index_select", "index_select.out"}, "index_select", {t("self"), t("index")}, {dim});
+    add({"gather", "gather.out"}, "gather", {t("self"), t("index")}, {dim});
+    add({"scatter.src", "scatter_.src", "scatter.src_out"}, "scatter", {t("self"), t("index"), t("src")}, {dim});
+    add({"scatter_add", "scatter_add_", "scatter_add.out"}, "scatter_add", {t("self"), t("index"), t("src")}, {dim});
+    add({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out"}, "masked_fill",
+        {t("self"), t("mask")}, {{"value", "value", A::kScalar}});
+    add({"cat", "cat.out"}, "cat", {{"tensors", I::kTensorList}}, {dim}).hook = cat_skip_legacy_empty;
+    for (const char* op : {"tril", "triu"})
+      add(fio(op), op, {t("self")}, {{"diagonal", "diagonal", A::kInt}});
+    add({"topk", "topk.values"}, "topk", {t("self")},
+        {{"k", "k", A::kInt}, dim, {"largest", "largest", A::kBool}, {"sorted", "sorted", A::kBool}});
+    add({"sort", "sort.values"}, "sort", {t("self")}, {dim, {"descending", "descending", A::kBool}});
+    add({"sort.stable", "sort.values_stable"}, "sort", {t("self")},
+        {dim, {"descending", "descending", A::kBool}, {"stable", "stable", A::kBool}});
+
+    // ---- attention (chosen by sdp_choice) ----
+    const std::vector<AttrSpec> sdpa{{"is_causal", "is_causal", A::kBool}, {"scale", "scale", A::kOptFloat}};
+    {
+      Mapping& m = add({"_scaled_dot_product_fused_attention_overrideable"}, "scaled_dot_product_attention",
+                       {t("query"), t("key"), t("value"), opt("attn_bias")}, sdpa);
+      m.returns_to_catalog = 2;  // output, logsumexp; the rest are Meta's (no dropout, no varlen)
+      m.hook = sdpa_plain;
+    }
+    {
+      Mapping& m = add({"_scaled_dot_product_fused_attention_overrideable_backward"},
+                       "scaled_dot_product_attention_backward",
+                       {t("grad_out"), t("query"), t("key"), t("value"), t("out"), t("logsumexp"), t("attn_bias")},
+                       sdpa);
+      m.returns_to_catalog = 3;  // grad_attn_bias: sdp_choice keeps masks that need grad on the math path
+      m.scratch = {"query", "key", "value"};
+      m.hook = sdpa_plain;
+    }
+    return rows;
+  }();
+  return *table;
+}
+
+}  // namespace torch_hal

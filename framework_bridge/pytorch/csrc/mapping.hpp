@@ -1,0 +1,158 @@
+// torch_hal's aten -> catalog mapping: the table's row type, the generic
+// kernel's per-call state, and the fallback entry points the kernel uses.
+//
+// One row maps a group of aten overloads (functional, in-place, out=) to one
+// catalog op (sdk/catalog/ops/*.toml): which aten arguments become the op's
+// inputs (in catalog order), which become attributes (with a conversion),
+// how outputs are shaped, and at most one small hook for what does not fit
+// the data (a semantic check, a catalog op chosen by rank). The generic
+// kernel (mapped_kernel.cc) runs every row; nothing here is per-op code.
+#ifndef TORCH_HAL_CSRC_MAPPING_HPP_
+#define TORCH_HAL_CSRC_MAPPING_HPP_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <string>
+#include <vector>
+
+#include "hal/runtime/op.hpp"
+
+namespace pybind11 {
+class module_;
+}
+
+namespace torch_hal {
+
+// How an aten argument becomes a catalog input.
+enum class InFrom {
+  kTensor,       // Tensor (a 0-dim CPU tensor is uploaded, as PyTorch allows)
+  kOptTensor,    // Tensor?: None -> absent input (nullptr)
+  kScalar,       // Scalar: a 0-dim device tensor in the compute dtype (result_type with the first tensor input)
+  kOptScalar,    // Scalar?: None -> absent input
+  kTensorList,   // Tensor[]: one input per element (catalog variadic inputs)
+  kAbsent,       // no aten argument: the optional catalog input is absent
+};
+
+// How an aten argument becomes a catalog attribute.
+enum class AttrFrom {
+  kScalar,           // Scalar -> scalar (int or float)
+  kBool,             // bool (bool? None -> false)
+  kInt,              // int / SymInt
+  kIntAsInts,        // int -> [int] (a one-dim reduction)
+  kOptIntAsInts,     // int? -> [int], None -> [] (all dims)
+  kInts,             // int[] / SymInt[]
+  kOptInts,          // int[]? -> [], None -> [] (all dims)
+  kOptInt0,          // int? -> int, None -> 0 (the catalog's "none")
+  kFloat,            // float
+  kOptFloat,         // float? -> float, None -> the attribute is left out (catalog default)
+  kOptDtype,         // ScalarType? -> dtype, None -> left out
+  kString,           // str
+  kOptString,        // str? -> str, None -> left out
+  kTrue,             // no aten argument (arg nullptr): the constant true
+  kFalse,            // no aten argument (arg nullptr): the constant false
+  kReduction,        // int (at::Reduction) -> "none" / "mean" / "sum"
+  kOptCorrection,    // Scalar? correction -> int, None -> 1; a non-integral value is declined
+};
+
+struct InputSpec {
+  const char* arg;  // aten argument name (nullptr for kAbsent)
+  InFrom kind;
+};
+
+struct AttrSpec {
+  const char* arg;   // aten argument name
+  const char* name;  // catalog attribute name
+  AttrFrom kind;
+};
+
+// Output shapes and dtypes. kMeta runs the op's Meta kernel (any op);
+// kElementwise has a direct rule on the hot path (every tensor input on the
+// device, dense and of one dtype, scalars that do not promote it: output
+// has the broadcast shape and that dtype, or bool for comparisons) and
+// falls back to Meta otherwise.
+enum class Shape { kMeta, kElementwise, kComparison };
+
+struct Call;
+// A row's hook: runs after inputs and attributes are built, before the
+// launch. May change call.catalog, inputs, attrs or outputs; throws Decline
+// when the aten call's semantics have no catalog equivalent.
+using Hook = void (*)(Call&);
+
+struct Mapping {
+  std::vector<std::string> aten;  // overloads: "add.Tensor", "add_.Tensor", "add.out"
+  const char* catalog;
+  std::vector<InputSpec> inputs;
+  std::vector<AttrSpec> attrs;
+  Shape shape = Shape::kMeta;
+  // How many aten returns are catalog outputs (-1: all); the rest keep what
+  // Meta allocated (batch norm's empty `reserve`).
+  int returns_to_catalog = -1;
+  // Extra catalog outputs after those: "name" = aten argument NAME written in
+  // place (batch norm's running stats), "~name" = scratch shaped like it;
+  // either is an empty [0] tensor when the argument is None or absent.
+  std::vector<const char*> extra_outputs;
+  // For returns an output_mask turns off (undefined from Meta) but the
+  // catalog op always writes: the scratch shape, from an argument (a
+  // tensor's shape or an int list) or "#C" = [input.size(1)], "#O" =
+  // [weight.size(0)]. Empty: the row has no masked outputs.
+  std::vector<const char*> scratch;
+  Hook hook = nullptr;
+};
+
+// The table (mapping.cc). Built once; rows live for the process.
+const std::vector<Mapping>& mappings();
+
+// A row's call in flight (mapped_kernel.cc builds it; hooks read/change it).
+struct Call {
+  Call(const Mapping& r, const c10::FunctionSchema& s, c10::ArrayRef<c10::IValue> a, c10::DeviceIndex d)
+      : row(r), schema(s), args(a), dev(d), catalog(r.catalog) {}
+  const Mapping& row;
+  const c10::FunctionSchema& schema;
+  c10::ArrayRef<c10::IValue> args;
+  c10::DeviceIndex dev = 0;
+  std::string catalog;                       // starts as row.catalog
+  std::vector<at::Tensor> inputs;            // undefined = absent
+  std::vector<hal::Attr> attrs;
+  std::vector<at::Tensor> returns;           // what the aten op returns (undefined: masked off)
+  std::vector<c10::IValue> other_returns;    // non-tensor returns (SymInt ...) as Meta gave them
+  std::vector<at::Tensor> outputs;           // the catalog op's outputs, in order
+  const c10::IValue& arg(const char* name) const;
+  // A Tensor? argument: undefined for None (or an undefined tensor).
+  at::Tensor optional_tensor(const char* name) const;
+};
+
+// Thrown by a hook (or the kernel) when the plugin cannot run this call as
+// mapped: the call then goes to decomposition, then the CPU fallback.
+struct Decline {
+  std::string reason;
+};
+
+// The catalog "scalar" attribute NAME = V (int or float); throws c10::Error
+// for a complex V.
+hal::Attr scalar_attr(const std::string& name, const c10::Scalar& v);
+
+// ---- fallback.cc ----
+
+// Runs OP (its arguments on STACK) without a catalog op: a PyTorch
+// decomposition when one exists and the op is not already being decomposed
+// on this thread (counted), else the counted boxed CPU fallback. REASON
+// says why the op did not run as a catalog op.
+void run_without_catalog(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason);
+// Straight to the counted CPU fallback (no decomposition).
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason);
+// Whether HAL_FORCE_FALLBACK_OPS names OP ("add.Tensor": by name, or a full
+// match of one of its comma-separated regexes, with or without "aten::").
+bool forced_to_cpu(const std::string& op);
+// explain(): whether calls are being recorded, and one record (catalog op
+// and plugin that ran OP). Thread-safe.
+bool explaining() noexcept;
+void record_catalog_run(const std::string& op, const std::string& catalog, c10::DeviceIndex dev);
+// Adds this area's functions to torch_hal._C (decomposer registration,
+// decomposition_stats, explain records, the table's unregistered rows).
+void bind_kernels(pybind11::module_& m);
+
+}  // namespace torch_hal
+
+#endif  // TORCH_HAL_CSRC_MAPPING_HPP_

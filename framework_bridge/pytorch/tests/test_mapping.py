@@ -1,0 +1,306 @@
+"""The aten -> catalog table: mapped ops on "hal" against the same ops on CPU,
+on several shapes, dtypes and non-contiguous views, with no CPU fallback and
+no decomposition (every op here has a table row)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_hal
+
+
+def _args(shape, dtype=torch.float32, positive=False, gen=None):
+    x = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    return x.abs() + 0.5 if positive else x
+
+
+def _views(t):
+    """T itself and a non-contiguous view with the same values."""
+    yield t
+    if t.dim() >= 2:
+        yield t.transpose(-1, -2).contiguous().transpose(-1, -2)  # a transposed view
+    big = torch.zeros((*t.shape[:-1], t.shape[-1] * 2) if t.dim() else (2,), dtype=t.dtype)
+    if t.dim():
+        big[..., ::2] = t
+        yield big[..., ::2]  # strided last dim
+
+
+UNARY = ["abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "erf",
+         "floor", "ceil", "round", "sign", "relu", "log1p", "expm1"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4)])
+def test_unary(name, shape):
+    x = _args(shape, positive=name in ("log", "sqrt", "rsqrt", "reciprocal", "log1p"))
+    _check(lambda a: getattr(torch, name)(a), x)
+    _check(lambda a: getattr(a.clone(), name + "_")(), x)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a + b,
+        lambda a, b: a - 2 * b,
+        lambda a, b: torch.add(a, b, alpha=-0.5),
+        lambda a, b: a * b,
+        lambda a, b: a / b,
+        lambda a, b: torch.div(a, b, rounding_mode="floor"),
+        lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+        lambda a, b: a + 1.5,
+        lambda a, b: a - 3,
+        lambda a, b: 3 - a,
+        lambda a, b: a * 0.25,
+        lambda a, b: a / 4,
+        lambda a, b: a ** 2,
+        lambda a, b: b.abs() ** a,
+        lambda a, b: 2 ** a,
+        lambda a, b: torch.maximum(a, b),
+        lambda a, b: torch.minimum(a, b),
+        lambda a, b: torch.fmod(a, b),
+        lambda a, b: torch.remainder(a, b),
+        lambda a, b: a == b,
+        lambda a, b: a < b,
+        lambda a, b: a >= 0,
+        lambda a, b: a != 0.5,
+        lambda a, b: torch.logical_and(a > 0, b > 0),
+        lambda a, b: torch.logical_or(a > 0, b > 0),
+        lambda a, b: torch.logical_not(a > 0),
+        lambda a, b: torch.where(a > 0, a, b),
+        lambda a, b: torch.where(a > 0, a, 0.0),
+        lambda a, b: torch.clamp(a, -0.5, 0.5),
+        lambda a, b: torch.clamp(a, min=b),
+        lambda a, b: a.clamp_min(0.1),
+        lambda a, b: a.clamp_max(0.1),
+        lambda a, b: torch.lerp(a, b, 0.3),
+        lambda a, b: torch.lerp(a, b, b.sigmoid()),
+        lambda a, b: torch.addcmul(a, a, b, value=0.5),
+        lambda a, b: torch.addcdiv(a, a, b.abs() + 1, value=-2),
+        lambda a, b: F.silu(a),
+        lambda a, b: F.gelu(a),
+        lambda a, b: F.gelu(a, approximate="tanh"),
+        lambda a, b: a.masked_fill(b > 0, -1.0),
+        lambda a, b: torch.tril(a),
+        lambda a, b: torch.triu(a, 1),
+    ],
+)
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((4, 1), (1, 5))])
+def test_binary(fn, shapes):
+    a, b = _args(shapes[0]), _args(shapes[1]) + 0.1
+    _check(fn, a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.int32])
+def test_other_dtypes(dtype):
+    a = (torch.randn(3, 4) * 10).to(dtype)
+    b = (torch.randn(3, 4) * 10).to(dtype)
+    b[b == 0] = 1
+    for fn in (lambda a, b: a + b, lambda a, b: a * 3, lambda a, b: a - b, lambda a, b: a < b, lambda a, b: -a,
+               lambda a, b: torch.maximum(a, b), lambda a, b: a.sum(1), lambda a, b: a.abs()):
+        _check(fn, a, b)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: a.sum(),
+        lambda a: a.sum(0),
+        lambda a: a.mean(),
+        lambda a: a.mean((0, 1), keepdim=True),
+        lambda a: a.amax(-1),
+        lambda a: a.amin(0, keepdim=True),
+        lambda a: a.max(),
+        lambda a: torch.max(a, 1),
+        lambda a: torch.min(a, 0, keepdim=True),
+        lambda a: a.argmax(),
+        lambda a: a.argmax(1),
+        lambda a: a.var(1),
+        lambda a: a.std(0, correction=0),
+        lambda a: torch.logsumexp(a, 1),
+        lambda a: torch.cumsum(a, 1),
+        lambda a: torch.prod(a, 0),
+        lambda a: torch.softmax(a, -1),
+        lambda a: torch.log_softmax(a, 0),
+        lambda a: torch.topk(a, 2, dim=-1),
+        lambda a: torch.sort(a, dim=0, descending=True),
+        lambda a: torch.cat([a, a * 2], 1),
+        lambda a: torch.cat([a, torch.empty(0, device=a.device)]),
+    ],
+)
+@pytest.mark.parametrize("shape", [(4, 5), (3, 4, 5)])
+def test_reductions_and_data(fn, shape):
+    _check(fn, _args(shape))
+
+
+def test_linear_algebra():
+    a, b, c = _args((4, 3)), _args((3, 5)), _args((4, 5))
+    _check(lambda a, b: a @ b, a, b)
+    _check(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2), c, a, b)
+    _check(lambda x, y: torch.bmm(x, y), _args((2, 4, 3)), _args((2, 3, 5)))
+    _check(lambda s, x, y: torch.baddbmm(s, x, y), _args((2, 4, 5)), _args((2, 4, 3)), _args((2, 3, 5)))
+
+
+def test_indexing():
+    w = _args((10, 4))
+    idx = torch.tensor([[1, 3, 3], [0, 9, 2]])
+    _check(lambda w: F.embedding(idx.to(w.device), w), w)
+    _check(lambda w: torch.index_select(w, 0, idx[0].to(w.device)), w)
+    g = torch.tensor([[0, 1, 1, 0], [2, 0, 3, 1]])
+    _check(lambda w: torch.gather(w, 0, g.to(w.device)), w)
+    src = _args((2, 4))
+    _check(lambda w, s: w.clone().scatter_(0, g.to(w.device), s), w, src)
+    _check(lambda w, s: torch.scatter_add(w, 0, g.to(w.device), s), w, src)
+
+
+def test_nn_forward_ops():
+    x = _args((2, 3, 8, 8))
+    w = _args((4, 3, 3, 3))
+    bias = _args((4,))
+    _check(lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1), x, w, bias)
+    _check(lambda x, w: F.conv2d(x, w, stride=2, dilation=1, padding=0), x, w)
+    _check(lambda x, w: F.conv1d(x, w), _args((2, 3, 9)), _args((4, 3, 2)))
+    _check(lambda x: F.max_pool2d(x, 2), x)
+    _check(lambda x: F.max_pool2d(x, 3, stride=2, padding=1), x)
+    _check(lambda x: F.avg_pool2d(x, 2), x)
+    _check(lambda x: F.adaptive_avg_pool2d(x, (1, 1)), x)
+    _check(lambda x: F.layer_norm(x, (8,)), x)
+    _check(lambda x, w, b: F.layer_norm(x, (8,), w, b), x, _args((8,)), _args((8,)))
+    _check(lambda x: F.batch_norm(x, None, None, training=True), x)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    _check(lambda x, rm, rv: (F.batch_norm(x, rm, rv, training=True, momentum=0.2), rm, rv), x, rm, rv)
+    _check(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=False), x, rm, rv.abs() + 1)
+    logits, target = _args((5, 7)), torch.tensor([1, 0, 6, 3, 3])
+    _check(lambda l: F.cross_entropy(l, target.to(l.device)), logits)
+    _check(lambda l, w: F.cross_entropy(l, target.to(l.device), weight=w, reduction="sum"), logits,
+           _args((7,), positive=True))
+    _check(lambda l: F.nll_loss(l.log_softmax(1), target.to(l.device), ignore_index=3), logits)
+    _check(lambda a, b: F.mse_loss(a, b), logits, _args((5, 7)))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)), (4, 6)),
+        lambda: (torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(), torch.nn.LayerNorm(8),
+                                     torch.nn.Sigmoid(), torch.nn.Linear(8, 3), torch.nn.Tanh()), (4, 6)),
+        lambda: (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.SiLU(),
+                                     torch.nn.MaxPool2d(2), torch.nn.AvgPool2d(2), torch.nn.AdaptiveAvgPool2d(1),
+                                     torch.nn.Flatten(), torch.nn.Linear(4, 2)), (2, 3, 8, 8)),
+    ],
+)
+def test_backward_matches_cpu_without_fallback(make):
+    torch.manual_seed(0)
+    ref, shape = make()
+    dev, _ = make()
+    dev.load_state_dict(ref.state_dict())
+    dev.hal()
+    x = torch.randn(shape)
+    torch_hal.reset_fallback_stats()
+    loss_dev = dev(x.to("hal")).square().mean() + dev(x.to("hal")).softmax(-1).sum()
+    loss_dev.backward()
+    stats = torch_hal.fallback_stats()
+    assert stats == {} and stats.decompositions == {}, stats
+    loss_ref = ref(x).square().mean() + ref(x).softmax(-1).sum()
+    loss_ref.backward()
+    torch.testing.assert_close(loss_dev.cpu(), loss_ref, rtol=1e-4, atol=1e-5)
+    for p_ref, p_dev in zip(ref.parameters(), dev.parameters()):
+        torch.testing.assert_close(p_dev.grad.cpu(), p_ref.grad, rtol=1e-3, atol=1e-5)
+
+
+def test_cross_entropy_backward_without_fallback():
+    logits, target = _args((5, 7)), torch.tensor([1, 0, 6, 3, 3])
+    ref = logits.clone().requires_grad_()
+    dev = logits.to("hal").requires_grad_()
+    torch_hal.reset_fallback_stats()
+    F.cross_entropy(dev, target.to("hal"), ignore_index=0).backward()
+    assert torch_hal.fallback_stats() == {}
+    F.cross_entropy(ref, target, ignore_index=0).backward()
+    torch.testing.assert_close(dev.grad.cpu(), ref.grad)
+
+
+def test_every_table_row_is_registered():
+    # Rows naming an overload that does not exist, or a CompositeImplicit op
+    # (a kernel would bypass its autograd), are skipped at registration.
+    skipped = torch_hal._C._unregistered_mappings()
+    assert all("CompositeImplicitAutograd" in s for s in skipped), skipped
+
+
+def _check(fn, *cpu_args):
+    """fn on hal (with each input also as non-contiguous views) against CPU,
+    with no CPU fallback and no decomposition."""
+    variants = [list(cpu_args)]
+    for i, a in enumerate(cpu_args):
+        for v in list(_views(a))[1:]:
+            variants.append([*cpu_args[:i], v, *cpu_args[i + 1 :]])
+    for args in variants[:3]:
+        hal_args = [a.to("hal") if a.is_contiguous() else _to_hal_view(a) for a in args]
+        cpu_clones = [a.clone() for a in args]
+        expected = fn(*cpu_clones)
+        torch_hal.reset_fallback_stats()
+        got = fn(*hal_args)
+        stats = torch_hal.fallback_stats()
+        assert stats == {} and stats.decompositions == {}, stats
+        _compare(got, expected)
+        for h, c in zip(hal_args, cpu_clones):  # in-place effects on the inputs (running stats)
+            _compare(h, c)
+
+
+def _to_hal_view(a):
+    """A hal tensor with A's strides (not densified on the way)."""
+    base = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype)
+    base.copy_(a)
+    h = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device="hal")
+    h.copy_(base)
+    assert h.stride() == a.stride()
+    return h
+
+
+def _compare(got, expected):
+    if isinstance(expected, (tuple, list)):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            _compare(g, e)
+        return
+    assert got.device.type == "hal"
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(), dict(is_causal=True), dict(scale=0.3), dict(attn_mask=torch.randn(5, 5)),
+     dict(attn_mask=torch.rand(2, 1, 5, 5) > 0.3)],
+)
+def test_sdpa_runs_the_catalog_attention(kwargs):
+    q, k, v = (_args((2, 3, 5, 8)) for _ in range(3))
+    ref = [t.clone().requires_grad_() for t in (q, k, v)]
+    dev = [t.to("hal").requires_grad_() for t in (q, k, v)]
+    dev_kwargs = {n: a.to("hal") if isinstance(a, torch.Tensor) else a for n, a in kwargs.items()}
+    torch_hal.reset_fallback_stats()
+    out = []
+    entries = torch_hal.explain(
+        lambda: out.append(F.scaled_dot_product_attention(*dev, **dev_kwargs)) or out[0].square().sum().backward(),
+        print_result=False)
+    ran = {e.op: e.ran for e in entries}
+    assert ran["_scaled_dot_product_fused_attention_overrideable"].startswith(
+        "catalog op scaled_dot_product_attention on plugin cpu")
+    assert ran["_scaled_dot_product_fused_attention_overrideable_backward"].startswith(
+        "catalog op scaled_dot_product_attention_backward on plugin cpu")
+    assert torch_hal.fallback_stats() == {}
+    expected = F.scaled_dot_product_attention(*ref, **kwargs)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out[0].detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+    for d, r in zip(dev, ref):
+        torch.testing.assert_close(d.grad.cpu(), r.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_sdpa_with_grouped_heads_takes_the_math_path_on_device():
+    q, k = _args((1, 4, 5, 8)), _args((1, 2, 5, 8))
+    torch_hal.reset_fallback_stats()
+    entries = torch_hal.explain(
+        lambda: F.scaled_dot_product_attention(q.to("hal"), k.to("hal"), k.to("hal"), enable_gqa=True),
+        print_result=False)
+    assert not any("scaled_dot_product" in e.op for e in entries)
+    assert torch_hal.fallback_stats() == {}
+    got = F.scaled_dot_product_attention(q.to("hal"), k.to("hal"), k.to("hal"), enable_gqa=True)
+    torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q, k, k, enable_gqa=True), rtol=1e-4,
+                               atol=1e-5)
