@@ -726,6 +726,8 @@ def markdown(data):
         n = cats[c]
         out.append(f"| {c} | {sum(v for k, v in n.items() if k != 'pass (no fallback)')} | {n['pass']} | "
                    f"{n['pass (no fallback)']} | {n['fail']} | {n['timeout'] + n['crash'] + n['error']} | {n['skip']} |")
+    out += ["", f"Every OpInfo that does not pass ({len(fails)}):", "", "| OpInfo | result | reason |", "|---|---|---|"]
+    out += [f"| {_cell(r['key'])} | {r['status']} | {_cell(r.get('reason', ''))} |" for r in fails]
     out += ["", "Per OpInfo (samples: passed / run; fallback: aten ops that ran on the CPU fallback, "
             "*declined* = the op has a device kernel but fell back):", "",
             "| OpInfo | result | samples | backward | CPU fallback | reason |", "|---|---|---:|---|---|---|"]
