@@ -19,7 +19,7 @@ replaced and the sweep goes on.
     python framework_bridge/pytorch/tools/opinfo_sweep.py \
         --plugin build/lib/hal/plugins/libhal_plugin_cpu.so --jobs 2 --out build/opinfo --write-docs
 
-Random OpInfos (detected: two CPU runs with different seeds disagree) and
+Random samples (their CPU run calls an aten op tagged nondeterministic_seeded) and
 the uninitialized-memory factories (empty*) compare properties (shape, dtype,
 device, finiteness), not values, and skip the backward.
 """
@@ -246,22 +246,22 @@ def _describe(x):
     return type(x).__name__
 
 
-def _is_random(op, sample):
-    """Two CPU runs of the first sample with different seeds disagree."""
+def _seeded_ops_mode():
+    """A TorchDispatchMode whose .random says whether an aten op tagged
+    nondeterministic_seeded (bernoulli, normal, uniform_, native_dropout ...)
+    ran under it. Comparing two seeds would not tell: random OpInfos reseed
+    themselves (wrapper_set_seed)."""
     import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    def run(seed):
-        torch.manual_seed(seed)
-        return op(sample.input, *sample.args, **sample.kwargs)
+    class SeededOps(TorchDispatchMode):
+        random = False
 
-    try:
-        a, b = run(0), run(1)
-        torch.testing.assert_close(a, b, atol=0, rtol=0, equal_nan=True)
-        return False
-    except AssertionError:
-        return True
-    except Exception:  # noqa: BLE001 - the sample loop reports CPU errors
-        return False
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
+            return func(*args, **(kwargs or {}))
+
+    return SeededOps()
 
 
 def run_opinfo(op, max_samples=None):
@@ -309,8 +309,7 @@ def run_opinfo(op, max_samples=None):
         res.update(status="skip", reason="no float32 samples")
         return res
     placement = _placement(op, grad, len(samples))
-    props_only = bool(UNINITIALIZED.search(op.name)) or _is_random(op, samples[0])
-    res["random"] = props_only
+    uninitialized = bool(UNINITIALIZED.search(op.name))
     fwd, bwd = collections.Counter(), collections.Counter()
     first_error = cpu_error = None
     attempted = not_implemented = False
@@ -326,8 +325,10 @@ def run_opinfo(op, max_samples=None):
         except Exception as e:  # noqa: BLE001 - reported as this sample's failure
             to_hal_error = e
         torch.manual_seed(i)
+        seeded = _seeded_ops_mode()
         try:
-            want = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
+            with seeded:
+                want = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
         except Exception as e:  # noqa: BLE001 - a sample CPU rejects tells nothing about hal ...
             if _raised_in_torch_hal(e):  # ... unless the hal backend broke the CPU run (device module hooks)
                 res["samples"] += 1
@@ -337,6 +338,8 @@ def run_opinfo(op, max_samples=None):
                 cpu_error = cpu_error or _short(e)
             continue
         res["samples"] += 1
+        props_only = uninitialized or seeded.random  # random samples: properties only
+        res["random"] = res["random"] or props_only
         phase = "copy to hal"
         try:
             if to_hal_error is not None:
