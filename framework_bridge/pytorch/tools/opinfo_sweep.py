@@ -198,9 +198,10 @@ def _placement(op, grad, n):
     return [[t.device.type == "meta" for t in _tensors((m.input, m.args, m.kwargs))] for m in metas]
 
 
-def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True):
+def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True, uninitialized=False):
     """Raises _Mismatch (message names WHAT) unless GOT (from hal) matches WANT
-    (CPU); ON_HAL: GOT's tensors must be on hal (the call had a hal input)."""
+    (CPU); ON_HAL: GOT's tensors must be on hal (the call had a hal input).
+    PROPERTIES_ONLY: shapes, dtypes and (unless UNINITIALIZED) finiteness."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_map
 
@@ -216,7 +217,7 @@ def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True):
             if isinstance(b, torch.Tensor):
                 if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
                     raise _Mismatch(f"{what}: got {_describe(a)}, CPU {_describe(b)}")
-                if b.is_floating_point() and b.isfinite().all() and not a.isfinite().all():
+                if not uninitialized and b.is_floating_point() and b.isfinite().all() and not a.isfinite().all():
                     raise _Mismatch(f"{what}: non-finite values where CPU has none")
         return
     try:
@@ -353,7 +354,8 @@ def run_opinfo(op, max_samples=None):
             phase = "forward compare"
             on_hal = hal_kwargs.get("device") in ("hal", torch.device("hal")) or any(
                 t.device.type == "hal" for t in _tensors((hal_in, hal_args, hal_kwargs)))
-            _compare(got, want, atol, rtol, "forward", properties_only=props_only, on_hal=on_hal)
+            _compare(got, want, atol, rtol, "forward", properties_only=props_only, on_hal=on_hal,
+                     uninitialized=uninitialized)
             if grad and not props_only:
                 phase = "backward"
                 did = _backward(s, (hal_in, hal_args, hal_kwargs), want, got, atol, rtol, torch_hal, bwd)
