@@ -19,7 +19,7 @@ replaced and the sweep goes on.
     python framework_bridge/pytorch/tools/opinfo_sweep.py \
         --plugin build/lib/hal/plugins/libhal_plugin_cpu.so --jobs 2 --out build/opinfo --write-docs
 
-Random OpInfos (detected: two CPU runs with different seeds disagree) and
+Random samples (their CPU run calls an aten op tagged nondeterministic_seeded) and
 the uninitialized-memory factories (empty*) compare properties (shape, dtype,
 device, finiteness), not values, and skip the backward.
 """
@@ -198,9 +198,10 @@ def _placement(op, grad, n):
     return [[t.device.type == "meta" for t in _tensors((m.input, m.args, m.kwargs))] for m in metas]
 
 
-def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True):
+def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True, uninitialized=False):
     """Raises _Mismatch (message names WHAT) unless GOT (from hal) matches WANT
-    (CPU); ON_HAL: GOT's tensors must be on hal (the call had a hal input)."""
+    (CPU); ON_HAL: GOT's tensors must be on hal (the call had a hal input).
+    PROPERTIES_ONLY: shapes, dtypes and (unless UNINITIALIZED) finiteness."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_map
 
@@ -216,7 +217,7 @@ def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True):
             if isinstance(b, torch.Tensor):
                 if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
                     raise _Mismatch(f"{what}: got {_describe(a)}, CPU {_describe(b)}")
-                if b.is_floating_point() and b.isfinite().all() and not a.isfinite().all():
+                if not uninitialized and b.is_floating_point() and b.isfinite().all() and not a.isfinite().all():
                     raise _Mismatch(f"{what}: non-finite values where CPU has none")
         return
     try:
@@ -246,22 +247,22 @@ def _describe(x):
     return type(x).__name__
 
 
-def _is_random(op, sample):
-    """Two CPU runs of the first sample with different seeds disagree."""
+def _seeded_ops_mode():
+    """A TorchDispatchMode whose .random says whether an aten op tagged
+    nondeterministic_seeded (bernoulli, normal, uniform_, native_dropout ...)
+    ran under it. Comparing two seeds would not tell: random OpInfos reseed
+    themselves (wrapper_set_seed)."""
     import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    def run(seed):
-        torch.manual_seed(seed)
-        return op(sample.input, *sample.args, **sample.kwargs)
+    class SeededOps(TorchDispatchMode):
+        random = False
 
-    try:
-        a, b = run(0), run(1)
-        torch.testing.assert_close(a, b, atol=0, rtol=0, equal_nan=True)
-        return False
-    except AssertionError:
-        return True
-    except Exception:  # noqa: BLE001 - the sample loop reports CPU errors
-        return False
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
+            return func(*args, **(kwargs or {}))
+
+    return SeededOps()
 
 
 def run_opinfo(op, max_samples=None):
@@ -309,8 +310,7 @@ def run_opinfo(op, max_samples=None):
         res.update(status="skip", reason="no float32 samples")
         return res
     placement = _placement(op, grad, len(samples))
-    props_only = bool(UNINITIALIZED.search(op.name)) or _is_random(op, samples[0])
-    res["random"] = props_only
+    uninitialized = bool(UNINITIALIZED.search(op.name))
     fwd, bwd = collections.Counter(), collections.Counter()
     first_error = cpu_error = None
     attempted = not_implemented = False
@@ -326,8 +326,10 @@ def run_opinfo(op, max_samples=None):
         except Exception as e:  # noqa: BLE001 - reported as this sample's failure
             to_hal_error = e
         torch.manual_seed(i)
+        seeded = _seeded_ops_mode()
         try:
-            want = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
+            with seeded:
+                want = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
         except Exception as e:  # noqa: BLE001 - a sample CPU rejects tells nothing about hal ...
             if _raised_in_torch_hal(e):  # ... unless the hal backend broke the CPU run (device module hooks)
                 res["samples"] += 1
@@ -337,6 +339,8 @@ def run_opinfo(op, max_samples=None):
                 cpu_error = cpu_error or _short(e)
             continue
         res["samples"] += 1
+        props_only = uninitialized or seeded.random  # random samples: properties only
+        res["random"] = res["random"] or props_only
         phase = "copy to hal"
         try:
             if to_hal_error is not None:
@@ -350,7 +354,8 @@ def run_opinfo(op, max_samples=None):
             phase = "forward compare"
             on_hal = hal_kwargs.get("device") in ("hal", torch.device("hal")) or any(
                 t.device.type == "hal" for t in _tensors((hal_in, hal_args, hal_kwargs)))
-            _compare(got, want, atol, rtol, "forward", properties_only=props_only, on_hal=on_hal)
+            _compare(got, want, atol, rtol, "forward", properties_only=props_only, on_hal=on_hal,
+                     uninitialized=uninitialized)
             if grad and not props_only:
                 phase = "backward"
                 did = _backward(s, (hal_in, hal_args, hal_kwargs), want, got, atol, rtol, torch_hal, bwd)
@@ -697,9 +702,9 @@ def markdown(data):
         f"| pass, CPU fallback allowed | {s['pass_with_fallback_allowed']} | {s['pass_with_fallback_allowed_pct']} |",
         f"| pass with no CPU fallback | {s['pass_without_fallback']} | {s['pass_without_fallback_pct']} |",
         f"| every aten op reaching the device has a device kernel | {s['all_mapped']} | |",
-        f"| (not known: nothing reached the device, or a crash) | {s.get('mapping_unknown', 0)} | |",
         f"| ... of those, pass with no CPU fallback | {s['all_mapped_pass_without_fallback']} | "
         f"{s['all_mapped_pass_without_fallback_pct']} (of {s['all_mapped']}) |",
+        f"| (not known: nothing reached the device, or a crash) | {s.get('mapping_unknown', 0)} | |",
         "",
         "By status: " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_status"].items())) + ".",
         "",
@@ -710,6 +715,11 @@ def markdown(data):
         out += ["Most common failure reasons:", "", "| OpInfos | reason (numbers elided) |", "|---:|---|"]
         out += [f"| {n} | {_cell(k)} |" for k, n in kinds.most_common(15)]
         out += [""]
+    need = collections.Counter(o for r in results for o in r.get("unmapped", []))
+    if need:
+        out += ["aten ops without a device kernel that ran on the CPU fallback, by how many OpInfos needed them "
+                "(the mapping table's to-do list, most needed first):", ""]
+        out += [", ".join(f"`{o.replace('aten::', '')}` {n}" for o, n in need.most_common(40)), ""]
     cats = collections.defaultdict(collections.Counter)
     for r in results:
         cats[r.get("category", "other")][r["status"]] += 1
@@ -721,6 +731,8 @@ def markdown(data):
         n = cats[c]
         out.append(f"| {c} | {sum(v for k, v in n.items() if k != 'pass (no fallback)')} | {n['pass']} | "
                    f"{n['pass (no fallback)']} | {n['fail']} | {n['timeout'] + n['crash'] + n['error']} | {n['skip']} |")
+    out += ["", f"Every OpInfo that does not pass ({len(fails)}):", "", "| OpInfo | result | reason |", "|---|---|---|"]
+    out += [f"| {_cell(r['key'])} | {r['status']} | {_cell(r.get('reason', ''))} |" for r in fails]
     out += ["", "Per OpInfo (samples: passed / run; fallback: aten ops that ran on the CPU fallback, "
             "*declined* = the op has a device kernel but fell back):", "",
             "| OpInfo | result | samples | backward | CPU fallback | reason |", "|---|---|---:|---|---|---|"]
@@ -743,7 +755,7 @@ def write_docs(md, path=DOCS):
     path.write_text(text[: b + len(DOCS_BEGIN)] + "\n" + md + text[e:])
 
 
-def choose_ci(results, budget_s=45.0, per_category=12):
+def choose_ci(results, budget_s=40.0, per_category=60):
     """OpInfos for the CI list: passing ones per category, no-fallback first,
     quickest first, within BUDGET_S seconds of sweep time in total."""
     chosen, spent = [], 0.0
