@@ -352,7 +352,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
 
 // ---- tensors ----
 
-hal_dtype_e to_hal_dtype(c10::ScalarType type) {
+std::optional<hal_dtype_e> hal_dtype_of(c10::ScalarType type) noexcept {
   switch (type) {
     case c10::ScalarType::Float: return HAL_DTYPE_FLOAT32;
     case c10::ScalarType::Half: return HAL_DTYPE_FLOAT16;
@@ -369,8 +369,14 @@ hal_dtype_e to_hal_dtype(c10::ScalarType type) {
     case c10::ScalarType::UInt64: return HAL_DTYPE_UINT64;
     case c10::ScalarType::ComplexFloat: return HAL_DTYPE_COMPLEX64;
     case c10::ScalarType::ComplexDouble: return HAL_DTYPE_COMPLEX128;
-    default: TORCH_CHECK(false, "torch_hal: dtype ", type, " has no HAL dtype");
+    default: return std::nullopt;
   }
+}
+
+hal_dtype_e to_hal_dtype(c10::ScalarType type) {
+  const auto d = hal_dtype_of(type);
+  TORCH_CHECK(d.has_value(), "torch_hal: dtype ", type, " has no HAL dtype");
+  return *d;
 }
 
 hal::TensorView view_of(const at::Tensor& t) {

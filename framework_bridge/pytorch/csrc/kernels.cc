@@ -100,8 +100,19 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) return self;
-  const hal::TensorView out = view_of(self);
-  launch(index_of(self), "fill", {}, {&out}, {scalar_attr("value", value)});
+  if (hal_dtype_of(self.scalar_type())) {
+    const hal::TensorView out = view_of(self);
+    try {
+      launch(index_of(self), "fill", {}, {&out}, {scalar_attr("value", value)});
+      return self;
+    } catch (const hal::Error& e) {
+      if (e.code() != HAL_STATUS_UNIMPLEMENTED && e.code() != HAL_STATUS_UNSUPPORTED_DTYPE) throw;
+      count_fallback("aten::fill_.Scalar", e.what());
+    }
+  } else {
+    count_fallback("aten::fill_.Scalar", std::string("no HAL dtype for ") + c10::toString(self.scalar_type()));
+  }
+  upload(at::empty({}, self.options().device(at::kCPU)).fill_(value), self);  // the device cannot fill this dtype
   return self;
 }
 

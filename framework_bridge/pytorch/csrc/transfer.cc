@@ -16,6 +16,41 @@
 namespace torch_hal {
 namespace {
 void release_staging(void* tensor) { delete static_cast<at::Tensor*>(tensor); }
+
+// Elements of T's storage its view spans, from its storage offset.
+int64_t span_elements(const at::Tensor& t) {
+  int64_t extent = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+  return extent;
+}
+
+// The storage span of T's view, as a 1-D CPU tensor of T's dtype.
+at::Tensor download_span(const at::Tensor& t) {
+  at::Tensor span = at::empty({span_elements(t)}, t.options().device(at::kCPU));
+  const c10::DeviceIndex dev = t.device().index();
+  const hal::Stream* stream = current_hal_stream(dev);
+  allocation_of(t.storage())
+      ->buffer.copy_to_host(span.data_ptr(), span.nbytes(), t.storage_offset() * t.element_size(), stream);
+  if (stream != nullptr) synchronize_stream(current_stream(dev));
+  return span;
+}
+
+// Writes SPAN (from download_span(t)) back over T's storage span.
+void upload_span(const at::Tensor& span, const at::Tensor& t) {
+  const c10::DeviceIndex dev = t.device().index();
+  const hal::Stream* stream = current_hal_stream(dev);
+  allocation_of(t.storage())
+      ->buffer.copy_from_host(span.data_ptr(), span.nbytes(), t.storage_offset() * t.element_size(), stream);
+  if (stream != nullptr) synchronize_stream(current_stream(dev));  // SPAN is freed on return
+}
+
+// DST = SRC through the host, strides and dtypes included, for a copy the
+// device cannot do. Never re-enters device_copy (whose copy just declined).
+void host_copy(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor from = download_span(src), to = download_span(dst);
+  to.as_strided(dst.sizes(), dst.strides()).copy_(from.as_strided(src.sizes(), src.strides()));
+  upload_span(to, dst);
+}
 }  // namespace
 
 void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<const hal::TensorView*>& inputs,
@@ -76,13 +111,19 @@ void device_copy(const at::Tensor& src, const at::Tensor& dst) {
                            current_hal_stream(dst.device().index()));
     return;
   }
+  if (!hal_dtype_of(src.scalar_type()) || !hal_dtype_of(dst.scalar_type())) {
+    count_fallback("aten::copy_", std::string("no HAL dtype for ") + c10::toString(src.scalar_type()) + " -> " +
+                                      c10::toString(dst.scalar_type()));
+    host_copy(src, dst);
+    return;
+  }
   const hal::TensorView in = view_of(src), out = view_of(dst);
   try {
     launch(dst.device().index(), "copy", {&in}, {&out});
   } catch (const hal::Error& e) {
     if (e.code() != HAL_STATUS_UNIMPLEMENTED && e.code() != HAL_STATUS_UNSUPPORTED_DTYPE) throw;
     count_fallback("aten::copy_", e.what());
-    upload(download(src), dst);
+    host_copy(src, dst);
   }
 }
 

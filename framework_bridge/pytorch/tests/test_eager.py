@@ -142,3 +142,18 @@ def test_mlp_forward_backward_sgd_matches_cpu():
     for p_ref, p_dev in zip(ref.parameters(), dev.parameters()):
         assert p_dev.device.type == "hal"
         torch.testing.assert_close(p_dev.cpu(), p_ref, rtol=1e-4, atol=1e-5)
+
+
+def test_copy_the_device_declines_goes_through_the_host_with_strides():
+    # The CPU plugin's copy has no complex dtypes: transposed views still copy
+    # (through the host, counted), in both directions, without recursing.
+    a = torch.randn(2, 3)
+    h = a.to("hal")
+    torch_hal.reset_fallback_stats()
+    torch.testing.assert_close(h.to(torch.complex64).t().cpu(), a.to(torch.complex64).t())
+    out = torch.zeros(3, 2, dtype=torch.complex64, device="hal")
+    out.t().copy_(h.to(torch.complex64))
+    torch.testing.assert_close(out.cpu().t(), a.to(torch.complex64))
+    assert torch_hal.fallback_stats().get("aten::copy_", 0) >= 1
+    # A dtype HAL lacks entirely (ComplexHalf) also round-trips.
+    assert torch.equal(h.chalf().cpu().to(torch.complex64), a.chalf().to(torch.complex64))
