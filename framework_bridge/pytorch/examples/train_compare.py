@@ -239,7 +239,7 @@ def train(model, data, optim, device, masks=None, replay=False):
 def run(model_name, optim, steps=STEPS, device="hal"):
     """Trains MODEL_NAME with OPTIM on DEVICE and on CPU from the same initial weights (built on CPU,
     deep-copied) and batches. Returns a dict: losses per side, the final state_dicts (on CPU),
-    the fallback counts of the hal run."""
+    the CPU-fallback and decomposition counts of the hal run."""
     import torch_hal
 
     torch.manual_seed(0)
@@ -249,13 +249,15 @@ def run(model_name, optim, steps=STEPS, device="hal"):
     masks = DropoutMasks()
     torch_hal.reset_fallback_stats()
     dev_losses = train(dev, data, optim, device, masks)
-    fallbacks = torch_hal.fallback_stats()
+    stats = torch_hal.fallback_stats()  # CPU fallbacks; newer bridges add .decompositions (run on the device)
+    fallbacks, decompositions = dict(stats), dict(getattr(stats, "decompositions", {}))
     cpu_losses = train(ref, data, optim, "cpu", masks, replay=True)
     assert masks._next == len(masks.masks), "the CPU run replayed a different number of dropout masks"
     return dict(model=model_name, optim=optim, device=str(next(dev.parameters()).device),
                 hal=dev_losses, cpu=cpu_losses,
                 hal_state={k: v.detach().cpu() for k, v in dev.state_dict().items()},
-                cpu_state=dict(ref.state_dict()), fallbacks=fallbacks, dropout_masks=len(masks.masks))
+                cpu_state=dict(ref.state_dict()), fallbacks=fallbacks, decompositions=decompositions,
+                dropout_masks=len(masks.masks))
 
 
 def check(result):
@@ -287,6 +289,11 @@ def describe_device(device="hal"):
     return f"hal:{i} = {props.id} ({props.name}, {props.vendor}), plugin {props.plugin!r}"
 
 
+def print_counts(what, counts):
+    print(f"  {what}: {sum(counts.values())} calls of {len(counts)} aten ops"
+          + "".join(f"\n    {k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="mlp,cnn,decoder", help="comma-separated: " + ",".join(MODELS))
@@ -311,9 +318,8 @@ def main(argv=None):
             print(f"\n{model} / {optim}: {args.steps} steps on {r['device']} and on cpu"
                   + (f" ({r['dropout_masks']} dropout masks recorded on hal, replayed on cpu)"
                      if r["dropout_masks"] else ""))
-            fb = r["fallbacks"]
-            print(f"  CPU fallbacks: {sum(fb.values())} calls of {len(fb)} aten ops"
-                  + "".join(f"\n    {k}: {v}" for k, v in sorted(fb.items(), key=lambda kv: (-kv[1], kv[0]))))
+            print_counts("CPU fallbacks", r["fallbacks"])
+            print_counts("decompositions (on the device)", r["decompositions"])
             print("  step   loss (hal)    loss (cpu)    |diff|")
             for i, (h, c) in enumerate(zip(r["hal"], r["cpu"])):
                 print(f"  {i:4d}  {h:12.7f}  {c:12.7f}  {abs(h - c):.2e}")
@@ -324,7 +330,7 @@ def main(argv=None):
             except AssertionError as e:
                 failures += 1
                 print(f"  FAIL: {e}")
-            report.append({k: r[k] for k in ("model", "optim", "device", "hal", "cpu", "fallbacks")}
+            report.append({k: r[k] for k in ("model", "optim", "device", "hal", "cpu", "fallbacks", "decompositions")}
                           | {"plugin": plugin, "max_param_diff": diff, "dropout_masks": r["dropout_masks"]})
     if args.json:
         with open(args.json, "w") as f:

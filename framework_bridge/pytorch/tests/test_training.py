@@ -8,8 +8,8 @@ train_compare.py, which the main job runs too; dropout masks are recorded on hal
 
 Then the same script runs in fresh processes whose only difference is $HAL_CONFIG: a hal.toml
 naming the CPU plugin, and one naming the OpenCL plugin (PoCL) — the MLP and the decoder block.
-Fallback counts are recorded (pytest's record_property), not asserted: which ops fall back is the
-mapping table's business.
+Fallback and decomposition counts are recorded (pytest's record_property), not asserted: which
+ops fall back is the mapping table's business.
 """
 import importlib.util
 import json
@@ -32,6 +32,7 @@ _spec.loader.exec_module(tc)
 def test_training_matches_cpu(model, optim, record_property):
     r = tc.run(model, optim, steps=20)
     record_property("fallbacks", r["fallbacks"])
+    record_property("decompositions", r["decompositions"])
     assert r["device"] == "hal:0"
     # Every forward, backward and optimizer op ran on the device (no CPU fallback, no decomposition).
     assert r["fallbacks"] == {} and r["fallbacks"].decompositions == {}
@@ -94,7 +95,8 @@ def test_same_script_on_cpu_and_opencl_plugins_by_config(tmp_path, record_proper
         assert [(r["model"], r["optim"]) for r in runs] == [
             ("mlp", "sgd"), ("mlp", "adamw"), ("decoder", "sgd"), ("decoder", "adamw")]
         assert all(r["plugin"] == plugin for r in runs)
-        record_property(f"fallbacks_{plugin}", {f"{r['model']}/{r['optim']}": r["fallbacks"] for r in runs})
+        record_property(f"fallbacks_{plugin}", {f"{r['model']}/{r['optim']}": (r["fallbacks"], r["decompositions"])
+                                                for r in runs})
     # Each run was checked against CPU in its process (exit code 0); the two plugins' curves agree too,
     # and both start from the same CPU reference.
     for on_cpu, on_opencl in zip(by_plugin["cpu"], by_plugin["opencl"]):
