@@ -21,4 +21,4 @@ hal_log "plain PyTorch on device=\"hal\" (hal/config/hal.toml) vs PyTorch CPU (f
 # exits non-zero when any step's loss or any final parameter disagrees.
 # (HAL_FALLBACK_WARN=0: the counts are printed, the per-op warnings would repeat them.)
 HAL_FALLBACK_WARN=0 HAL_CONFIG="$HAL_SRC/hal/config/hal.toml" PYTHONPATH="$B/python" "$HAL_PYTHON" \
-  "$HAL_SRC/framework_bridge/pytorch/examples/train_compare.py" --models mlp,decoder
+  "$HAL_SRC/framework_bridge/pytorch/examples/train_compare.py" --models mlp,cnn,decoder

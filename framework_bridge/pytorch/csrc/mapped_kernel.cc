@@ -11,7 +11,9 @@
 #include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include "backend.hpp"
 #include "mapping.hpp"
@@ -70,6 +72,45 @@ const char* reduction_name(int64_t r) {
 bool declined(const hal::Error& e) {
   return e.code() == HAL_STATUS_UNIMPLEMENTED || e.code() == HAL_STATUS_UNSUPPORTED_DTYPE ||
          e.code() == HAL_STATUS_MIXED_DTYPES;
+}
+
+// What a Meta run depends on, as a string: every argument's dtype, shape,
+// strides, device and wrapped-number flag, and every non-tensor argument's
+// value. False when an argument has a kind not listed (then no caching).
+bool append_meta_key(std::string& key, const c10::IValue& v) {
+  auto ints = [&](c10::IntArrayRef xs) {
+    for (int64_t x : xs) key.append(std::to_string(x)).push_back(',');
+    key.push_back(';');
+  };
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) return key.append("u;"), true;
+    key.push_back('T');
+    key.append(std::to_string(static_cast<int>(t.scalar_type()))).push_back(t.is_privateuseone() ? 'h' : 'c');
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) key.push_back('w');
+    ints(t.sizes());
+    ints(t.strides());
+    return true;
+  }
+  if (v.isNone()) return key.append("n;"), true;
+  if (v.isBool()) return key.append(v.toBool() ? "b1;" : "b0;"), true;
+  if (v.isInt()) return key.append("i").append(std::to_string(v.toInt())).append(";"), true;
+  if (v.isDouble()) {  // exact bits: a rounded text form could merge values
+    const double d = v.toDouble();
+    uint64_t bits = 0;
+    std::memcpy(&bits, &d, sizeof bits);
+    return key.append("d").append(std::to_string(bits)).append(";"), true;
+  }
+  if (v.isIntList()) return key.push_back('I'), ints(v.toIntVector()), true;
+  if (v.isString()) return key.append("s").append(v.toStringRef()).append(";"), true;
+  if (v.isDevice()) return key.append("D").append(v.toDevice().str()).append(";"), true;
+  if (v.isList()) {  // Tensor[], Tensor?[], bool[], float[]
+    key.push_back('[');
+    for (const c10::IValue& e : v.toListRef())
+      if (!append_meta_key(key, e)) return false;
+    return key.append("];"), true;
+  }
+  return false;
 }
 
 class MappedKernel final : public c10::OperatorKernel {
@@ -172,28 +213,70 @@ class MappedKernel final : public c10::OperatorKernel {
     return true;
   }
 
+  // One Meta result: a tensor's metadata, an undefined tensor, or a
+  // non-tensor return (SymInt) passed through.
+  struct MetaReturn {
+    bool tensor = false;
+    std::vector<int64_t> sizes, strides;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    c10::IValue other;
+  };
+
   // Output sizes and dtypes from the op's Meta kernel (and out= resizes).
+  // Meta kernels are often Python (hundreds of microseconds), and training
+  // repeats the same shapes, so results are cached per argument signature.
   void meta_shapes(const c10::OperatorHandle& op, Call& call) const {
-    torch::jit::Stack meta;
-    meta.reserve(call.args.size());
-    for (const auto& a : call.args) meta.push_back(to_meta(a));
-    op.callBoxed(&meta);
+    // The default dtype decides outputs of calls that name none.
+    std::string key = std::to_string(static_cast<int>(c10::typeMetaToScalarType(at::get_default_dtype()))) + ";";
+    bool cacheable = true;
+    for (const auto& a : call.args) cacheable = cacheable && append_meta_key(key, a);
+    std::vector<MetaReturn> result;
+    bool hit = false;
+    if (cacheable) {
+      std::lock_guard<std::mutex> lock(meta_mu_);
+      auto it = meta_cache_.find(key);
+      if (it != meta_cache_.end()) result = it->second, hit = true;
+    }
+    if (!hit) {
+      torch::jit::Stack meta;
+      meta.reserve(call.args.size());
+      for (const auto& a : call.args) meta.push_back(to_meta(a));
+      op.callBoxed(&meta);
+      for (size_t r = 0; r < return_arg_.size(); ++r) {
+        MetaReturn m;
+        if (!meta[r].isTensor() && !meta[r].isNone()) {
+          m.other = meta[r];
+        } else if (meta[r].isTensor() && meta[r].toTensor().defined()) {
+          const at::Tensor& t = meta[r].toTensor();
+          m.tensor = true;
+          m.sizes = t.sizes().vec();
+          m.strides = t.strides().vec();
+          m.dtype = t.scalar_type();
+        }
+        result.push_back(std::move(m));
+      }
+      if (cacheable) {
+        std::lock_guard<std::mutex> lock(meta_mu_);
+        if (meta_cache_.size() >= kMetaCacheEntries) meta_cache_.clear();  // bounded; shapes in a loop repeat
+        meta_cache_.emplace(std::move(key), result);
+      }
+    }
     const c10::Device dev(at::kPrivateUse1, call.dev);
     call.other_returns.resize(return_arg_.size());
     for (size_t r = 0; r < return_arg_.size(); ++r) {
-      if (!meta[r].isTensor() && !meta[r].isNone()) {  // SymInt etc.: passed through
-        call.other_returns[r] = meta[r];
+      const MetaReturn& m = result[r];
+      if (!m.other.isNone()) {  // SymInt etc.: passed through
+        call.other_returns[r] = m.other;
         call.returns.emplace_back();
         continue;
       }
-      const at::Tensor m = meta[r].isNone() ? at::Tensor() : meta[r].toTensor();
       if (return_arg_[r] < 0) {
-        call.returns.push_back(m.defined() ? at::empty_strided(m.sizes(), m.strides(), m.options().device(dev))
-                                           : at::Tensor());
+        call.returns.push_back(m.tensor ? at::empty_strided(m.sizes, m.strides, at::TensorOptions().dtype(m.dtype).device(dev))
+                                        : at::Tensor());
         continue;
       }
       at::Tensor out = call.args[return_arg_[r]].toTensor();
-      if (m.defined() && out.sizes() != m.sizes()) out.resize_(m.sizes());
+      if (m.tensor && out.sizes() != c10::IntArrayRef(m.sizes)) out.resize_(m.sizes);
       call.returns.push_back(out);
     }
   }
@@ -361,6 +444,9 @@ class MappedKernel final : public c10::OperatorKernel {
   const Mapping& row_;
   const std::string name_;
   std::once_flag resolved_;
+  static constexpr size_t kMetaCacheEntries = 4096;
+  mutable std::mutex meta_mu_;
+  mutable std::unordered_map<std::string, std::vector<MetaReturn>> meta_cache_;
   std::vector<int> in_index_, attr_index_, return_arg_;
 };
 

@@ -249,8 +249,8 @@ def run(model_name, optim, steps=STEPS, device="hal"):
     masks = DropoutMasks()
     torch_hal.reset_fallback_stats()
     dev_losses = train(dev, data, optim, device, masks)
-    stats = torch_hal.fallback_stats()  # CPU fallbacks; newer bridges add .decompositions (run on the device)
-    fallbacks, decompositions = dict(stats), dict(getattr(stats, "decompositions", {}))
+    stats = torch_hal.fallback_stats()  # CPU fallbacks; .decompositions ran on the device
+    fallbacks, decompositions = dict(stats), dict(stats.decompositions)
     cpu_losses = train(ref, data, optim, "cpu", masks, replay=True)
     assert masks._next == len(masks.masks), "the CPU run replayed a different number of dropout masks"
     return dict(model=model_name, optim=optim, device=str(next(dev.parameters()).device),
