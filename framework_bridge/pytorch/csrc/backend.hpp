@@ -146,6 +146,9 @@ void upload(const at::Tensor& src, const at::Tensor& dst);
 // dtype and shape, else the catalog's "copy" (dtype, broadcast, strides);
 // a plugin without that copy goes through the host (counted as a fallback).
 void device_copy(const at::Tensor& src, const at::Tensor& dst);
+// Conjugates (CONJ) and/or negates (NEG) hal tensor T's stored elements in
+// place, ignoring T's own lazy conj/neg bits (through the host: rare paths).
+void apply_math_bits(const at::Tensor& t, bool conj, bool neg);
 
 // ---- random numbers (random.cc) ----
 

@@ -7,6 +7,9 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -73,18 +76,30 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
   return self;
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking: copies are synchronous*/) {
-  const bool src_hal = self.is_privateuseone(), dst_hal = dst.is_privateuseone();
-  if (src_hal && dst_hal && self.device() == dst.device()) {
+// The Conjugate and Negative keys fall through to this kernel (registered
+// below, as PyTorch's other out-of-tree backends do), so SRC and DST arrive
+// with their lazy conj/neg bits: bytes move raw, then DST's elements are
+// fixed where the bits differ. Without the fallthrough, the bits' fallback
+// materialises through clone -> copy_ -> _copy_from again, forever.
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking: copies are synchronous*/) {
+  const bool src_hal = src.is_privateuseone(), dst_hal = dst.is_privateuseone();
+  TORCH_CHECK(src_hal || dst_hal, "torch_hal: _copy_from between ", src.device(), " and ", dst.device());
+  if (src_hal && !dst_hal) {  // the CPU copy_ applies both tensors' bits
+    at::Tensor host = download(src);
+    host._set_conj(src.is_conj());
+    host._set_neg(src.is_neg());
+    const_cast<at::Tensor&>(dst).copy_(host);
+    return dst;
+  }
+  const at::Tensor self = src_hal ? src : src.resolve_conj().resolve_neg();
+  if (src_hal && self.device() == dst.device()) {
     device_copy(self, dst);
-  } else if (src_hal && dst_hal) {
-    upload(download(self), dst);  // between devices, through the host
   } else if (src_hal) {
-    const_cast<at::Tensor&>(dst).copy_(download(self));
+    upload(download(self), dst);  // between devices, through the host
   } else {
-    TORCH_CHECK(dst_hal, "torch_hal: _copy_from between ", self.device(), " and ", dst.device());
     upload(self, dst);
   }
+  apply_math_bits(dst, self.is_conj() != dst.is_conj(), self.is_neg() != dst.is_neg());
   return dst;
 }
 
@@ -127,9 +142,23 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("resize_", resize);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
+  // Views with CPU/CUDA kernels only (metadata, no bytes move).
+  m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("zero_", zero);
+}
+
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace

@@ -127,4 +127,13 @@ void device_copy(const at::Tensor& src, const at::Tensor& dst) {
   }
 }
 
+void apply_math_bits(const at::Tensor& t, bool conj, bool neg) {
+  if ((!conj && !neg) || t.numel() == 0) return;
+  at::Tensor span = download_span(t);  // raw elements: no bits on the host copy
+  at::Tensor view = span.as_strided(t.sizes(), t.strides());
+  if (conj) view.copy_(view.conj_physical());
+  if (neg) view.neg_();
+  upload_span(span, t);
+}
+
 }  // namespace torch_hal

@@ -157,3 +157,32 @@ def test_copy_the_device_declines_goes_through_the_host_with_strides():
     assert torch_hal.fallback_stats().get("aten::copy_", 0) >= 1
     # A dtype HAL lacks entirely (ComplexHalf) also round-trips.
     assert torch.equal(h.chalf().cpu().to(torch.complex64), a.chalf().to(torch.complex64))
+
+
+def test_lazy_conj_and_neg_bits_copy_exactly():
+    # fft results and x.conj() carry PyTorch's lazy conj/neg bits; copies in and
+    # out of the device apply them (used to recurse forever through clone).
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    c = torch.complex(a, b)
+    h = c.to("hal")
+    assert torch.equal(torch.complex(a.to("hal"), b.to("hal")).cpu(), c)
+    torch.testing.assert_close(torch.fft.ifft(a.to("hal")).cpu(), torch.fft.ifft(a))
+    assert torch.equal(h.conj().cpu(), c.conj())
+    assert torch.equal(h.conj().imag.cpu(), c.conj().imag)  # a neg bit on a real view
+    d = torch.empty_like(h)
+    d.copy_(h.conj())
+    assert torch.equal(d.cpu(), c.conj())
+    e = torch.zeros_like(h)
+    e.conj().copy_(c)  # writing through a conjugate view
+    assert torch.equal(e.cpu(), c.conj())
+
+
+def test_views_with_backend_kernels_stay_views():
+    x = torch.arange(10.0)
+    h = x.to("hal")
+    u = h.unfold(0, 3, 2)
+    assert u._base is h and torch.equal(u.cpu(), x.unfold(0, 3, 2))
+    c = torch.complex(x, -x).to("hal")
+    r = torch.view_as_real(c)
+    assert r._base is c and torch.equal(r.cpu(), torch.view_as_real(torch.complex(x, -x)))
+    assert torch.view_as_complex(r)._base is c
