@@ -229,7 +229,17 @@ class MappedKernel final : public c10::OperatorKernel {
     // The default dtype decides outputs of calls that name none.
     std::string key = std::to_string(static_cast<int>(c10::typeMetaToScalarType(at::get_default_dtype()))) + ";";
     bool cacheable = true;
-    for (const auto& a : call.args) cacheable = cacheable && append_meta_key(key, a);
+    for (size_t i = 0; i < call.args.size() && cacheable; ++i) {
+      const c10::IValue& a = call.args[i];
+      // A Scalar argument's value does not shape the outputs of a mapped row
+      // (no factory rows), only its kind does: AdamW's per-step scalars hit.
+      if (call.schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType &&
+          (a.isInt() || a.isDouble() || a.isBool())) {
+        key.append(a.isInt() ? "#i;" : a.isDouble() ? "#d;" : "#b;");
+        continue;
+      }
+      cacheable = append_meta_key(key, a);
+    }
     std::vector<MetaReturn> result;
     bool hit = false;
     if (cacheable) {
