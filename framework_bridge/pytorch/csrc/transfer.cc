@@ -103,6 +103,20 @@ void upload(const at::Tensor& src, const at::Tensor& dst) {
 
 void device_copy(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
+  // Overlapping views of one storage (pad's circular copies): plugins copy
+  // only disjoint or identical ranges, so partial overlap goes through a temporary.
+  if (src.storage().is_alias_of(dst.storage()) &&
+      !(src.storage_offset() == dst.storage_offset() && src.sizes() == dst.sizes() &&
+        src.strides() == dst.strides() && src.scalar_type() == dst.scalar_type())) {
+    const int64_t s0 = src.storage_offset() * src.element_size(), d0 = dst.storage_offset() * dst.element_size();
+    const int64_t s1 = s0 + span_elements(src) * src.element_size(), d1 = d0 + span_elements(dst) * dst.element_size();
+    if (s0 < d1 && d0 < s1) {
+      const at::Tensor tmp = at::empty(src.sizes(), src.options());
+      device_copy(src, tmp);
+      device_copy(tmp, dst);
+      return;
+    }
+  }
   if (src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() && src.is_contiguous() &&
       dst.is_contiguous()) {
     allocation_of(dst.storage())

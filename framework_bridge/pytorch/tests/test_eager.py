@@ -186,3 +186,20 @@ def test_views_with_backend_kernels_stay_views():
     r = torch.view_as_real(c)
     assert r._base is c and torch.equal(r.cpu(), torch.view_as_real(torch.complex(x, -x)))
     assert torch.view_as_complex(r)._base is c
+
+
+def test_copy_between_overlapping_views_of_one_storage():
+    # nn.functional.pad(mode="circular") copies between partly overlapping views.
+    y = torch.arange(18.0).reshape(3, 6)
+    h = y.to("hal")
+    h[:, 0:2].copy_(h[:, 1:3])
+    y[:, 0:2].copy_(y[:, 1:3].clone())
+    assert torch.equal(h.cpu(), y)
+    x = torch.arange(10.0)
+    hx = x.to("hal")
+    hx[2:8].copy_(hx[0:6])
+    x[2:8] = x[0:6].clone()
+    assert torch.equal(hx.cpu(), x)
+    p = torch.randn(1, 2, 5)
+    torch.testing.assert_close(torch.nn.functional.pad(p.to("hal"), (2, 2), mode="circular").cpu(),
+                               torch.nn.functional.pad(p, (2, 2), mode="circular"))
