@@ -89,6 +89,13 @@ Placed place(Device& device, const HostTensor& t, Layout layout, bool values) {
   p.buffer.copy_from_host(p.image.data(), bytes);
   std::vector<int64_t> view_strides = layout == Layout::kContiguous ? std::vector<int64_t>{} : p.strides;
   p.view = TensorView(p.buffer, t.dtype, t.shape, view_strides, static_cast<uint64_t>(off) * es);
+  // op.h lets a zero-element tensor come with no buffer (frameworks pass one
+  // so for a 0-byte storage); the contiguous layout checks that, the others
+  // a real buffer (whose guard bytes must stay untouched).
+  if (n == 0 && layout == Layout::kContiguous) {
+    p.view.buffer = nullptr;
+    p.view.buffer_bytes = 0;
+  }
   return p;
 }
 

@@ -56,6 +56,7 @@ CachingAllocator::Block* CachingAllocator::allocate(uint64_t size, hal_stream_t*
     }
   }
   if (block == nullptr) {
+    if (enabled_) collect_locked(rounded, stream);
     hal_buffer_t* buffer = nullptr;
     hal_status_t* status = memory_->buffer_allocate(device_, rounded, alignment_, &buffer);
     if (status != nullptr && status->code == HAL_STATUS_OUT_OF_MEMORY && !free_.empty()) {
@@ -132,9 +133,14 @@ void CachingAllocator::release(Block* block) noexcept {
     }
   }
   if (pending.events.empty())
-    free_.insert({{block->stream, block->size}, block});
+    cache_locked(block);
   else
     pending_.push_back(std::move(pending));
+}
+
+void CachingAllocator::cache_locked(Block* block) {
+  block->released_at = ++release_clock_;
+  free_.insert({{block->stream, block->size}, block});
 }
 
 void CachingAllocator::process_pending_locked() {
@@ -154,12 +160,33 @@ void CachingAllocator::process_pending_locked() {
     }
     if (done) {
       for (hal_event_t* e : pending_[i].events) event_pool_.push_back(e);
-      Block* b = pending_[i].block;
-      free_.insert({{b->stream, b->size}, b});
+      cache_locked(pending_[i].block);
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       ++i;
     }
+  }
+}
+
+void CachingAllocator::collect_locked(uint64_t incoming, hal_stream_t* stream) {
+  // Without splitting, cached blocks of sizes no longer asked for would stay
+  // reserved forever; on a miss (already a plugin call) the oldest go back
+  // until the reserve is within kReserveLimit of what is in use.
+  const auto limit = [&] {
+    const long double in_use = static_cast<long double>(stats_.allocated_bytes + incoming);
+    return static_cast<long double>(stats_.reserved_bytes + incoming) > kReserveLimit * in_use;
+  };
+  // Only STREAM's blocks: they are ordered before this request on its
+  // stream, as a reuse would be.
+  while (limit()) {
+    auto first = free_.lower_bound({stream, 0}), last = free_.lower_bound({stream, UINT64_MAX});
+    if (first == last) break;
+    auto oldest = first;
+    for (auto it = first; it != last; ++it)
+      if (it->second->released_at < oldest->second->released_at) oldest = it;
+    Block* b = oldest->second;
+    free_.erase(oldest);
+    free_block_locked(b);
   }
 }
 
@@ -181,7 +208,7 @@ void CachingAllocator::empty_cache() {
       }
       event_pool_.push_back(e);
     }
-    free_.insert({{p.block->stream, p.block->size}, p.block});
+    cache_locked(p.block);
   }
   pending_.clear();
   for (auto& [key, block] : free_) free_block_locked(block);

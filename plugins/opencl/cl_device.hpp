@@ -105,7 +105,11 @@ class ClDevice final : public sdk::Device {
 };
 
 inline ClBuffer& cl_buffer(sdk::Buffer& b) { return static_cast<ClBuffer&>(b); }
-inline ClBuffer& cl_buffer(const sdk::Buffer* b) { return *static_cast<ClBuffer*>(const_cast<sdk::Buffer*>(b)); }
+// The cl_mem of an op tensor's buffer. A zero-element tensor may have no
+// buffer (op.h: hal_tensor_t.buffer is NULL only then): that gives NULL, which
+// OpenCL accepts as a __global pointer argument; kernels index it for no
+// element, so nothing dereferences it.
+inline cl_mem mem_or_null(const sdk::Buffer* b) { return b ? static_cast<const ClBuffer*>(b)->mem() : nullptr; }
 
 template <class Enqueue>
 void ClDevice::submit(sdk::Stream* stream, Enqueue&& enqueue) {

@@ -36,7 +36,7 @@ Launch& Launch::raw(size_t size, const void* value) {
 }
 
 Launch& Launch::tensor(const Tensor& t) {
-  mem(cl_buffer(t.buffer).mem());
+  mem(mem_or_null(t.buffer));
   return value<cl_long>(static_cast<cl_long>(t.byte_offset / t.element_size()));
 }
 

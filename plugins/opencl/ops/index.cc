@@ -478,7 +478,7 @@ void sort_rows(const OpCall& c, sdk::Stream* stream, int dim, int64_t k, bool de
       Launch l(device, source, "sort_rows");
       l.tensor(self);
       if (values) l.tensor(*values);
-      else l.mem(cl_buffer(indices.buffer).mem()).value<cl_long>(0);
+      else l.mem(mem_or_null(indices.buffer)).value<cl_long>(0);
       l.tensor(indices);
       l.value<cl_long>(rows).value<cl_long>(n).value<cl_long>(k).value<cl_long>(sd).value<cl_long>(vsd);
       l.value<cl_long>(isd).value<cl_int>(it.kept_rank()).value(ksz).value(kin);

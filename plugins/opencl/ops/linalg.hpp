@@ -18,7 +18,7 @@ namespace hal::opencl::linalg {
 // UNSUPPORTED_DTYPE). Built once, lives as long as the process.
 const std::string& source(hal_dtype_e dt);
 
-inline cl_mem mem_of(const Tensor& t) { return cl_buffer(t.buffer).mem(); }
+inline cl_mem mem_of(const Tensor& t) { return mem_or_null(t.buffer); }
 inline int64_t off_of(const Tensor& t) { return static_cast<int64_t>(t.byte_offset / t.element_size()); }
 
 // A scratch cl_mem released when it goes out of scope (after enqueueing;

@@ -119,7 +119,7 @@ Dense Ops::in(const Tensor* t) {
   if (t == nullptr) return d;
   if (t->numel() == 0) return d;
   if (t->is_contiguous()) {
-    d.mem = cl_buffer(t->buffer).mem();
+    d.mem = mem_or_null(t->buffer);
     d.off = static_cast<cl_long>(t->byte_offset / t->element_size());
     return d;
   }
@@ -134,7 +134,7 @@ Dense Ops::out(const Tensor& t) {
   Dense d = in(nullptr);
   if (t.numel() == 0) return d;
   if (t.is_contiguous()) {
-    d.mem = cl_buffer(t.buffer).mem();
+    d.mem = mem_or_null(t.buffer);
     d.off = static_cast<cl_long>(t.byte_offset / t.element_size());
     return d;
   }

@@ -109,7 +109,7 @@ void launch_reduce(const OpCall& c, sdk::Stream* stream, uint32_t mask, const Re
     Launch l(device, source, "reduce");
     l.tensor(in).tensor(out0);
     if (out1) l.tensor(*out1);
-    else l.mem(cl_buffer(out0.buffer).mem()).value<cl_long>(-1);
+    else l.mem(mem_or_null(out0.buffer)).value<cl_long>(-1);
     l.value<cl_long>(it.out_numel()).value<cl_long>(it.red_numel());
     l.value<cl_int>(it.kept_rank()).value(ksz).value(kin).value(ko0).value(ko1);
     l.value<cl_int>(it.red_rank()).value(rsz).value(rst);

@@ -4,7 +4,12 @@
 // plugin. A block is reused only by allocations on the stream it was last
 // allocated on (stream order makes that safe); a block that was also used on
 // other streams (Buffer::record_stream) returns to the cache only after
-// events recorded on those streams at free time have completed. Thread-safe.
+// events recorded on those streams at free time have completed. Blocks are
+// not split: when a request misses the cache while the reserve (in use +
+// cached) exceeds kReserveLimit times what would then be in use, the least
+// recently freed cached blocks of the request's stream go back to the plugin
+// first, so reserved memory stays within that factor of peak use on a
+// single stream. Thread-safe.
 #ifndef HAL_RUNTIME_CACHING_ALLOCATOR_HPP_
 #define HAL_RUNTIME_CACHING_ALLOCATOR_HPP_
 
@@ -38,7 +43,11 @@ class CachingAllocator {
     uint64_t requested = 0;  // what the current user asked for
     hal_stream_t* stream = nullptr;      // allocation stream (NULL: none)
     std::vector<hal_stream_t*> used_on;  // other streams (record_stream)
+    uint64_t released_at = 0;            // release order, for collection
   };
+
+  // Bound on reserved / in-use bytes kept by collection on cache misses.
+  static constexpr double kReserveLimit = 1.2;
 
   // DEVICE: plugin device handle; MEMORY/STREAMS: the plugin's normalised
   // tables (STREAMS may lack entries). ENABLED=false passes every call
@@ -73,6 +82,10 @@ class CachingAllocator {
     std::vector<hal_event_t*> events;
   };
   void process_pending_locked();
+  void cache_locked(Block* block);
+  // Frees STREAM's oldest cached blocks while reserving INCOMING more bytes
+  // would exceed kReserveLimit.
+  void collect_locked(uint64_t incoming, hal_stream_t* stream);
   void free_block_locked(Block* block);
   hal_event_t* take_event_locked();
 
@@ -86,6 +99,7 @@ class CachingAllocator {
   std::vector<Pending> pending_;
   std::vector<hal_event_t*> event_pool_;
   AllocatorStats stats_;
+  uint64_t release_clock_ = 0;
 };
 
 }  // namespace hal
