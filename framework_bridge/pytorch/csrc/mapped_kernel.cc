@@ -13,6 +13,9 @@
 #include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -463,23 +466,28 @@ class MappedKernel final : public c10::OperatorKernel {
   void launch_call(const Call& call) const {
     for (const auto& o : call.outputs)
       if (o.numel() == 0 && call.outputs.size() == 1) return;  // nothing to compute
-    std::vector<hal::TensorView> views;
-    views.reserve(call.inputs.size() + call.outputs.size());
-    std::vector<const hal::TensorView*> ins, outs;
+    // Descriptors in per-thread scratch whose vectors keep their capacity:
+    // no allocation per call. Nothing re-enters a kernel during a launch.
+    thread_local std::vector<hal::TensorView> views;
+    thread_local std::vector<const hal::TensorView*> ins, outs;
+    views.resize(std::max(views.size(), call.inputs.size() + call.outputs.size()));
+    ins.clear();
+    outs.clear();
+    size_t next = 0;
     for (const auto& t : call.inputs) {
       if (!t.defined()) {
         ins.push_back(nullptr);
         continue;
       }
-      views.push_back(view_of(t));
-      ins.push_back(&views.back());
+      view_into(t, &views[next]);
+      ins.push_back(&views[next++]);
     }
     for (const auto& t : call.outputs) {
-      views.push_back(view_of(t));
-      outs.push_back(&views.back());
+      view_into(t, &views[next]);
+      outs.push_back(&views[next++]);
     }
     try {
-      launch(call.dev, call.catalog, ins, outs, call.attrs);
+      launch(runner(call), call.dev, ins, outs, call.attrs);
     } catch (const hal::Error& e) {
       if (declined(e)) throw Decline{e.what()};
       const auto& d = device(call.dev);
@@ -488,8 +496,25 @@ class MappedKernel final : public c10::OperatorKernel {
     }
   }
 
+  // The row's catalog op on hal:DEV (OpRunners live for the process), cached
+  // per device so the hot path skips op_runner's locked keyed lookup; a
+  // catalog op a hook chose takes the lookup.
+  const hal::OpRunner& runner(const Call& call) const {
+    if (call.catalog != row_.catalog || call.dev < 0 || call.dev >= kCachedDevices)
+      return op_runner(call.dev, call.catalog);
+    std::atomic<const hal::OpRunner*>& slot = runners_[call.dev];
+    const hal::OpRunner* r = slot.load(std::memory_order_acquire);
+    if (r == nullptr) {
+      r = &op_runner(call.dev, call.catalog);
+      slot.store(r, std::memory_order_release);
+    }
+    return *r;
+  }
+
   const Mapping& row_;
   const std::string name_;
+  static constexpr int kCachedDevices = 16;
+  mutable std::array<std::atomic<const hal::OpRunner*>, kCachedDevices> runners_{};
   std::once_flag resolved_;
   static constexpr size_t kMetaCacheEntries = 4096;
   mutable std::mutex meta_mu_;
