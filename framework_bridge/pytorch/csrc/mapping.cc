@@ -129,7 +129,7 @@ void sdpa_plain(Call& c) {
 // the catalog's cat takes tensors of the output's rank only.
 void cat_skip_legacy_empty(Call& c) {
   const int64_t rank = c.outputs[0].dim();
-  std::vector<at::Tensor> kept;
+  Call::Tensors kept;
   for (auto& in : c.inputs)
     if (!(in.dim() == 1 && in.numel() == 0 && rank != 1)) kept.push_back(std::move(in));
   if (kept.empty()) throw Decline{"every input is empty"};
