@@ -379,16 +379,22 @@ hal_dtype_e to_hal_dtype(c10::ScalarType type) {
   return *d;
 }
 
+void view_into(const at::Tensor& t, hal::TensorView* v) {
+  v->dtype = to_hal_dtype(t.scalar_type());
+  v->shape.assign(t.sizes().begin(), t.sizes().end());
+  v->strides.assign(t.strides().begin(), t.strides().end());
+  v->byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.element_size();
+  v->buffer = nullptr;
+  v->buffer_bytes = 0;
+  if (Allocation* a = allocation_of(t.storage())) {
+    v->buffer = a->buffer.handle();
+    v->buffer_bytes = a->buffer.size();
+  }
+}
+
 hal::TensorView view_of(const at::Tensor& t) {
   hal::TensorView v;
-  v.dtype = to_hal_dtype(t.scalar_type());
-  v.shape = t.sizes().vec();
-  v.strides = t.strides().vec();
-  v.byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.element_size();
-  if (Allocation* a = allocation_of(t.storage())) {
-    v.buffer = a->buffer.handle();
-    v.buffer_bytes = a->buffer.size();
-  }
+  view_into(t, &v);
   return v;
 }
 

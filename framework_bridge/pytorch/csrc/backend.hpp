@@ -123,6 +123,9 @@ std::optional<hal_dtype_e> hal_dtype_of(c10::ScalarType type) noexcept;
 // The strided descriptor of hal tensor T (no copy). T's storage must
 // outlive every launch using the view.
 hal::TensorView view_of(const at::Tensor& t);
+// view_of(T) written into *V (not null), reusing V's vectors' capacity: no
+// allocation once V has held a view of T's rank (the launch hot path).
+void view_into(const at::Tensor& t, hal::TensorView* v);
 
 // The catalog op NAME on DEVICE, resolved once per (device, name) and
 // cached. Throws hal::Error (UNIMPLEMENTED when the plugin lacks it).
@@ -137,6 +140,9 @@ const hal::OpRunner& op_runner(c10::DeviceIndex device, const std::string& name)
 // Runs catalog op CATALOG on hal:DEV (the cached OpRunner). Every launch of
 // the bridge goes through here. Throws hal::Error as OpRunner::launch does.
 void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<const hal::TensorView*>& inputs,
+            const std::vector<const hal::TensorView*>& outputs, const std::vector<hal::Attr>& attrs = {});
+// The same with RUNNER (from op_runner(DEV, ...)) already resolved.
+void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorView*>& inputs,
             const std::vector<const hal::TensorView*>& outputs, const std::vector<hal::Attr>& attrs = {});
 // A contiguous CPU copy of hal tensor T (same dtype).
 at::Tensor download(const at::Tensor& t);

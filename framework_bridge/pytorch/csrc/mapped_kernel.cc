@@ -7,15 +7,21 @@
 // the plugin declines (UNIMPLEMENTED, UNSUPPORTED_DTYPE, MIXED_DTYPES, or a
 // hook's Decline) decomposes or falls back (fallback.cc); any other plugin
 // error is a RuntimeError naming the aten op, the catalog op and the plugin.
+// An output overlapping an input in a way the catalog op's `alias` forbids
+// (out=self, addmm_) is computed into a fresh tensor and copied over.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 #include "backend.hpp"
+#include "hal/common/op_catalog.hpp"
 #include "mapping.hpp"
 
 namespace torch_hal {
@@ -67,6 +73,21 @@ const char* reduction_name(int64_t r) {
     case at::Reduction::Sum: return "sum";
     default: throw Decline{"reduction " + std::to_string(r)};
   }
+}
+
+// The bytes of T's storage its view spans: [begin, end).
+std::pair<int64_t, int64_t> byte_span(const at::Tensor& t) {
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return {t.storage_offset() * t.element_size(), (last + 1) * t.element_size()};
+}
+
+// Whether catalog op NAME allows an output to be exactly one of its inputs
+// (alias = "exact"); false for a name outside the catalog.
+bool allows_exact_alias(const std::string& name) {
+  for (const hal::common::OpSchema& s : hal::common::catalog::kOps)
+    if (name == s.name) return s.alias == hal::common::Alias::kExact;
+  return false;
 }
 
 bool declined(const hal::Error& e) {
@@ -130,7 +151,9 @@ class MappedKernel final : public c10::OperatorKernel {
       build_attrs(call);
       build_outputs(call);
       if (row_.hook != nullptr) row_.hook(call);
+      const auto copies = unalias_outputs(call);
       launch_call(call);
+      for (const auto& [fresh, real] : copies) device_copy(fresh, real);
     } catch (const Decline& d) {
       return run_without_catalog(op, stack, "catalog op " + call.catalog + " declined: " + d.reason);
     }
@@ -147,6 +170,7 @@ class MappedKernel final : public c10::OperatorKernel {
 
  private:
   void resolve(const c10::FunctionSchema& schema) {
+    row_exact_alias_ = allows_exact_alias(row_.catalog);
     for (const auto& in : row_.inputs) in_index_.push_back(in.arg == nullptr ? -1 : index(schema, in.arg));
     for (const auto& a : row_.attrs) attr_index_.push_back(a.arg == nullptr ? -1 : index(schema, a.arg));
     for (const auto& r : schema.returns()) {
@@ -423,26 +447,57 @@ class MappedKernel final : public c10::OperatorKernel {
     }
   }
 
+  // Replaces each output that overlaps an input, other than as the exact
+  // in-place alias the catalog op allows, by a fresh dense tensor; returns
+  // the (fresh, real) pairs to copy after the launch. Only outputs sharing
+  // an input's storage are examined further (the common case costs one
+  // pointer comparison per pair).
+  std::vector<std::pair<at::Tensor, at::Tensor>> unalias_outputs(Call& call) const {
+    std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+    for (at::Tensor& out : call.outputs) {
+      if (!out.defined() || out.numel() == 0) continue;
+      for (const at::Tensor& in : call.inputs) {
+        if (!in.defined() || in.numel() == 0 || !out.is_alias_of(in)) continue;
+        const auto o = byte_span(out), i = byte_span(in);
+        if (i.second <= o.first || o.second <= i.first) continue;
+        const bool exact = in.storage_offset() == out.storage_offset() && in.scalar_type() == out.scalar_type() &&
+                           in.sizes() == out.sizes() && in.strides() == out.strides();
+        if (exact && (call.catalog == row_.catalog ? row_exact_alias_ : allows_exact_alias(call.catalog)))
+          continue;
+        at::Tensor fresh = at::empty(out.sizes(), out.options());
+        copies.emplace_back(fresh, out);
+        out = std::move(fresh);
+        break;
+      }
+    }
+    return copies;
+  }
+
   void launch_call(const Call& call) const {
     for (const auto& o : call.outputs)
       if (o.numel() == 0 && call.outputs.size() == 1) return;  // nothing to compute
-    std::vector<hal::TensorView> views;
-    views.reserve(call.inputs.size() + call.outputs.size());
-    std::vector<const hal::TensorView*> ins, outs;
+    // Descriptors in per-thread scratch whose vectors keep their capacity:
+    // no allocation per call. Nothing re-enters a kernel during a launch.
+    thread_local std::vector<hal::TensorView> views;
+    thread_local std::vector<const hal::TensorView*> ins, outs;
+    views.resize(std::max(views.size(), call.inputs.size() + call.outputs.size()));
+    ins.clear();
+    outs.clear();
+    size_t next = 0;
     for (const auto& t : call.inputs) {
       if (!t.defined()) {
         ins.push_back(nullptr);
         continue;
       }
-      views.push_back(view_of(t));
-      ins.push_back(&views.back());
+      view_into(t, &views[next]);
+      ins.push_back(&views[next++]);
     }
     for (const auto& t : call.outputs) {
-      views.push_back(view_of(t));
-      outs.push_back(&views.back());
+      view_into(t, &views[next]);
+      outs.push_back(&views[next++]);
     }
     try {
-      launch(call.dev, call.catalog, ins, outs, call.attrs);
+      launch(runner(call), call.dev, ins, outs, call.attrs);
     } catch (const hal::Error& e) {
       if (declined(e)) throw Decline{e.what()};
       const auto& d = device(call.dev);
@@ -451,13 +506,31 @@ class MappedKernel final : public c10::OperatorKernel {
     }
   }
 
+  // The row's catalog op on hal:DEV (OpRunners live for the process), cached
+  // per device so the hot path skips op_runner's locked keyed lookup; a
+  // catalog op a hook chose takes the lookup.
+  const hal::OpRunner& runner(const Call& call) const {
+    if (call.catalog != row_.catalog || call.dev < 0 || call.dev >= kCachedDevices)
+      return op_runner(call.dev, call.catalog);
+    std::atomic<const hal::OpRunner*>& slot = runners_[call.dev];
+    const hal::OpRunner* r = slot.load(std::memory_order_acquire);
+    if (r == nullptr) {
+      r = &op_runner(call.dev, call.catalog);
+      slot.store(r, std::memory_order_release);
+    }
+    return *r;
+  }
+
   const Mapping& row_;
   const std::string name_;
+  static constexpr int kCachedDevices = 16;
+  mutable std::array<std::atomic<const hal::OpRunner*>, kCachedDevices> runners_{};
   std::once_flag resolved_;
   static constexpr size_t kMetaCacheEntries = 4096;
   mutable std::mutex meta_mu_;
   mutable std::unordered_map<std::string, std::vector<MetaReturn>> meta_cache_;
   std::vector<int> in_index_, attr_index_, return_arg_;
+  bool row_exact_alias_ = false;  // the row's catalog op allows out == input exactly
 };
 
 std::vector<std::string>& unregistered() {

@@ -100,6 +100,24 @@ void batch_norm_eval_saves_nothing(Call& c) {
   for (size_t i : {1, 2}) c.returns[i] = c.outputs[i] = at::empty({0}, c.returns[0].options());
 }
 
+// Eval backward: the catalog op reads running_mean / running_var and no
+// saved statistics; PyTorch passes the forward's empty [0] save_mean /
+// save_invstd, which the op would reject as the wrong shape.
+void batch_norm_backward_stats(Call& c) {
+  const char* flag = c.schema.argumentIndexWithName("train").has_value() ? "train" : "update";
+  if (c.arg(flag).toBool()) return;
+  if (!c.inputs[3].defined() || !c.inputs[4].defined())
+    throw Decline{"eval backward without running_mean and running_var"};
+  c.inputs[5] = c.inputs[6] = at::Tensor();
+}
+
+// The catalog's divisor_override is 0 (none) or positive; PyTorch takes any
+// non-zero divisor.
+void divisor_not_negative(Call& c) {
+  const c10::IValue& d = c.arg("divisor_override");
+  if (!d.isNone() && d.toInt() < 0) throw Decline{"divisor_override " + std::to_string(d.toInt()) + " is negative"};
+}
+
 // The fused SDPA op takes neither dropout nor a debug mask.
 void sdpa_plain(Call& c) {
   if (c.arg("dropout_p").toDouble() != 0.0) throw Decline{"dropout_p != 0"};
@@ -111,7 +129,7 @@ void sdpa_plain(Call& c) {
 // the catalog's cat takes tensors of the output's rank only.
 void cat_skip_legacy_empty(Call& c) {
   const int64_t rank = c.outputs[0].dim();
-  std::vector<at::Tensor> kept;
+  Call::Tensors kept;
   for (auto& in : c.inputs)
     if (!(in.dim() == 1 && in.numel() == 0 && rank != 1)) kept.push_back(std::move(in));
   if (kept.empty()) throw Decline{"every input is empty"};
@@ -316,14 +334,20 @@ const std::vector<Mapping>& mappings() {
     }
     const std::vector<InputSpec> bn_back_in{t("grad_out"), t("input"), opt("weight"), opt("running_mean"),
                                             opt("running_var"), opt("save_mean"), opt("save_invstd")};
-    add({"native_batch_norm_backward", "native_batch_norm_backward.out"}, "batch_norm_backward", bn_back_in,
-        {{"train", "training", A::kBool}, eps})
-        .scratch = {"input", "#C", "#C"};
-    add({"batch_norm_backward"}, "batch_norm_backward",
-        {t("grad_out"), t("input"), opt("weight"), opt("running_mean"), opt("running_var"), opt("save_mean"),
-         opt("save_var")},
-        {{"update", "training", A::kBool}, eps})
-        .scratch = {"input", "#C", "#C"};
+    {
+      Mapping& m = add({"native_batch_norm_backward", "native_batch_norm_backward.out"}, "batch_norm_backward",
+                       bn_back_in, {{"train", "training", A::kBool}, eps});
+      m.scratch = {"input", "#C", "#C"};
+      m.hook = batch_norm_backward_stats;
+    }
+    {  // save_var holds invstd, as native_batch_norm_backward's save_invstd
+      Mapping& m = add({"batch_norm_backward"}, "batch_norm_backward",
+                       {t("grad_out"), t("input"), opt("weight"), opt("running_mean"), opt("running_var"),
+                        opt("save_mean"), opt("save_var")},
+                       {{"update", "training", A::kBool}, eps});
+      m.scratch = {"input", "#C", "#C"};
+      m.hook = batch_norm_backward_stats;
+    }
 
     // ---- convolution and pooling ----
     const std::vector<AttrSpec> conv_attrs{{"stride", "stride", A::kInts},
@@ -347,9 +371,10 @@ const std::vector<Mapping>& mappings() {
         {t("grad_output"), t("self"), t("indices")}, {kernel, stride, padding, dilation, ceil});
     const std::vector<AttrSpec> avg{kernel, stride, padding, ceil, {"count_include_pad", "count_include_pad", A::kBool},
                                     {"divisor_override", "divisor_override", A::kOptInt0}};
-    add({"avg_pool2d", "avg_pool2d.out"}, "avg_pool2d", {t("self")}, avg);
+    add({"avg_pool2d", "avg_pool2d.out"}, "avg_pool2d", {t("self")}, avg).hook = divisor_not_negative;
     add({"avg_pool2d_backward", "avg_pool2d_backward.grad_input"}, "avg_pool2d_backward",
-        {t("grad_output"), t("self")}, avg);
+        {t("grad_output"), t("self")}, avg)
+        .hook = divisor_not_negative;
     add({"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"}, "adaptive_avg_pool2d", {t("self")},
         {{"output_size", "output_size", A::kInts}});
     add({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"}, "adaptive_avg_pool2d_backward",

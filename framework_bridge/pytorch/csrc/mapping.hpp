@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
 
 #include <string>
 #include <vector>
@@ -112,12 +113,14 @@ struct Call {
   const c10::FunctionSchema& schema;
   c10::ArrayRef<c10::IValue> args;
   c10::DeviceIndex dev = 0;
+  // Inline storage for the common sizes: no heap allocation per call.
+  using Tensors = c10::SmallVector<at::Tensor, 6>;
   std::string catalog;                       // starts as row.catalog
-  std::vector<at::Tensor> inputs;            // undefined = absent
+  Tensors inputs;                            // undefined = absent
   std::vector<hal::Attr> attrs;
-  std::vector<at::Tensor> returns;           // what the aten op returns (undefined: masked off)
-  std::vector<c10::IValue> other_returns;    // non-tensor returns (SymInt ...) as Meta gave them
-  std::vector<at::Tensor> outputs;           // the catalog op's outputs, in order
+  Tensors returns;                           // what the aten op returns (undefined: masked off)
+  c10::SmallVector<c10::IValue, 3> other_returns;  // non-tensor returns (SymInt ...) as Meta gave them
+  Tensors outputs;                           // the catalog op's outputs, in order
   const c10::IValue& arg(const char* name) const;
   // A Tensor? argument: undefined for None (or an undefined tensor).
   at::Tensor optional_tensor(const char* name) const;

@@ -304,3 +304,75 @@ def test_sdpa_with_grouped_heads_takes_the_math_path_on_device():
     got = F.scaled_dot_product_attention(q.to("hal"), k.to("hal"), k.to("hal"), enable_gqa=True)
     torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q, k, k, enable_gqa=True), rtol=1e-4,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_batch_norm_eval_backward_uses_running_stats(affine):
+    # Eval: the forward saves empty [0] statistics; the backward must read
+    # running_mean / running_var, on the device.
+    x, rm, rv = _args((3, 2, 4)), _args((2,)), _args((2,), positive=True)
+    w, b = _args((2,)), _args((2,))
+    ref = [t.clone().requires_grad_() for t in (x, w, b)]
+    dev = [t.to("hal").requires_grad_() for t in (x, w, b)]
+    torch_hal.reset_fallback_stats()
+    F.batch_norm(dev[0], rm.to("hal"), rv.to("hal"), *(dev[1:] if affine else ()), training=False).square().sum() \
+        .backward()
+    stats = torch_hal.fallback_stats()
+    assert stats == {} and stats.decompositions == {}, stats
+    F.batch_norm(ref[0], rm, rv, *(ref[1:] if affine else ()), training=False).square().sum().backward()
+    for d, r in zip(dev, ref):
+        if r.grad is not None:
+            torch.testing.assert_close(d.grad.cpu(), r.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_avg_pool2d_negative_divisor_falls_back():
+    # PyTorch takes any non-zero divisor_override; the catalog's must be >= 0.
+    x = _args((1, 2, 4, 4))
+    ref, dev = x.clone().requires_grad_(), x.to("hal").requires_grad_()
+    torch_hal.reset_fallback_stats()
+    out = F.avg_pool2d(dev, 2, divisor_override=-3)
+    out.square().sum().backward()
+    assert torch_hal.fallback_stats().get("aten::avg_pool2d") == 1, torch_hal.fallback_stats()
+    expected = F.avg_pool2d(ref, 2, divisor_override=-3)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+    torch.testing.assert_close(dev.grad.cpu(), ref.grad)
+    _check(lambda x: F.avg_pool2d(x, 2, divisor_override=3), x)  # a positive one stays on the device
+
+
+def _written(t, region, value):
+    """T with REGION (an index) set to VALUE: what an aliased out= leaves in T."""
+    t = t.clone()
+    t[region] = value
+    return t
+
+
+# (the aliased call, the written tensor S afterwards computed without aliasing)
+ALIASED_OUT = [
+    # out is exactly self; addmm allows no aliasing
+    (lambda s, a, b: torch.addmm(s, a, b, out=s), lambda s, a, b: torch.addmm(s, a, b)),
+    (lambda s, a, b: s.addmm_(a, b, beta=0.5), lambda s, a, b: torch.addmm(s, a, b, beta=0.5)),
+    # out is an input other than the first (PyTorch's CPU mm leaves zeros here)
+    (lambda s, a, b: torch.mm(a[:, :4], s, out=s), lambda s, a, b: a[:, :4] @ s),
+    # out overlaps self partially
+    (lambda s, a, b: torch.addmm(s[:2, :2], a[:2], b[:, :2], out=s[1:3, 1:3]),
+     lambda s, a, b: _written(s, (slice(1, 3), slice(1, 3)), torch.addmm(s[:2, :2], a[:2], b[:, :2]))),
+    # add allows the exact alias: in place as before
+    (lambda s, a, b: s.add_(b[:4]), lambda s, a, b: s + b[:4]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ALIASED_OUT)))
+def test_output_aliasing_an_input(case):
+    # A catalog op whose `alias` forbids the overlap runs into a fresh tensor
+    # that is then copied into the real output, on the device.
+    fn, expected_fn = ALIASED_OUT[case]
+    s, a, b = _args((4, 4)), _args((4, 5)), _args((5, 4))
+    dev = [t.to("hal") for t in (s, a, b)]
+    storage = dev[0].untyped_storage().data_ptr()
+    torch_hal.reset_fallback_stats()
+    fn(*dev)
+    stats = torch_hal.fallback_stats()
+    assert stats == {} and stats.decompositions == {}, stats
+    assert dev[0].untyped_storage().data_ptr() == storage
+    torch.testing.assert_close(dev[0].cpu(), expected_fn(s, a, b), rtol=1e-4, atol=1e-5)
