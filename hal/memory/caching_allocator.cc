@@ -178,9 +178,21 @@ void CachingAllocator::collect_locked(uint64_t incoming, hal_stream_t* stream) {
   };
   // Only STREAM's blocks: they are ordered before this request on its
   // stream, as a reuse would be.
+  bool synchronized = stream == nullptr;  // NULL stream: its work completed on return
   while (limit()) {
     auto first = free_.lower_bound({stream, 0}), last = free_.lower_bound({stream, UINT64_MAX});
     if (first == last) break;
+    if (!synchronized) {
+      // A cached block's last kernels may still be queued on STREAM: reuse
+      // would be ordered after them, but handing it back to the plugin is not.
+      if (streams_->stream_synchronize == nullptr) break;
+      hal_status_t* st = streams_->stream_synchronize(stream);
+      if (st != nullptr) {
+        st->destroy(st);
+        break;  // cannot prove the blocks idle: keep them
+      }
+      synchronized = true;
+    }
     auto oldest = first;
     for (auto it = first; it != last; ++it)
       if (it->second->released_at < oldest->second->released_at) oldest = it;

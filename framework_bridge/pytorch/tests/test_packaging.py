@@ -14,11 +14,12 @@ SRC = pathlib.Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
-    build_root = pathlib.Path(os.environ["HAL_BUILD_DIR"]).parent
-    # The CMake build dir sits next to the test build, at the same depth, so
-    # ccache (CCACHE_BASEDIR = the checkout) reuses the test build's objects.
+    # The CMake build dir sits next to the test build, at the same depth
+    # (build/test -> build/test-pip, git-ignored), so ccache (CCACHE_BASEDIR =
+    # the checkout) reuses the test build's objects.
+    pip_build = pathlib.Path(os.environ["HAL_BUILD_DIR"] + "-pip")
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
-           "--target", str(target), "-C", f"build-dir={build_root / 'pip'}",
+           "--target", str(target), "-C", f"build-dir={pip_build}",
            "-C", "cmake.build-type=RelWithDebInfo", str(SRC)]
     # CMake's usual compilers (scikit-build-core would take Python's sysconfig
     # x86_64-linux-gnu-g++, a different ccache key).
