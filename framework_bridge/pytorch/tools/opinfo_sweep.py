@@ -198,6 +198,17 @@ def _placement(op, grad, n):
     return [[t.device.type == "meta" for t in _tensors((m.input, m.args, m.kwargs))] for m in metas]
 
 
+def _is_device_like(a):
+    import torch
+
+    if isinstance(a, torch.device):
+        return True
+    try:
+        return isinstance(a, str) and torch.device(a) is not None
+    except (RuntimeError, ValueError):
+        return False
+
+
 def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True, uninitialized=False):
     """Raises _Mismatch (message names WHAT) unless GOT (from hal) matches WANT
     (CPU); ON_HAL: GOT's tensors must be on hal (the call had a hal input).
@@ -354,6 +365,9 @@ def run_opinfo(op, max_samples=None):
             phase = "forward compare"
             on_hal = hal_kwargs.get("device") in ("hal", torch.device("hal")) or any(
                 t.device.type == "hal" for t in _tensors((hal_in, hal_args, hal_kwargs)))
+            # A call that names the CPU as its target (Tensor.to("cpu", ...)) returns CPU tensors.
+            on_hal = on_hal and not any(isinstance(a, (str, torch.device)) and torch.device(a).type == "cpu"
+                                        for a in (*hal_args, *hal_kwargs.values()) if _is_device_like(a))
             _compare(got, want, atol, rtol, "forward", properties_only=props_only, on_hal=on_hal,
                      uninitialized=uninitialized)
             if grad and not props_only:
@@ -408,7 +422,7 @@ def _backward(sample, hal_sample, want, got, atol, rtol, torch_hal, counter):
     torch_hal.reset_fallback_stats()
     try:
         got_g = torch.autograd.grad([g for _, g in outs], [h for _, h in pairs],
-                                    [u.to("hal") for u in upstream], allow_unused=True)
+                                    [u.to(g.device) for u, (_, g) in zip(upstream, outs)], allow_unused=True)
     finally:
         counter.update(_cpu_fallbacks(torch_hal))
     for k, (a, b) in enumerate(zip(got_g, want_g)):
