@@ -392,6 +392,17 @@ void view_into(const at::Tensor& t, hal::TensorView* v) {
   }
 }
 
+std::pair<int64_t, int64_t> byte_span(const at::Tensor& t) {
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return {t.storage_offset() * t.element_size(), (last + 1) * t.element_size()};
+}
+
+bool same_view(const at::Tensor& a, const at::Tensor& b) {
+  return a.storage().is_alias_of(b.storage()) && a.storage_offset() == b.storage_offset() &&
+         a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.strides() == b.strides();
+}
+
 hal::TensorView view_of(const at::Tensor& t) {
   hal::TensorView v;
   view_into(t, &v);

@@ -126,6 +126,12 @@ hal::TensorView view_of(const at::Tensor& t);
 // view_of(T) written into *V (not null), reusing V's vectors' capacity: no
 // allocation once V has held a view of T's rank (the launch hot path).
 void view_into(const at::Tensor& t, hal::TensorView* v);
+// The bytes of T's storage its view spans, [begin, end), from its storage
+// offset to its last element (T non-empty).
+std::pair<int64_t, int64_t> byte_span(const at::Tensor& t);
+// Whether A and B are the same view of the same storage (offset, dtype,
+// sizes, strides): an exact alias, as in-place ops write.
+bool same_view(const at::Tensor& a, const at::Tensor& b);
 
 // The catalog op NAME on DEVICE, resolved once per (device, name) and
 // cached. Throws hal::Error (UNIMPLEMENTED when the plugin lacks it).

@@ -21,7 +21,6 @@
 #include <unordered_map>
 
 #include "backend.hpp"
-#include "hal/common/op_catalog.hpp"
 #include "mapping.hpp"
 
 namespace torch_hal {
@@ -73,21 +72,6 @@ const char* reduction_name(int64_t r) {
     case at::Reduction::Sum: return "sum";
     default: throw Decline{"reduction " + std::to_string(r)};
   }
-}
-
-// The bytes of T's storage its view spans: [begin, end).
-std::pair<int64_t, int64_t> byte_span(const at::Tensor& t) {
-  int64_t last = t.storage_offset();
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-  return {t.storage_offset() * t.element_size(), (last + 1) * t.element_size()};
-}
-
-// Whether catalog op NAME allows an output to be exactly one of its inputs
-// (alias = "exact"); false for a name outside the catalog.
-bool allows_exact_alias(const std::string& name) {
-  for (const hal::common::OpSchema& s : hal::common::catalog::kOps)
-    if (name == s.name) return s.alias == hal::common::Alias::kExact;
-  return false;
 }
 
 bool declined(const hal::Error& e) {
@@ -170,7 +154,6 @@ class MappedKernel final : public c10::OperatorKernel {
 
  private:
   void resolve(const c10::FunctionSchema& schema) {
-    row_exact_alias_ = allows_exact_alias(row_.catalog);
     for (const auto& in : row_.inputs) in_index_.push_back(in.arg == nullptr ? -1 : index(schema, in.arg));
     for (const auto& a : row_.attrs) attr_index_.push_back(a.arg == nullptr ? -1 : index(schema, a.arg));
     for (const auto& r : schema.returns()) {
@@ -460,10 +443,10 @@ class MappedKernel final : public c10::OperatorKernel {
         if (!in.defined() || in.numel() == 0 || !out.is_alias_of(in)) continue;
         const auto o = byte_span(out), i = byte_span(in);
         if (i.second <= o.first || o.second <= i.first) continue;
-        const bool exact = in.storage_offset() == out.storage_offset() && in.scalar_type() == out.scalar_type() &&
-                           in.sizes() == out.sizes() && in.strides() == out.strides();
-        if (exact && (call.catalog == row_.catalog ? row_exact_alias_ : allows_exact_alias(call.catalog)))
-          continue;
+        if (same_view(in, out)) {
+          const hal::common::OpSchema* schema = op_runner(call.dev, call.catalog).schema();
+          if (schema != nullptr && schema->alias == hal::common::Alias::kExact) continue;
+        }
         at::Tensor fresh = at::empty(out.sizes(), out.options());
         copies.emplace_back(fresh, out);
         out = std::move(fresh);
@@ -530,7 +513,6 @@ class MappedKernel final : public c10::OperatorKernel {
   mutable std::mutex meta_mu_;
   mutable std::unordered_map<std::string, std::vector<MetaReturn>> meta_cache_;
   std::vector<int> in_index_, attr_index_, return_arg_;
-  bool row_exact_alias_ = false;  // the row's catalog op allows out == input exactly
 };
 
 std::vector<std::string>& unregistered() {

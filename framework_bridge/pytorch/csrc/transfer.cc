@@ -17,21 +17,20 @@ namespace torch_hal {
 namespace {
 void release_staging(void* tensor) { delete static_cast<at::Tensor*>(tensor); }
 
-// Elements of T's storage its view spans, from its storage offset.
-int64_t span_elements(const at::Tensor& t) {
-  int64_t extent = 1;
-  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
-  return extent;
+// Copies NBYTES of T's storage from byte OFFSET into HOST on T's current
+// stream and waits for it (the caller reads HOST next).
+void read_storage(const at::Tensor& t, void* host, uint64_t nbytes, uint64_t offset) {
+  const c10::DeviceIndex dev = t.device().index();
+  const hal::Stream* stream = current_hal_stream(dev);
+  allocation_of(t.storage())->buffer.copy_to_host(host, nbytes, offset, stream);
+  if (stream != nullptr) synchronize_stream(current_stream(dev));
 }
 
 // The storage span of T's view, as a 1-D CPU tensor of T's dtype.
 at::Tensor download_span(const at::Tensor& t) {
-  at::Tensor span = at::empty({span_elements(t)}, t.options().device(at::kCPU));
-  const c10::DeviceIndex dev = t.device().index();
-  const hal::Stream* stream = current_hal_stream(dev);
-  allocation_of(t.storage())
-      ->buffer.copy_to_host(span.data_ptr(), span.nbytes(), t.storage_offset() * t.element_size(), stream);
-  if (stream != nullptr) synchronize_stream(current_stream(dev));
+  const auto [begin, end] = byte_span(t);
+  at::Tensor span = at::empty({(end - begin) / t.element_size()}, t.options().device(at::kCPU));
+  read_storage(t, span.data_ptr(), span.nbytes(), begin);
   return span;
 }
 
@@ -39,8 +38,7 @@ at::Tensor download_span(const at::Tensor& t) {
 void upload_span(const at::Tensor& span, const at::Tensor& t) {
   const c10::DeviceIndex dev = t.device().index();
   const hal::Stream* stream = current_hal_stream(dev);
-  allocation_of(t.storage())
-      ->buffer.copy_from_host(span.data_ptr(), span.nbytes(), t.storage_offset() * t.element_size(), stream);
+  allocation_of(t.storage())->buffer.copy_from_host(span.data_ptr(), span.nbytes(), byte_span(t).first, stream);
   if (stream != nullptr) synchronize_stream(current_stream(dev));  // SPAN is freed on return
 }
 
@@ -71,11 +69,7 @@ at::Tensor download(const at::Tensor& t) {
     dense = at::empty(t.sizes(), t.options());
     device_copy(t, dense);
   }
-  const c10::DeviceIndex dev = t.device().index();
-  const hal::Stream* stream = current_hal_stream(dev);
-  allocation_of(dense.storage())
-      ->buffer.copy_to_host(host.data_ptr(), dense.nbytes(), dense.storage_offset() * dense.element_size(), stream);
-  if (stream != nullptr) synchronize_stream(current_stream(dev));
+  read_storage(dense, host.data_ptr(), dense.nbytes(), dense.storage_offset() * dense.element_size());
   return host;
 }
 
@@ -110,12 +104,9 @@ void device_copy(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
   // Overlapping views of one storage (pad's circular copies): plugins copy
   // only disjoint or identical ranges, so partial overlap goes through a temporary.
-  if (src.storage().is_alias_of(dst.storage()) &&
-      !(src.storage_offset() == dst.storage_offset() && src.sizes() == dst.sizes() &&
-        src.strides() == dst.strides() && src.scalar_type() == dst.scalar_type())) {
-    const int64_t s0 = src.storage_offset() * src.element_size(), d0 = dst.storage_offset() * dst.element_size();
-    const int64_t s1 = s0 + span_elements(src) * src.element_size(), d1 = d0 + span_elements(dst) * dst.element_size();
-    if (s0 < d1 && d0 < s1) {
+  if (src.storage().is_alias_of(dst.storage()) && !same_view(src, dst)) {
+    const auto s = byte_span(src), d = byte_span(dst);
+    if (s.first < d.second && d.first < s.second) {
       const at::Tensor tmp = at::empty(src.sizes(), src.options());
       device_copy(src, tmp);
       device_copy(tmp, dst);

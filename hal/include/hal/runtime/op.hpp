@@ -131,6 +131,9 @@ class OpRunner {
   // Whether launch() would cast some input of this call first (promotion
   // kCore, a uniform op, an input not in the compute dtype).
   bool would_cast(const std::vector<const TensorView*>& inputs) const;
+  // The op's catalog schema (static storage), or nullptr for an op outside
+  // the catalog (a plugin extension). Thread-safe.
+  const common::OpSchema* schema() const noexcept { return schema_; }
 
  private:
   void launch_promoted(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
