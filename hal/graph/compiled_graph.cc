@@ -114,6 +114,7 @@ struct CompiledGraph::Impl {
   std::shared_ptr<Device> device;
   Graph graph;
   std::vector<Step> steps;
+  std::vector<std::pair<uint32_t, Buffer>> constants;  // value id, its bytes on the device (uploaded once)
   CompiledGraphStats stats;
 
   const hal_graph_api_t& api() const { return device->plugin().graph; }
@@ -203,6 +204,14 @@ CompiledGraph compile(Device& device, const Graph& graph) {
                     " are not convex: a path leaves and re-enters them)");
   }
 
+  // Constants live on the device for the executable's lifetime.
+  for (uint32_t id : g.constants()) {
+    const std::vector<uint8_t>& bytes = *g.constant_data(id);
+    Buffer b = device.allocate(std::max<uint64_t>(bytes.size(), 1));
+    if (!bytes.empty()) b.copy_from_host(bytes.data(), bytes.size());
+    impl->constants.emplace_back(id, std::move(b));
+  }
+
   // Compile each group; resolve each other node's op.
   std::vector<bool> is_output(g.values().size(), false);
   for (uint32_t v : g.outputs()) is_output[v] = true;
@@ -290,6 +299,10 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   };
   for (size_t i = 0; i < inputs.size(); ++i) bind("input", i, g.inputs()[i], inputs[i]);
   for (size_t i = 0; i < outputs.size(); ++i) bind("output", i, g.outputs()[i], outputs[i]);
+  for (const auto& [id, buffer] : impl_->constants) {
+    views[id] = TensorView(buffer, g.values()[id].dtype, g.values()[id].shape);
+    have[id] = true;
+  }
 
   // Intermediates: contiguous, from the caching allocator, on STREAM.
   std::vector<Buffer> temporaries;

@@ -17,13 +17,82 @@ uint32_t Graph::add_value(const ValueSpec& spec, const std::string& what) {
                                                  " > HAL_TENSOR_MAX_RANK (" + std::to_string(HAL_TENSOR_MAX_RANK) + ")");
   values_.push_back(spec);
   producer_.push_back(-1);
+  names_.emplace_back();
+  constant_.emplace_back();
   return static_cast<uint32_t>(values_.size() - 1);
 }
 
-Graph::Value Graph::input(hal_dtype_e dtype, std::vector<int64_t> shape) {
-  uint32_t id = add_value(ValueSpec{dtype, std::move(shape)}, "graph input " + std::to_string(inputs_.size()));
+Graph::Value Graph::input(hal_dtype_e dtype, std::vector<int64_t> shape, std::string name) {
+  std::string what = "graph input " + std::to_string(inputs_.size());
+  if (!name.empty()) what += " ('" + name + "')";
+  uint32_t id = add_value(ValueSpec{dtype, std::move(shape)}, what);
+  names_[id] = std::move(name);
   inputs_.push_back(id);
   return Value{id};
+}
+
+Graph::Value Graph::constant(hal_dtype_e dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes,
+                             std::string name) {
+  std::string what = "constant " + std::to_string(constants_.size());
+  if (!name.empty()) what += " ('" + name + "')";
+  uint64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, what + " has shape " + common::shape_string(shape.data(), static_cast<int>(shape.size())) +
+                                                   " with a symbolic dim; a constant's shape must be concrete");
+    numel *= static_cast<uint64_t>(d);
+  }
+  uint32_t id = add_value(ValueSpec{dtype, shape}, what);
+  uint64_t want = numel * common::dtype_size(dtype);
+  if (bytes.size() != want) {
+    values_.pop_back();
+    producer_.pop_back();
+    names_.pop_back();
+    constant_.pop_back();
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, what + " of shape " + common::shape_string(shape.data(), static_cast<int>(shape.size())) +
+                                                 " and dtype " + common::dtype_name(dtype) + " needs " + std::to_string(want) +
+                                                 " bytes but got " + std::to_string(bytes.size()));
+  }
+  names_[id] = std::move(name);
+  constant_[id] = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  producer_[id] = -2;  // neither a node's nor a graph input
+  constants_.push_back(id);
+  return Value{id};
+}
+
+const std::vector<uint8_t>* Graph::constant_data(uint32_t id) const {
+  return id < constant_.size() ? constant_[id].get() : nullptr;
+}
+
+int64_t Graph::symbol(const std::string& name) {
+  if (name.empty()) throw Error(HAL_STATUS_INVALID_ARGUMENT, "Graph::symbol: the name is empty");
+  int64_t lowest = 0;
+  for (const auto& [sym, n] : symbols_) {
+    if (n == name) return sym;
+    lowest = std::min(lowest, sym);
+  }
+  for (const ValueSpec& v : values_)
+    for (int64_t d : v.shape) lowest = std::min(lowest, d);
+  symbols_.emplace_back(lowest - 1, name);
+  return lowest - 1;
+}
+
+std::string Graph::symbol_name(int64_t symbol) const {
+  for (const auto& [sym, n] : symbols_)
+    if (sym == symbol) return n;
+  return "s" + std::to_string(-symbol);
+}
+
+const std::string& Graph::value_name(uint32_t id) const {
+  if (id >= names_.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "Graph::value_name: value " + std::to_string(id) + " is not a value of this graph");
+  return names_[id];
+}
+
+void Graph::set_value_name(uint32_t id, std::string name) {
+  if (id >= names_.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "Graph::set_value_name: value " + std::to_string(id) + " is not a value of this graph");
+  names_[id] = std::move(name);
 }
 
 std::vector<Graph::Value> Graph::add_node(const std::string& op, const std::vector<Value>& inputs,
@@ -47,6 +116,8 @@ std::vector<Graph::Value> Graph::add_node(const std::string& op, const std::vect
   } catch (...) {
     values_.resize(first);  // leave the graph as it was
     producer_.resize(first);
+    names_.resize(first);
+    constant_.resize(first);
     throw;
   }
   nodes_.push_back(std::move(node));
@@ -58,15 +129,17 @@ Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inpu
   return add_node(op, inputs, attrs, {output}).at(0);
 }
 
-void Graph::mark_output(Value v) {
+void Graph::mark_output(Value v, std::string name) {
   if (!v.valid() || v.id >= values_.size())
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) + " is not a value of this graph");
   if (producer_[v.id] < 0)
-    throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) +
-                                                 " is a graph input; an output must be produced by a node");
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) + " is a " +
+                                                 (constant_[v.id] ? "constant" : "graph input") +
+                                                 "; an output must be produced by a node");
   if (std::find(outputs_.begin(), outputs_.end(), v.id) != outputs_.end())
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) + " is already an output");
   outputs_.push_back(v.id);
+  if (!name.empty()) names_[v.id] = std::move(name);
 }
 
 }  // namespace hal

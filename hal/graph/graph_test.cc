@@ -413,3 +413,51 @@ TEST_CASE("graph runtime: compile errors name the node") {
     CHECK(g.values().size() == 1);
   }
 }
+
+TEST_CASE("graph IR: constants are owned by the graph, uploaded once and read like inputs") {
+  hal::Graph g;
+  auto x = g.input(F32, {-1, 4}, "x");
+  std::vector<float> w = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<uint8_t> bytes(reinterpret_cast<const uint8_t*>(w.data()),
+                             reinterpret_cast<const uint8_t*>(w.data()) + w.size() * sizeof(float));
+  auto c = g.constant(F32, {4, 2}, bytes, "w");
+  auto o = g.add_op("matmul", {x, c}, {F32, {-1, 2}});
+  g.mark_output(o, "y");
+  CHECK(g.is_constant(c.id));
+  CHECK_FALSE(g.is_constant(x.id));
+  CHECK(g.constants() == std::vector<uint32_t>{c.id});
+  CHECK(*g.constant_data(c.id) == bytes);
+  CHECK(g.value_name(x.id) == "x");
+  CHECK(g.value_name(o.id) == "y");
+  CHECK(g.inputs() == std::vector<uint32_t>{x.id});  // a constant is not fed
+
+  OpTester cpu(kCpu);
+  hal::CompiledGraph compiled = hal::compile(*cpu.device(), g);
+  DeviceTensor xt = cpu.tensor({3, 4}, kX), out = cpu.empty(F32, {3, 2});
+  compiled.run({&xt.view}, {&out.view});
+  std::vector<float> got = cpu.read<float>(out);
+  for (int r = 0; r < 3; ++r)
+    for (int k = 0; k < 2; ++k) {
+      float want = 0;
+      for (int i = 0; i < 4; ++i) want += kX[r * 4 + i] * w[i * 2 + k];
+      CHECK(got[r * 2 + k] == doctest::Approx(want));
+    }
+}
+
+TEST_CASE("graph IR: bad constants, symbols and names are refused naming what is wrong") {
+  hal::Graph g;
+  CHECK_THROWS_WITH(g.constant(F32, {2, 2}, std::vector<uint8_t>(15), "w"),
+                    doctest::Contains("constant 0 ('w') of shape [2, 2] and dtype float32 needs 16 bytes but got 15"));
+  CHECK_THROWS_WITH(g.constant(F32, {-1}, {}, "v"), doctest::Contains("a constant's shape must be concrete"));
+  CHECK(g.values().empty());  // nothing was added
+  int64_t seq = g.symbol("seq"), batch = g.symbol("batch");
+  CHECK(seq == -1);
+  CHECK(batch == -2);
+  CHECK(g.symbol("seq") == seq);
+  CHECK(g.symbol_name(seq) == "seq");
+  CHECK(g.symbol_name(-7) == "s7");
+  CHECK_THROWS_WITH(g.symbol(""), doctest::Contains("the name is empty"));
+  auto c = g.constant(F32, {1}, std::vector<uint8_t>(4));
+  CHECK_THROWS_WITH(g.mark_output(c), doctest::Contains("is a constant"));
+  CHECK_THROWS_WITH(g.value_name(99), doctest::Contains("value 99 is not a value of this graph"));
+}

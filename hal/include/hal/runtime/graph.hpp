@@ -56,9 +56,36 @@ class Graph {
   };
 
   // A graph input; inputs are fed to run() in the order they were made.
+  // NAME (may be empty) is how front ends and messages call it ("input_ids").
   // Throws INVALID_ARGUMENT for an unknown dtype or a rank above
   // HAL_TENSOR_MAX_RANK.
-  Value input(hal_dtype_e dtype, std::vector<int64_t> shape);
+  Value input(hal_dtype_e dtype, std::vector<int64_t> shape, std::string name = "");
+  // A constant (an initializer: weights, folded values). The graph owns
+  // BYTES: host memory, row-major contiguous, exactly numel * dtype size
+  // bytes; copies of the graph share them (immutable). SHAPE must be
+  // concrete. Plugins receive constants as inputs they may pre-pack.
+  // Throws INVALID_ARGUMENT (unknown dtype, rank too large, a symbolic dim,
+  // or a byte count that does not match, naming NAME and both sizes).
+  Value constant(hal_dtype_e dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes, std::string name = "");
+  // The bytes of constant ID; nullptr when ID is not a constant (or out of
+  // range). Valid while any copy of this graph lives.
+  const std::vector<uint8_t>* constant_data(uint32_t id) const;
+  bool is_constant(uint32_t id) const { return constant_data(id) != nullptr; }
+  // Value ids of the constants, in the order made.
+  const std::vector<uint32_t>& constants() const { return constants_; }
+
+  // A named symbolic dim: the same NAME gives the same negative number (the
+  // first name gets -1, the next -2, ...; numbers a caller used directly in
+  // a shape are skipped). Throws INVALID_ARGUMENT for an empty name.
+  int64_t symbol(const std::string& name);
+  // The name of SYMBOL (< 0): the name given to symbol(), else "s<-symbol>"
+  // ("s3" for -3).
+  std::string symbol_name(int64_t symbol) const;
+
+  // The name of value ID ("" when unnamed); names are for people and front
+  // ends, never for identity. Throws INVALID_ARGUMENT for an id out of range.
+  const std::string& value_name(uint32_t id) const;
+  void set_value_name(uint32_t id, std::string name);
   // Applies catalog op OP to INPUTS (Value{} for an absent optional input)
   // and returns one new value per entry of OUTPUTS (dtype and shape the
   // catalog's rules give). Throws INVALID_ARGUMENT for a value of another
@@ -70,8 +97,9 @@ class Graph {
   Value add_op(const std::string& op, const std::vector<Value>& inputs, const ValueSpec& output,
                const std::vector<Attr>& attrs = {});
   // Marks V as an output; outputs are written by run() in the order
-  // marked. V must be produced by a node and marked once.
-  void mark_output(Value v);
+  // marked. V must be produced by a node and marked once. A non-empty NAME
+  // renames the value.
+  void mark_output(Value v, std::string name = "");
 
   const std::vector<ValueSpec>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -81,6 +109,10 @@ class Graph {
  private:
   uint32_t add_value(const ValueSpec& spec, const std::string& what);
   std::vector<ValueSpec> values_;
+  std::vector<std::string> names_;                                      // per value
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> constant_;  // per value; null: not a constant
+  std::vector<uint32_t> constants_;
+  std::vector<std::pair<int64_t, std::string>> symbols_;              // named symbols
   std::vector<Node> nodes_;
   std::vector<uint32_t> inputs_, outputs_;
   std::vector<int64_t> producer_;  // per value: node index, -1 input
