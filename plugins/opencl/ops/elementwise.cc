@@ -141,7 +141,7 @@ const std::unordered_map<std::string, Spec>& specs() {
       {"cos", {"cos(x0)", "", "", "", true}},
       {"tanh", {"tanh(x0)", "", "", "", true}},
       {"sigmoid", {"(C)1 / ((C)1 + exp(-x0))", "", "", "", true}},
-      {"erf", {"erf(x0)", "", "", "", true}},
+      {"erf", {"erf_(x0)", "", "", kGeluHelpers, true}},
       {"relu", {"(x0 < (C)0 ? (C)0 : x0)", "(x0 < 0 ? (C)0 : x0)", ""}},
       {"silu", {"x0 / ((C)1 + exp(-x0))", "", ""}},
       {"floor", {"floor(x0)", "x0", ""}},
