@@ -129,6 +129,54 @@ Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inpu
   return add_node(op, inputs, attrs, {output}).at(0);
 }
 
+std::vector<Graph::Value> Graph::add_node(const std::string& op, const std::vector<Value>& inputs,
+                                          const std::vector<Attr>& attrs, size_t output_count) {
+  const size_t n = nodes_.size();
+  InferContext ctx;
+  ctx.label = "node " + std::to_string(n) + " ('" + op + "')";
+  ctx.fresh_symbol = [&](size_t output, size_t dim) {
+    return symbol("node" + std::to_string(n) + (output ? "_o" + std::to_string(output) : "") + "_d" +
+                  std::to_string(dim));
+  };
+  ctx.symbol_name = [this](int64_t s) { return symbol_name(s); };
+  std::vector<const ValueSpec*> specs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].valid() && inputs[i].id >= values_.size())
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, ctx.label + ": input " + std::to_string(i) + " is value " +
+                                                   std::to_string(inputs[i].id) + ", not a value of this graph");
+    specs.push_back(inputs[i].valid() ? &values_[inputs[i].id] : nullptr);
+  }
+  std::vector<ValueSpec> outputs;
+  try {
+    outputs = infer_node(op, specs, attrs, output_count, ctx);
+  } catch (const Error& e) {
+    std::string in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in += i ? ", " : "";
+      if (!inputs[i].valid()) {
+        in += "absent";
+        continue;
+      }
+      const std::string& name = names_[inputs[i].id];
+      in += "value " + std::to_string(inputs[i].id) + (name.empty() ? "" : " '" + name + "'") + " " +
+            common::dtype_name(values_[inputs[i].id].dtype) + " " + shape_string(values_[inputs[i].id].shape);
+    }
+    throw Error(e.code(), std::string(e.what()) + " [inputs: " + (in.empty() ? "none" : in) + "]");
+  }
+  return add_node(op, inputs, attrs, outputs);
+}
+
+Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inputs, const std::vector<Attr>& attrs) {
+  return add_node(op, inputs, attrs, size_t{0}).at(0);
+}
+
+std::string Graph::shape_string(const std::vector<int64_t>& shape) const {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + (shape[i] < 0 ? symbol_name(shape[i]) : std::to_string(shape[i]));
+  return out + "]";
+}
+
 void Graph::mark_output(Value v, std::string name) {
   if (!v.valid() || v.id >= values_.size())
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) + " is not a value of this graph");

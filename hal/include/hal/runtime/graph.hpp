@@ -3,19 +3,22 @@
 // interface) and op by op (the operator interface) elsewhere.
 //
 //   hal::Graph g;
-//   auto a = g.input(HAL_DTYPE_FLOAT32, {-1, 4});            // -1: a symbolic dim
-//   auto b = g.input(HAL_DTYPE_FLOAT32, {-1, 4});
-//   auto s = g.add_op("add", {a, b}, {HAL_DTYPE_FLOAT32, {-1, 4}});
-//   auto p = g.add_op("mul", {s, b}, {HAL_DTYPE_FLOAT32, {-1, 4}});
+//   int64_t n = g.symbol("batch");                           // a named symbolic dim
+//   auto a = g.input(HAL_DTYPE_FLOAT32, {n, 4}, "a");
+//   auto b = g.input(HAL_DTYPE_FLOAT32, {n, 4}, "b");
+//   auto s = g.add_op("add", {a, b});                        // [batch, 4], inferred
+//   auto p = g.add_op("mul", {s, b});
 //   g.mark_output(p);
 //   hal::CompiledGraph c = hal::compile(*device, g);
 //   c.run({&a_view, &b_view}, {&p_view}, &stream);
 //   c.stats();   // groups, kernels, op-by-op nodes
 //
-// Output dtypes and shapes are given by the caller and checked by the
-// plugin against the catalog's rules (at compile for nodes whose shapes are
-// concrete, at launch otherwise). Errors are hal::Error naming the node
-// ("node 2 ('matmul')") or value and what is wrong.
+// Output dtypes and shapes are inferred from the catalog's rules
+// (hal/runtime/shape_inference.hpp: symbolic dims propagate), or given by
+// the caller (the add_node/add_op overloads taking ValueSpecs) and then
+// checked by the plugin against the same rules (at compile for nodes whose
+// shapes are concrete, at launch otherwise). Errors are hal::Error naming
+// the node ("node 2 ('matmul')") or value and what is wrong.
 #ifndef HAL_RUNTIME_GRAPH_HPP_
 #define HAL_RUNTIME_GRAPH_HPP_
 
@@ -27,17 +30,10 @@
 #include "hal/hal.h"
 #include "hal/runtime/device.hpp"
 #include "hal/runtime/op.hpp"
+#include "hal/runtime/shape_inference.hpp"  // IWYU pragma: export (ValueSpec, infer_node, infer_shapes)
 #include "hal/runtime/stream.hpp"
 
 namespace hal {
-
-// The dtype and shape of a value. A dim < 0 is a symbol: the same negative
-// number is the same size everywhere in the graph, bound at run time by the
-// graph's input and output tensors.
-struct ValueSpec {
-  hal_dtype_e dtype = HAL_DTYPE_FLOAT32;
-  std::vector<int64_t> shape;
-};
 
 // A graph under construction: values and nodes in the order added (so
 // always topological). Copyable; not thread-safe while being built.
@@ -96,10 +92,27 @@ class Graph {
   // add_node for an op with one output.
   Value add_op(const std::string& op, const std::vector<Value>& inputs, const ValueSpec& output,
                const std::vector<Attr>& attrs = {});
+  // Applies catalog op OP to INPUTS with ATTRS; the outputs' dtypes and
+  // shapes are inferred by infer_node (hal/runtime/shape_inference.hpp), so
+  // a graph built only this way is always consistent. Output dims that
+  // derive from symbols become new named symbols "node<N>_d<D>" (output 0)
+  // or "node<N>_o<I>_d<D>" (node N's output I, dim D). OUTPUT_COUNT 0 = the
+  // catalog's count (give it for a variadic output, e.g. split). Throws
+  // hal::Error (UNIMPLEMENTED: OP is not in the catalog; UNSUPPORTED_DTYPE;
+  // INVALID_ARGUMENT: a value of another graph, wrong attributes or shapes)
+  // naming the node ("node 3 ('matmul')") and its input values by name and
+  // symbolic shape; the graph is left unchanged (but for symbols made).
+  std::vector<Value> add_node(const std::string& op, const std::vector<Value>& inputs,
+                              const std::vector<Attr>& attrs, size_t output_count = 0);
+  // The inferring add_node for an op with one output.
+  Value add_op(const std::string& op, const std::vector<Value>& inputs, const std::vector<Attr>& attrs = {});
   // Marks V as an output; outputs are written by run() in the order
   // marked. V must be produced by a node and marked once. A non-empty NAME
   // renames the value.
   void mark_output(Value v, std::string name = "");
+
+  // SHAPE as text with symbols by name: "[batch, 4]".
+  std::string shape_string(const std::vector<int64_t>& shape) const;
 
   const std::vector<ValueSpec>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
