@@ -7,18 +7,26 @@
 
 #include "hal/common/op_call_builder.hpp"
 #include "hal/common/op_catalog.hpp"
+#include "graph/catalog.hpp"
 #include "hal/runtime/graph.hpp"
 
 namespace hal {
-namespace {
 
-using common::TensorMeta;
-
-const common::OpSchema* find_op(const std::string& name) {
+const common::OpSchema* graph_detail::find_op(const std::string& name) {
   for (const common::OpSchema& s : common::catalog::kOps)
     if (name == s.name) return &s;
   return nullptr;
 }
+
+std::string graph_detail::not_in_catalog(const std::string& name) {
+  return "op '" + name + "' is not in the op catalog (version " + std::to_string(HAL_OP_CATALOG_VERSION_MAJOR) + "." +
+         std::to_string(HAL_OP_CATALOG_VERSION_MINOR) + ")";
+}
+
+namespace {
+
+using common::TensorMeta;
+using graph_detail::find_op;
 
 // The first N primes from 4099 on: large enough that a rule's bounds checks
 // (an index below a dim, a slice of 3) pass and that they rarely equal a
@@ -69,18 +77,20 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
   const std::string label = ctx.label.empty() ? op : ctx.label;
   const common::OpSchema* schema = find_op(op);
   if (schema == nullptr)
-    throw Error(HAL_STATUS_UNIMPLEMENTED, label + ": op '" + op + "' is not in the op catalog (version " +
-                                              std::to_string(HAL_OP_CATALOG_VERSION_MAJOR) + "." +
-                                              std::to_string(HAL_OP_CATALOG_VERSION_MINOR) + ")");
+    throw Error(HAL_STATUS_UNIMPLEMENTED, label + ": " + graph_detail::not_in_catalog(op));
   if (output_count == 0) {
     if (common::OpCallBuilder::variadic_outputs(*schema))
       throw Error(HAL_STATUS_INVALID_ARGUMENT, label + ": output '" + schema->outputs[0].name +
                                                    "' is variadic; give the number of outputs");
     output_count = schema->output_count;
   }
-  try {  // before the symbolic runs, so that a count error carries no note about them
+  std::vector<hal_attr_t> c_attrs;
+  c_attrs.reserve(attrs.size());
+  for (const Attr& a : attrs) c_attrs.push_back(a.c_attr());
+  try {  // before the symbolic runs, so that these errors carry no note about them
     common::OpCallBuilder::check_input_count(*schema, label.c_str(), inputs.size());
     common::OpCallBuilder::check_output_count(*schema, label.c_str(), output_count);
+    common::OpCallBuilder::parse_attrs(*schema, label.c_str(), c_attrs.data(), c_attrs.size());
   } catch (const common::Error& e) {
     rethrow(e, label);
   }
@@ -98,10 +108,6 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
     for (int64_t d : v->shape)
       if (d < 0 && std::find(symbols.begin(), symbols.end(), d) == symbols.end()) symbols.push_back(d);
   }
-  std::vector<hal_attr_t> c_attrs;
-  c_attrs.reserve(attrs.size());
-  for (const Attr& a : attrs) c_attrs.push_back(a.c_attr());
-
   auto to_specs = [](const std::vector<TensorMeta>& metas) {
     std::vector<ValueSpec> out;
     for (const TensorMeta& m : metas) out.push_back(ValueSpec{m.dtype, m.sizes()});

@@ -114,6 +114,56 @@ class Graph {
   // SHAPE as text with symbols by name: "[batch, 4]".
   std::string shape_string(const std::vector<int64_t>& shape) const;
 
+  // ---- rewriting (for passes; verify() afterwards) ------------------------
+  // Makes input INDEX of node NODE read V (Value{} = absent). Checks only
+  // that NODE, INDEX and V are in range (INVALID_ARGUMENT otherwise): the
+  // op's rules, dangling reads and cycles are verify()'s.
+  void set_node_input(size_t node, size_t index, Value v);
+  // Makes every node input and graph output that reads FROM read TO instead
+  // (same checks as set_node_input; outputs must stay node-produced, so TO
+  // must be a node's output when FROM is a graph output; an unnamed TO then
+  // takes FROM's name, by which front ends find outputs).
+  void replace_uses(Value from, Value to);
+
+  // Removes node N for every REMOVE[N] true (REMOVE has one entry per
+  // node; INVALID_ARGUMENT otherwise); the others keep their order. The
+  // values the removed nodes produced stay, produced by nobody: a read of
+  // one left behind is a dangling value verify() refuses.
+  void remove_nodes(const std::vector<bool>& remove);
+
+  // ---- checking, printing, storing -----------------------------------------
+  // Throws INVALID_ARGUMENT unless the graph is well formed: value ids in
+  // range, inputs distinct and not constants, every value produced at most
+  // once and never a graph input or constant, every node's op in the
+  // catalog, no dangling read (a value neither a graph input, a constant
+  // nor a node's output), no cycle, nodes in topological order, every graph
+  // output produced by a node, and every node's declared outputs agreeing
+  // with infer_node's (dtype, rank, concrete sizes; a declared symbol may
+  // stand for a concrete or derived size, which infer_shapes checks at run
+  // time; a size the rules tie to a symbol must not be declared concrete).
+  // Messages name the node ("node 4 ('add')") and values (id and name).
+  // Errors of the op's rules keep their code (UNIMPLEMENTED, UNSUPPORTED_DTYPE).
+  void verify() const;
+  // A readable, stable text form: one line per symbol, input, constant
+  // (name, dtype, shape and the first 12 hex digits of the sha256 of its
+  // bytes, never the bytes), node (outputs, op, inputs, attributes as
+  // given) and output; symbols by name. Equal graphs give equal text.
+  std::string dump() const;
+  // A versioned binary form (see hal/graph/serialize.cc: magic "HALGRAPH",
+  // format version, payload, sha256 of the payload) holding everything:
+  // values, names, symbols, constants' bytes, nodes, inputs and outputs.
+  std::string serialize() const;
+  // The graph DATA[0, SIZE) holds (nullptr only with SIZE 0). Throws
+  // INVALID_ARGUMENT for bytes that are truncated, corrupt (checksum), of
+  // another format version or not a graph, naming the byte offset and what
+  // was read, and for a graph verify() refuses. Never reads outside DATA;
+  // every count is bounded by the bytes left, so hostile input is safe.
+  static Graph deserialize(const void* data, size_t size);
+  // Hex sha256 identifying what the graph computes: the serialised form
+  // without value and symbol names (renaming does not change it), constants'
+  // bytes included; attributes in the order given.
+  std::string hash() const;
+
   const std::vector<ValueSpec>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<uint32_t>& inputs() const { return inputs_; }
@@ -128,7 +178,7 @@ class Graph {
   std::vector<std::pair<int64_t, std::string>> symbols_;              // named symbols
   std::vector<Node> nodes_;
   std::vector<uint32_t> inputs_, outputs_;
-  std::vector<int64_t> producer_;  // per value: node index, -1 input
+  std::vector<int64_t> producer_;  // per value: node index, -1 input, -2 constant, -3 nobody
 };
 
 }  // namespace hal
