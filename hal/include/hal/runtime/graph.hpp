@@ -63,6 +63,10 @@ class Graph {
   // Throws INVALID_ARGUMENT (unknown dtype, rank too large, a symbolic dim,
   // or a byte count that does not match, naming NAME and both sizes).
   Value constant(hal_dtype_e dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes, std::string name = "");
+  // constant() with BYTES shared (not copied) with their other owners (a
+  // pass moving a constant between graphs). BYTES must not be null.
+  Value shared_constant(hal_dtype_e dtype, std::vector<int64_t> shape,
+                        std::shared_ptr<const std::vector<uint8_t>> bytes, std::string name = "");
   // The bytes of constant ID; nullptr when ID is not a constant (or out of
   // range). Valid while any copy of this graph lives.
   const std::vector<uint8_t>* constant_data(uint32_t id) const;
@@ -130,6 +134,15 @@ class Graph {
   // values the removed nodes produced stay, produced by nobody: a read of
   // one left behind is a dangling value verify() refuses.
   void remove_nodes(const std::vector<bool>& remove);
+  // Drops the values nothing refers to (not a graph input, graph output,
+  // node input or node output) and the constants no node reads, and
+  // renumbers the rest in their order (so Value ids change; names, symbols
+  // and order stay). Returns how many values were dropped.
+  size_t remove_unused_values();
+  // Reorders the nodes topologically, keeping the current order where the
+  // dependencies allow (a pass appends nodes after their readers). Throws
+  // INVALID_ARGUMENT naming a node on a cycle (as verify() does).
+  void sort_nodes();
 
   // ---- checking, printing, storing -----------------------------------------
   // Throws INVALID_ARGUMENT unless the graph is well formed: value ids in
