@@ -1,12 +1,14 @@
 // The OpenCL executable across plugins and processes: a graph whose gelu
 // hal.toml disables on OpenCL runs its fused groups there and gelu on the
 // CPU (copies counted, results as on the CPU alone); the fused executables
-// serialise (ABI 1.5), so a compile with a cleared memory cache (a second
-// process) compiles nothing; the bytes are checked when read back.
+// serialise (ABI 1.5), so a second process (and a compile after the memory
+// cache is cleared) compiles nothing; the bytes are checked when read back.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "hal/graph/c_graph.hpp"
 #include "hal/runtime/graph.hpp"
@@ -166,6 +168,34 @@ TEST_CASE("opencl compile cache: a second process deserialises, a changed option
   hal::CompiledGraph third = hal::compile(m.g, o);
   CHECK(third.stats().cache == hal::CacheSource::kCompiled);
   CHECK(hal::compile_cache_counters().graph_compiles == c2.graph_compiles + 2);
+}
+
+// Run by the test below in a child process (HAL_TEST_CACHE_CHILD names the
+// cache folder the parent filled); without it, the parent side.
+TEST_CASE("opencl compile cache: a second process compiles nothing") {
+  const char* child = std::getenv("HAL_TEST_CACHE_CHILD");
+  hal::testing::TempDir dir;
+  auto rt = opencl_and_cpu(dir, "\"gelu\"");
+  Mlp m;
+  hal::CompileOptions o = options(rt->device("opencl:0"), dir);
+  if (child != nullptr) {
+    o.cache_dir = child;
+    hal::CompiledGraph c = hal::compile(m.g, o);
+    CHECK(c.stats().cache == hal::CacheSource::kDisk);
+    CHECK(c.stats().deserialized == 2);
+    CHECK(hal::compile_cache_counters().graph_compiles == 0);  // in this whole process
+    CHECK(hal::compile_cache_counters().deserializations == 2);
+    CHECK(m.run(c)[1].size() == 1);
+    return;
+  }
+  hal::compile(m.g, o);
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  hal::testing::CommandResult r = hal::testing::run_command(
+      "HAL_TEST_CACHE_CHILD='" + o.cache_dir + "' '" + self +
+      "' -tc='opencl compile cache: a second process compiles nothing' -nv 2>&1");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("1 passed") != std::string::npos);
 }
 
 TEST_CASE("opencl executable_deserialize refuses bytes that are corrupt, truncated, of another plugin or graph") {
