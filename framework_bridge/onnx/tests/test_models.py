@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import hal.onnx
-import models
-from conftest import assert_close, ort_run
+import onnx_models as models
+from onnx_testing import assert_close, ort_run
 
 OPSETS = [13, models.NEWEST]
 BACKENDS = ["cpu", "opencl", "mixed"]

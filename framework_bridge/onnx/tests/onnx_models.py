@@ -1,6 +1,6 @@
 """The four acceptance models of issue 13, exported to ONNX by torch.onnx.export, and their inputs.
 
-    path = export("decoder", opset=13)      # cached: ~/.cache/hal/onnx-models/torch-<version>/decoder-13.onnx
+    path = export("decoder", opset=13)        # cached: ~/.cache/hal/onnx-models/torch-<version>/decoder-13.onnx
     feed = inputs("decoder", batch=2, seq=7)  # {input name: numpy array}, seeded
 
 Two exporters: opset 13 through the TorchScript exporter (dynamo=False, dynamic_axes), and the
