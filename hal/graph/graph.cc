@@ -129,17 +129,106 @@ Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inpu
   return add_node(op, inputs, attrs, {output}).at(0);
 }
 
+std::vector<Graph::Value> Graph::add_node(const std::string& op, const std::vector<Value>& inputs,
+                                          const std::vector<Attr>& attrs, size_t output_count) {
+  const size_t n = nodes_.size();
+  InferContext ctx;
+  ctx.label = "node " + std::to_string(n) + " ('" + op + "')";
+  ctx.fresh_symbol = [&](size_t output, size_t dim) {
+    return symbol("node" + std::to_string(n) + (output ? "_o" + std::to_string(output) : "") + "_d" +
+                  std::to_string(dim));
+  };
+  ctx.symbol_name = [this](int64_t s) { return symbol_name(s); };
+  std::vector<const ValueSpec*> specs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].valid() && inputs[i].id >= values_.size())
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, ctx.label + ": input " + std::to_string(i) + " is value " +
+                                                   std::to_string(inputs[i].id) + ", not a value of this graph");
+    specs.push_back(inputs[i].valid() ? &values_[inputs[i].id] : nullptr);
+  }
+  std::vector<ValueSpec> outputs;
+  try {
+    outputs = infer_node(op, specs, attrs, output_count, ctx);
+  } catch (const Error& e) {
+    std::string in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in += i ? ", " : "";
+      if (!inputs[i].valid()) {
+        in += "absent";
+        continue;
+      }
+      const std::string& name = names_[inputs[i].id];
+      in += "value " + std::to_string(inputs[i].id) + (name.empty() ? "" : " '" + name + "'") + " " +
+            common::dtype_name(values_[inputs[i].id].dtype) + " " + shape_string(values_[inputs[i].id].shape);
+    }
+    throw Error(e.code(), std::string(e.what()) + " [inputs: " + (in.empty() ? "none" : in) + "]");
+  }
+  return add_node(op, inputs, attrs, outputs);
+}
+
+Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inputs, const std::vector<Attr>& attrs) {
+  return add_node(op, inputs, attrs, size_t{0}).at(0);
+}
+
+std::string Graph::shape_string(const std::vector<int64_t>& shape) const {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + (shape[i] < 0 ? symbol_name(shape[i]) : std::to_string(shape[i]));
+  return out + "]";
+}
+
 void Graph::mark_output(Value v, std::string name) {
   if (!v.valid() || v.id >= values_.size())
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) + " is not a value of this graph");
   if (producer_[v.id] < 0)
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) + " is a " +
-                                                 (constant_[v.id] ? "constant" : "graph input") +
+                                                 (constant_[v.id] ? "constant" : producer_[v.id] == -1 ? "graph input" : "value no node produces") +
                                                  "; an output must be produced by a node");
   if (std::find(outputs_.begin(), outputs_.end(), v.id) != outputs_.end())
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "mark_output: value " + std::to_string(v.id) + " is already an output");
   outputs_.push_back(v.id);
   if (!name.empty()) names_[v.id] = std::move(name);
+}
+
+void Graph::set_node_input(size_t node, size_t index, Value v) {
+  if (node >= nodes_.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "set_node_input: node " + std::to_string(node) + " is out of range (the graph has " +
+                                                 std::to_string(nodes_.size()) + " nodes)");
+  Node& n = nodes_[node];
+  const std::string label = "set_node_input: node " + std::to_string(node) + " ('" + n.op + "')";
+  if (index >= n.inputs.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, label + " has " + std::to_string(n.inputs.size()) + " inputs, not " +
+                                                 std::to_string(index + 1));
+  if (v.valid() && v.id >= values_.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, label + ": value " + std::to_string(v.id) + " is not a value of this graph");
+  n.inputs[index] = v.id;
+}
+
+void Graph::replace_uses(Value from, Value to) {
+  if (!from.valid() || !to.valid() || from.id >= values_.size() || to.id >= values_.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "replace_uses: value " + std::to_string(from.id) + " or " +
+                                                 std::to_string(to.id) + " is not a value of this graph");
+  bool is_output = std::find(outputs_.begin(), outputs_.end(), from.id) != outputs_.end();
+  if (is_output && producer_[to.id] < 0)
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "replace_uses: value " + std::to_string(from.id) +
+                                                 " is a graph output and value " + std::to_string(to.id) +
+                                                 " is not produced by a node");
+  for (Node& n : nodes_)
+    std::replace(n.inputs.begin(), n.inputs.end(), from.id, to.id);
+  std::replace(outputs_.begin(), outputs_.end(), from.id, to.id);
+  if (is_output && names_[to.id].empty()) names_[to.id] = names_[from.id];  // front ends find outputs by name
+}
+
+void Graph::remove_nodes(const std::vector<bool>& remove) {
+  if (remove.size() != nodes_.size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "remove_nodes: got " + std::to_string(remove.size()) +
+                                                 " flags for " + std::to_string(nodes_.size()) + " nodes");
+  std::vector<Node> kept;
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    for (uint32_t id : nodes_[n].outputs) producer_[id] = remove[n] ? -3 : static_cast<int64_t>(kept.size());
+    if (!remove[n]) kept.push_back(std::move(nodes_[n]));
+  }
+  nodes_ = std::move(kept);
 }
 
 }  // namespace hal
