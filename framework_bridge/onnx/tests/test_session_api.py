@@ -37,6 +37,13 @@ def add_path(tmp_path_factory):
     return path
 
 
+def _raises(exc, match, fn, *args, **kwargs):
+    with pytest.raises(exc, match=match) as info:
+        fn(*args, **kwargs)
+    assert isinstance(info.value, hal.Error)  # every hal.onnx error is a hal.Error too
+    return str(info.value)
+
+
 # numpy dtype -> ONNX elem type: the catalog's dtypes that ONNX's Add takes.
 DTYPES = {
     np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, ml_dtypes.bfloat16: TensorProto.BFLOAT16,
@@ -92,13 +99,16 @@ def test_describe(add_path, cpu_options):
 
 
 def test_session_config_entries_and_provider_options(add_path, cpu_options):
-    cpu_options.add_session_config_entry("hal.test_entry", "1")
-    try:
-        sess = hal.onnx.InferenceSession(str(add_path), cpu_options,
-                                         providers=[("CPUExecutionProvider", {"hal.other": 2})])
-        assert sess.get_provider_options() == {"CPUExecutionProvider": {"hal.test_entry": "1", "hal.other": "2"}}
-    finally:
-        cpu_options._entries.clear()
+    """Config entries and provider options reach the graph compiler, which refuses options it does not
+    know (this build's takes none) instead of ignoring them."""
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = cpu_options.hal_config
+    opts.add_session_config_entry("hal.test_entry", "1")
+    assert opts.get_session_config_entry("hal.test_entry") == "1"
+    _raises(hal.onnx.InvalidArgument, "session option 'hal.test_entry'", hal.onnx.InferenceSession,
+            str(add_path), opts)
+    _raises(hal.onnx.InvalidArgument, "session option 'hal.other'", hal.onnx.InferenceSession, str(add_path),
+            cpu_options, providers=[("CPUExecutionProvider", {"hal.other": 2})])
 
 
 def test_unavailable_onnxruntime_provider_is_skipped(add_path, cpu_options):
@@ -109,13 +119,6 @@ def test_unavailable_onnxruntime_provider_is_skipped(add_path, cpu_options):
 
 
 # ---- bad input: refused with the exception class onnxruntime uses and a message naming the culprit ----
-
-def _raises(exc, match, fn, *args, **kwargs):
-    with pytest.raises(exc, match=match) as info:
-        fn(*args, **kwargs)
-    assert isinstance(info.value, hal.Error)  # every hal.onnx error is a hal.Error too
-    return str(info.value)
-
 
 @pytest.fixture(scope="module")
 def add_session(add_path, cpu_options):

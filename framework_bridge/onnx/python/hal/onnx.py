@@ -223,6 +223,13 @@ class InferenceSession:
     def get_session_options(self):
         return self._sess_options
 
+    def compile_stats(self):
+        """HAL: {"compiles": executables compiled for this session so far, ...} (hal::onnx::Session::stats)."""
+        stats = getattr(self._session, "stats", None)
+        if stats is None:
+            raise NotImplementedError("hal.onnx: this build's hal::onnx::Session reports no compile statistics")
+        return stats()
+
     def explain(self):
         """HAL: the device, the partition (groups compiled, op-by-op nodes) and run counters, as text."""
         return self._session.explain()
