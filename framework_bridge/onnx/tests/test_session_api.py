@@ -174,3 +174,31 @@ def test_bad_providers_and_options(add_path, cpu_options, monkeypatch):
     opts.hal_config = cpu_options.hal_config
     opts.intra_op_num_threads = os.cpu_count() + 1
     _raises(hal.onnx.InvalidArgument, "intra_op_num_threads", hal.onnx.InferenceSession, str(add_path), opts)
+
+
+def test_external_data(tmp_path, cpu_options):
+    """Initializers in an external file load by path (relative to the model's folder); from bytes, and
+    through a location leaving the folder, they are refused naming the initializer."""
+    w = np.arange(4096, dtype=np.float32).reshape(1024, 4)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1024, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024, 4])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y],
+                              initializer=[onnx.numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="ext.bin",
+              size_threshold=0)
+    assert (tmp_path / "ext.bin").stat().st_size == w.nbytes
+    xs = np.ones((1024, 4), np.float32)
+    (out,) = hal.onnx.InferenceSession(path, cpu_options).run(None, {"x": xs})
+    np.testing.assert_array_equal(out, xs + w)
+    _raises(hal.onnx.InvalidArgument, "'w'", hal.onnx.InferenceSession, path.read_bytes(), cpu_options)
+    escaping = onnx.load(path, load_external_data=False)
+    for entry in escaping.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = "../ext.bin"
+    bad = tmp_path / "sub"
+    bad.mkdir()
+    onnx.save(escaping, bad / "escaping.onnx")
+    _raises(hal.onnx.InvalidArgument, r"\.\./ext\.bin", hal.onnx.InferenceSession, bad / "escaping.onnx",
+            cpu_options)
