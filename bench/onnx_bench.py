@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TESTS = REPO / "framework_bridge" / "onnx" / "tests"
@@ -36,23 +37,12 @@ def _load(name):
     return module
 
 
-def timeit(fn, min_time=0.5, repeats=7):
+def median_seconds(fn, repeats=7):
+    """Median seconds per call of FN over REPEATS batches (each long enough for the clock: autorange)."""
     fn()  # warm up: thread pools, primitive caches, first-run compiles
-    n = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - start >= min_time / repeats or n >= 1 << 16:
-            break
-        n *= 2
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - start) / n)
-    return statistics.median(samples)
+    timer = timeit.Timer(fn)
+    number, _ = timer.autorange()
+    return statistics.median(timer.repeat(repeat=repeats, number=number)) / number
 
 
 _COMPILE_CHILD = """
@@ -114,8 +104,8 @@ def main():
             ref = ort_sess.run(None, feed)[0]
             got = hal_sess.run(None, feed)[0]
             np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3, err_msg=f"{name} batch {batch}")
-            t_hal = timeit(lambda: hal_sess.run(None, feed))
-            t_ort = timeit(lambda: ort_sess.run(None, feed))
+            t_hal = median_seconds(lambda: hal_sess.run(None, feed))
+            t_ort = median_seconds(lambda: ort_sess.run(None, feed))
             row = dict(model=name, batch=batch, hal_ms=t_hal * 1e3, ort_ms=t_ort * 1e3, ratio=t_ort / t_hal,
                        compile_cold_s=cold, compile_cached_s=cached, threads=args.threads)
             rows.append(row)
