@@ -380,6 +380,71 @@ std::vector<HostTensor> flip_ref(const OpCase& c) {
 }
 HAL_CONFORMANCE_SUITE(flip, flip_cases, flip_ref);
 
+// ---- reshape, permute ----------------------------------------------------------------
+
+std::vector<OpCase> reshape_cases(hal_dtype_e dt) {
+  auto shape = [](std::vector<int64_t> s) { return hal::Attr::ints("shape", std::move(s)); };
+  return {
+      OpCase("split a dim").in(random(dt, {2, 6}, 1)).attr(shape({2, 2, 3})),
+      OpCase("merge dims").in(random(dt, {2, 3, 4}, 2)).attr(shape({6, 4})),
+      OpCase("inferred").in(random(dt, {2, 3, 4}, 3)).attr(shape({-1, 2, 2})),
+      OpCase("flatten").in(random(dt, {3, 1, 5}, 4)).attr(shape({-1})),
+      OpCase("to 0-d").in(random(dt, {1, 1}, 5)).attr(shape({})),
+      OpCase("from 0-d").in(random(dt, {}, 6)).attr(shape({1, 1, 1})),
+      OpCase("zero-size").in(random(dt, {0, 3}, 7)).attr(shape({3, 0})),
+      OpCase("wrong count").in(random(dt, {2, 3}, 8)).attr(shape({4, 2}))
+          .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {4, 2})}, {"reshape", "[2, 3]", "[4, 2]"}),
+      OpCase("two inferred").in(random(dt, {2, 3}, 9)).attr(shape({-1, -1}))
+          .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {2, 3})}, {"reshape", "more than one -1"}),
+  };
+}
+
+std::vector<HostTensor> reshape_ref(const OpCase& c) {
+  const HostTensor& self = c.input(0);
+  std::vector<int64_t> shape = c.attr_ints("shape", {});
+  int64_t known = 1;
+  for (int64_t d : shape) known *= d == -1 ? 1 : d;
+  for (int64_t& d : shape)
+    if (d == -1) d = self.numel() / known;
+  return {HostTensor(self.dtype, shape, self.values)};  // row-major order kept
+}
+HAL_CONFORMANCE_SUITE(reshape, reshape_cases, reshape_ref);
+
+std::vector<OpCase> permute_cases(hal_dtype_e dt) {
+  auto dims = [](std::vector<int64_t> d) { return hal::Attr::ints("dims", std::move(d)); };
+  return {
+      OpCase("transpose").in(random(dt, {3, 5}, 1)).attr(dims({1, 0})),
+      OpCase("heads").in(random(dt, {2, 3, 4, 5}, 2)).attr(dims({0, 2, 1, 3})),
+      OpCase("rotate").in(random(dt, {2, 3, 4}, 3)).attr(dims({2, 0, 1})),
+      OpCase("negative").in(random(dt, {2, 3, 4}, 4)).attr(dims({-1, 0, -2})),
+      OpCase("identity").in(random(dt, {4, 2}, 5)).attr(dims({0, 1})),
+      OpCase("0-d").in(random(dt, {}, 6)).attr(dims({})),
+      OpCase("zero-size").in(random(dt, {0, 3}, 7)).attr(dims({1, 0})),
+      OpCase("repeated").in(random(dt, {2, 3}, 8)).attr(dims({0, 0}))
+          .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {2, 2})}, {"permute", "'dims'", "twice"}),
+      OpCase("too few").in(random(dt, {2, 3}, 9)).attr(dims({1}))
+          .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3})}, {"permute", "'dims'", "rank 2"}),
+  };
+}
+
+std::vector<HostTensor> permute_ref(const OpCase& c) {
+  const HostTensor& self = c.input(0);
+  std::vector<int64_t> dims = c.attr_ints("dims", {});
+  std::vector<int64_t> shape;
+  for (int64_t& d : dims) {
+    d = wrap(d, self.shape.size());
+    shape.push_back(self.shape[d]);
+  }
+  HostTensor out(self.dtype, shape);
+  for_each(shape, [&](const std::vector<int64_t>& idx) {
+    std::vector<int64_t> j(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) j[dims[i]] = idx[i];
+    out.at(idx) = self.at(j);
+  });
+  return {out};
+}
+HAL_CONFORMANCE_SUITE(permute, permute_cases, permute_ref);
+
 std::vector<OpCase> roll_cases(hal_dtype_e dt) {
   auto shifts = [](std::vector<int64_t> s) { return hal::Attr::ints("shifts", std::move(s)); };
   auto dims = [](std::vector<int64_t> d) { return hal::Attr::ints("dims", std::move(d)); };

@@ -334,6 +334,47 @@ void flip_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(flip_kernel, flip_body)
 
+// ---- reshape, permute -----------------------------------------------------------
+
+// T's memory described as a dense tensor of SHAPE's sizes.
+Tensor dense_as(const Tensor& t, const Tensor& shape) {
+  Tensor v = t;
+  v.rank = shape.rank;
+  std::copy(shape.shape, shape.shape + shape.rank, v.shape);
+  v.set_contiguous_strides();
+  return v;
+}
+
+// Row-major order kept: a dense side is viewed in the other's shape; two
+// strided sides go through a packed copy.
+void reshape_body(const OpCall& c) {
+  const Tensor& self = c.input(0);
+  const Tensor& out = c.output(0);
+  if (out.numel() == 0) return;
+  if (self.is_contiguous()) return copy_into(out, dense_as(self, out));
+  if (out.is_contiguous()) return copy_into(dense_as(out, self), self);
+  std::vector<unsigned char> storage(static_cast<size_t>(self.numel()) * self.element_size());
+  Tensor packed = dense_as(self, self);
+  packed.data = storage.data();
+  copy_into(packed, self);
+  copy_into(out, dense_as(packed, out));
+}
+HAL_CPU_KERNEL(reshape_kernel, reshape_body)
+
+void permute_body(const OpCall& c) {
+  const Tensor& self = c.input(0);
+  if (self.numel() == 0) return;
+  Tensor view = self;
+  const std::vector<int64_t>& dims = op::permute::dims(c);
+  for (int i = 0; i < self.rank; ++i) {
+    int d = wrap_dim(dims[i], self.rank);
+    view.shape[i] = self.shape[d];
+    view.strides[i] = self.strides[d];
+  }
+  copy_into(c.output(0), view);
+}
+HAL_CPU_KERNEL(permute_kernel, permute_body)
+
 void roll_body(const OpCall& c) {
   const Tensor& self = c.input(0);
   const Tensor& out = c.output(0);
@@ -584,6 +625,8 @@ void register_data_ops(sdk::OpRegistry& ops) {
   ops.add<op::split>(&split_kernel);
   ops.add<op::pad>(&pad_kernel);
   ops.add<op::flip>(&flip_kernel);
+  ops.add<op::reshape>(&reshape_kernel);
+  ops.add<op::permute>(&permute_kernel);
   ops.add<op::roll>(&roll_kernel);
   ops.add<op::repeat>(&repeat_kernel);
   ops.add<op::tril>(&tril_kernel);

@@ -15,6 +15,7 @@
 #include "elementwise.hpp"
 #include "hal/sdk/kernel/wrap.hpp"
 #include "hal/sdk/op_catalog.hpp"
+#include "nn_common.hpp"
 #include "opencl_ops.hpp"
 
 namespace hal::opencl {
@@ -290,6 +291,43 @@ void flip_kernel(const CallPtr& call, sdk::Stream* stream) {
   copy_view(device_of(c), stream, c.output(0), view);
 }
 
+// ---- reshape, permute -------------------------------------------------------------
+
+// Row-major order kept: the bytes of self's dense form (self itself when
+// contiguous, else a packed copy) copied into out's dense form.
+void reshape_kernel(const CallPtr& call, sdk::Stream* stream) {
+  const OpCall& c = *call;
+  const Tensor& self = c.input(0);
+  const Tensor& out = c.output(0);
+  if (out.numel() == 0) return;
+  ClDevice& device = device_of(c);
+  size_t es = self.element_size();
+  device.submit(stream, [&](const Queue& q) {
+    nn::Ops ops(device, q);
+    nn::Dense src = ops.in(self);
+    nn::Dense dst = ops.out(out);
+    cl_check(clEnqueueCopyBuffer(q.queue, src.mem, dst.mem, static_cast<size_t>(src.off) * es,
+                                 static_cast<size_t>(dst.off) * es, static_cast<size_t>(out.numel()) * es, 0, nullptr,
+                                 nullptr),
+             "clEnqueueCopyBuffer", " (reshape)");
+    ops.finish(dst);
+  });
+}
+
+void permute_kernel(const CallPtr& call, sdk::Stream* stream) {
+  const OpCall& c = *call;
+  const Tensor& self = c.input(0);
+  if (self.numel() == 0) return;
+  Tensor view = self;
+  const std::vector<int64_t>& dims = op::permute::dims(c);
+  for (int i = 0; i < self.rank; ++i) {
+    int d = wrap_dim(dims[i], self.rank);
+    view.shape[i] = self.shape[d];
+    view.strides[i] = self.strides[d];
+  }
+  copy_view(device_of(c), stream, c.output(0), view);
+}
+
 void roll_kernel(const CallPtr& call, sdk::Stream* stream) {
   const OpCall& c = *call;
   const Tensor& self = c.input(0);
@@ -385,6 +423,8 @@ void register_data_ops(sdk::OpRegistry& ops) {
   ops.add<op::split>(&split_kernel, mask);
   ops.add<op::pad>(&pad_kernel, mask);
   ops.add<op::flip>(&flip_kernel, mask);
+  ops.add<op::reshape>(&reshape_kernel, mask);
+  ops.add<op::permute>(&permute_kernel, mask);
   ops.add<op::roll>(&roll_kernel, mask);
   ops.add<op::repeat>(&repeat_kernel, mask);
   ops.add<op::tril>(&triangle_kernel<true>, mask);

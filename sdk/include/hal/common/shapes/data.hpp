@@ -249,6 +249,52 @@ inline void flip(const OpCall& call, std::vector<TensorMeta>& outputs) {
   outputs[0].set_shape(call.input(0).sizes());
 }
 
+// reshape: `shape` with at most one -1 (inferred); same element count.
+inline void reshape(const OpCall& call, std::vector<TensorMeta>& outputs) {
+  const Tensor& self = call.input(0);
+  std::vector<int64_t> shape = call.attr(0).as_ints();
+  auto text = [&] { return shape_string(call.attr(0).as_ints().data(), static_cast<int>(shape.size())); };
+  if (shape.size() > HAL_TENSOR_MAX_RANK)
+    fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute 'shape' ", text(), " has more than ",
+         HAL_TENSOR_MAX_RANK, " dims");
+  int inferred = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1 && inferred < 0) {
+      inferred = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute 'shape' ", text(),
+           shape[i] == -1 ? " has more than one -1" : " has a negative size");
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute 'shape' ", text(), " overflows");
+    }
+  }
+  int64_t numel = self.numel();
+  if (inferred >= 0) {
+    if (known == 0 || numel % known != 0)
+      fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": cannot reshape input 'self' of shape ", self.shape_str(), " (",
+           numel, " elements) to ", text());
+    shape[inferred] = numel / known;
+  } else if (known != numel) {
+    fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": cannot reshape input 'self' of shape ", self.shape_str(), " (",
+         numel, " elements) to ", text(), " (", known, " elements)");
+  }
+  outputs[0].set_shape(shape);
+}
+
+// permute: `dims` a permutation of self's dims.
+inline void permute(const OpCall& call, std::vector<TensorMeta>& outputs) {
+  const Tensor& self = call.input(0);
+  const std::vector<int64_t>& dims = call.attr(0).as_ints();
+  if (static_cast<int>(dims.size()) != self.rank)
+    fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute 'dims' ", shape_string(dims.data(), static_cast<int>(dims.size())),
+         " has ", dims.size(), " entries but input 'self' has rank ", self.rank);
+  std::vector<int> order = unique_dims(call, "dims", dims, self.rank);
+  std::vector<int64_t> shape;
+  for (int d : order) shape.push_back(self.shape[d]);
+  outputs[0].set_shape(shape);
+}
+
 inline void roll(const OpCall& call, std::vector<TensorMeta>& outputs) {
   const Tensor& self = call.input(0);
   const std::vector<int64_t>& shifts = call.attr(0).as_ints();

@@ -1,0 +1,88 @@
+// HAL ONNX front end: an ONNX model translated to a hal::Graph of catalog ops.
+//
+//   hal::onnx::Model m = hal::onnx::Model::load("model.onnx");
+//   for (const auto& in : m.inputs()) ...   // name, dtype, shape (< 0: symbolic), dim_names
+//   m.graph();                               // the translated graph (constants = initializers)
+//
+// Loading parses the ModelProto with the ONNX C++ library, checks it
+// (onnx::checker for opsets <= 17; structural checks and HAL's own inference
+// for 18..21), reads initializers (typed fields, raw_data, external data)
+// into graph constants, turns dynamic input dims (dim_param or no dim_value)
+// into named symbols (hal::Graph::symbol), folds shape arithmetic that is
+// constant at load, and maps every node through the ONNX -> catalog table
+// (docs/onnx.md lists the supported operators and their limits).
+//
+// Errors (hal::Error):
+//   INVALID_ARGUMENT  not a parseable ModelProto (malformed, truncated, not
+//                     ONNX), a checker refusal, a graph the verifier refuses
+//                     (cycle, dangling value; naming the node), an
+//                     initializer whose data does not match its type/shape,
+//                     external data outside the model's folder ("../",
+//                     absolute, symlink out) or shorter than offset + length.
+//   NOT_FOUND         the model file or an external data file does not exist.
+//   UNIMPLEMENTED     an opset of the default domain outside 13..21, another
+//                     domain (named), or a node the table cannot translate
+//                     (naming node name, index, op_type, domain/opset and the
+//                     missing piece: attribute value, dtype, ...).
+#ifndef HAL_ONNX_MODEL_HPP_
+#define HAL_ONNX_MODEL_HPP_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hal/runtime/graph.hpp"
+
+namespace hal::onnx {
+
+// The name, dtype and shape of a model input or output. Copyable value type.
+struct TensorInfo {
+  std::string name;
+  hal_dtype_e dtype = HAL_DTYPE_INVALID;
+  std::vector<int64_t> shape;           // dims < 0: symbolic (the graph's symbol numbers)
+  std::vector<std::string> dim_names;   // per dim: the symbol's name; "" for concrete dims
+};
+
+struct LoadOptions {
+  // Root folder for external data. Default (""): the model file's folder for
+  // load(); for load_bytes(), "" means external data is refused
+  // (INVALID_ARGUMENT naming the initializer).
+  std::string model_dir;
+};
+
+// An ONNX model translated to a hal::Graph. Immutable after load; copyable
+// (copies share the constants' bytes); const methods are thread-safe.
+class Model {
+ public:
+  // Reads and translates the model at PATH. Errors: see the file comment.
+  static Model load(const std::string& path, const LoadOptions& options = {});
+  // Translates the serialised ModelProto in DATA[0, SIZE) (the caller's
+  // bytes, only read during the call; DATA may be nullptr when SIZE is 0,
+  // which is then INVALID_ARGUMENT). Errors: see the file comment.
+  static Model load_bytes(const void* data, size_t size, const LoadOptions& options = {});
+
+  // The translated graph: its inputs are the model's non-initializer inputs
+  // in model order, its outputs the model's outputs in model order (values
+  // named as in the model). Valid while this Model lives.
+  const hal::Graph& graph() const { return graph_; }
+  // The model's inputs (initializers excluded) and outputs, in model order.
+  const std::vector<TensorInfo>& inputs() const { return inputs_; }
+  const std::vector<TensorInfo>& outputs() const { return outputs_; }
+  // The default domain's opset the model imports ("" / "ai.onnx").
+  int64_t opset() const { return opset_; }
+  // The model's producer ("pytorch 2.15"), for messages; may be empty.
+  const std::string& producer() const { return producer_; }
+
+ private:
+  friend class ModelBuilder;  // model.cc: fills the fields while translating
+  Model() = default;
+  hal::Graph graph_;
+  std::vector<TensorInfo> inputs_, outputs_;
+  int64_t opset_ = 0;
+  std::string producer_;
+};
+
+}  // namespace hal::onnx
+
+#endif  // HAL_ONNX_MODEL_HPP_

@@ -1,0 +1,85 @@
+// HAL ONNX front end: a Model compiled for a HAL device and run with host
+// tensors, shaped like onnxruntime's InferenceSession.
+//
+//   hal::onnx::Session s(hal::onnx::Model::load("mlp.onnx"), {.device = "cpu"});
+//   float x[2 * 4] = {...};
+//   auto out = s.run({}, {{"x", {HAL_DTYPE_FLOAT32, {2, 4}, x}}});   // all outputs
+//   out[0].shape; out[0].data;                                       // row-major bytes
+//
+// Feeds are copied to the device through hal::Buffer::copy_from_host and
+// results back through copy_to_host; nothing assumes host-addressable device
+// memory. A Session owns its compiled graph and device handle.
+#ifndef HAL_ONNX_SESSION_HPP_
+#define HAL_ONNX_SESSION_HPP_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hal/onnx/model.hpp"
+
+namespace hal::onnx {
+
+// A tensor in host memory the session returns: row-major contiguous, DATA
+// holds exactly numel * dtype size bytes. Owns its bytes; copyable.
+struct HostTensor {
+  hal_dtype_e dtype = HAL_DTYPE_INVALID;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+// A tensor in the caller's host memory: row-major contiguous, numel * dtype
+// size bytes at DATA. Does not own DATA, which is only read during run()
+// (nullptr only when numel is 0).
+struct HostTensorRef {
+  hal_dtype_e dtype = HAL_DTYPE_INVALID;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+};
+
+struct SessionOptions {
+  std::string config;  // hal.toml path; "" = HAL_CONFIG, else the default search
+  std::string device;  // "hal:1" (runtime device index), a plugin name ("cpu", "opencl"); "" = default device
+  std::map<std::string, std::string> options;  // compile options, passed to the graph compiler
+};
+
+// A compiled model. Construction compiles; run() may be called from several
+// threads at once (each call uses its own device buffers). Move-only.
+class Session {
+ public:
+  // Compiles MODEL for the device SESSION_OPTIONS names (the runtime is
+  // initialised from CONFIG on first use). Throws hal::Error: NOT_FOUND for
+  // an unknown device name, INVALID_ARGUMENT for a bad config (file:line),
+  // UNIMPLEMENTED naming the node whose op the device cannot run.
+  explicit Session(Model model, const SessionOptions& options = {});
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  // Runs the model. FEEDS gives every model input by name (order free).
+  // Returns the outputs named in OUTPUT_NAMES, in that order (empty = all,
+  // in model order). Throws hal::Error INVALID_ARGUMENT naming the input and
+  // what is wrong: an unknown feed or output name, a missing or repeated
+  // input, a wrong dtype, a wrong rank or dim (a concrete dim differs, or a
+  // symbolic dim bound to two sizes: names the symbol and both inputs);
+  // device errors as the runtime reports them (OUT_OF_MEMORY naming sizes).
+  // On error no result is returned and the caller's feeds are untouched.
+  std::vector<HostTensor> run(const std::vector<std::string>& output_names,
+                              const std::vector<std::pair<std::string, HostTensorRef>>& feeds);
+
+  const Model& model() const;
+  // The device, the partition (groups the plugin compiled, op-by-op nodes,
+  // per-executable descriptions) and run counters, as text for people.
+  std::string explain() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hal::onnx
+
+#endif  // HAL_ONNX_SESSION_HPP_
