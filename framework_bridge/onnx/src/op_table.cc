@@ -231,19 +231,18 @@ void variadic(Translator& t, const OpRule& r) {
 }
 
 void identity(Translator& t, const OpRule&) {
-  std::string name = t.node().input(0);
   Slot s = t.in(0);
   if (t.node().op_type() == "Dropout") {
     if (t.has_input(2)) {
       auto mode = t.const_ints(2, "Dropout's training_mode");
       if (!mode.empty() && mode[0] != 0) t.unimplemented("training_mode=true (only inference is supported)");
     }
-    if (t.output_count() > 1 && !t.node().output(1).empty()) {
+    if (t.output_count() > 1 && !t.output_name(1).empty()) {
       ValueSpec mask{HAL_DTYPE_BOOL, s.spec.shape};
       t.set_output(1, t.emit_as("fill", {}, {Attr::scalar("value", 1)}, mask));
     }
   }
-  const std::string& out = t.node().output(0);
+  const std::string& out = t.output_name(0);
   if (!out.empty()) t.define(out, std::move(s));
 }
 
@@ -310,7 +309,7 @@ void cast(Translator& t, const OpRule&) {
     }
   }
   if (s.spec.dtype == to) {
-    t.define(t.node().output(0), s);
+    t.alias_output(0, s);
     return;
   }
   t.set_output(0, t.emit_as("copy", {t.value(0)}, {}, {to, s.spec.shape}));
@@ -318,7 +317,7 @@ void cast(Translator& t, const OpRule&) {
 
 void reshape(Translator& t, const OpRule&) {
   auto target = t.ints(1);
-  if (!target) t.unimplemented("the target shape (input 1 '" + t.node().input(1) + "') is computed at run time from tensor values");
+  if (!target) t.unimplemented("the target shape (input 1 '" + t.input_name(1) + "') is computed at run time from tensor values");
   std::vector<int64_t> out = reshape_target(t, t.in(0).spec.shape, *target, t.attr_int("allowzero", 0) != 0);
   if (reshape_host(t, 0, out)) return;
   t.set_output(0, reshape_to(t, t.value(0), out));
@@ -449,7 +448,8 @@ void gather(Translator& t, const OpRule&) {
   // non-negative indices).
   if (const HostTensor* h = t.host(1)) {
     if (dshape[axis] < 0) {
-      for (int64_t i : *int_values(*h))
+      std::vector<int64_t> v = int_values(*h).value_or(std::vector<int64_t>{});
+      for (int64_t i : v)
         if (i < 0) t.unimplemented("negative index into a dim only known at run time");
     } else {
       auto v = int_values(*h);
@@ -529,7 +529,7 @@ void slice(Translator& t, const OpRule&) {
     v = t.emit1("index_select", {v, index}, {Attr::i("dim", axis)});
   }
   if (v.id == t.in(0).value.id && t.in(0).value.valid()) {
-    t.define(t.node().output(0), t.in(0));
+    t.alias_output(0, t.in(0));
     return;
   }
   t.set_output(0, v);
@@ -571,7 +571,7 @@ std::vector<int64_t> broadcast(Translator& t, const std::vector<int64_t>& a, con
 
 std::vector<int64_t> dims_of(Translator& t, size_t input, const std::string& what) {
   auto d = t.ints(input);
-  if (!d) t.unimplemented(what + " (input '" + t.node().input(static_cast<int>(input)) + "') is computed at run time from tensor values");
+  if (!d) t.unimplemented(what + " (input '" + t.input_name(input) + "') is computed at run time from tensor values");
   std::vector<int64_t> out;
   for (size_t i = 0; i < d->size(); ++i) {
     const Dim& x = (*d)[i];
@@ -584,7 +584,7 @@ std::vector<int64_t> dims_of(Translator& t, size_t input, const std::string& wha
 void expand(Translator& t, const OpRule&) {
   std::vector<int64_t> out = broadcast(t, t.in(0).spec.shape, dims_of(t, 1, "Expand's shape"));
   if (out == t.in(0).spec.shape) {
-    t.define(t.node().output(0), t.in(0));
+    t.alias_output(0, t.in(0));
     return;
   }
   t.set_output(0, t.emit_as("copy", {t.value(0)}, {}, {t.in(0).spec.dtype, out}));
@@ -754,7 +754,7 @@ void pool(Translator& t, const OpRule&) {
                           Attr::b("ceil_mode", t.attr_int("ceil_mode", 0) != 0)};
   if (t.node().op_type() == "MaxPool") {
     t.require_attr("storage_order", 0, 0);
-    if (t.output_count() > 1 && !t.node().output(1).empty()) t.unimplemented("the Indices output");
+    if (t.output_count() > 1 && !t.output_name(1).empty()) t.unimplemented("the Indices output");
     attrs.push_back(Attr::ints("dilation", dil));
     t.set_output(0, t.emit("max_pool2d", {t.value(0)}, attrs)[0]);
     return;
@@ -774,7 +774,7 @@ void global_pool(Translator& t, const OpRule& r) {
 void batch_norm(Translator& t, const OpRule&) {
   if (t.attr_int("training_mode", 0) != 0) t.unimplemented("training_mode=1 (only inference)");
   for (size_t i = 1; i < t.output_count(); ++i)
-    if (!t.node().output(static_cast<int>(i)).empty()) t.unimplemented("the running mean/var outputs (training only)");
+    if (!t.output_name(i).empty()) t.unimplemented("the running mean/var outputs (training only)");
   std::vector<V> outs = t.emit("batch_norm", {t.value(0), t.value(1), t.value(2), t.value(3), t.value(4)},
                                {Attr::b("training", false), Attr::f("eps", t.attr_float("epsilon", 1e-5f))});
   t.set_output(0, outs[0]);
@@ -787,7 +787,7 @@ void layer_norm(Translator& t, const OpRule&) {
   for (int64_t d : normalized)
     if (d < 0) t.unimplemented("normalizing over a dim only known at run time");
   for (size_t i = 1; i < t.output_count(); ++i)
-    if (!t.node().output(static_cast<int>(i)).empty()) t.unimplemented("the Mean / InvStdDev outputs");
+    if (!t.output_name(i).empty()) t.unimplemented("the Mean / InvStdDev outputs");
   std::vector<V> outs = t.emit("layer_norm", {t.value(0), t.has_input(1) ? t.value(1) : V{}, t.has_input(2) ? t.value(2) : V{}},
                                {Attr::ints("normalized_shape", normalized), Attr::f("eps", t.attr_float("epsilon", 1e-5f))});
   t.set_output(0, outs[0]);
@@ -800,7 +800,7 @@ void reduce(Translator& t, const OpRule& r) {
   auto axes = axes_of(t, 1, since);
   bool keep = t.attr_int("keepdims", 1) != 0;
   if ((!axes || axes->empty()) && t.attr_int("noop_with_empty_axes", 0)) {
-    t.define(t.node().output(0), t.in(0));
+    t.alias_output(0, t.in(0));
     return;
   }
   std::vector<int64_t> dims = axes ? *axes : std::vector<int64_t>{};
@@ -878,7 +878,7 @@ void pad(Translator& t, const OpRule&) {
   if (const HostTensor* h = t.host(2)) value = float_values(*h).value_or(std::vector<double>{0}).at(0);
   else if (t.has_input(2)) t.unimplemented("constant_value computed at run time");
   if (torch_pad.empty()) {
-    t.define(t.node().output(0), t.in(0));
+    t.alias_output(0, t.in(0));
     return;
   }
   t.set_output(0, t.emit1("pad", {t.value(0)}, {Attr::ints("pad", torch_pad), Attr::s("mode", mode), Attr::scalar("value", value)}));

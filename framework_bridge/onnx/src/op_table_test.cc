@@ -69,13 +69,7 @@ TEST_CASE("shape arithmetic with a symbolic dim folds at load and keeps the symb
   mm.node("Gather", {"shape", "one"}, {"seq"});
   mm.node("Unsqueeze", {"seq", "zero_axis"}, {"seq_vec"});
   attr_i(mm.node("Concat", {"one_vec", "seq_vec", "seq_vec"}, {"mask_shape"}), "axis", 0);
-  auto& cos = mm.node("ConstantOfShape", {"mask_shape"}, {"ones"});
-  auto* v = cos.add_attribute();
-  v->set_name("value");
-  v->set_type(::onnx::AttributeProto::TENSOR);
-  v->mutable_t()->set_data_type(TP::FLOAT);
-  v->mutable_t()->add_dims(1);
-  v->mutable_t()->add_float_data(1.0f);
+  testing::attr_fill_value(mm.node("ConstantOfShape", {"mask_shape"}, {"ones"}), TP::FLOAT, 1.0f);
   mm.node("Range", {"zero_scalar", "seq", "one"}, {"positions"});
   mm.init_i64("zero_scalar", {}, {0});
   mm.output("ones");
@@ -119,6 +113,17 @@ TEST_CASE("a Reshape whose target is a run-time tensor is named as unsupported")
   mm.node("Reshape", {"x", "target"}, {"y"}, "dyn_reshape");
   mm.output("y");
   CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("node 0 'dyn_reshape' (Reshape, ai.onnx opset 18)"), Error);
+}
+
+// Found by the fuzz target: a node with fewer inputs than its op needs
+// (opset 18: libonnx's checker does not run) read past the node's inputs.
+TEST_CASE("a node missing a required input is refused naming it") {
+  ModelMaker mm(18);
+  mm.input("x", TP::FLOAT, {int64_t{2}, int64_t{3}});
+  mm.node("Reshape", {"x"}, {"y"}, "short");
+  mm.node("Gemm", {}, {"z"}, "empty");
+  mm.output("y");
+  CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("node 0 'short' (Reshape, ai.onnx opset 18): input 1 is required"), Error);
 }
 
 }  // namespace

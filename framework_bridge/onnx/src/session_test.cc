@@ -228,13 +228,7 @@ TEST_CASE("embeddings over a symbolic sequence length and a causal mask run at t
   mm.node("Add", {"te", "pe"}, {"emb"});
   mm.node("Unsqueeze", {"seq", "axis0"}, {"seq1"});
   attr_i(mm.node("Concat", {"seq1", "seq1"}, {"sq"}), "axis", 0);
-  auto& cos = mm.node("ConstantOfShape", {"sq"}, {"ones"});
-  auto* v = cos.add_attribute();
-  v->set_name("value");
-  v->set_type(::onnx::AttributeProto::TENSOR);
-  v->mutable_t()->set_data_type(TP::BOOL);
-  v->mutable_t()->add_dims(1);
-  v->mutable_t()->add_int32_data(1);
+  testing::attr_fill_value(mm.node("ConstantOfShape", {"sq"}, {"ones"}), TP::BOOL, 1.0f);
   attr_i(mm.node("Trilu", {"ones"}, {"causal"}), "upper", 0);
   mm.init_f32("score", {}, {1.0f});
   mm.node("Where", {"causal", "score", "neg"}, {"mask"});

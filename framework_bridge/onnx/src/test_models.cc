@@ -99,6 +99,16 @@ void attr_ints(::onnx::NodeProto& n, const std::string& name, const std::vector<
   for (int64_t x : v) a->add_ints(x);
 }
 
+void attr_fill_value(::onnx::NodeProto& n, int32_t elem_type, float v) {
+  auto* a = n.add_attribute();
+  a->set_name("value");
+  a->set_type(::onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(elem_type);
+  a->mutable_t()->add_dims(1);
+  if (elem_type == ::onnx::TensorProto::FLOAT) a->mutable_t()->add_float_data(v);
+  else a->mutable_t()->add_int32_data(static_cast<int32_t>(v));
+}
+
 std::string temp_dir(const std::string& tag) {
   static std::mt19937_64 rng(std::random_device{}());
   auto p = std::filesystem::temp_directory_path() / ("hal_onnx_" + tag + "_" + std::to_string(rng()));

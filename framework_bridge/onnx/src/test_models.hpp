@@ -38,6 +38,8 @@ void attr_i(::onnx::NodeProto& n, const std::string& name, int64_t v);
 void attr_f(::onnx::NodeProto& n, const std::string& name, float v);
 void attr_s(::onnx::NodeProto& n, const std::string& name, const std::string& v);
 void attr_ints(::onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v);
+// ConstantOfShape's "value": a one-element tensor of ELEM_TYPE (FLOAT or BOOL) holding V.
+void attr_fill_value(::onnx::NodeProto& n, int32_t elem_type, float v);
 
 // A fresh directory under the system temp dir (not removed).
 std::string temp_dir(const std::string& tag);

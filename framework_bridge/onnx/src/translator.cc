@@ -119,16 +119,28 @@ void Translator::unimplemented(const std::string& what) const {
 }
 void Translator::invalid(const std::string& what) const { throw Error(HAL_STATUS_INVALID_ARGUMENT, where() + ": " + what); }
 
+const std::string& Translator::input_name(size_t i) const {
+  static const std::string kNone;
+  return i < static_cast<size_t>(node_->input_size()) ? node_->input(static_cast<int>(i)) : kNone;
+}
+const std::string& Translator::output_name(size_t i) const {
+  static const std::string kNone;
+  return i < static_cast<size_t>(node_->output_size()) ? node_->output(static_cast<int>(i)) : kNone;
+}
+void Translator::alias_output(size_t i, const Slot& slot) {
+  if (!output_name(i).empty()) define(output_name(i), slot);
+}
+
 size_t Translator::input_count() const {
   size_t n = static_cast<size_t>(node_->input_size());
   while (n > 0 && node_->input(static_cast<int>(n - 1)).empty()) --n;
   return n;
 }
-bool Translator::has_input(size_t i) const { return i < input_count() && !node_->input(static_cast<int>(i)).empty(); }
+bool Translator::has_input(size_t i) const { return i < input_count() && !input_name(i).empty(); }
 
 const Slot& Translator::in(size_t i) const {
   if (!has_input(i)) invalid("input " + std::to_string(i) + " is required but not given");
-  return slot(node_->input(static_cast<int>(i)));
+  return slot(input_name(i));
 }
 
 Graph::Value Translator::value_of(const std::string& name) {
@@ -140,21 +152,18 @@ Graph::Value Translator::value_of(const std::string& name) {
 }
 Graph::Value Translator::value(size_t i) {
   in(i);
-  return value_of(node_->input(static_cast<int>(i)));
+  return value_of(input_name(i));
 }
 
-std::optional<std::vector<Dim>> Translator::ints(size_t i) const {
-  if (!has_input(i)) return std::nullopt;
-  return in(i).ints;
-}
+std::optional<std::vector<Dim>> Translator::ints(size_t i) const { return in(i).ints; }
 
 std::vector<int64_t> Translator::const_ints(size_t i, const std::string& what) const {
   auto d = ints(i);
-  if (!d) unimplemented(what + " (input " + std::to_string(i) + " '" + node_->input(static_cast<int>(i)) +
+  if (!d) unimplemented(what + " (input " + std::to_string(i) + " '" + input_name(i) +
                         "') must be an integer tensor known at load, not computed at run time");
   std::vector<int64_t> out;
   for (const Dim& x : *d) {
-    if (!x.known()) unimplemented(what + " (input '" + node_->input(static_cast<int>(i)) + "') depends on a dim only known at run time");
+    if (!x.known()) unimplemented(what + " (input '" + input_name(i) + "') depends on a dim only known at run time");
     out.push_back(x.value);
   }
   return out;
@@ -197,8 +206,8 @@ void Translator::require_attr(const std::string& name, int64_t expected, int64_t
 size_t Translator::output_count() const { return static_cast<size_t>(node_->output_size()); }
 
 void Translator::set_output(size_t i, Graph::Value v) {
-  if (i >= output_count() || node_->output(static_cast<int>(i)).empty()) return;
-  const std::string& name = node_->output(static_cast<int>(i));
+  if (i >= output_count() || output_name(i).empty()) return;
+  const std::string& name = output_name(i);
   Slot s;
   s.spec = spec(v);
   s.value = v;
@@ -207,15 +216,15 @@ void Translator::set_output(size_t i, Graph::Value v) {
 }
 
 void Translator::set_output_host(size_t i, HostTensor t) {
-  if (i >= output_count() || node_->output(static_cast<int>(i)).empty()) return;
+  if (i >= output_count() || output_name(i).empty()) return;
   Slot s;
   s.spec = {t.dtype, t.shape};
   s.host = std::move(t);
-  define(node_->output(static_cast<int>(i)), std::move(s));
+  define(output_name(i), std::move(s));
 }
 
 void Translator::set_output_ints(size_t i, hal_dtype_e dtype, std::vector<Dim> dims, bool scalar) {
-  if (i >= output_count() || node_->output(static_cast<int>(i)).empty()) return;
+  if (i >= output_count() || output_name(i).empty()) return;
   Slot s;
   s.spec = {dtype, scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(dims.size())}};
   bool concrete = true;
@@ -226,7 +235,7 @@ void Translator::set_output_ints(size_t i, hal_dtype_e dtype, std::vector<Dim> d
   }
   if (concrete) s.host = int_tensor(dtype, values, s.spec.shape);
   s.ints = std::move(dims);
-  define(node_->output(static_cast<int>(i)), std::move(s));
+  define(output_name(i), std::move(s));
 }
 
 std::vector<Graph::Value> Translator::emit(const std::string& op, const std::vector<Graph::Value>& inputs,

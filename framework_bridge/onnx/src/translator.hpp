@@ -59,6 +59,13 @@ class Translator {
   [[noreturn]] void unimplemented(const std::string& what) const;
   [[noreturn]] void invalid(const std::string& what) const;
 
+  // The name of input / output I; "" when absent or beyond the node's count
+  // (a malformed node then fails on the missing value, never reads out of range).
+  const std::string& input_name(size_t i) const;
+  const std::string& output_name(size_t i) const;
+  // Binds output I to what SLOT stands for (an alias: Identity, no-op reshapes).
+  void alias_output(size_t i, const Slot& slot);
+
   // Inputs: the count given (trailing empty names dropped), whether input I
   // is present, its slot, and its graph value (a constant made on first use).
   size_t input_count() const;
@@ -66,8 +73,8 @@ class Translator {
   const Slot& in(size_t i) const;
   Graph::Value value(size_t i);
   Graph::Value value_of(const std::string& name);
-  // Input I's elements when it is an integer tensor known at load (all of
-  // them concrete when CONCRETE); nullopt otherwise.
+  // Input I's elements when it is an integer tensor known at load; nullopt
+  // otherwise. Input I is required (INVALID_ARGUMENT when not given).
   std::optional<std::vector<Dim>> ints(size_t i) const;
   // As ints(), but every element concrete; otherwise UNIMPLEMENTED naming
   // the input and WHAT it is for ("Reshape's shape").
