@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "hal/common/dtype.hpp"
+#include "hal/onnx/operators.hpp"
 #include "hal/runtime/error.hpp"
 #include "tensor_proto.hpp"
 
@@ -1031,6 +1032,20 @@ const std::vector<OpRule> kTable = {
 }  // namespace
 
 const std::vector<OpRule>& op_table() { return kTable; }
+
+}  // namespace hal::onnx::detail
+
+namespace hal::onnx {
+
+std::vector<OperatorSupport> supported_operators() {
+  std::vector<OperatorSupport> out;
+  for (const detail::OpRule& r : detail::op_table()) out.push_back({r.op_type, r.min_opset, r.max_opset, r.catalog, r.limits});
+  return out;
+}
+
+}  // namespace hal::onnx
+
+namespace hal::onnx::detail {
 
 const OpRule* find_rule(const std::string& op_type, int64_t opset) {
   for (const OpRule& r : kTable)

@@ -9,6 +9,7 @@
 
 #include "hal/common/op_catalog.hpp"
 #include "hal/onnx/model.hpp"
+#include "hal/onnx/operators.hpp"
 #include "hal/runtime/error.hpp"
 #include "test_models.hpp"
 
@@ -39,6 +40,24 @@ TEST_CASE("every row covers opsets inside 13..21, once per op_type and opset") {
   }
   CHECK(find_rule("Gelu", 19) == nullptr);  // Gelu is an ai.onnx op since opset 20
   CHECK(find_rule("Relu", 12) == nullptr);
+}
+
+TEST_CASE("supported_operators lists the table, covering the acceptance models' op types") {
+  std::vector<OperatorSupport> ops = supported_operators();
+  CHECK(ops.size() == op_table().size());
+  auto has = [&](const std::string& type, int opset) {
+    for (const auto& o : ops)
+      if (o.op_type == type && opset >= o.min_opset && opset <= o.max_opset) return true;
+    return false;
+  };
+  // What torch.onnx.export writes for an MLP, a ResNet-style CNN, a transformer
+  // encoder and a GPT-style decoder (opset 13 and the dynamo exporter's 20).
+  for (const char* type : {"Gemm", "MatMul", "Add", "Mul", "Div", "Relu", "Erf", "Constant", "Identity", "Conv",
+                           "MaxPool", "GlobalAveragePool", "Flatten", "BatchNormalization", "Reshape", "Transpose",
+                           "Unsqueeze", "Squeeze", "Gather", "Softmax", "Shape", "Range", "Split", "Concat", "Expand",
+                           "Not", "Where"})
+    for (int opset : {13, 20}) CHECK_MESSAGE(has(type, opset), type << " at opset " << opset);
+  for (const char* type : {"Gelu", "LayerNormalization", "Trilu", "ReduceMean"}) CHECK_MESSAGE(has(type, 20), type);
 }
 
 TEST_CASE("rows without a converter name one catalog op that exists") {
