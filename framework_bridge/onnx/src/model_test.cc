@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "hal/runtime/error.hpp"
@@ -217,6 +218,25 @@ TEST_CASE("graph outputs that are inputs or constants are copied by a node") {
   REQUIRE(m.graph().nodes().size() == 2);
   CHECK(m.graph().nodes()[0].op == "copy");
   CHECK(m.outputs()[1].name == "c");
+}
+
+// The fuzz target's seed corpus: hand-made models and two torch.onnx.export
+// MLPs (opset 13 TorchScript, opset 20 dynamo) load; the wrong-opset seed is refused.
+TEST_CASE("the fuzz seed corpus loads (torch-exported MLPs included)") {
+  size_t loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(HAL_TEST_CORPUS_DIR)) {
+    std::string name = entry.path().filename().string();
+    CAPTURE(name);
+    if (name == "bad_opset.onnx") {
+      expect_error([&] { Model::load(entry.path().string()); }, HAL_STATUS_UNIMPLEMENTED, {"opset 11"});
+      continue;
+    }
+    Model m = Model::load(entry.path().string());
+    CHECK(!m.graph().nodes().empty());
+    CHECK(!m.outputs().empty());
+    ++loaded;
+  }
+  CHECK(loaded == 7);
 }
 
 }  // namespace
