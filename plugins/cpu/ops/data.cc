@@ -9,6 +9,7 @@
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
 #include "data_copy.hpp"
+#include "hal/sdk/kernel/view.hpp"
 #include "hal/sdk/kernel/wrap.hpp"
 
 namespace hal::cpu {
@@ -364,14 +365,7 @@ HAL_CPU_KERNEL(reshape_kernel, reshape_body)
 void permute_body(const OpCall& c) {
   const Tensor& self = c.input(0);
   if (self.numel() == 0) return;
-  Tensor view = self;
-  const std::vector<int64_t>& dims = op::permute::dims(c);
-  for (int i = 0; i < self.rank; ++i) {
-    int d = wrap_dim(dims[i], self.rank);
-    view.shape[i] = self.shape[d];
-    view.strides[i] = self.strides[d];
-  }
-  copy_into(c.output(0), view);
+  copy_into(c.output(0), sdk::kernel::permuted(self, op::permute::dims(c)));
 }
 HAL_CPU_KERNEL(permute_kernel, permute_body)
 

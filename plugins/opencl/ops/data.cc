@@ -13,6 +13,7 @@
 
 #include "cl_sources.hpp"
 #include "elementwise.hpp"
+#include "hal/sdk/kernel/view.hpp"
 #include "hal/sdk/kernel/wrap.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "nn_common.hpp"
@@ -318,14 +319,7 @@ void permute_kernel(const CallPtr& call, sdk::Stream* stream) {
   const OpCall& c = *call;
   const Tensor& self = c.input(0);
   if (self.numel() == 0) return;
-  Tensor view = self;
-  const std::vector<int64_t>& dims = op::permute::dims(c);
-  for (int i = 0; i < self.rank; ++i) {
-    int d = wrap_dim(dims[i], self.rank);
-    view.shape[i] = self.shape[d];
-    view.strides[i] = self.strides[d];
-  }
-  copy_view(device_of(c), stream, c.output(0), view);
+  copy_view(device_of(c), stream, c.output(0), sdk::kernel::permuted(self, op::permute::dims(c)));
 }
 
 void roll_kernel(const CallPtr& call, sdk::Stream* stream) {
