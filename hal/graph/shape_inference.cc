@@ -54,18 +54,27 @@ std::string symbol_label(const InferContext& ctx, int64_t symbol) {
 template <class Subst>
 std::vector<TensorMeta> run_rule(const common::OpSchema& schema, const std::string& label,
                                  const std::vector<const ValueSpec*>& inputs, const std::vector<hal_attr_t>& attrs,
-                                 size_t output_count, Subst subst, int64_t max_numel = int64_t{1} << 56) {
-  std::vector<TensorMeta> metas(inputs.size());
-  std::vector<const TensorMeta*> ptrs(inputs.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i] == nullptr) continue;
-    metas[i].dtype = inputs[i]->dtype;
-    metas[i].rank = static_cast<int>(inputs[i]->shape.size());
-    for (int d = 0; d < metas[i].rank; ++d) metas[i].shape[d] = subst(inputs[i]->shape[d]);
-    ptrs[i] = &metas[i];
-  }
+                                 size_t output_count, Subst subst, const std::vector<const ValueSpec*>& given = {},
+                                 int64_t max_numel = int64_t{1} << 56) {
+  // Input and given-output specs with SUBST applied.
+  auto metas_of = [&](const std::vector<const ValueSpec*>& specs, std::vector<TensorMeta>& metas,
+                      std::vector<const TensorMeta*>& ptrs) {
+    metas.assign(specs.size(), TensorMeta{});
+    ptrs.assign(specs.size(), nullptr);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i] == nullptr) continue;
+      metas[i].dtype = specs[i]->dtype;
+      metas[i].rank = static_cast<int>(specs[i]->shape.size());
+      for (int d = 0; d < metas[i].rank; ++d) metas[i].shape[d] = subst(specs[i]->shape[d]);
+      ptrs[i] = &metas[i];
+    }
+  };
+  std::vector<TensorMeta> metas, given_metas;
+  std::vector<const TensorMeta*> ptrs, given_ptrs;
+  metas_of(inputs, metas, ptrs);
+  metas_of(given, given_metas, given_ptrs);
   return common::OpCallBuilder::infer(schema, label.c_str(), ptrs, attrs.data(), attrs.size(), output_count,
-                                      max_numel);
+                                      given_ptrs, max_numel);
 }
 
 [[noreturn]] void rethrow(const common::Error& e, const std::string& label, const std::string& note = "") {
@@ -77,7 +86,8 @@ std::vector<TensorMeta> run_rule(const common::OpSchema& schema, const std::stri
 }  // namespace
 
 std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const ValueSpec*>& inputs,
-                                  const std::vector<Attr>& attrs, size_t output_count, const InferContext& ctx) {
+                                  const std::vector<Attr>& attrs, size_t output_count, const InferContext& ctx,
+                                  const std::vector<const ValueSpec*>& given) {
   const std::string label = ctx.label.empty() ? op : ctx.label;
   const common::OpSchema* schema = find_op(op);
   if (schema == nullptr)
@@ -112,6 +122,10 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
     for (int64_t d : v->shape)
       if (d < 0 && std::find(symbols.begin(), symbols.end(), d) == symbols.end()) symbols.push_back(d);
   }
+  for (const ValueSpec* v : given)  // a given output's symbols are substituted alike
+    if (v != nullptr)
+      for (int64_t d : v->shape)
+        if (d < 0 && std::find(symbols.begin(), symbols.end(), d) == symbols.end()) symbols.push_back(d);
   auto to_specs = [](const std::vector<TensorMeta>& metas) {
     std::vector<ValueSpec> out;
     for (const TensorMeta& m : metas) out.push_back(ValueSpec{m.dtype, m.sizes()});
@@ -119,7 +133,7 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
   };
   if (symbols.empty()) {
     try {
-      return to_specs(run_rule(*schema, label, inputs, c_attrs, output_count, [](int64_t d) { return d; }));
+      return to_specs(run_rule(*schema, label, inputs, c_attrs, output_count, [](int64_t d) { return d; }, given));
     } catch (const common::Error& e) {
       rethrow(e, label);
     }
@@ -146,14 +160,14 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
   std::vector<TensorMeta> a, b;
   bool unified = false;
   try {
-    a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, false), kSymbolicNumel);
-    b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, false), kSymbolicNumel);
+    a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, false), given, kSymbolicNumel);
+    b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, false), given, kSymbolicNumel);
   } catch (const common::Error& e) {
     if (symbols.size() < 2) rethrow(e, label, note(false));
     try {
       unified = true;
-      a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, true), kSymbolicNumel);
-      b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, true), kSymbolicNumel);
+      a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, true), given, kSymbolicNumel);
+      b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, true), given, kSymbolicNumel);
     } catch (const common::Error&) {
       rethrow(e, label, note(false));
     }
@@ -283,7 +297,25 @@ std::vector<std::vector<int64_t>> infer_shapes(const Graph& g, const std::vector
       concrete[i] = ValueSpec{values[id].dtype, shapes[id]};
       in[i] = &concrete[i];
     }
-    std::vector<ValueSpec> out = infer_node(node.op, in, node.attrs, node.outputs.size(), ctx);
+    std::vector<ValueSpec> declared(node.outputs.size());
+    std::vector<const ValueSpec*> given(node.outputs.size(), nullptr);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o] >= values.size()) continue;
+      declared[o] = ValueSpec{values[node.outputs[o]].dtype, bindings.substitute(values[node.outputs[o]].shape)};
+      if (std::all_of(declared[o].shape.begin(), declared[o].shape.end(), [](int64_t d) { return d >= 0; }))
+        given[o] = &declared[o];
+    }
+    std::vector<ValueSpec> out;
+    try {
+      out = infer_node(node.op, in, node.attrs, node.outputs.size(), ctx, given);
+    } catch (const Error& e) {
+      std::string unbound;  // declared outputs a rule like copy's would need, left out
+      for (size_t o = 0; o < given.size(); ++o)
+        if (given[o] == nullptr && node.outputs[o] < values.size())
+          unbound += "; output " + std::to_string(o) + " is declared " + g.shape_string(values[node.outputs[o]].shape) +
+                     " with a symbol nothing bound before this node";
+      throw Error(unbound.empty() ? e.code() : HAL_STATUS_INVALID_ARGUMENT, e.what() + unbound);
+    }
     for (size_t o = 0; o < out.size(); ++o) {
       uint32_t id = node.outputs[o];
       std::string where = ctx.label + ": output " + std::to_string(o) + " (" + value_label(g, "value", id) + ")";
