@@ -48,11 +48,14 @@ std::string symbol_label(const InferContext& ctx, int64_t symbol) {
 
 // Runs OP's rule with every input dim D replaced by SUBST(D) (identity for
 // concrete dims).
+// MAX_NUMEL: a launch's bound for concrete runs; 2^62 for runs with primes
+// (a tensor of several symbols exceeds 2^56 there, but no rule's arithmetic,
+// bounded by a tensor's element count, overflows).
 template <class Subst>
 std::vector<TensorMeta> run_rule(const common::OpSchema& schema, const std::string& label,
                                  const std::vector<const ValueSpec*>& inputs, const std::vector<hal_attr_t>& attrs,
-                                 size_t output_count, Subst subst,
-                                 const std::vector<const ValueSpec*>& given = {}) {
+                                 size_t output_count, Subst subst, const std::vector<const ValueSpec*>& given = {},
+                                 int64_t max_numel = int64_t{1} << 56) {
   // Input and given-output specs with SUBST applied.
   auto metas_of = [&](const std::vector<const ValueSpec*>& specs, std::vector<TensorMeta>& metas,
                       std::vector<const TensorMeta*>& ptrs) {
@@ -71,7 +74,7 @@ std::vector<TensorMeta> run_rule(const common::OpSchema& schema, const std::stri
   metas_of(inputs, metas, ptrs);
   metas_of(given, given_metas, given_ptrs);
   return common::OpCallBuilder::infer(schema, label.c_str(), ptrs, attrs.data(), attrs.size(), output_count,
-                                      given_ptrs);
+                                      given_ptrs, max_numel);
 }
 
 [[noreturn]] void rethrow(const common::Error& e, const std::string& label, const std::string& note = "") {
@@ -140,6 +143,7 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
   // symbols[k] in run A, P[2k + 1] in run B; UNIFIED: every symbol is P[0]
   // (A) and P[1] (B).
   const std::vector<int64_t> p = primes(2 * symbols.size());
+  constexpr int64_t kSymbolicNumel = int64_t{1} << 62;
   auto subst = [&](bool b, bool unified) {
     return [&, b, unified](int64_t d) {
       if (d >= 0) return d;
@@ -156,14 +160,14 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
   std::vector<TensorMeta> a, b;
   bool unified = false;
   try {
-    a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, false), given);
-    b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, false), given);
+    a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, false), given, kSymbolicNumel);
+    b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, false), given, kSymbolicNumel);
   } catch (const common::Error& e) {
     if (symbols.size() < 2) rethrow(e, label, note(false));
     try {
       unified = true;
-      a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, true), given);
-      b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, true), given);
+      a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, true), given, kSymbolicNumel);
+      b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, true), given, kSymbolicNumel);
     } catch (const common::Error&) {
       rethrow(e, label, note(false));
     }
@@ -301,7 +305,17 @@ std::vector<std::vector<int64_t>> infer_shapes(const Graph& g, const std::vector
       if (std::all_of(declared[o].shape.begin(), declared[o].shape.end(), [](int64_t d) { return d >= 0; }))
         given[o] = &declared[o];
     }
-    std::vector<ValueSpec> out = infer_node(node.op, in, node.attrs, node.outputs.size(), ctx, given);
+    std::vector<ValueSpec> out;
+    try {
+      out = infer_node(node.op, in, node.attrs, node.outputs.size(), ctx, given);
+    } catch (const Error& e) {
+      std::string unbound;  // declared outputs a rule like copy's would need, left out
+      for (size_t o = 0; o < given.size(); ++o)
+        if (given[o] == nullptr && node.outputs[o] < values.size())
+          unbound += "; output " + std::to_string(o) + " is declared " + g.shape_string(values[node.outputs[o]].shape) +
+                     " with a symbol nothing bound before this node";
+      throw Error(unbound.empty() ? e.code() : HAL_STATUS_INVALID_ARGUMENT, e.what() + unbound);
+    }
     for (size_t o = 0; o < out.size(); ++o) {
       uint32_t id = node.outputs[o];
       std::string where = ctx.label + ": output " + std::to_string(o) + " (" + value_label(g, "value", id) + ")";

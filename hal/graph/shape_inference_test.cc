@@ -261,3 +261,30 @@ TEST_CASE("a symbolic graph built by inference runs on the CPU plugin at two len
     CHECK(cpu.read<float>(out) == want);
   }
 }
+
+TEST_CASE("infer_node: ops whose outputs are the caller's choice (copy, fill) read the declared outputs") {
+  const int64_t s = -1;
+  ValueSpec x{F32, {1, 4}}, to{HAL_DTYPE_FLOAT64, {s, 4}}, full{I64, {2, s}};
+  CHECK(hal::infer_node("copy", {&x}, {}, 0, {}, {&to}) == std::vector<ValueSpec>{to});  // broadcast and cast
+  CHECK(hal::infer_node("fill", {}, {Attr::i("value", 7)}, 0, {}, {&full}) == std::vector<ValueSpec>{full});
+  ValueSpec bad{F32, {3, 5}};
+  CHECK(contains(error_of([&] { hal::infer_node("copy", {&x}, {}, 0, {}, {&bad}); }), "copy:"));
+  // Without them the rule cannot say: a clear refusal, not a crash.
+  CHECK(error_of([&] { hal::infer_node("copy", {&x}, {}, 0); }) ==
+        "copy: the op's output shapes or dtypes are the caller's choice (its rule reads the outputs); declare them");
+  hal::Graph g;
+  auto in = g.input(F32, {1, 4}, "x");
+  CHECK(contains(error_of([&] { g.add_op("copy", {in}); }), "node 0 ('copy'): the op's output shapes"));
+  auto y = g.add_op("copy", {in}, ValueSpec{F32, {g.symbol("n"), 4}});  // declared: checked by verify and infer_shapes
+  g.mark_output(y);
+  CHECK_NOTHROW(g.verify());
+  CHECK(contains(error_of([&] { hal::infer_shapes(g, {{1, 4}}); }),
+                 "; output 0 is declared [n, 4] with a symbol nothing bound before this node"));
+  hal::Graph h;  // bound by an input: the copy broadcasts to it
+  int64_t n = h.symbol("n");
+  auto a = h.input(F32, {1, 4}, "a");
+  auto like = h.input(F32, {n, 4}, "like");
+  auto z = h.add_op("copy", {a}, ValueSpec{F32, {n, 4}});
+  h.mark_output(h.add_op("add", {z, like}));
+  CHECK(hal::infer_shapes(h, {{1, 4}, {3, 4}})[z.id] == std::vector<int64_t>{3, 4});
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "graph/catalog.hpp"
@@ -31,9 +32,16 @@ AttrKey attr_key(const Attr& attr) {
 
 size_t eliminate_common_subexpressions(Graph& g) {
   using Key = std::tuple<std::string, std::vector<uint32_t>, size_t, std::vector<AttrKey>>;
-  std::map<Key, size_t> seen;  // -> node index
+  std::map<Key, std::vector<size_t>> seen;  // -> node indices
   std::vector<bool> is_output(g.values().size(), false);
   for (uint32_t id : g.outputs()) is_output[id] = true;
+  // Symbols the graph inputs bind; others derive from a node's inputs and
+  // attributes (two merged nodes' "node7_d0" and "node9_d0" are the same size).
+  std::set<int64_t> input_symbols;
+  for (uint32_t id : g.inputs())
+    for (int64_t d : g.values()[id].shape)
+      if (d < 0) input_symbols.insert(d);
+  auto derived = [&](int64_t d) { return d < 0 && input_symbols.count(d) == 0; };
   std::vector<bool> merged(g.nodes().size(), false);
   size_t removed = 0;
   for (size_t n = 0; n < g.nodes().size(); ++n) {
@@ -44,16 +52,24 @@ size_t eliminate_common_subexpressions(Graph& g) {
     std::vector<AttrKey> attrs;
     for (const Attr& a : node.attrs) attrs.push_back(attr_key(a));
     std::sort(attrs.begin(), attrs.end());
-    auto [it, fresh] = seen.emplace(Key{node.op, node.inputs, node.outputs.size(), std::move(attrs)}, n);
-    if (fresh) continue;
-    const Graph::Node& first = g.nodes()[it->second];
-    bool same_types = true;
+    // Earlier nodes with this key: the first whose outputs have the same specs.
+    std::vector<size_t>& earlier = seen[Key{node.op, node.inputs, node.outputs.size(), std::move(attrs)}];
+    auto same_specs = [&](size_t other) {
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        const ValueSpec &a = g.values()[node.outputs[o]], &b = g.values()[g.nodes()[other].outputs[o]];
+        if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
+        for (size_t d = 0; d < a.shape.size(); ++d)
+          if (a.shape[d] != b.shape[d] && !(derived(a.shape[d]) && derived(b.shape[d]))) return false;
+      }
+      return true;
+    };
+    auto match = std::find_if(earlier.begin(), earlier.end(), same_specs);
+    if (match == earlier.end()) {  // new, or e.g. a copy to another declared target
+      earlier.push_back(n);
+      continue;
+    }
     for (size_t o = 0; o < node.outputs.size(); ++o)
-      same_types = same_types && g.values()[node.outputs[o]].dtype == g.values()[first.outputs[o]].dtype &&
-                   g.values()[node.outputs[o]].shape.size() == g.values()[first.outputs[o]].shape.size();
-    if (!same_types) continue;  // declared by hand differently: leave both
-    for (size_t o = 0; o < node.outputs.size(); ++o)
-      g.replace_uses(Graph::Value{node.outputs[o]}, Graph::Value{first.outputs[o]});
+      g.replace_uses(Graph::Value{node.outputs[o]}, Graph::Value{g.nodes()[*match].outputs[o]});
     merged[n] = true;
     ++removed;
   }

@@ -40,3 +40,18 @@ TEST_CASE("eliminate_common_subexpressions: random ops and graph outputs are nev
   CHECK(hal::eliminate_common_subexpressions(g) == 0);
   CHECK(g.nodes().size() == 5);
 }
+
+TEST_CASE("eliminate_common_subexpressions: copies to different declared targets stay apart") {
+  hal::Graph g;
+  int64_t n = g.symbol("n");
+  auto x = g.input(HAL_DTYPE_FLOAT32, {1, 4}, "x");
+  auto like = g.input(HAL_DTYPE_FLOAT32, {n, 4}, "like");
+  auto a = g.add_op("copy", {x}, hal::ValueSpec{HAL_DTYPE_FLOAT32, {3, 4}});
+  auto b = g.add_op("copy", {x}, hal::ValueSpec{HAL_DTYPE_FLOAT32, {n, 4}});
+  auto c = g.add_op("copy", {x}, hal::ValueSpec{HAL_DTYPE_FLOAT32, {n, 4}});  // same as b
+  g.mark_output(g.add_op("sum", {a}));
+  g.mark_output(g.add_op("add", {b, like}));
+  g.mark_output(g.add_op("add", {c, like}));
+  CHECK(hal::eliminate_common_subexpressions(g) == 1);
+  CHECK_NOTHROW(g.verify());
+}

@@ -37,7 +37,9 @@
 namespace hal {
 
 // A graph under construction: values and nodes in the order added (so
-// always topological). Copyable; not thread-safe while being built.
+// always topological, unless rewritten by set_node_input / replace_uses /
+// remove_nodes: verify() after those). Copyable (constants' bytes are
+// shared); not thread-safe while being built or rewritten.
 class Graph {
  public:
   // A value of this graph (an index); Value{} is "absent" (an optional input).

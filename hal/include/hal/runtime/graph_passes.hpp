@@ -32,8 +32,11 @@ namespace hal {
 size_t eliminate_dead_code(Graph& g);
 
 // Merges nodes with the same op, the same inputs (value ids, after earlier
-// merges) and the same attributes (compared by name, type and value, in any
-// order) into the first: its outputs replace the later node's everywhere.
+// merges), the same attributes (compared by name, type and value, in any
+// order) and outputs of the same dtypes and shapes (symbols no graph input
+// binds count as equal: they derive from the node's inputs) into the first:
+// its outputs replace the later node's everywhere. (Shapes matter for ops
+// whose outputs are declared, e.g. copies of one value to two targets.)
 // Ops of the catalog's "random" group are never merged (two draws differ),
 // nor nodes producing a graph output (outputs keep their values and names).
 // Returns the number of nodes removed.

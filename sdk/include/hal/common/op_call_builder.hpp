@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -118,7 +119,8 @@ struct OpCallBuilder {
   }
 
   // Validates a call described by INPUTS (nullptr = an absent optional
-  // input; only dtype, rank and shape are read; sizes must be >= 0) and
+  // input; only dtype, rank and shape are read; sizes must be >= 0, each
+  // tensor at most MAX_NUMEL elements — a launch's bound by default) and
   // ATTRS[0..ATTR_COUNT) against SCHEMA, and returns the OUTPUT_COUNT
   // outputs the catalog's rules give. No device, no buffers: the call's
   // tensors have no data. OP prefixes every message.
@@ -128,7 +130,8 @@ struct OpCallBuilder {
   static std::vector<TensorMeta> infer(const OpSchema& schema, const char* op,
                                        const std::vector<const TensorMeta*>& inputs, const hal_attr_t* attrs,
                                        size_t attr_count, size_t output_count,
-                                       const std::vector<const TensorMeta*>& given = {}) {
+                                       const std::vector<const TensorMeta*>& given = {},
+                                       int64_t max_numel = int64_t{1} << 56) {
     check_input_count(schema, op, inputs.size());
     check_output_count(schema, op, output_count);
     OpCall call;
@@ -143,28 +146,37 @@ struct OpCallBuilder {
         continue;
       }
       check_input_dtype(schema, op, i, t->dtype);
-      Tensor& dst = call.inputs_[i];
-      static_cast<TensorMeta&>(dst) = *t;
-      for (int d = 0; d < dst.rank; ++d)
-        if (dst.shape[d] < 0)
-          fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", input_role(schema, i), " has negative size ", dst.shape[d],
-               " in dim ", d, " of shape ", dst.shape_str());
-      dst.defined = true;
-      dst.set_contiguous_strides();
+      set_meta(op, input_role(schema, i), *t, max_numel, call.inputs_[i]);
     }
     call.outputs_.resize(given.size());
-    for (size_t i = 0; i < given.size(); ++i) {
-      if (given[i] == nullptr) continue;
-      static_cast<TensorMeta&>(call.outputs_[i]) = *given[i];
-      call.outputs_[i].defined = true;
-      call.outputs_[i].set_contiguous_strides();
-    }
+    for (size_t i = 0; i < given.size(); ++i)
+      if (given[i] != nullptr) set_meta(op, output_role(schema, i), *given[i], max_numel, call.outputs_[i]);
     call.attrs_ = parse_attrs(schema, op, attrs, attr_count);
     call.common_dtype_ = common_dtype(schema, call.inputs_);
-    return expected_outputs(call, output_count);
+    try {
+      return expected_outputs(call, output_count);
+    } catch (const std::out_of_range&) {  // the rule read an output that was not given
+      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": the op's output shapes or dtypes are the caller's choice (its rule "
+           "reads the outputs); declare them");
+    }
   }
 
  private:
+  // DST = T (defined, contiguous strides) once its sizes are checked.
+  static void set_meta(const char* op, const Role& role, const TensorMeta& t, int64_t max_numel, Tensor& dst) {
+    static_cast<TensorMeta&>(dst) = t;
+    int64_t numel = 1;
+    for (int d = 0; d < dst.rank; ++d) {
+      if (dst.shape[d] < 0)
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", role, " has negative size ", dst.shape[d], " in dim ", d,
+             " of shape ", dst.shape_str());
+      if (__builtin_mul_overflow(numel, dst.shape[d], &numel) || numel > max_numel)
+        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", role, " of shape ", dst.shape_str(), " has too many elements");
+    }
+    dst.defined = true;
+    dst.set_contiguous_strides();
+  }
+
   static std::string input_names(const OpSchema& s) {
     std::string out;
     for (size_t i = 0; i < s.input_count; ++i)
