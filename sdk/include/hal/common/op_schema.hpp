@@ -29,6 +29,7 @@ struct OpCallBuilder;
 namespace hal::common {
 
 class OpCall;
+struct OpCallBuilder;  // hal/common/op_call_builder.hpp
 
 // ---- schema (filled by the generated catalog) -------------------------------
 
@@ -279,7 +280,8 @@ class OpCall {
   hal_dtype_e common_dtype() const { return common_dtype_; }
 
  private:
-  friend struct sdk::OpCallBuilder;
+  friend struct OpCallBuilder;       // schema-only calls (shape inference)
+  friend struct sdk::OpCallBuilder;  // launches and checks (descriptors, buffers)
   const OpSchema* schema_ = nullptr;
   sdk::Device* device_ = nullptr;
   std::vector<Tensor> inputs_;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hal/common/extension.hpp"
+#include "hal/common/op_call_builder.hpp"
 #include "hal/hal.h"
 #include "hal/sdk/detail/call.hpp"
 #include "hal/sdk/detail/memory_entries.hpp"
@@ -24,21 +25,10 @@
 
 namespace hal::sdk {
 
-struct OpCallBuilder {
-  // "input 'self'", "output 'out'[2]": streamed into a message only when a
-  // check fails, so a valid launch builds no strings.
-  struct Role {
-    const char* role;
-    const char* name;
-    bool variadic;
-    size_t index;
-    friend std::ostream& operator<<(std::ostream& os, const Role& r) {
-      os << r.role << " '" << r.name << "'";
-      if (r.variadic) os << "[" << r.index << "]";
-      return os;
-    }
-  };
-
+// The schema-only checks (counts, attributes, dtype and shape rules) are
+// hal::common::OpCallBuilder's, shared with libhal's shape inference; this
+// adds the descriptors, buffers and aliasing of a real launch.
+struct OpCallBuilder : common::OpCallBuilder {
   // Validates ARGS against SCHEMA and copies them. NEED_BUFFERS: a launch
   // (buffers must be live, of DEVICE, and hold the tensors); else a check,
   // where buffers may be NULL.
@@ -69,9 +59,7 @@ struct OpCallBuilder {
       }
       Tensor& dst = call->inputs_[i];
       parse_tensor(op, label, *t, device, need_buffers, dst);
-      if ((spec.dtypes & HAL_DTYPE_BIT(dst.dtype)) == 0)
-        fail(HAL_STATUS_UNSUPPORTED_DTYPE, op, ": ", label, " has dtype ", dtype_name(dst.dtype),
-             "; the catalog allows ", dtype_mask_names(spec.dtypes));
+      check_input_dtype(schema, op, i, dst.dtype);
     }
 
     call->attrs_ = parse_attrs(schema, op, args.attrs, args.attr_count);
@@ -91,10 +79,7 @@ struct OpCallBuilder {
       if (args.outputs[i] == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " is NULL");
       parse_tensor(op, label, *args.outputs[i], device, need_buffers, call->outputs_[i]);
     }
-    std::vector<TensorMeta> expected(args.output_count);
-    for (size_t i = 0; i < expected.size(); ++i)
-      expected[i].dtype = output_dtype(*call, schema.outputs[variadic_out ? 0 : i]);
-    schema.shape(*call, expected);
+    std::vector<TensorMeta> expected = expected_outputs(*call, args.output_count);
     for (size_t i = 0; i < expected.size(); ++i) {
       const Tensor& o = call->outputs_[i];
       Role label{"output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i};
@@ -112,44 +97,9 @@ struct OpCallBuilder {
     return call;
   }
 
-  // ---- pieces shared with the graph interface (detail/graph_entries.hpp).
+  // ---- pieces shared with the graph interface (detail/graph_entries.hpp);
+  // the schema-only ones are inherited from common::OpCallBuilder.
   // OP prefixes every message ("add", "node 3 ('add')").
-
-  // Throws INVALID_ARGUMENT unless COUNT inputs fit SCHEMA (optional
-  // trailing inputs may be left out; variadic takes 1 or more).
-  static void check_input_count(const OpSchema& schema, const char* op, size_t count) {
-    bool variadic = schema.input_count == 1 && schema.inputs[0].variadic;
-    size_t required = 0;
-    for (size_t i = 0; i < schema.input_count; ++i) required += schema.inputs[i].optional ? 0 : 1;
-    if (variadic ? count == 0 : (count < required || count > schema.input_count))
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", count, " inputs but the op takes ",
-           variadic ? std::string("1 or more") :
-           required == schema.input_count ? std::to_string(required) :
-           std::to_string(required) + " to " + std::to_string(schema.input_count),
-           " (", input_names(schema), ")");
-  }
-  static void check_output_count(const OpSchema& schema, const char* op, size_t count) {
-    bool variadic = schema.output_count == 1 && schema.outputs[0].variadic;
-    if (variadic ? count == 0 : count != schema.output_count)
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": got ", count, " outputs but the op has ",
-           variadic ? std::string("1 or more") : std::to_string(schema.output_count));
-  }
-
-  // The op's attributes in catalog order: defaults, then ATTRS[0..COUNT)
-  // checked against the schema; required ones must be given.
-  static std::vector<AttrValue> parse_attrs(const OpSchema& schema, const char* op, const hal_attr_t* attrs,
-                                            size_t count) {
-    std::vector<AttrValue> values(schema.attr_count);
-    for (size_t i = 0; i < schema.attr_count; ++i) set_default(schema.attrs[i], values[i]);
-    if (count > 0 && attrs == nullptr)
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attrs is NULL but attr_count is ", count);
-    for (size_t k = 0; k < count; ++k) parse_attr(schema, op, attrs[k], values);
-    for (size_t i = 0; i < schema.attr_count; ++i)
-      if (schema.attrs[i].required && !values[i].given)
-        fail(HAL_STATUS_INVALID_ARGUMENT, op, ": missing required attribute '", schema.attrs[i].name, "' (",
-             attr_kind_name(schema.attrs[i].kind), ")");
-    return values;
-  }
 
   // Validates T and copies it into DST (strides filled in); LABEL (anything
   // streamable) names it in messages. NEED_BUFFERS: the buffer must be a
@@ -229,144 +179,6 @@ struct OpCallBuilder {
 
  private:
   friend struct GraphBuilder;  // has_internal_overlap
-  static std::string input_names(const OpSchema& s) {
-    std::string out;
-    for (size_t i = 0; i < s.input_count; ++i)
-      out += (i ? ", " : "") + std::string(s.inputs[i].name) + (s.inputs[i].optional ? "?" : "");
-    return out;
-  }
-
-  static void set_default(const AttrSpec& spec, AttrValue& v) {
-    v.kind = spec.kind;
-    v.i = spec.default_i;
-    v.f = spec.default_f;
-    if (spec.default_s != nullptr) v.s = spec.default_s;
-    if (spec.default_ints != nullptr) v.ints.assign(spec.default_ints, spec.default_ints + spec.default_count);
-    if (spec.default_floats != nullptr)
-      v.floats.assign(spec.default_floats, spec.default_floats + spec.default_count);
-    if (spec.kind == AttrKind::kScalar)
-      v.scalar = spec.default_f == static_cast<double>(spec.default_i) ? Scalar::from_int(spec.default_i)
-                                                                       : Scalar::from_float(spec.default_f);
-  }
-
-  static const char* attr_type_name(uint32_t type) {
-    static const char* const names[] = {"invalid", "INT", "FLOAT", "BOOL", "STRING", "INTS", "FLOATS", "DTYPE"};
-    return type <= HAL_ATTR_TYPE_DTYPE ? names[type] : "unknown";
-  }
-
-  static void parse_attr(const OpSchema& schema, const char* op, const hal_attr_t& a, std::vector<AttrValue>& values) {
-    if (!HAL_STRUCT_HAS_FIELD(&a, hal_attr_t, count))
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": hal_attr_t.struct_size ", a.struct_size, " is too small");
-    if (a.name == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": an attribute has a NULL name");
-    size_t idx = schema.attr_count;
-    for (size_t i = 0; i < schema.attr_count; ++i)
-      if (std::strcmp(schema.attrs[i].name, a.name) == 0) idx = i;
-    if (idx == schema.attr_count) {
-      std::string known;
-      for (size_t i = 0; i < schema.attr_count; ++i) known += (i ? ", " : "") + std::string(schema.attrs[i].name);
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": unknown attribute '", a.name, "' (the op has: ",
-           known.empty() ? "no attributes" : known, ")");
-    }
-    const AttrSpec& spec = schema.attrs[idx];
-    AttrValue& v = values[idx];
-    if (v.given) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attribute '", a.name, "' given twice");
-    auto wrong = [&] {
-      fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attribute '", a.name, "' must be ", attr_kind_name(spec.kind),
-           " but a ", attr_type_name(a.type), " was given");
-    };
-    switch (spec.kind) {
-      case AttrKind::kInt:
-        if (a.type != HAL_ATTR_TYPE_INT) wrong();
-        v.i = a.value.i;
-        break;
-      case AttrKind::kFloat:
-        if (a.type == HAL_ATTR_TYPE_FLOAT) v.f = a.value.f;
-        else if (a.type == HAL_ATTR_TYPE_INT) v.f = static_cast<double>(a.value.i);
-        else wrong();
-        break;
-      case AttrKind::kBool:
-        if (a.type != HAL_ATTR_TYPE_BOOL || (a.value.i != 0 && a.value.i != 1)) wrong();
-        v.i = a.value.i;
-        break;
-      case AttrKind::kString:
-        if (a.type != HAL_ATTR_TYPE_STRING || a.value.s == nullptr) wrong();
-        v.s = a.value.s;
-        if (spec.choices != nullptr) {
-          bool ok = false;
-          std::string list;
-          for (const char* const* c = spec.choices; *c != nullptr; ++c) {
-            ok = ok || v.s == *c;
-            list += (list.empty() ? "" : ", ") + std::string(*c);
-          }
-          if (!ok)
-            fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attribute '", a.name, "' = '", v.s, "' is not one of ", list);
-        }
-        break;
-      case AttrKind::kInts:
-        if (a.type != HAL_ATTR_TYPE_INTS || (a.count > 0 && a.value.ints == nullptr)) wrong();
-        v.ints.assign(a.value.ints, a.value.ints + a.count);
-        break;
-      case AttrKind::kFloats:
-        if (a.type != HAL_ATTR_TYPE_FLOATS || (a.count > 0 && a.value.floats == nullptr)) wrong();
-        v.floats.assign(a.value.floats, a.value.floats + a.count);
-        break;
-      case AttrKind::kDtype:
-        if (a.type != HAL_ATTR_TYPE_DTYPE) wrong();
-        if (a.value.i < 0 || a.value.i >= HAL_DTYPE_COUNT_ || dtype_size(static_cast<uint32_t>(a.value.i)) == 0)
-          if (a.value.i != HAL_DTYPE_INVALID)
-            fail(HAL_STATUS_UNSUPPORTED_DTYPE, op, ": attribute '", a.name, "' = ", a.value.i, " is not a dtype");
-        v.i = a.value.i;
-        break;
-      case AttrKind::kScalar:
-        if (a.type == HAL_ATTR_TYPE_INT || a.type == HAL_ATTR_TYPE_BOOL) v.scalar = Scalar::from_int(a.value.i);
-        else if (a.type == HAL_ATTR_TYPE_FLOAT) v.scalar = Scalar::from_float(a.value.f);
-        else wrong();
-        v.i = v.scalar.to_int();
-        v.f = v.scalar.to_double();
-        break;
-    }
-    v.given = true;
-  }
-
- public:
-  // OpCall::common_dtype of SCHEMA applied to INPUTS (only defined, dtype
-  // and rank are read): graph compilers use it for a node's values.
-  static hal_dtype_e common_dtype(const OpSchema& schema, const std::vector<Tensor>& inputs) {
-    return common::compute_dtype(schema, inputs.size(), [&](size_t i, bool* defined, hal_dtype_e* dt, int* rank) {
-      *defined = inputs[i].defined;
-      *dt = inputs[i].dtype;
-      *rank = inputs[i].rank;
-    });
-  }
-
- private:
-  static hal_dtype_e output_dtype(const OpCall& call, const TensorSpec& spec) {
-    hal_dtype_e common = call.common_dtype();
-    auto to_float = [](hal_dtype_e d) { return is_floating(d) ? d : HAL_DTYPE_FLOAT32; };
-    switch (spec.out_dtype) {
-      case OutDtype::kSame: return call.input_count() > 0 && call.input(0).defined ? call.input(0).dtype : common;
-      case OutDtype::kPromoted: return common;
-      case OutDtype::kFloat: return to_float(common);
-      case OutDtype::kBool: return HAL_DTYPE_BOOL;
-      case OutDtype::kInt64: return HAL_DTYPE_INT64;
-      case OutDtype::kFixed: return static_cast<hal_dtype_e>(spec.fixed_dtype);
-      case OutDtype::kAttr:
-      case OutDtype::kDiv: {
-        const OpSchema& s = call.schema();
-        for (size_t i = 0; i < s.attr_count; ++i) {
-          if (spec.out_dtype == OutDtype::kAttr && std::strcmp(s.attrs[i].name, "dtype") == 0) {
-            hal_dtype_e d = call.attr(i).as_dtype();
-            return d != HAL_DTYPE_INVALID ? d : common;
-          }
-          if (spec.out_dtype == OutDtype::kDiv && std::strcmp(s.attrs[i].name, "rounding_mode") == 0)
-            return call.attr(i).as_string() == "none" ? to_float(common) : common;
-        }
-        return common;
-      }
-    }
-    return common;
-  }
-
   // Whether two distinct indices of T address the same element.
   static bool has_internal_overlap(const Tensor& t) {
     if (t.numel() <= 1) return false;
