@@ -174,8 +174,8 @@ std::vector<Graph::Value> Graph::add_node(const std::string& op, const std::vect
   return add_node(op, inputs, attrs, outputs);
 }
 
-Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inputs, const std::vector<Attr>& attrs) {
-  return add_node(op, inputs, attrs, size_t{0}).at(0);
+Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inputs, const Attrs& attrs) {
+  return add_node(op, inputs, attrs.get(), size_t{0}).at(0);
 }
 
 std::string Graph::shape_string(const std::vector<int64_t>& shape) const {

@@ -216,13 +216,19 @@ Graph Graph::deserialize(const void* data, size_t size) {
   for (size_t id = 0; id < nv; ++id) {
     size_t at = r.offset() - kHeader;
     ValueSpec v;
-    v.dtype = static_cast<hal_dtype_e>(r.u32("a value's dtype"));
+    uint32_t dtype = r.u32("a value's dtype");  // checked before it becomes an enum
     size_t rank = r.count(8, "a value's rank");
-    if (common::dtype_size(v.dtype) == 0)
-      r.corrupt(at, "value " + std::to_string(id) + " has unknown dtype value " + std::to_string(v.dtype));
+    if (common::dtype_size(dtype) == 0)
+      r.corrupt(at, "value " + std::to_string(id) + " has unknown dtype value " + std::to_string(dtype));
+    v.dtype = static_cast<hal_dtype_e>(dtype);
     if (rank > HAL_TENSOR_MAX_RANK)
       r.corrupt(at, "value " + std::to_string(id) + " has rank " + std::to_string(rank) + " > HAL_TENSOR_MAX_RANK");
-    for (size_t d = 0; d < rank; ++d) v.shape.push_back(r.i64("a dim"));
+    for (size_t d = 0; d < rank; ++d) {
+      v.shape.push_back(r.i64("a dim"));
+      if (v.shape.back() > (int64_t{1} << 56) || v.shape.back() < -(int64_t{1} << 56))  // as a launch bounds sizes
+        r.corrupt(at, "value " + std::to_string(id) + " has dim " + std::to_string(v.shape.back()) +
+                          " beyond +-2^56");
+    }
     g.values_.push_back(std::move(v));
     g.names_.push_back(r.str("a value name"));
     g.constant_.emplace_back();
@@ -277,9 +283,12 @@ Graph Graph::deserialize(const void* data, size_t size) {
       uint32_t type = r.u32("an attribute type");
       switch (type) {
         case HAL_ATTR_TYPE_INT: node.attrs.push_back(Attr::i(name, r.i64("an int"))); break;
-        case HAL_ATTR_TYPE_DTYPE:
-          node.attrs.push_back(Attr::dtype(name, static_cast<hal_dtype_e>(r.i64("a dtype"))));
+        case HAL_ATTR_TYPE_DTYPE: {
+          int64_t d = r.i64("a dtype");
+          if (d < 0 || d >= HAL_DTYPE_COUNT_) r.corrupt(at, "attribute '" + name + "' has dtype value " + std::to_string(d));
+          node.attrs.push_back(Attr::dtype(name, static_cast<hal_dtype_e>(d)));
           break;
+        }
         case HAL_ATTR_TYPE_BOOL: {
           int64_t b = r.i64("a bool");
           if (b != 0 && b != 1) r.corrupt(at, "attribute '" + name + "' is a bool of value " + std::to_string(b));

@@ -48,10 +48,13 @@ std::string symbol_label(const InferContext& ctx, int64_t symbol) {
 
 // Runs OP's rule with every input dim D replaced by SUBST(D) (identity for
 // concrete dims).
+// MAX_NUMEL: a launch's bound for concrete runs; 2^62 for runs with primes
+// (a tensor of several symbols exceeds 2^56 there, but no rule's arithmetic,
+// bounded by a tensor's element count, overflows).
 template <class Subst>
 std::vector<TensorMeta> run_rule(const common::OpSchema& schema, const std::string& label,
                                  const std::vector<const ValueSpec*>& inputs, const std::vector<hal_attr_t>& attrs,
-                                 size_t output_count, Subst subst) {
+                                 size_t output_count, Subst subst, int64_t max_numel = int64_t{1} << 56) {
   std::vector<TensorMeta> metas(inputs.size());
   std::vector<const TensorMeta*> ptrs(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -61,7 +64,8 @@ std::vector<TensorMeta> run_rule(const common::OpSchema& schema, const std::stri
     for (int d = 0; d < metas[i].rank; ++d) metas[i].shape[d] = subst(inputs[i]->shape[d]);
     ptrs[i] = &metas[i];
   }
-  return common::OpCallBuilder::infer(schema, label.c_str(), ptrs, attrs.data(), attrs.size(), output_count);
+  return common::OpCallBuilder::infer(schema, label.c_str(), ptrs, attrs.data(), attrs.size(), output_count,
+                                      max_numel);
 }
 
 [[noreturn]] void rethrow(const common::Error& e, const std::string& label, const std::string& note = "") {
@@ -125,6 +129,7 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
   // symbols[k] in run A, P[2k + 1] in run B; UNIFIED: every symbol is P[0]
   // (A) and P[1] (B).
   const std::vector<int64_t> p = primes(2 * symbols.size());
+  constexpr int64_t kSymbolicNumel = int64_t{1} << 62;
   auto subst = [&](bool b, bool unified) {
     return [&, b, unified](int64_t d) {
       if (d >= 0) return d;
@@ -141,14 +146,14 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
   std::vector<TensorMeta> a, b;
   bool unified = false;
   try {
-    a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, false));
-    b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, false));
+    a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, false), kSymbolicNumel);
+    b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, false), kSymbolicNumel);
   } catch (const common::Error& e) {
     if (symbols.size() < 2) rethrow(e, label, note(false));
     try {
       unified = true;
-      a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, true));
-      b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, true));
+      a = run_rule(*schema, label, inputs, c_attrs, output_count, subst(false, true), kSymbolicNumel);
+      b = run_rule(*schema, label, inputs, c_attrs, output_count, subst(true, true), kSymbolicNumel);
     } catch (const common::Error&) {
       rethrow(e, label, note(false));
     }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <set>
 
 #include "hal/runtime/graph_passes.hpp"
@@ -183,12 +184,11 @@ std::vector<Attr> step_attrs(const Step& s, const Graph::Node& node) {
 // Whether RULE reproduces NODE's outputs (dtype, rank, concrete sizes):
 // the steps inferred on the node's value specs, nothing added to G.
 bool plan(const Graph& g, const Graph::Node& node, const Rule& rule) {
-  std::vector<ValueSpec> steps;
+  std::deque<ValueSpec> steps;  // stable addresses
   ValueSpec ref = node.inputs.empty() || node.inputs[0] == HAL_GRAPH_NO_VALUE ? ValueSpec{}
                                                                             : g.values()[node.inputs[0]];
   if (ref.dtype == HAL_DTYPE_FLOAT16 && ref.shape.empty()) return false;
-  std::vector<ValueSpec> consts;
-  consts.reserve(64);
+  std::deque<ValueSpec> consts;  // stable addresses
   try {
     for (const Step& s : rule.steps) {
       std::vector<const ValueSpec*> in;

@@ -81,6 +81,9 @@ size_t fold_constants(Graph& g, Device& device, size_t max_bytes) {
     try {
       bytes = run_once(g, node, device);
     } catch (const Error& e) {
+      // An op or dtype the device does not run: the node stays for the
+      // partitioner to place (on a fallback device).
+      if (e.code() == HAL_STATUS_UNIMPLEMENTED || e.code() == HAL_STATUS_UNSUPPORTED_DTYPE) continue;
       throw Error(e.code(), "fold_constants: node " + std::to_string(n) + " ('" + node.op + "'): " + e.what());
     }
     for (size_t o = 0; o < node.outputs.size(); ++o) {

@@ -4,6 +4,7 @@
 
 #include "graph/passes/pass_test_util.hpp"
 #include "hal/runtime/graph_passes.hpp"
+#include "testing/test_util.hpp"
 
 using hal::testing::float_bytes;
 using hal::testing::floats_of;
@@ -49,4 +50,21 @@ TEST_CASE("fold_constants: the size cap, graph outputs and random ops are left a
   g.mark_output(n);
   CHECK(hal::fold_constants(g, *cpu.device(), 8) == 0);
   CHECK(hal::fold_constants(g, *cpu.device(), 16) == 1);  // exp only
+}
+
+TEST_CASE("fold_constants: a node the device does not run stays for the partitioner") {
+  hal::testing::OpTester fx(hal::testing::fixture("graph"));  // add, mul, matmul; no exp
+  hal::Graph g;
+  auto x = g.input(HAL_DTYPE_FLOAT32, {2});
+  auto a = g.constant(HAL_DTYPE_FLOAT32, {2}, float_bytes({1, 2}), "a");
+  auto e = g.add_op("exp", {a});
+  auto s = g.add_op("add", {a, a});
+  g.mark_output(g.add_op("mul", {x, e}));
+  g.mark_output(g.add_op("mul", {x, s}));
+  CHECK(hal::fold_constants(g, *fx.device()) == 1);
+  CHECK_NOTHROW(g.verify());
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes()) ops.push_back(n.op);
+  CHECK(ops == std::vector<std::string>{"exp", "mul", "mul"});
+  CHECK(floats_of(*g.constant_data(g.nodes()[2].inputs[1])) == std::vector<float>{2, 4});
 }

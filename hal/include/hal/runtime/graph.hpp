@@ -23,6 +23,7 @@
 #define HAL_RUNTIME_GRAPH_HPP_
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@
 namespace hal {
 
 // A graph under construction: values and nodes in the order added (so
-// always topological). Copyable; not thread-safe while being built.
+// always topological, unless rewritten by set_node_input / replace_uses /
+// remove_nodes: verify() after those). Copyable (constants' bytes are
+// shared); not thread-safe while being built or rewritten.
 class Graph {
  public:
   // A value of this graph (an index); Value{} is "absent" (an optional input).
@@ -108,8 +111,22 @@ class Graph {
   // symbolic shape; the graph is left unchanged (but for symbols made).
   std::vector<Value> add_node(const std::string& op, const std::vector<Value>& inputs,
                               const std::vector<Attr>& attrs, size_t output_count = 0);
+  // The attributes of the inferring add_op: a std::vector<Attr> or a braced
+  // list of Attrs. A type of its own so that add_op(op, inputs, {dtype, {}})
+  // still means the ValueSpec overload (a std::vector<Attr> parameter would
+  // also accept that list, as a count and an allocator).
+  class Attrs {
+   public:
+    Attrs() = default;
+    Attrs(std::initializer_list<Attr> attrs) : attrs_(attrs) {}
+    Attrs(std::vector<Attr> attrs) : attrs_(std::move(attrs)) {}  // NOLINT: implicit on purpose
+    const std::vector<Attr>& get() const { return attrs_; }
+
+   private:
+    std::vector<Attr> attrs_;
+  };
   // The inferring add_node for an op with one output.
-  Value add_op(const std::string& op, const std::vector<Value>& inputs, const std::vector<Attr>& attrs = {});
+  Value add_op(const std::string& op, const std::vector<Value>& inputs, const Attrs& attrs = {});
   // Marks V as an output; outputs are written by run() in the order
   // marked. V must be produced by a node and marked once. A non-empty NAME
   // renames the value.

@@ -44,10 +44,11 @@ size_t eliminate_common_subexpressions(Graph& g);
 // at most MAX_BYTES, by constants holding its outputs, computed once on
 // DEVICE: the node is compiled as a one-node graph (hal::compile), inputs
 // are uploaded and outputs read back through hal::Buffer copies. Folded
-// nodes feed later ones, so constant chains fold whole. Returns the number
-// of nodes folded. Throws hal::Error when DEVICE fails on a node, prefixed
-// "fold_constants: node 3 ('add')"; the graph is then unchanged for that
-// node and those after it.
+// nodes feed later ones, so constant chains fold whole. A node DEVICE does
+// not run (UNIMPLEMENTED, UNSUPPORTED_DTYPE) stays. Returns the number of
+// nodes folded. Throws hal::Error when DEVICE fails otherwise on a node,
+// prefixed "fold_constants: node 3 ('add')"; the graph then keeps the
+// constants folded so far but none of the nodes is removed (still valid).
 size_t fold_constants(Graph& g, Device& device, size_t max_bytes = size_t{64} << 20);
 
 // Rewrites every node whose op SUPPORTED(op) rejects and which the

@@ -118,13 +118,15 @@ struct OpCallBuilder {
   }
 
   // Validates a call described by INPUTS (nullptr = an absent optional
-  // input; only dtype, rank and shape are read; sizes must be >= 0) and
+  // input; only dtype, rank and shape are read; sizes must be >= 0, each
+  // tensor at most MAX_NUMEL elements — a launch's bound by default) and
   // ATTRS[0..ATTR_COUNT) against SCHEMA, and returns the OUTPUT_COUNT
   // outputs the catalog's rules give. No device, no buffers: the call's
   // tensors have no data. OP prefixes every message.
   static std::vector<TensorMeta> infer(const OpSchema& schema, const char* op,
                                        const std::vector<const TensorMeta*>& inputs, const hal_attr_t* attrs,
-                                       size_t attr_count, size_t output_count) {
+                                       size_t attr_count, size_t output_count,
+                                       int64_t max_numel = int64_t{1} << 56) {
     check_input_count(schema, op, inputs.size());
     check_output_count(schema, op, output_count);
     OpCall call;
@@ -141,10 +143,15 @@ struct OpCallBuilder {
       check_input_dtype(schema, op, i, t->dtype);
       Tensor& dst = call.inputs_[i];
       static_cast<TensorMeta&>(dst) = *t;
-      for (int d = 0; d < dst.rank; ++d)
+      int64_t numel = 1;
+      for (int d = 0; d < dst.rank; ++d) {
         if (dst.shape[d] < 0)
           fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", input_role(schema, i), " has negative size ", dst.shape[d],
                " in dim ", d, " of shape ", dst.shape_str());
+        if (__builtin_mul_overflow(numel, dst.shape[d], &numel) || numel > max_numel)
+          fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", input_role(schema, i), " of shape ", dst.shape_str(),
+               " has too many elements");
+      }
       dst.defined = true;
       dst.set_contiguous_strides();
     }
