@@ -1,6 +1,5 @@
 #include "graph/compile_cache.hpp"
 
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "graph/sha256.hpp"
 #include "loader/loaded_plugin.hpp"
 
 namespace hal {
@@ -28,63 +28,29 @@ constexpr const char* kMagic = "HALCC 1\n";
 
 std::atomic<uint64_t> g_compiles{0}, g_deserializations{0}, g_memory_hits{0}, g_disk_hits{0}, g_rebuilds{0};
 
-// SHA-256 accumulated over typed fields (each length-prefixed, so no two
-// different field sequences hash alike).
-class Hasher {
+// Typed fields, each length-prefixed, so no two field sequences give the
+// same bytes; the key is their SHA-256.
+class KeyBytes {
  public:
-  Hasher() : ctx_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) { EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr); }
-  Hasher& bytes(const void* p, size_t n) {
-    uint64_t len = n;
-    EVP_DigestUpdate(ctx_.get(), &len, sizeof(len));
-    if (n > 0) EVP_DigestUpdate(ctx_.get(), p, n);
+  KeyBytes& str(const std::string& s) {
+    pod(s.size());
+    bytes_ += s;
     return *this;
   }
-  Hasher& str(const std::string& s) { return bytes(s.data(), s.size()); }
   template <class T>
-  Hasher& pod(const T& v) {
-    return bytes(&v, sizeof(v));
+  KeyBytes& pod(const T& v) {
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+    return *this;
   }
-  template <class T>
-  Hasher& pods(const std::vector<T>& v) {
-    return bytes(v.data(), v.size() * sizeof(T));
-  }
-  std::string hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_.get(), md, &len);
-    return to_hex(md, len);
-  }
-  static std::string to_hex(const unsigned char* p, size_t n) {
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (size_t i = 0; i < n; ++i) {
-      out += digits[p[i] >> 4];
-      out += digits[p[i] & 15];
-    }
-    return out;
-  }
+  const std::string& bytes() const { return bytes_; }
 
  private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+  std::string bytes_;
 };
 
 std::string sha256_hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  return Hasher::to_hex(md, len);
-}
-
-void hash_attr(Hasher& h, const Attr& a) {
-  hal_attr_t c = a.c_attr();
-  h.str(a.name()).pod(c.type);
-  switch (c.type) {
-    case HAL_ATTR_TYPE_FLOAT: h.pod(c.value.f); break;
-    case HAL_ATTR_TYPE_STRING: h.str(c.value.s); break;
-    case HAL_ATTR_TYPE_INTS: h.bytes(c.value.ints, c.count * sizeof(int64_t)); break;
-    case HAL_ATTR_TYPE_FLOATS: h.bytes(c.value.floats, c.count * sizeof(double)); break;
-    default: h.pod(c.value.i); break;  // INT, BOOL, DTYPE
-  }
+  const auto digest = graph_detail::sha256(data.data(), data.size());
+  return graph_detail::hex(digest.data(), digest.size());
 }
 
 // Who the entry was made for: checked on read (a plugin upgrade is stale).
@@ -112,21 +78,9 @@ SharedExecutable::~SharedExecutable() {
 
 std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
                       const std::map<std::string, std::string>& options) {
-  Hasher h;
+  KeyBytes h;
   h.str("hal compile cache 1").pod(uint32_t{HAL_ABI_VERSION_MAJOR}).pod(uint32_t{HAL_ABI_VERSION_MINOR});
-  h.pod(g.values().size());
-  for (size_t v = 0; v < g.values().size(); ++v) {
-    h.pod(g.values()[v].dtype).pods(g.values()[v].shape);
-    const std::vector<uint8_t>* data = g.constant_data(static_cast<uint32_t>(v));
-    h.pod(data != nullptr);
-    if (data != nullptr) h.pods(*data);
-  }
-  h.pod(g.nodes().size());
-  for (const Graph::Node& n : g.nodes()) {
-    h.str(n.op).pods(n.inputs).pods(n.outputs).pod(n.attrs.size());
-    for (const Attr& a : n.attrs) hash_attr(h, a);
-  }
-  h.pods(g.inputs()).pods(g.outputs());
+  h.str(g.hash());  // what the graph computes (names do not count)
   h.pod(fallback).pod(devices.size());
   for (const auto& d : devices) {
     const LoadedPlugin& p = d->plugin();
@@ -136,7 +90,7 @@ std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>
   }
   h.pod(options.size());
   for (const auto& [k, v] : options) h.str(k).str(v);
-  return h.hex();
+  return sha256_hex(h.bytes());
 }
 
 namespace {

@@ -3,7 +3,8 @@
 // made from it); on disk, one file per key holding the placement and each
 // executable the plugin serialised (hal_graph_api_t.executable_serialize,
 // ABI 1.5). Keys: SHA-256 over the graph, each device's plugin name and
-// version, device and disabled ops, and the compile options.
+// version, device and disabled ops, and the compile options; the graph
+// part is Graph::hash() (names do not count).
 //
 // File format: the line "HALCC 1\n", the SHA-256 (hex) of the payload and
 // "\n", then the payload: CBOR (nlohmann-json) {key, abi, devices[],
@@ -48,7 +49,6 @@ class SharedExecutable {
 struct CompiledPlan {
   Placement placement;
   std::map<uint32_t, std::shared_ptr<SharedExecutable>> executables;  // by group id
-  std::map<uint32_t, std::vector<uint8_t>> serialized;  // by group id; what the plugins serialised
   size_t compiled = 0, deserialized = 0;                 // how the executables were obtained
 };
 

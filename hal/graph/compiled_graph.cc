@@ -223,6 +223,7 @@ std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<
   // Write when there was no entry, or when a group had to be compiled that
   // now has bytes (missing or refused on disk).
   bool write = !folder.empty() && !entry;
+  std::map<uint32_t, std::vector<uint8_t>> serialized;  // by group id: what the disk entry holds
   for (const auto& [gid, nodes] : group_nodes(plan->placement)) {
     const std::shared_ptr<Device>& device = devices[plan->placement.device[nodes.front()]];
     const std::vector<uint8_t>* bytes = nullptr;
@@ -234,17 +235,17 @@ std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<
     auto exe = build_group(g, nodes, device, group_label(g, *device, gid, nodes), bytes, file, &deserialized);
     ++(deserialized ? plan->deserialized : plan->compiled);
     if (deserialized) {
-      plan->serialized[gid] = *bytes;
+      serialized[gid] = *bytes;
     } else if (!folder.empty()) {
       if (auto b = serialize(*exe)) {
-        plan->serialized[gid] = std::move(*b);
+        serialized[gid] = std::move(*b);
         write = true;
       }
     }
     plan->executables[gid] = std::move(exe);
   }
   if (entry) detail::count_disk_hit();
-  if (write) detail::write_entry(folder, key, devices, detail::DiskEntry{plan->placement, plan->serialized});
+  if (write) detail::write_entry(folder, key, devices, detail::DiskEntry{plan->placement, std::move(serialized)});
   if (o.memory_cache) detail::memory_cache_store(memory_key, plan);
   return plan;
 }
@@ -505,18 +506,31 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     const ValueSpec& v = g.values()[where.second];
     views[where.first][where.second] = TensorView(buffer, v.dtype, v.shape);
   }
+  // A value's concrete shape: its symbols as the views bind them, else (a
+  // size derived from symbols) as shape inference gives it from the inputs.
+  std::optional<std::vector<std::vector<int64_t>>> inferred;
   auto concrete = [&](uint32_t id) {
     const ValueSpec& v = g.values()[id];
     std::vector<int64_t> shape = v.shape;
-    for (int64_t& d : shape)
-      if (d < 0) {
-        auto it = symbols.find(d);
-        if (it == symbols.end())
-          throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: value " + std::to_string(id) + " has shape " +
-                                                       dims(v.shape) + " but no graph input or output binds symbol " +
-                                                       std::to_string(d));
+    for (int64_t& d : shape) {
+      if (d >= 0) continue;
+      auto it = symbols.find(d);
+      if (it != symbols.end()) {
         d = it->second.first;
+        continue;
       }
+      if (!inferred) {
+        std::vector<std::vector<int64_t>> in;
+        for (const TensorView* view : inputs) in.push_back(view->shape);
+        inferred = infer_shapes(g, in);
+      }
+      shape = (*inferred)[id];
+      for (int64_t x : shape)
+        if (x < 0)
+          throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: value " + std::to_string(id) + " has shape " +
+                                                       dims(v.shape) + " but nothing binds " + g.symbol_name(x));
+      break;
+    }
     return shape;
   };
   auto stream_of = [&](size_t k) { return k == 0 ? stream : nullptr; };
@@ -612,33 +626,29 @@ std::vector<OwnedTensor> CompiledGraph::run_allocating(const std::vector<const T
   if (inputs.size() != g.inputs().size())
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run_allocating: got " + std::to_string(inputs.size()) +
                                                  " inputs but the graph has " + std::to_string(g.inputs().size()));
-  std::map<int64_t, int64_t> symbols;
+  std::vector<std::vector<int64_t>> in;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const ValueSpec& v = g.values()[g.inputs()[i]];
-    if (inputs[i] == nullptr || inputs[i]->shape.size() != v.shape.size()) continue;  // run() names it below
-    for (size_t d = 0; d < v.shape.size(); ++d)
-      if (v.shape[d] < 0) symbols.emplace(v.shape[d], inputs[i]->shape[d]);
+    if (inputs[i] == nullptr)
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run_allocating: input " + std::to_string(i) + " (value " +
+                                                   std::to_string(g.inputs()[i]) + ") is null");
+    in.push_back(inputs[i]->shape);
   }
+  const std::vector<std::vector<int64_t>> shapes = infer_shapes(g, in);  // names a bad input or node
   std::vector<OwnedTensor> out(g.outputs().size());
   std::vector<const TensorView*> views;
   for (size_t j = 0; j < out.size(); ++j) {
     const uint32_t id = g.outputs()[j];
-    std::vector<int64_t> shape = g.values()[id].shape;
     uint64_t bytes = common::dtype_size(g.values()[id].dtype);
-    for (int64_t& d : shape) {
-      if (d < 0) {
-        auto it = symbols.find(d);
-        if (it == symbols.end())
-          throw Error(HAL_STATUS_INVALID_ARGUMENT,
-                      "CompiledGraph::run_allocating: output " + std::to_string(j) + " (value " + std::to_string(id) + ", '" +
-                          g.value_name(id) + "') has shape " + dims(g.values()[id].shape) + " but no input binds " +
-                          g.symbol_name(d) + " (pass preallocated outputs)");
-        d = it->second;
-      }
+    for (int64_t d : shapes[id]) {
+      if (d < 0)
+        throw Error(HAL_STATUS_INVALID_ARGUMENT,
+                    "CompiledGraph::run_allocating: output " + std::to_string(j) + " (value " + std::to_string(id) +
+                        ", '" + g.value_name(id) + "') has shape " + dims(g.values()[id].shape) + " but nothing binds " +
+                        g.symbol_name(d) + " (pass preallocated outputs)");
       bytes *= static_cast<uint64_t>(d);
     }
     out[j].buffer = impl_->devices[0]->allocate(std::max<uint64_t>(bytes, 1), stream);
-    out[j].view = TensorView(out[j].buffer, g.values()[id].dtype, std::move(shape));
+    out[j].view = TensorView(out[j].buffer, g.values()[id].dtype, shapes[id]);
     views.push_back(&out[j].view);
   }
   run(inputs, views, stream);

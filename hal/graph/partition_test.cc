@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "hal/runtime/graph.hpp"
 #include "hal/runtime/op_stats.hpp"
@@ -299,4 +300,37 @@ TEST_CASE("compile cache: corrupt, truncated and foreign entries are warned abou
                                             "40 bytes); rebuilding it\n");
   CHECK(contains(damaged(good.substr(0, good.size() / 2)), file + ": checksum mismatch"));
   CHECK(contains(damaged("HALCC 1\n" + std::string(64, '0') + "\nxyz"), ": checksum mismatch"));
+}
+
+TEST_CASE("compile cache: an entry naming another plugin version is stale: warned about and rebuilt") {
+  TempDir dir;
+  auto rt = mixed(dir, "\"mul\"");
+  hal::CompileOptions o = options(rt->device("fixture_graph:0"), dir);
+  hal::clear_compile_cache();
+  hal::compile(add_mul_matmul(), o);
+  std::string file;
+  for (const auto& e : std::filesystem::directory_iterator(o.cache_dir)) file = e.path().string();
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // Re-encode the payload with another version and a checksum that matches.
+  nlohmann::json j = nlohmann::json::from_cbor(bytes.substr(73));
+  REQUIRE(j.at("devices").at(0).at("plugin") == "fixture_graph");
+  j["devices"][0]["version"] = "0.0.1-old";
+  std::vector<uint8_t> cbor = nlohmann::json::to_cbor(j);
+  hal::testing::write_file(dir / "payload", std::string(cbor.begin(), cbor.end()));
+  hal::testing::CommandResult sum = hal::testing::run_command("sha256sum '" + (dir / "payload") + "'");
+  REQUIRE(sum.exit_code == 0);
+  hal::testing::write_file(file, "HALCC 1\n" + sum.output.substr(0, 64) + "\n" + std::string(cbor.begin(), cbor.end()));
+  hal::clear_compile_cache();
+  std::string err = capture_stderr(dir, [&] {
+    CHECK(hal::compile(add_mul_matmul(), o).stats().cache == hal::CacheSource::kCompiled);
+  });
+  CHECK(contains(err, "hal: compile cache: " + file + ": stale: written for "));
+  CHECK(contains(err, "\"version\":\"0.0.1-old\""));
+  CHECK(contains(err, "; rebuilding it\n"));
+  hal::clear_compile_cache();
+  CHECK(hal::compile(add_mul_matmul(), o).stats().cache == hal::CacheSource::kDisk);  // rewritten
 }

@@ -93,14 +93,17 @@ class CompiledGraph {
   // value's, concrete dims equal and symbolic dims bound consistently;
   // otherwise INVALID_ARGUMENT naming the value ("input 1 (value 4): dim 0
   // is 5 but symbol -1 is 3 (bound by input 0 (value 0))") and nothing
-  // runs. Intermediates come from each device's caching allocator; values
+  // runs. Intermediates come from each device's caching allocator (sizes
+  // derived from symbols through infer_shapes); values
   // cross devices through host memory. Errors from a step name its device
   // and group or node.
   void run(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
            const Stream* stream = nullptr) const;
   // As above, allocating the outputs (contiguous, on the home device) with
-  // the shapes the inputs' symbols give; INVALID_ARGUMENT naming an output
-  // whose symbolic dim no input binds. The caller owns the result.
+  // the shapes infer_shapes gives from the inputs' (symbols bound, derived
+  // sizes computed); its INVALID_ARGUMENT names a bad input or node, and an
+  // output whose size nothing binds is INVALID_ARGUMENT naming it. The
+  // caller owns the result.
   std::vector<OwnedTensor> run_allocating(const std::vector<const TensorView*>& inputs,
                                           const Stream* stream = nullptr) const;
 
