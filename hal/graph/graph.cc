@@ -1,6 +1,7 @@
 #include "hal/runtime/graph.hpp"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "hal/common/op_schema.hpp"
@@ -33,6 +34,13 @@ Graph::Value Graph::input(hal_dtype_e dtype, std::vector<int64_t> shape, std::st
 
 Graph::Value Graph::constant(hal_dtype_e dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes,
                              std::string name) {
+  return shared_constant(dtype, std::move(shape), std::make_shared<const std::vector<uint8_t>>(std::move(bytes)),
+                         std::move(name));
+}
+
+Graph::Value Graph::shared_constant(hal_dtype_e dtype, std::vector<int64_t> shape,
+                                    std::shared_ptr<const std::vector<uint8_t>> bytes, std::string name) {
+  if (bytes == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, "Graph::constant: bytes is null");
   std::string what = "constant " + std::to_string(constants_.size());
   if (!name.empty()) what += " ('" + name + "')";
   uint64_t numel = 1;
@@ -44,17 +52,17 @@ Graph::Value Graph::constant(hal_dtype_e dtype, std::vector<int64_t> shape, std:
   }
   uint32_t id = add_value(ValueSpec{dtype, shape}, what);
   uint64_t want = numel * common::dtype_size(dtype);
-  if (bytes.size() != want) {
+  if (bytes->size() != want) {
     values_.pop_back();
     producer_.pop_back();
     names_.pop_back();
     constant_.pop_back();
     throw Error(HAL_STATUS_INVALID_ARGUMENT, what + " of shape " + common::shape_string(shape.data(), static_cast<int>(shape.size())) +
                                                  " and dtype " + common::dtype_name(dtype) + " needs " + std::to_string(want) +
-                                                 " bytes but got " + std::to_string(bytes.size()));
+                                                 " bytes but got " + std::to_string(bytes->size()));
   }
   names_[id] = std::move(name);
-  constant_[id] = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  constant_[id] = std::move(bytes);
   producer_[id] = -2;  // neither a node's nor a graph input
   constants_.push_back(id);
   return Value{id};
@@ -166,8 +174,8 @@ std::vector<Graph::Value> Graph::add_node(const std::string& op, const std::vect
   return add_node(op, inputs, attrs, outputs);
 }
 
-Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inputs, const std::vector<Attr>& attrs) {
-  return add_node(op, inputs, attrs, size_t{0}).at(0);
+Graph::Value Graph::add_op(const std::string& op, const std::vector<Value>& inputs, const Attrs& attrs) {
+  return add_node(op, inputs, attrs.get(), size_t{0}).at(0);
 }
 
 std::string Graph::shape_string(const std::vector<int64_t>& shape) const {
@@ -229,6 +237,87 @@ void Graph::remove_nodes(const std::vector<bool>& remove) {
     if (!remove[n]) kept.push_back(std::move(nodes_[n]));
   }
   nodes_ = std::move(kept);
+}
+
+size_t Graph::remove_unused_values() {
+  const size_t nv = values_.size();
+  std::vector<bool> used(nv, false);
+  auto mark = [&](uint32_t id) {
+    if (id < nv) used[id] = true;
+  };
+  for (uint32_t id : inputs_) mark(id);
+  for (uint32_t id : outputs_) mark(id);
+  for (const Node& n : nodes_) {
+    for (uint32_t id : n.inputs) mark(id);
+    for (uint32_t id : n.outputs) mark(id);
+  }
+  std::vector<uint32_t> remap(nv, HAL_GRAPH_NO_VALUE);
+  size_t kept = 0;
+  for (size_t id = 0; id < nv; ++id) {
+    if (!used[id]) continue;
+    remap[id] = static_cast<uint32_t>(kept);
+    if (kept != id) {  // a self-move would empty the value
+      values_[kept] = std::move(values_[id]);
+      names_[kept] = std::move(names_[id]);
+      constant_[kept] = std::move(constant_[id]);
+      producer_[kept] = producer_[id];
+    }
+    ++kept;
+  }
+  values_.resize(kept);
+  names_.resize(kept);
+  constant_.resize(kept);
+  producer_.resize(kept);
+  auto renumber = [&](std::vector<uint32_t>& ids) {
+    for (uint32_t& id : ids)
+      if (id != HAL_GRAPH_NO_VALUE) id = remap[id];
+  };
+  renumber(inputs_);
+  renumber(outputs_);
+  for (Node& n : nodes_) {
+    renumber(n.inputs);
+    renumber(n.outputs);
+  }
+  std::vector<uint32_t> constants;
+  for (uint32_t id : constants_)
+    if (remap[id] != HAL_GRAPH_NO_VALUE) constants.push_back(remap[id]);
+  constants_ = std::move(constants);
+  return nv - kept;
+}
+
+void Graph::sort_nodes() {
+  const size_t nn = nodes_.size();
+  std::vector<std::vector<size_t>> consumers(nn);
+  std::vector<size_t> pending(nn, 0);
+  for (size_t n = 0; n < nn; ++n)
+    for (uint32_t id : nodes_[n].inputs)
+      if (id != HAL_GRAPH_NO_VALUE && id < producer_.size() && producer_[id] >= 0) {
+        consumers[static_cast<size_t>(producer_[id])].push_back(n);
+        ++pending[n];
+      }
+  // Kahn's algorithm taking the lowest ready index first: stable.
+  std::set<size_t> ready;
+  for (size_t n = 0; n < nn; ++n)
+    if (pending[n] == 0) ready.insert(n);
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    size_t n = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(n);
+    for (size_t c : consumers[n])
+      if (--pending[c] == 0) ready.insert(c);
+  }
+  if (order.size() != nn) {
+    verify();  // names the cycle
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "sort_nodes: the nodes have a cycle");
+  }
+  std::vector<Node> sorted;
+  sorted.reserve(nn);
+  for (size_t n : order) {
+    for (uint32_t id : nodes_[n].outputs) producer_[id] = static_cast<int64_t>(sorted.size());
+    sorted.push_back(std::move(nodes_[n]));
+  }
+  nodes_ = std::move(sorted);
 }
 
 }  // namespace hal

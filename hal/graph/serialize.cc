@@ -222,7 +222,12 @@ Graph Graph::deserialize(const void* data, size_t size) {
       r.corrupt(at, "value " + std::to_string(id) + " has unknown dtype value " + std::to_string(v.dtype));
     if (rank > HAL_TENSOR_MAX_RANK)
       r.corrupt(at, "value " + std::to_string(id) + " has rank " + std::to_string(rank) + " > HAL_TENSOR_MAX_RANK");
-    for (size_t d = 0; d < rank; ++d) v.shape.push_back(r.i64("a dim"));
+    for (size_t d = 0; d < rank; ++d) {
+      v.shape.push_back(r.i64("a dim"));
+      if (v.shape.back() > (int64_t{1} << 56) || v.shape.back() < -(int64_t{1} << 56))  // as a launch bounds sizes
+        r.corrupt(at, "value " + std::to_string(id) + " has dim " + std::to_string(v.shape.back()) +
+                          " beyond +-2^56");
+    }
     g.values_.push_back(std::move(v));
     g.names_.push_back(r.str("a value name"));
     g.constant_.emplace_back();

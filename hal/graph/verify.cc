@@ -145,7 +145,9 @@ void Graph::verify() const {
     ctx.label = node_label(n);
     in.clear();
     for (uint32_t id : node.inputs) in.push_back(id == HAL_GRAPH_NO_VALUE ? nullptr : &values_[id]);
-    std::vector<ValueSpec> want = infer_node(node.op, in, node.attrs, node.outputs.size(), ctx);
+    std::vector<const ValueSpec*> given;
+    for (uint32_t id : node.outputs) given.push_back(id < values_.size() ? &values_[id] : nullptr);
+    std::vector<ValueSpec> want = infer_node(node.op, in, node.attrs, node.outputs.size(), ctx, given);
     for (size_t o = 0; o < want.size(); ++o) {
       const ValueSpec& have = values_[node.outputs[o]];
       bool ok = have.dtype == want[o].dtype && have.shape.size() == want[o].shape.size();

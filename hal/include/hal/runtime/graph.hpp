@@ -23,6 +23,7 @@
 #define HAL_RUNTIME_GRAPH_HPP_
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ class Graph {
   // Throws INVALID_ARGUMENT (unknown dtype, rank too large, a symbolic dim,
   // or a byte count that does not match, naming NAME and both sizes).
   Value constant(hal_dtype_e dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes, std::string name = "");
+  // constant() with BYTES shared (not copied) with their other owners (a
+  // pass moving a constant between graphs). BYTES must not be null.
+  Value shared_constant(hal_dtype_e dtype, std::vector<int64_t> shape,
+                        std::shared_ptr<const std::vector<uint8_t>> bytes, std::string name = "");
   // The bytes of constant ID; nullptr when ID is not a constant (or out of
   // range). Valid while any copy of this graph lives.
   const std::vector<uint8_t>* constant_data(uint32_t id) const;
@@ -104,8 +109,22 @@ class Graph {
   // symbolic shape; the graph is left unchanged (but for symbols made).
   std::vector<Value> add_node(const std::string& op, const std::vector<Value>& inputs,
                               const std::vector<Attr>& attrs, size_t output_count = 0);
+  // The attributes of the inferring add_op: a std::vector<Attr> or a braced
+  // list of Attrs. A type of its own so that add_op(op, inputs, {dtype, {}})
+  // still means the ValueSpec overload (a std::vector<Attr> parameter would
+  // also accept that list, as a count and an allocator).
+  class Attrs {
+   public:
+    Attrs() = default;
+    Attrs(std::initializer_list<Attr> attrs) : attrs_(attrs) {}
+    Attrs(std::vector<Attr> attrs) : attrs_(std::move(attrs)) {}  // NOLINT: implicit on purpose
+    const std::vector<Attr>& get() const { return attrs_; }
+
+   private:
+    std::vector<Attr> attrs_;
+  };
   // The inferring add_node for an op with one output.
-  Value add_op(const std::string& op, const std::vector<Value>& inputs, const std::vector<Attr>& attrs = {});
+  Value add_op(const std::string& op, const std::vector<Value>& inputs, const Attrs& attrs = {});
   // Marks V as an output; outputs are written by run() in the order
   // marked. V must be produced by a node and marked once. A non-empty NAME
   // renames the value.
@@ -130,6 +149,15 @@ class Graph {
   // values the removed nodes produced stay, produced by nobody: a read of
   // one left behind is a dangling value verify() refuses.
   void remove_nodes(const std::vector<bool>& remove);
+  // Drops the values nothing refers to (not a graph input, graph output,
+  // node input or node output) and the constants no node reads, and
+  // renumbers the rest in their order (so Value ids change; names, symbols
+  // and order stay). Returns how many values were dropped.
+  size_t remove_unused_values();
+  // Reorders the nodes topologically, keeping the current order where the
+  // dependencies allow (a pass appends nodes after their readers). Throws
+  // INVALID_ARGUMENT naming a node on a cycle (as verify() does).
+  void sort_nodes();
 
   // ---- checking, printing, storing -----------------------------------------
   // Throws INVALID_ARGUMENT unless the graph is well formed: value ids in

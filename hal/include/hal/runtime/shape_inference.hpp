@@ -81,9 +81,13 @@ struct InferContext {
 // INVALID_ARGUMENT for wrong counts, attributes or shapes, naming the op (or
 // CTX.label), the argument and the sizes (and, for symbolic inputs, which
 // primes stood for which symbols).
+// GIVEN (empty, or one entry per output; nullptr = not given) are the
+// caller's declared outputs: the rules of ops whose output shape or dtype is
+// the caller's choice (copy: a broadcast target or a cast; fill) read them
+// (and fail without them); other rules ignore them.
 std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const ValueSpec*>& inputs,
                                   const std::vector<Attr>& attrs, size_t output_count,
-                                  const InferContext& ctx = {});
+                                  const InferContext& ctx = {}, const std::vector<const ValueSpec*>& given = {});
 
 // Every value's concrete shape (indexed by value id) given the graph
 // inputs' concrete shapes, in graph input order: binds each symbol to the

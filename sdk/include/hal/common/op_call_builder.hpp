@@ -122,9 +122,13 @@ struct OpCallBuilder {
   // ATTRS[0..ATTR_COUNT) against SCHEMA, and returns the OUTPUT_COUNT
   // outputs the catalog's rules give. No device, no buffers: the call's
   // tensors have no data. OP prefixes every message.
+  // GIVEN (empty, or one entry per output; nullptr = not given) are the
+  // caller's outputs, which the rules of ops whose output is the caller's
+  // choice (copy, fill) read.
   static std::vector<TensorMeta> infer(const OpSchema& schema, const char* op,
                                        const std::vector<const TensorMeta*>& inputs, const hal_attr_t* attrs,
-                                       size_t attr_count, size_t output_count) {
+                                       size_t attr_count, size_t output_count,
+                                       const std::vector<const TensorMeta*>& given = {}) {
     check_input_count(schema, op, inputs.size());
     check_output_count(schema, op, output_count);
     OpCall call;
@@ -147,6 +151,13 @@ struct OpCallBuilder {
                " in dim ", d, " of shape ", dst.shape_str());
       dst.defined = true;
       dst.set_contiguous_strides();
+    }
+    call.outputs_.resize(given.size());
+    for (size_t i = 0; i < given.size(); ++i) {
+      if (given[i] == nullptr) continue;
+      static_cast<TensorMeta&>(call.outputs_[i]) = *given[i];
+      call.outputs_[i].defined = true;
+      call.outputs_[i].set_contiguous_strides();
     }
     call.attrs_ = parse_attrs(schema, op, attrs, attr_count);
     call.common_dtype_ = common_dtype(schema, call.inputs_);

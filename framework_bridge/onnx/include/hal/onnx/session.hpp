@@ -19,26 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "hal/onnx/host_tensor.hpp"  // IWYU pragma: export
 #include "hal/onnx/model.hpp"
 
 namespace hal::onnx {
-
-// A tensor in host memory the session returns: row-major contiguous, DATA
-// holds exactly numel * dtype size bytes. Owns its bytes; copyable.
-struct HostTensor {
-  hal_dtype_e dtype = HAL_DTYPE_INVALID;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> data;
-};
-
-// A tensor in the caller's host memory: row-major contiguous, numel * dtype
-// size bytes at DATA. Does not own DATA, which is only read during run()
-// (nullptr only when numel is 0).
-struct HostTensorRef {
-  hal_dtype_e dtype = HAL_DTYPE_INVALID;
-  std::vector<int64_t> shape;
-  const void* data = nullptr;
-};
 
 struct SessionOptions {
   std::string config;  // hal.toml path; "" = HAL_CONFIG, else the default search

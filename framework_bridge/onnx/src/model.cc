@@ -1,0 +1,238 @@
+// Model::load: parse and check the ModelProto, bind inputs and initializers,
+// translate the nodes through the op table (op_table.cc), mark the outputs.
+#include "hal/onnx/model.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <new>
+
+#include "hal/runtime/error.hpp"
+#include "onnx/checker.h"
+#include "op_table.hpp"
+#include "tensor_proto.hpp"
+#include "translator.hpp"
+
+namespace hal::onnx {
+
+namespace {
+
+using detail::Slot;
+using detail::Translator;
+
+constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
+// The newest opset libonnx 1.12's checker and schemas know.
+constexpr int64_t kCheckerMaxOpset = 17;
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(HAL_STATUS_INVALID_ARGUMENT, msg); }
+
+int64_t default_opset(const ::onnx::ModelProto& m) {
+  int64_t opset = -1;
+  for (const auto& o : m.opset_import())
+    if (is_default_domain(o.domain())) opset = o.version();
+  if (opset < 0) invalid("the model imports no opset of the default domain (ai.onnx)");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    throw Error(HAL_STATUS_UNIMPLEMENTED, "the model uses ai.onnx opset " + std::to_string(opset) + "; HAL supports opsets " +
+                                              std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
+                                              " (convert it with onnx.version_converter)");
+  return opset;
+}
+
+// What libonnx cannot check for opsets it does not know: names defined once,
+// every read defined earlier (else a cycle, an unsorted graph or a dangling
+// value, named), outputs defined.
+void check_structure(const ::onnx::GraphProto& g) {
+  std::map<std::string, std::string> defined;  // name -> what defines it
+  std::map<std::string, size_t> produced_by;   // name -> node index
+  for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i)
+    for (const std::string& o : g.node(static_cast<int>(i)).output())
+      if (!o.empty()) produced_by.emplace(o, i);
+  for (const auto& t : g.initializer()) defined.emplace(t.name(), "initializer");
+  for (const auto& in : g.input()) defined.emplace(in.name(), "graph input");
+  for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i) {
+    const auto& n = g.node(static_cast<int>(i));
+    std::string label = "node " + std::to_string(i) + " '" + n.name() + "' (" + n.op_type() + ")";
+    for (const std::string& in : n.input()) {
+      if (in.empty() || defined.count(in)) continue;
+      auto p = produced_by.find(in);
+      if (p == produced_by.end()) invalid(label + " reads '" + in + "', which no input, initializer or node defines (dangling value)");
+      const auto& later = g.node(static_cast<int>(p->second));
+      invalid(label + " reads '" + in + "', produced by node " + std::to_string(p->second) + " '" + later.name() + "' (" +
+              later.op_type() + ") " + (p->second == i ? "itself" : "after it") + ": a cycle, or nodes not in topological order");
+    }
+    for (const std::string& o : n.output()) {
+      if (o.empty()) continue;
+      auto [it, fresh] = defined.emplace(o, label);
+      if (!fresh) invalid(label + " defines '" + o + "', already defined by " + it->second);
+    }
+  }
+  for (const auto& o : g.output())
+    if (!defined.count(o.name())) invalid("graph output '" + o.name() + "' is defined by no input, initializer or node");
+}
+
+}  // namespace
+
+// Fills a Model while translating (a friend of Model).
+class ModelBuilder {
+ public:
+  static Model build(::onnx::ModelProto& m, const std::string& external_root) {
+    Model model;
+    model.opset_ = default_opset(m);
+    model.producer_ = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+    if (!m.has_graph()) invalid("the model has no graph");
+    if (model.opset_ <= kCheckerMaxOpset && m.ir_version() <= ::onnx::IR_VERSION) {
+      run_checker(m);
+    }
+    const ::onnx::GraphProto& g = m.graph();
+    check_structure(g);
+
+    Translator t(model.graph_);
+    for (const auto& init : g.initializer()) {
+      Slot s;
+      s.host = detail::tensor_from_proto(init, external_root, "initializer '" + init.name() + "'");
+      s.spec = {s.host->dtype, s.host->shape};
+      t.define(init.name(), std::move(s));
+    }
+    for (const auto& in : g.input()) {
+      if (t.defined(in.name())) continue;  // an initializer listed as an input (IR < 4 style): a constant
+      model.inputs_.push_back(bind_input(t, in));
+    }
+    for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i) {
+      const auto& n = g.node(static_cast<int>(i));
+      t.begin_node(n, i, model.opset_);
+      if (!is_default_domain(n.domain()))
+        t.unimplemented("domain '" + n.domain() + "' is not supported (HAL maps the default domain ai.onnx only)");
+      if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
+        t.unimplemented("control flow (subgraphs) is not supported");
+      detail::translate_node(t);
+    }
+    std::vector<uint32_t> marked;
+    for (const auto& o : g.output()) {
+      Graph::Value v = t.value_of(o.name());
+      const Slot& s = t.slot(o.name());
+      bool produced = !model.graph_.is_constant(v.id);
+      for (uint32_t in : model.graph_.inputs()) produced = produced && in != v.id;
+      for (uint32_t prev : marked) produced = produced && prev != v.id;
+      if (!produced) v = model.graph_.add_node("copy", {v}, {}, {s.spec})[0];  // outputs are produced by a node, once
+      model.graph_.mark_output(v, o.name());
+      marked.push_back(v.id);
+      model.outputs_.push_back(info(model.graph_, o.name(), model.graph_.values()[v.id]));
+    }
+    model.graph_.verify();  // the translation's own consistency: every node against the catalog's rules
+    return model;
+  }
+
+ private:
+  // libonnx's checker, with external initializers hidden from it: it probes
+  // their files relative to the working directory (not the model's folder)
+  // and without HAL's containment rules, which tensor_from_proto applies.
+  static void run_checker(::onnx::ModelProto& m) {
+    using TP = ::onnx::TensorProto;
+    struct Hidden {
+      TP* tensor;
+      google::protobuf::RepeatedPtrField<::onnx::StringStringEntryProto> entries;
+    };
+    std::vector<Hidden> hidden;
+    for (TP& t : *m.mutable_graph()->mutable_initializer()) {
+      if (t.data_location() != TP::EXTERNAL) continue;
+      hidden.push_back({&t, {}});
+      hidden.back().entries.Swap(t.mutable_external_data());
+      t.clear_data_location();
+      bool empty = std::any_of(t.dims().begin(), t.dims().end(), [](int64_t d) { return d == 0; });
+      if (!empty) t.set_raw_data(std::string(1, '\0'));  // one (non-empty) value field, as the checker wants
+    }
+    std::string refusal;
+    try {
+      ::onnx::checker::check_model(m);
+    } catch (const std::exception& e) {
+      refusal = e.what();
+    }
+    for (Hidden& h : hidden) {
+      h.tensor->clear_raw_data();
+      h.tensor->set_data_location(TP::EXTERNAL);
+      h.entries.Swap(h.tensor->mutable_external_data());
+    }
+    if (!refusal.empty()) invalid("the ONNX checker refused the model: " + refusal);
+  }
+
+  static TensorInfo info(const Graph& g, const std::string& name, const ValueSpec& spec) {
+    TensorInfo ti{name, spec.dtype, spec.shape, {}};
+    for (int64_t d : spec.shape) ti.dim_names.push_back(d < 0 ? g.symbol_name(d) : "");
+    return ti;
+  }
+
+  static TensorInfo bind_input(Translator& t, const ::onnx::ValueInfoProto& in) {
+    const std::string what = "graph input '" + in.name() + "'";
+    if (!in.type().has_tensor_type()) invalid(what + " is not a tensor (sequences, maps and optionals are not supported)");
+    const auto& tt = in.type().tensor_type();
+    hal_dtype_e dt = dtype_from_onnx(tt.elem_type());
+    if (dt == HAL_DTYPE_INVALID)
+      throw Error(HAL_STATUS_UNIMPLEMENTED, what + " has element type " + onnx_dtype_name(tt.elem_type()) + ", which HAL has no dtype for");
+    if (!tt.has_shape()) throw Error(HAL_STATUS_UNIMPLEMENTED, what + " has no shape (its rank must be known)");
+    std::vector<int64_t> shape;
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) invalid(what + " dim " + std::to_string(i) + " is " + std::to_string(d.dim_value()));
+        shape.push_back(d.dim_value());
+      } else {
+        shape.push_back(t.named_symbol(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param()
+                                                                                    : in.name() + "_d" + std::to_string(i)));
+      }
+    }
+    Graph::Value v = t.graph().input(dt, shape, in.name());
+    Slot s;
+    s.spec = {dt, shape};
+    s.value = v;
+    t.define(in.name(), s);
+    return info(t.graph(), in.name(), s.spec);
+  }
+};
+
+namespace {
+
+Model load_proto(const void* data, size_t size, const std::string& external_root, const std::string& what) {
+  if (data == nullptr && size != 0) invalid(what + ": null data");
+  if (size == 0) invalid(what + " is empty, not an ONNX model");
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) invalid(what + " is larger than 2 GiB (protobuf's limit)");
+  ::onnx::ModelProto m;
+  if (!m.ParseFromArray(data, static_cast<int>(size)))
+    invalid(what + " is not a valid ONNX model (the ModelProto does not parse: malformed or truncated)");
+  try {
+    return ModelBuilder::build(m, external_root);
+  } catch (const Error& e) {
+    throw Error(e.code(), what + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(HAL_STATUS_OUT_OF_MEMORY, what + ": out of host memory while translating the model");
+  } catch (const std::exception& e) {  // a malformed model tripping a library check
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": malformed model: " + e.what());
+  }
+}
+
+}  // namespace
+
+Model Model::load(const std::string& path, const LoadOptions& options) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error(HAL_STATUS_NOT_FOUND, "ONNX model '" + path + "' does not exist");
+  if (fs::is_directory(path, ec)) invalid("ONNX model '" + path + "' is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(HAL_STATUS_NOT_FOUND, "ONNX model '" + path + "' cannot be opened");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string root = options.model_dir;
+  if (root.empty()) {
+    root = fs::path(path).parent_path().string();
+    if (root.empty()) root = ".";
+  }
+  return load_proto(bytes.data(), bytes.size(), root, "ONNX model '" + path + "'");
+}
+
+Model Model::load_bytes(const void* data, size_t size, const LoadOptions& options) {
+  return load_proto(data, size, options.model_dir, "ONNX model (" + std::to_string(size) + " bytes)");
+}
+
+}  // namespace hal::onnx

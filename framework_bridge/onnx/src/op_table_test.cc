@@ -1,0 +1,125 @@
+// The ONNX -> catalog table: its rows, and translation of shape arithmetic
+// with symbolic dims (checked on the translated graph).
+#include "op_table.hpp"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+#include "hal/common/op_catalog.hpp"
+#include "hal/onnx/model.hpp"
+#include "hal/runtime/error.hpp"
+#include "test_models.hpp"
+
+namespace hal::onnx {
+namespace {
+
+using detail::find_rule;
+using detail::op_table;
+using testing::attr_i;
+using testing::ModelMaker;
+using TP = ::onnx::TensorProto;
+
+bool in_catalog(const std::string& op) {
+  for (const auto& s : common::catalog::kOps)
+    if (op == s.name) return true;
+  return false;
+}
+
+TEST_CASE("every row covers opsets inside 13..21, once per op_type and opset") {
+  std::set<std::pair<std::string, int>> seen;
+  for (const auto& r : op_table()) {
+    CAPTURE(r.op_type);
+    CHECK(r.min_opset >= 13);
+    CHECK(r.max_opset <= 21);
+    CHECK(r.min_opset <= r.max_opset);
+    for (int v = r.min_opset; v <= r.max_opset; ++v) CHECK(seen.insert({r.op_type, v}).second);
+    CHECK(find_rule(r.op_type, r.min_opset) == &r);
+  }
+  CHECK(find_rule("Gelu", 19) == nullptr);  // Gelu is an ai.onnx op since opset 20
+  CHECK(find_rule("Relu", 12) == nullptr);
+}
+
+TEST_CASE("rows without a converter name one catalog op that exists") {
+  for (const auto& r : op_table()) {
+    if (r.convert) continue;
+    CAPTURE(r.op_type);
+    CHECK(in_catalog(r.catalog));
+  }
+}
+
+TEST_CASE("an op_type outside its rows' opsets says which opsets HAL maps") {
+  ModelMaker mm(19);
+  mm.input("x", TP::FLOAT, {int64_t{2}});
+  mm.node("Gelu", {"x"}, {"y"}, "g");
+  mm.output("y");
+  CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("opsets 20..21 only"), Error);
+}
+
+// ids [1, seq] -> Shape -> Gather(1) -> Unsqueeze -> Concat([1], seq) -> ConstantOfShape -> Expand:
+// shape arithmetic on a symbolic dim folds at load; the graph keeps the symbol.
+TEST_CASE("shape arithmetic with a symbolic dim folds at load and keeps the symbol") {
+  ModelMaker mm(18);
+  mm.input("ids", TP::INT64, {int64_t{1}, std::string("seq")});
+  mm.init_i64("one", {}, {1});
+  mm.init_i64("one_vec", {1}, {1});
+  mm.init_i64("zero_axis", {1}, {0});
+  mm.node("Shape", {"ids"}, {"shape"});
+  mm.node("Gather", {"shape", "one"}, {"seq"});
+  mm.node("Unsqueeze", {"seq", "zero_axis"}, {"seq_vec"});
+  attr_i(mm.node("Concat", {"one_vec", "seq_vec", "seq_vec"}, {"mask_shape"}), "axis", 0);
+  auto& cos = mm.node("ConstantOfShape", {"mask_shape"}, {"ones"});
+  auto* v = cos.add_attribute();
+  v->set_name("value");
+  v->set_type(::onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(TP::FLOAT);
+  v->mutable_t()->add_dims(1);
+  v->mutable_t()->add_float_data(1.0f);
+  mm.node("Range", {"zero_scalar", "seq", "one"}, {"positions"});
+  mm.init_i64("zero_scalar", {}, {0});
+  mm.output("ones");
+  mm.output("positions", TP::INT64);
+  Model m = mm.load();
+  const Graph& g = m.graph();
+  int64_t seq = m.inputs()[0].shape[1];
+  REQUIRE(seq < 0);
+  CHECK(g.symbol_name(seq) == "seq");
+  // Shape/Gather/Unsqueeze/Concat left no nodes; ConstantOfShape became a fill of [1, seq, seq].
+  CHECK(g.nodes()[0].op == "fill");
+  CHECK(g.values()[g.outputs()[0]].shape == std::vector<int64_t>{1, seq, seq});
+  CHECK(g.values()[g.outputs()[1]].shape == std::vector<int64_t>{seq});
+  CHECK(m.outputs()[0].dim_names == std::vector<std::string>{"", "seq", "seq"});
+}
+
+TEST_CASE("a reshape target computed from a symbolic dim becomes -1 in the catalog op") {
+  ModelMaker mm(18);
+  mm.input("x", TP::FLOAT, {int64_t{1}, std::string("seq"), int64_t{8}});
+  mm.init_i64("idx", {1}, {1});
+  mm.init_i64("tail", {2}, {2, 4});
+  mm.init_i64("head", {1}, {1});
+  mm.node("Shape", {"x"}, {"s"});
+  mm.node("Gather", {"s", "idx"}, {"seq"});
+  auto& c = mm.node("Concat", {"head", "seq", "tail"}, {"target"});
+  attr_i(c, "axis", 0);
+  mm.node("Reshape", {"x", "target"}, {"y"}, "split_heads");
+  mm.output("y");
+  Model m = mm.load();
+  const Graph& g = m.graph();
+  int64_t seq = m.inputs()[0].shape[1];
+  REQUIRE(g.nodes().size() == 1);
+  CHECK(g.nodes()[0].op == "reshape");
+  CHECK(g.values()[g.outputs()[0]].shape == std::vector<int64_t>{1, seq, 2, 4});
+}
+
+TEST_CASE("a Reshape whose target is a run-time tensor is named as unsupported") {
+  ModelMaker mm(18);
+  mm.input("x", TP::FLOAT, {int64_t{2}, int64_t{3}});
+  mm.input("target", TP::INT64, {int64_t{2}});
+  mm.node("Reshape", {"x", "target"}, {"y"}, "dyn_reshape");
+  mm.output("y");
+  CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("node 0 'dyn_reshape' (Reshape, ai.onnx opset 18)"), Error);
+}
+
+}  // namespace
+}  // namespace hal::onnx

@@ -1,0 +1,189 @@
+// Session: compile a Model for one device, run it with host tensors (copied
+// through hal::Buffer, never through host pointers into device memory).
+#include "hal/onnx/session.hpp"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "hal/common/dtype.hpp"
+#include "hal/runtime/runtime.hpp"
+#include "hal/runtime/shape_inference.hpp"
+#include "tensor_proto.hpp"
+
+namespace hal::onnx {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(HAL_STATUS_INVALID_ARGUMENT, msg); }
+
+// One Runtime per config path, shared by the sessions of a process (loading
+// plugins once).
+std::shared_ptr<Runtime> runtime_for(const std::string& config) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<Runtime>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto rt = cache[config].lock()) return rt;
+  RuntimeOptions o;
+  if (!config.empty()) o.config_path = config;
+  std::shared_ptr<Runtime> rt = Runtime::create(o);
+  cache[config] = rt;
+  return rt;
+}
+
+std::shared_ptr<Device> pick_device(Runtime& rt, const std::string& spec) {
+  if (spec.empty()) return rt.default_device();
+  if (spec.rfind("hal:", 0) == 0) {
+    std::vector<std::shared_ptr<Device>> all = rt.devices();
+    size_t used = 0;
+    int64_t i = -1;
+    try {
+      i = std::stoll(spec.substr(4), &used);
+    } catch (const std::exception&) {
+    }
+    if (used != spec.size() - 4 || i < 0 || static_cast<size_t>(i) >= all.size())
+      throw Error(HAL_STATUS_NOT_FOUND, "device '" + spec + "': the runtime has " + std::to_string(all.size()) +
+                                            " devices (hal:0 .. hal:" + std::to_string(all.size()) + " - 1)");
+    return all[static_cast<size_t>(i)];
+  }
+  return rt.device(spec);
+}
+
+std::string dtype_text(hal_dtype_e dt) { return common::dtype_name(dt); }
+
+}  // namespace
+
+struct Session::Impl {
+  explicit Impl(Model m) : model(std::move(m)) {}
+  Model model;
+  std::shared_ptr<Runtime> runtime;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<CompiledGraph> compiled;
+  std::atomic<uint64_t> runs{0};
+};
+
+Session::Session(Model model, const SessionOptions& options) : impl_(std::make_unique<Impl>(std::move(model))) {
+  if (!options.options.empty())
+    invalid("session option '" + options.options.begin()->first + "': this build's graph compiler takes no options");
+  impl_->runtime = runtime_for(options.config);
+  impl_->device = pick_device(*impl_->runtime, options.device);
+  impl_->compiled = std::make_unique<CompiledGraph>(compile(*impl_->device, impl_->model.graph()));
+}
+
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+const Model& Session::model() const { return impl_->model; }
+
+std::vector<HostTensor> Session::run(const std::vector<std::string>& output_names,
+                                     const std::vector<std::pair<std::string, HostTensorRef>>& feeds) {
+  const Model& m = impl_->model;
+  const Graph& g = m.graph();
+  const std::vector<TensorInfo>& ins = m.inputs();
+  // Feeds by input position; names checked first so nothing runs on error.
+  std::vector<const HostTensorRef*> fed(ins.size(), nullptr);
+  for (const auto& [name, ref] : feeds) {
+    size_t k = 0;
+    while (k < ins.size() && ins[k].name != name) ++k;
+    if (k == ins.size()) {
+      std::string known;
+      for (const TensorInfo& i : ins) known += (known.empty() ? "'" : ", '") + i.name + "'";
+      invalid("feed '" + name + "' is not an input of the model (inputs: " + known + ")");
+    }
+    if (fed[k]) invalid("input '" + name + "' is fed twice");
+    fed[k] = &ref;
+  }
+  std::map<int64_t, std::pair<int64_t, std::string>> bound;  // symbol -> size, where bound
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const TensorInfo& info = ins[k];
+    const HostTensorRef* r = fed[k];
+    if (!r) invalid("input '" + info.name + "' is missing (not in the feeds)");
+    if (r->dtype != info.dtype)
+      invalid("input '" + info.name + "' has dtype " + dtype_text(r->dtype) + " but the model expects " + dtype_text(info.dtype));
+    if (r->shape.size() != info.shape.size())
+      invalid("input '" + info.name + "' has rank " + std::to_string(r->shape.size()) + " (shape " + detail::shape_text(r->shape) +
+              ") but the model expects rank " + std::to_string(info.shape.size()));
+    for (size_t d = 0; d < r->shape.size(); ++d) {
+      int64_t want = info.shape[d], got = r->shape[d];
+      std::string at = "input '" + info.name + "' dim " + std::to_string(d);
+      if (got < 0) invalid(at + " is " + std::to_string(got));
+      if (want >= 0 && got != want) invalid(at + " is " + std::to_string(got) + " but the model expects " + std::to_string(want));
+      if (want < 0) {
+        auto [it, fresh] = bound.emplace(want, std::make_pair(got, at));
+        if (!fresh && it->second.first != got)
+          invalid(at + " is " + std::to_string(got) + " but dim '" + info.dim_names[d] + "' is " +
+                  std::to_string(it->second.first) + " (" + it->second.second + ")");
+      }
+    }
+    if (!r->data && detail::checked_numel(r->shape, "input '" + info.name + "'") > 0)
+      invalid("input '" + info.name + "' has no data");
+    shapes.push_back(r->shape);
+  }
+  std::vector<size_t> picked;  // graph output positions
+  const std::vector<TensorInfo>& outs = m.outputs();
+  if (output_names.empty()) {
+    for (size_t j = 0; j < outs.size(); ++j) picked.push_back(j);
+  } else {
+    for (const std::string& name : output_names) {
+      size_t j = 0;
+      while (j < outs.size() && outs[j].name != name) ++j;
+      if (j == outs.size()) invalid("'" + name + "' is not an output of the model");
+      picked.push_back(j);
+    }
+  }
+
+  std::vector<std::vector<int64_t>> value_shapes = infer_shapes(g, shapes);
+  Device& dev = *impl_->device;
+  auto bytes_of = [](hal_dtype_e dt, const std::vector<int64_t>& s) {
+    return static_cast<uint64_t>(detail::checked_numel(s, "tensor")) * common::dtype_size(dt);
+  };
+  std::vector<Buffer> in_bufs, out_bufs;
+  std::vector<TensorView> in_views, out_views;
+  in_views.reserve(ins.size());
+  out_views.reserve(outs.size());
+  for (size_t k = 0; k < ins.size(); ++k) {
+    uint64_t n = bytes_of(ins[k].dtype, shapes[k]);
+    in_bufs.push_back(dev.allocate(n ? n : 1));
+    if (n) in_bufs.back().copy_from_host(fed[k]->data, n);
+    in_views.emplace_back(in_bufs.back(), ins[k].dtype, shapes[k]);
+  }
+  for (size_t j = 0; j < outs.size(); ++j) {
+    const std::vector<int64_t>& s = value_shapes[g.outputs()[j]];
+    uint64_t n = bytes_of(outs[j].dtype, s);
+    out_bufs.push_back(dev.allocate(n ? n : 1));
+    out_views.emplace_back(out_bufs.back(), outs[j].dtype, s);
+  }
+  std::vector<const TensorView*> in_ptrs, out_ptrs;
+  for (const TensorView& v : in_views) in_ptrs.push_back(&v);
+  for (const TensorView& v : out_views) out_ptrs.push_back(&v);
+  impl_->compiled->run(in_ptrs, out_ptrs);
+  ++impl_->runs;
+  std::vector<HostTensor> result;
+  for (size_t j : picked) {
+    HostTensor h{outs[j].dtype, out_views[j].shape, {}};
+    h.data.resize(bytes_of(h.dtype, h.shape));
+    if (!h.data.empty()) out_bufs[j].copy_to_host(h.data.data(), h.data.size());
+    result.push_back(std::move(h));
+  }
+  return result;
+}
+
+std::string Session::explain() const {
+  const CompiledGraphStats& s = impl_->compiled->stats();
+  const Graph& g = impl_->model.graph();
+  std::ostringstream o;
+  o << "model: opset " << impl_->model.opset() << (impl_->model.producer().empty() ? "" : ", from " + impl_->model.producer())
+    << "; " << g.nodes().size() << " nodes, " << g.constants().size() << " constants, " << g.inputs().size()
+    << " inputs, " << g.outputs().size() << " outputs\n";
+  o << "device: " << impl_->device->id() << " (plugin " << impl_->device->plugin_name() << ")\n";
+  o << "partition: " << s.groups << " compiled groups (" << s.kernel_count << " kernels per run), " << s.op_nodes
+    << " nodes op by op\n";
+  for (size_t i = 0; i < s.descriptions.size(); ++i) o << "  group " << i + 1 << ": " << s.descriptions[i] << "\n";
+  o << "runs: " << impl_->runs.load() << "\n";
+  return o.str();
+}
+
+}  // namespace hal::onnx

@@ -1,0 +1,276 @@
+#include "translator.hpp"
+
+#include <cstring>
+
+#include "hal/common/dtype.hpp"
+#include "hal/runtime/error.hpp"
+#include "hal/runtime/shape_inference.hpp"
+#include "tensor_proto.hpp"
+
+namespace hal::onnx::detail {
+
+namespace {
+
+bool is_integer(hal_dtype_e dt) {
+  switch (dt) {
+    case HAL_DTYPE_INT8: case HAL_DTYPE_UINT8: case HAL_DTYPE_INT16: case HAL_DTYPE_UINT16:
+    case HAL_DTYPE_INT32: case HAL_DTYPE_UINT32: case HAL_DTYPE_INT64: case HAL_DTYPE_UINT64: case HAL_DTYPE_BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Integer tensors up to this many elements are also kept element-wise, so
+// shape arithmetic on them folds at load.
+constexpr size_t kMaxFoldedInts = 64;
+
+}  // namespace
+
+HostTensor int_tensor(hal_dtype_e dtype, const std::vector<int64_t>& values, std::vector<int64_t> shape) {
+  HostTensor t{dtype, std::move(shape), {}};
+  size_t es = common::dtype_size(dtype);
+  t.data.resize(values.size() * es);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint8_t* p = t.data.data() + i * es;
+    int64_t v = values[i];
+    switch (dtype) {
+      case HAL_DTYPE_INT8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
+      case HAL_DTYPE_UINT8: case HAL_DTYPE_BOOL: { uint8_t x = static_cast<uint8_t>(dtype == HAL_DTYPE_BOOL ? v != 0 : v); std::memcpy(p, &x, 1); break; }
+      case HAL_DTYPE_INT16: case HAL_DTYPE_UINT16: { int16_t x = static_cast<int16_t>(v); std::memcpy(p, &x, 2); break; }
+      case HAL_DTYPE_INT32: case HAL_DTYPE_UINT32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+      default: std::memcpy(p, &v, 8); break;
+    }
+  }
+  return t;
+}
+
+std::optional<std::vector<int64_t>> int_values(const HostTensor& t) {
+  if (!is_integer(t.dtype)) return std::nullopt;
+  size_t es = common::dtype_size(t.dtype);
+  std::vector<int64_t> out(t.data.size() / es);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint8_t* p = t.data.data() + i * es;
+    switch (t.dtype) {
+      case HAL_DTYPE_INT8: out[i] = load<int8_t>(p); break;
+      case HAL_DTYPE_UINT8: case HAL_DTYPE_BOOL: out[i] = load<uint8_t>(p); break;
+      case HAL_DTYPE_INT16: out[i] = load<int16_t>(p); break;
+      case HAL_DTYPE_UINT16: out[i] = load<uint16_t>(p); break;
+      case HAL_DTYPE_INT32: out[i] = load<int32_t>(p); break;
+      case HAL_DTYPE_UINT32: out[i] = load<uint32_t>(p); break;
+      default: out[i] = load<int64_t>(p); break;
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<double>> float_values(const HostTensor& t) {
+  if (t.dtype == HAL_DTYPE_FLOAT32 || t.dtype == HAL_DTYPE_FLOAT64) {
+    size_t es = common::dtype_size(t.dtype);
+    std::vector<double> out(t.data.size() / es);
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = t.dtype == HAL_DTYPE_FLOAT32 ? load<float>(t.data.data() + i * es) : load<double>(t.data.data() + i * es);
+    return out;
+  }
+  auto ints = int_values(t);
+  if (!ints) return std::nullopt;
+  return std::vector<double>(ints->begin(), ints->end());
+}
+
+void Translator::define(const std::string& name, Slot slot) {
+  if (slot.host && !slot.ints && slot.host->shape.size() <= 1) {
+    auto v = int_values(*slot.host);
+    if (v && v->size() <= kMaxFoldedInts) {
+      std::vector<Dim> dims;
+      for (int64_t x : *v) dims.push_back(Dim::of(x));
+      slot.ints = std::move(dims);
+    }
+  }
+  slots_[name] = std::move(slot);
+}
+
+const Slot& Translator::slot(const std::string& name) const {
+  auto it = slots_.find(name);
+  if (it == slots_.end()) invalid("reads '" + name + "', which no input, initializer or earlier node defines");
+  return it->second;
+}
+
+void Translator::begin_node(const ::onnx::NodeProto& node, size_t index, int64_t opset) {
+  node_ = &node;
+  index_ = index;
+  opset_ = opset;
+}
+
+std::string Translator::where() const {
+  std::string dom = node_->domain().empty() ? "ai.onnx" : node_->domain();
+  return "node " + std::to_string(index_) + " '" + node_->name() + "' (" + node_->op_type() + ", " + dom + " opset " +
+         std::to_string(opset_) + ")";
+}
+
+void Translator::unimplemented(const std::string& what) const {
+  throw Error(HAL_STATUS_UNIMPLEMENTED, where() + ": " + what);
+}
+void Translator::invalid(const std::string& what) const { throw Error(HAL_STATUS_INVALID_ARGUMENT, where() + ": " + what); }
+
+size_t Translator::input_count() const {
+  size_t n = static_cast<size_t>(node_->input_size());
+  while (n > 0 && node_->input(static_cast<int>(n - 1)).empty()) --n;
+  return n;
+}
+bool Translator::has_input(size_t i) const { return i < input_count() && !node_->input(static_cast<int>(i)).empty(); }
+
+const Slot& Translator::in(size_t i) const {
+  if (!has_input(i)) invalid("input " + std::to_string(i) + " is required but not given");
+  return slot(node_->input(static_cast<int>(i)));
+}
+
+Graph::Value Translator::value_of(const std::string& name) {
+  Slot& s = const_cast<Slot&>(slot(name));
+  if (s.value.valid()) return s.value;
+  if (!s.host) unimplemented("'" + name + "' is only known as shape arithmetic with run-time dims and is used as a tensor");
+  s.value = graph_.constant(s.host->dtype, s.host->shape, s.host->data, name);
+  return s.value;
+}
+Graph::Value Translator::value(size_t i) {
+  in(i);
+  return value_of(node_->input(static_cast<int>(i)));
+}
+
+std::optional<std::vector<Dim>> Translator::ints(size_t i) const {
+  if (!has_input(i)) return std::nullopt;
+  return in(i).ints;
+}
+
+std::vector<int64_t> Translator::const_ints(size_t i, const std::string& what) const {
+  auto d = ints(i);
+  if (!d) unimplemented(what + " (input " + std::to_string(i) + " '" + node_->input(static_cast<int>(i)) +
+                        "') must be an integer tensor known at load, not computed at run time");
+  std::vector<int64_t> out;
+  for (const Dim& x : *d) {
+    if (!x.known()) unimplemented(what + " (input '" + node_->input(static_cast<int>(i)) + "') depends on a dim only known at run time");
+    out.push_back(x.value);
+  }
+  return out;
+}
+
+const HostTensor* Translator::host(size_t i) const {
+  if (!has_input(i)) return nullptr;
+  const Slot& s = in(i);
+  return s.host ? &*s.host : nullptr;
+}
+
+const ::onnx::AttributeProto* Translator::attr(const std::string& name) const {
+  for (const auto& a : node_->attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+int64_t Translator::attr_int(const std::string& name, int64_t fallback) const {
+  const auto* a = attr(name);
+  return a ? a->i() : fallback;
+}
+float Translator::attr_float(const std::string& name, float fallback) const {
+  const auto* a = attr(name);
+  return a ? a->f() : fallback;
+}
+std::string Translator::attr_string(const std::string& name, const std::string& fallback) const {
+  const auto* a = attr(name);
+  return a ? a->s() : fallback;
+}
+std::optional<std::vector<int64_t>> Translator::attr_ints(const std::string& name) const {
+  const auto* a = attr(name);
+  if (!a) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+void Translator::require_attr(const std::string& name, int64_t expected, int64_t fallback) const {
+  int64_t v = attr_int(name, fallback);
+  if (v != expected)
+    unimplemented("attribute " + name + "=" + std::to_string(v) + " is not supported (only " + std::to_string(expected) + ")");
+}
+
+size_t Translator::output_count() const { return static_cast<size_t>(node_->output_size()); }
+
+void Translator::set_output(size_t i, Graph::Value v) {
+  if (i >= output_count() || node_->output(static_cast<int>(i)).empty()) return;
+  const std::string& name = node_->output(static_cast<int>(i));
+  Slot s;
+  s.spec = spec(v);
+  s.value = v;
+  if (graph_.value_name(v.id).empty()) graph_.set_value_name(v.id, name);
+  define(name, std::move(s));
+}
+
+void Translator::set_output_host(size_t i, HostTensor t) {
+  if (i >= output_count() || node_->output(static_cast<int>(i)).empty()) return;
+  Slot s;
+  s.spec = {t.dtype, t.shape};
+  s.host = std::move(t);
+  define(node_->output(static_cast<int>(i)), std::move(s));
+}
+
+void Translator::set_output_ints(size_t i, hal_dtype_e dtype, std::vector<Dim> dims, bool scalar) {
+  if (i >= output_count() || node_->output(static_cast<int>(i)).empty()) return;
+  Slot s;
+  s.spec = {dtype, scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(dims.size())}};
+  bool concrete = true;
+  std::vector<int64_t> values;
+  for (const Dim& d : dims) {
+    concrete = concrete && d.known();
+    values.push_back(d.value);
+  }
+  if (concrete) s.host = int_tensor(dtype, values, s.spec.shape);
+  s.ints = std::move(dims);
+  define(node_->output(static_cast<int>(i)), std::move(s));
+}
+
+std::vector<Graph::Value> Translator::emit(const std::string& op, const std::vector<Graph::Value>& inputs,
+                                           const std::vector<Attr>& attrs, size_t output_count) {
+  std::vector<const ValueSpec*> in;
+  for (const Graph::Value& v : inputs) in.push_back(v.valid() ? &spec(v) : nullptr);
+  InferContext ctx;
+  ctx.label = where() + " -> catalog '" + op + "'";
+  ctx.fresh_symbol = [&](size_t, size_t dim) { return fresh_symbol(dim); };
+  ctx.symbol_name = [&](int64_t s) { return graph_.symbol_name(s); };
+  std::vector<ValueSpec> outs;
+  try {
+    outs = infer_node(op, in, attrs, output_count, ctx);
+  } catch (const Error& e) {
+    if (e.code() == HAL_STATUS_UNIMPLEMENTED) unimplemented("the catalog has no op '" + op + "' (" + e.what() + ")");
+    throw;
+  }
+  return graph_.add_node(op, inputs, attrs, outs);
+}
+
+Graph::Value Translator::emit1(const std::string& op, const std::vector<Graph::Value>& inputs, const std::vector<Attr>& attrs) {
+  return emit(op, inputs, attrs)[0];
+}
+
+Graph::Value Translator::emit_as(const std::string& op, const std::vector<Graph::Value>& inputs,
+                                 const std::vector<Attr>& attrs, const ValueSpec& out) {
+  return graph_.add_node(op, inputs, attrs, {out})[0];
+}
+
+Graph::Value Translator::constant(const HostTensor& t) {
+  std::string base = node_->name().empty() ? node_->op_type() : node_->name();
+  return graph_.constant(t.dtype, t.shape, t.data, base + "_const" + std::to_string(constants_made_++));
+}
+
+int64_t Translator::fresh_symbol(size_t dim) {
+  std::string base = node_->name().empty() ? "node" + std::to_string(index_) : node_->name();
+  std::string name = base + "_d" + std::to_string(dim);
+  for (int k = 1; symbol_names_.count(name); ++k) name = base + "_d" + std::to_string(dim) + "_" + std::to_string(k);
+  return named_symbol(name);
+}
+
+int64_t Translator::named_symbol(const std::string& name) {
+  symbol_names_.insert(name);
+  return graph_.symbol(name);
+}
+
+}  // namespace hal::onnx::detail

@@ -1,0 +1,133 @@
+// The state of translating one ONNX graph into a hal::Graph: what each ONNX
+// value name stands for (a graph value, a tensor known at load, integers
+// that may be symbolic dims), the node being translated, and the helpers the
+// op table's converters use (op_table.cc). Internal to hal_onnx.
+#ifndef HAL_ONNX_SRC_TRANSLATOR_HPP_
+#define HAL_ONNX_SRC_TRANSLATOR_HPP_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hal/onnx/host_tensor.hpp"
+#include "hal/runtime/graph.hpp"
+#include "onnx/onnx_pb.h"
+
+namespace hal::onnx::detail {
+
+// One element of an integer tensor known at load (shape arithmetic): a
+// number, a symbolic dim of the graph (VALUE is the symbol, < 0), or a
+// number only known at run time.
+struct Dim {
+  enum Kind : uint8_t { kConst, kSym, kUnknown } kind = kConst;
+  int64_t value = 0;
+  static Dim of(int64_t v) { return {kConst, v}; }
+  static Dim sym(int64_t s) { return {kSym, s}; }
+  static Dim unknown() { return {kUnknown, 0}; }
+  bool known() const { return kind == kConst; }
+  bool operator==(const Dim& o) const { return kind == o.kind && value == o.value; }
+};
+
+// What an ONNX value name stands for.
+struct Slot {
+  ValueSpec spec;                     // dtype and shape (dims < 0: graph symbols)
+  Graph::Value value;                 // in the graph; invalid until needed for HOST
+  std::optional<HostTensor> host;     // known at load: an initializer, a Constant, a folded result
+  std::optional<std::vector<Dim>> ints;  // an integer tensor of rank <= 1 known element-wise at load
+};
+
+class Translator {
+ public:
+  explicit Translator(Graph& graph) : graph_(graph) {}
+
+  Graph& graph() { return graph_; }
+  void define(const std::string& name, Slot slot);
+  bool defined(const std::string& name) const { return slots_.count(name) != 0; }
+  // The slot NAME stands for; throws INVALID_ARGUMENT naming the current node
+  // when NAME is undefined.
+  const Slot& slot(const std::string& name) const;
+
+  // ---- the node being translated ----
+  void begin_node(const ::onnx::NodeProto& node, size_t index, int64_t opset);
+  const ::onnx::NodeProto& node() const { return *node_; }
+  int64_t opset() const { return opset_; }
+  // "node 3 'attn/Reshape' (Reshape, ai.onnx opset 20)".
+  std::string where() const;
+  [[noreturn]] void unimplemented(const std::string& what) const;
+  [[noreturn]] void invalid(const std::string& what) const;
+
+  // Inputs: the count given (trailing empty names dropped), whether input I
+  // is present, its slot, and its graph value (a constant made on first use).
+  size_t input_count() const;
+  bool has_input(size_t i) const;
+  const Slot& in(size_t i) const;
+  Graph::Value value(size_t i);
+  Graph::Value value_of(const std::string& name);
+  // Input I's elements when it is an integer tensor known at load (all of
+  // them concrete when CONCRETE); nullopt otherwise.
+  std::optional<std::vector<Dim>> ints(size_t i) const;
+  // As ints(), but every element concrete; otherwise UNIMPLEMENTED naming
+  // the input and WHAT it is for ("Reshape's shape").
+  std::vector<int64_t> const_ints(size_t i, const std::string& what) const;
+  // Input I as a host tensor known at load, or nullptr.
+  const HostTensor* host(size_t i) const;
+
+  // Attributes of the node (ONNX defaults when absent).
+  const ::onnx::AttributeProto* attr(const std::string& name) const;
+  int64_t attr_int(const std::string& name, int64_t fallback) const;
+  float attr_float(const std::string& name, float fallback) const;
+  std::string attr_string(const std::string& name, const std::string& fallback) const;
+  std::optional<std::vector<int64_t>> attr_ints(const std::string& name) const;
+  // UNIMPLEMENTED unless attribute NAME is absent or has value EXPECTED
+  // (a limit of HAL's mapping, named in the message).
+  void require_attr(const std::string& name, int64_t expected, int64_t fallback) const;
+
+  // ---- results ----
+  size_t output_count() const;
+  // Binds output I of the node to V / to a load-time tensor / to integers.
+  void set_output(size_t i, Graph::Value v);
+  void set_output_host(size_t i, HostTensor t);
+  void set_output_ints(size_t i, hal_dtype_e dtype, std::vector<Dim> dims, bool scalar);
+  // Emits catalog op OP (outputs inferred by the catalog's rules); errors
+  // are rethrown naming the ONNX node.
+  std::vector<Graph::Value> emit(const std::string& op, const std::vector<Graph::Value>& inputs,
+                                 const std::vector<Attr>& attrs, size_t output_count = 0);
+  Graph::Value emit1(const std::string& op, const std::vector<Graph::Value>& inputs,
+                     const std::vector<Attr>& attrs = std::vector<Attr>{});
+  // Emits OP with the output spec given (ops whose output shape is the
+  // caller's: copy to a broadcast shape or dtype, fill, reshape).
+  Graph::Value emit_as(const std::string& op, const std::vector<Graph::Value>& inputs, const std::vector<Attr>& attrs,
+                       const ValueSpec& out);
+  const ValueSpec& spec(Graph::Value v) const { return graph_.values().at(v.id); }
+  // A graph constant holding T (named after the node).
+  Graph::Value constant(const HostTensor& t);
+  // A symbol for a dim only known at run time ("<node name>_d<dim>").
+  int64_t fresh_symbol(size_t dim);
+  // The graph's symbol NAME (a model input's dim_param); fresh symbols never
+  // reuse a name given here.
+  int64_t named_symbol(const std::string& name);
+
+ private:
+  Graph& graph_;
+  std::map<std::string, Slot> slots_;
+  const ::onnx::NodeProto* node_ = nullptr;
+  size_t index_ = 0;
+  int64_t opset_ = 0;
+  size_t constants_made_ = 0;
+  std::set<std::string> symbol_names_;
+};
+
+// Int64 host tensor of DIMS (all concrete) with SHAPE.
+HostTensor int_tensor(hal_dtype_e dtype, const std::vector<int64_t>& values, std::vector<int64_t> shape);
+// The elements of integer tensor T as int64 (nullopt for a non-integer dtype).
+std::optional<std::vector<int64_t>> int_values(const HostTensor& t);
+// The elements of a float / double / integer tensor T as doubles (nullopt
+// for other dtypes).
+std::optional<std::vector<double>> float_values(const HostTensor& t);
+
+}  // namespace hal::onnx::detail
+
+#endif  // HAL_ONNX_SRC_TRANSLATOR_HPP_
