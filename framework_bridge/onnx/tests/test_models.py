@@ -54,14 +54,14 @@ def test_decoder_sequence_lengths(opset, configs, exported):
     assert sess.compile_stats()["compiles"] == compiles
 
 
-def test_models_describe_like_onnxruntime(exported):
+def test_models_describe_like_onnxruntime(exported, configs):
     """get_inputs()/get_outputs(): the names, shapes (dim names for dynamic dims) and types onnxruntime gives."""
     import onnxruntime
 
     for name in models.NAMES:
         for opset in OPSETS:
             path = exported(name, opset)
-            ours = hal.onnx.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            ours = session(path, configs["cpu"], providers=["CPUExecutionProvider"])
             theirs = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
             for a, b in [(ours.get_inputs(), theirs.get_inputs()), (ours.get_outputs(), theirs.get_outputs())]:
                 assert [(x.name, x.shape, x.type) for x in a] == [(x.name, x.shape, x.type) for x in b]

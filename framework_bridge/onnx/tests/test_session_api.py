@@ -202,3 +202,16 @@ def test_external_data(tmp_path, cpu_options):
     onnx.save(escaping, bad / "escaping.onnx")
     _raises(hal.onnx.InvalidArgument, r"\.\./ext\.bin", hal.onnx.InferenceSession, bad / "escaping.onnx",
             cpu_options)
+
+
+def test_run_from_several_threads(add_session):
+    """run() may be called from several threads at once (the GIL is released during the device work)."""
+    import concurrent.futures
+
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.standard_normal((64, 4), dtype=np.float32), "b": rng.standard_normal(4, dtype=np.float32)}
+             for _ in range(16)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda f: add_session.run(None, f)[0], feeds))
+    for f, y in zip(feeds, results):
+        np.testing.assert_array_equal(y, f["x"] + f["b"])
