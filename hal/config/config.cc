@@ -132,9 +132,7 @@ class Parser {
         if (arr == nullptr) wrong_type(node, k, "an array of catalog op names");
         for (const toml::node& item : *arr) {
           std::string op = string(item, k + "[]");
-          bool known = false;
-          for (const common::OpSchema& s : common::catalog::kOps) known = known || op == s.name;
-          if (!known) fail(item.source(), "disabled_ops: '" + op + "' is not an op of the catalog (docs/ops.md)");
+          if (common::catalog::find_schema(op.c_str()) == nullptr) fail(item.source(), "disabled_ops: '" + op + "' is not an op of the catalog (docs/ops.md)");
           spec.disabled_ops.push_back(std::move(op));
         }
       } else {

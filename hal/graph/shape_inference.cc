@@ -13,9 +13,7 @@
 namespace hal {
 
 const common::OpSchema* graph_detail::find_op(const std::string& name) {
-  for (const common::OpSchema& s : common::catalog::kOps)
-    if (name == s.name) return &s;
-  return nullptr;
+  return common::catalog::find_schema(name.c_str());
 }
 
 std::string graph_detail::not_in_catalog(const std::string& name) {

@@ -194,12 +194,6 @@ struct PromotionState {
 
 namespace {
 
-const common::OpSchema* catalog_schema(const std::string& name) {
-  for (const common::OpSchema& s : common::catalog::kOps)
-    if (name == s.name) return &s;
-  return nullptr;
-}
-
 bool known_dtype(hal_dtype_e d) {
   return d != HAL_DTYPE_INVALID && static_cast<uint32_t>(d) < HAL_DTYPE_COUNT_ && common::dtype_size(d) != 0;
 }
@@ -231,7 +225,7 @@ OpRunner::OpRunner(std::shared_ptr<Device> device, const std::string& name, Prom
     input_mode_ = info.input_mode == HAL_OP_INPUTS_UNIFORM ? InputMode::kUniform : InputMode::kMixed;
     compute_dtypes_ = info.compute_dtypes;
   }
-  schema_ = catalog_schema(name);
+  schema_ = common::catalog::find_schema(name.c_str());
   if (promotion_ == Promotion::kCore && schema_ != nullptr && schema_->promote_mask != 0)
     promotion_state_ = std::make_shared<PromotionState>();
 }

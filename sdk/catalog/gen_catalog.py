@@ -275,7 +275,7 @@ def gen_cpp_header(cat):
         "// (hal::common::op::add::alpha(call), ...). Schema types: hal/common/op_schema.hpp;",
         "// plugins use it as hal::sdk::op / hal::sdk::catalog (hal/sdk/op_catalog.hpp).",
         "#ifndef HAL_COMMON_OP_CATALOG_HPP_", "#define HAL_COMMON_OP_CATALOG_HPP_", "",
-        "#include \"hal/op_catalog.h\"", "#include \"hal/common/op_shapes.hpp\"", "",
+        "#include <cstring>", "", "#include \"hal/op_catalog.h\"", "#include \"hal/common/op_shapes.hpp\"", "",
         "namespace hal::common::catalog {", "",
     ]
     for op in cat["ops"]:
@@ -325,7 +325,15 @@ def gen_cpp_header(cat):
                    f"{ins}, {len(op['inputs'])}, k_{n}_outputs, {len(op['outputs'])}, "
                    f"{ats}, {len(op['attrs'])}, {op['promote_mask']}u, "
                    f"Alias::k{op['alias'].capitalize()}, {c_str(op['shape'])}, &shape_rules::{op['shape']}}},")
-    out += ["};", "", "}  // namespace hal::common::catalog", "",
+    out += ["};", "",
+            "// The schema named NAME (not NULL), or nullptr. Thread-safe; static storage.",
+            "// The one lookup by name: the SDK, libhal's op launch and the graph code use it.",
+            "inline const OpSchema* find_schema(const char* name) {",
+            "  for (const OpSchema& s : kOps)",
+            "    if (std::strcmp(s.name, name) == 0) return &s;",
+            "  return nullptr;",
+            "}", "",
+            "}  // namespace hal::common::catalog", "",
             "namespace hal::common::op {", ""]
     for idx, op in enumerate(cat["ops"]):
         n = op["name"]

@@ -6,8 +6,6 @@
 #ifndef HAL_SDK_OP_CATALOG_HPP_
 #define HAL_SDK_OP_CATALOG_HPP_
 
-#include <cstring>
-
 #include "hal/common/op_catalog.hpp"
 #include "hal/sdk/op_schema.hpp"
 #include "hal/sdk/op_shapes.hpp"
@@ -19,11 +17,7 @@ namespace op = common::op;
 
 // The catalog schema named NAME (not NULL), or nullptr. Thread-safe; the
 // schema has static storage.
-inline const OpSchema* find_schema(const char* name) {
-  for (const OpSchema& s : catalog::kOps)
-    if (std::strcmp(s.name, name) == 0) return &s;
-  return nullptr;
-}
+using catalog::find_schema;
 
 }  // namespace hal::sdk
 
