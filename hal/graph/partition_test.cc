@@ -349,3 +349,32 @@ TEST_CASE("compiled graph: run_allocating sizes outputs whose dims derive from s
   out[0].buffer.copy_to_host(y.data(), 48);
   CHECK(y == std::vector<float>{1, 0, 3, 0, 5, 0, 1, 0, 3, 0, 5, 0});
 }
+
+TEST_CASE("partition: a group convex in what the plugin saw but not across another device is split") {
+  // a = x + x; m = a * a (mul disabled: on the CPU); b = m + a. The fixture
+  // (partition = "one_group") claims {a, b} as one group, which is convex
+  // without m but needs m between a and b: two groups.
+  TempDir dir;
+  auto rt = hal::testing::load_config(dir, "[[plugin]]\npath = \"" + fixture("graph") +
+                                               "\"\noptions = { partition = \"one_group\" }\ndisabled_ops = [\"mul\"]\n"
+                                               "[[plugin]]\npath = \"" + kCpu + "\"\n");
+  hal::Graph g;
+  auto x = g.input(F32, {4});
+  auto a = g.add_op("add", {x, x}, {F32, {4}});
+  auto m = g.add_op("mul", {a, a}, {F32, {4}});
+  g.mark_output(g.add_op("add", {m, a}, {F32, {4}}));
+  hal::CompileOptions o;
+  o.devices = {rt->device("fixture_graph:0")};
+  o.disk_cache = false;
+  hal::CompiledGraph c = hal::compile(g, o);
+  CHECK(c.stats().groups == 2);
+  CHECK(c.stats().fallback_nodes == 1);
+  hal::Buffer in = c.device().allocate(16);
+  std::vector<float> xs = {1, 2, 3, 4};
+  in.copy_from_host(xs.data(), 16);
+  hal::TensorView view(in, F32, {4});
+  std::vector<hal::OwnedTensor> out = c.run_allocating({&view});
+  std::vector<float> b(4);
+  out.at(0).buffer.copy_to_host(b.data(), 16);
+  CHECK(b == std::vector<float>{6, 20, 42, 72});
+}
