@@ -82,6 +82,23 @@ hal::CompileOptions options(const std::shared_ptr<hal::Device>& d, const TempDir
   return o;
 }
 
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Compiles add_mul_matmul() with O into an empty cache; returns the one
+// entry file it wrote (no temporary left behind).
+std::string first_entry(const hal::CompileOptions& o) {
+  hal::clear_compile_cache();
+  hal::compile(add_mul_matmul(), o);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(o.cache_dir)) files.push_back(e.path());
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].extension() == ".halcc");
+  return files[0].string();
+}
+
 // Runs F with stderr sent to a file; returns what was written.
 template <class F>
 std::string capture_stderr(const TempDir& dir, F&& f) {
@@ -102,8 +119,7 @@ std::string capture_stderr(const TempDir& dir, F&& f) {
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return read_bytes(path);
 }
 }  // namespace
 
@@ -265,18 +281,8 @@ TEST_CASE("compile cache: corrupt, truncated and foreign entries are warned abou
   TempDir dir;
   auto rt = mixed(dir, "\"mul\"");
   hal::CompileOptions o = options(rt->device("fixture_graph:0"), dir);
-  hal::clear_compile_cache();
-  hal::compile(add_mul_matmul(), o);
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(o.cache_dir)) files.push_back(e.path());
-  REQUIRE(files.size() == 1);  // no temporary left behind
-  const std::string file = files[0].string();
-  CHECK(files[0].extension() == ".halcc");
-  std::string good;
-  {
-    std::ifstream in(file, std::ios::binary);
-    good.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string file = first_entry(o);
+  const std::string good = read_bytes(file);
   auto damaged = [&](const std::string& bytes) {
     hal::testing::write_file(file, bytes);
     hal::clear_compile_cache();
@@ -287,8 +293,7 @@ TEST_CASE("compile cache: corrupt, truncated and foreign entries are warned abou
       CHECK(run(c) == on_cpu());
     });
     CHECK(hal::compile_cache_counters().rebuilt_entries == rebuilt + 1);
-    std::ifstream in(file, std::ios::binary);
-    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == good);  // rewritten
+    CHECK(read_bytes(file) == good);  // rewritten
     return err;
   };
   std::string flipped = good;
@@ -306,15 +311,8 @@ TEST_CASE("compile cache: an entry naming another plugin version is stale: warne
   TempDir dir;
   auto rt = mixed(dir, "\"mul\"");
   hal::CompileOptions o = options(rt->device("fixture_graph:0"), dir);
-  hal::clear_compile_cache();
-  hal::compile(add_mul_matmul(), o);
-  std::string file;
-  for (const auto& e : std::filesystem::directory_iterator(o.cache_dir)) file = e.path().string();
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string file = first_entry(o);
+  const std::string bytes = read_bytes(file);
   // Re-encode the payload with another version and a checksum that matches.
   nlohmann::json j = nlohmann::json::from_cbor(bytes.substr(73));
   REQUIRE(j.at("devices").at(0).at("plugin") == "fixture_graph");
@@ -333,4 +331,50 @@ TEST_CASE("compile cache: an entry naming another plugin version is stale: warne
   CHECK(contains(err, "; rebuilding it\n"));
   hal::clear_compile_cache();
   CHECK(hal::compile(add_mul_matmul(), o).stats().cache == hal::CacheSource::kDisk);  // rewritten
+}
+
+TEST_CASE("compiled graph: run_allocating sizes outputs whose dims derive from symbols (shape inference)") {
+  hal::testing::OpTester cpu(kCpu);
+  hal::Graph g;
+  auto x = g.input(F32, {g.symbol("n"), 2}, "x");
+  auto both = g.add_op("cat", {x, x}, {hal::Attr::i("dim", 0)});  // [node0_d0, 2]: 2n, derived
+  g.mark_output(g.add_op("relu", {both}), "y");
+  REQUIRE(g.values()[both.id].shape[0] < 0);
+  hal::CompiledGraph c = hal::compile(*cpu.device(), g);
+  hal::testing::DeviceTensor t = cpu.tensor({3, 2}, {1, -2, 3, -4, 5, -6});
+  std::vector<hal::OwnedTensor> out = c.run_allocating({&t.view});
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].view.shape == std::vector<int64_t>{6, 2});
+  std::vector<float> y(12);
+  out[0].buffer.copy_to_host(y.data(), 48);
+  CHECK(y == std::vector<float>{1, 0, 3, 0, 5, 0, 1, 0, 3, 0, 5, 0});
+}
+
+TEST_CASE("partition: a group convex in what the plugin saw but not across another device is split") {
+  // a = x + x; m = a * a (mul disabled: on the CPU); b = m + a. The fixture
+  // (partition = "one_group") claims {a, b} as one group, which is convex
+  // without m but needs m between a and b: two groups.
+  TempDir dir;
+  auto rt = hal::testing::load_config(dir, "[[plugin]]\npath = \"" + fixture("graph") +
+                                               "\"\noptions = { partition = \"one_group\" }\ndisabled_ops = [\"mul\"]\n"
+                                               "[[plugin]]\npath = \"" + kCpu + "\"\n");
+  hal::Graph g;
+  auto x = g.input(F32, {4});
+  auto a = g.add_op("add", {x, x}, {F32, {4}});
+  auto m = g.add_op("mul", {a, a}, {F32, {4}});
+  g.mark_output(g.add_op("add", {m, a}, {F32, {4}}));
+  hal::CompileOptions o;
+  o.devices = {rt->device("fixture_graph:0")};
+  o.disk_cache = false;
+  hal::CompiledGraph c = hal::compile(g, o);
+  CHECK(c.stats().groups == 2);
+  CHECK(c.stats().fallback_nodes == 1);
+  hal::Buffer in = c.device().allocate(16);
+  std::vector<float> xs = {1, 2, 3, 4};
+  in.copy_from_host(xs.data(), 16);
+  hal::TensorView view(in, F32, {4});
+  std::vector<hal::OwnedTensor> out = c.run_allocating({&view});
+  std::vector<float> b(4);
+  out.at(0).buffer.copy_to_host(b.data(), 16);
+  CHECK(b == std::vector<float>{6, 20, 42, 72});
 }
