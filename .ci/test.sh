@@ -4,7 +4,7 @@
 # template build), the C++ core's tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, then the Python tests (the hal package, and
 # the CPU plugin's ops cross-checked against PyTorch CPU, the torch_hal "hal"
-# device against PyTorch CPU).
+# device against PyTorch CPU, ONNX models through hal.onnx against onnxruntime).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 hal_install_packages
 hal_python_env
@@ -37,4 +37,5 @@ rm -rf "$fuzz_scratch"
 hal_log "pytest"
 cd "$HAL_SRC"
 HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" PYTHONPATH="$HAL_BUILD_ROOT/test/python" \
-  "$HAL_PYTHON" -m pytest -q -p no:cacheprovider framework_bridge/python/tests framework_bridge/pytorch/tests
+  "$HAL_PYTHON" -m pytest -q -p no:cacheprovider framework_bridge/python/tests framework_bridge/pytorch/tests \
+  framework_bridge/onnx/tests

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""ONNX models on HAL's CPU plugin vs onnxruntime's CPU provider, same thread count, same process and run.
+
+The four acceptance models (framework_bridge/onnx/tests/onnx_models.py, exported by torch.onnx.export at the
+dynamo exporter's newest opset) at batch 1 and 32: the median of REPEATS timed batches of session.run
+for each, and the ratio onnxruntime time / HAL time (> 1: HAL faster; issue 13's target is >= 0.8).
+Threads: OMP_NUM_THREADS for HAL (set before hal is imported; the CPU plugin's oneDNN/OpenMP pool is
+process-wide) and intra_op_num_threads for onnxruntime, both --threads.
+
+Compile time: a fresh process builds the session (load + translate + compile; not the imports),
+first with an empty compile cache (cold: $HAL_COMPILE_CACHE_DIR a new folder) and then again with the
+cache the first one filled (cached).
+
+    HAL_BUILD_DIR=<build> PYTHONPATH=<build>/python python bench/onnx_bench.py [--threads 2] [--json out.json]
+"""
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TESTS = REPO / "framework_bridge" / "onnx" / "tests"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, TESTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(TESTS))
+    spec.loader.exec_module(module)
+    return module
+
+
+def median_seconds(fn, repeats=7):
+    """Median seconds per call of FN over REPEATS batches (each long enough for the clock: autorange)."""
+    fn()  # warm up: thread pools, primitive caches, first-run compiles
+    timer = timeit.Timer(fn)
+    number, _ = timer.autorange()
+    return statistics.median(timer.repeat(repeat=repeats, number=number)) / number
+
+
+_COMPILE_CHILD = """
+import sys, time
+import hal.onnx
+t0 = time.perf_counter()
+opts = hal.onnx.SessionOptions(); opts.hal_config = sys.argv[2]
+s = hal.onnx.InferenceSession(sys.argv[1], opts)
+print(time.perf_counter() - t0)
+"""
+
+
+def compile_seconds(path, config, cache_dir):
+    """Seconds a fresh process takes to build a session for PATH (load, translate, compile) with CACHE_DIR."""
+    env = dict(os.environ, HAL_COMPILE_CACHE_DIR=str(cache_dir))
+    out = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, str(path), str(config)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--models", default="mlp,resnet,encoder,decoder")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--seq", type=int, default=32, help="sequence length of the encoder and decoder")
+    ap.add_argument("--json", help="also write the rows here")
+    args = ap.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before hal loads the CPU plugin
+    import numpy as np
+    import onnxruntime
+
+    import hal.onnx
+
+    models = _load("onnx_models")
+    testing = _load("onnx_testing")
+    work = pathlib.Path(tempfile.mkdtemp(prefix="hal-onnx-bench-"))
+    config = testing.write_config(work, "cpu")
+    hal_opts = hal.onnx.SessionOptions()
+    hal_opts.hal_config = str(config)
+    hal_opts.intra_op_num_threads = args.threads
+    ort_opts = onnxruntime.SessionOptions()
+    ort_opts.intra_op_num_threads = args.threads
+    ort_opts.inter_op_num_threads = 1
+
+    rows = []
+    print(f"threads {args.threads}, onnxruntime {onnxruntime.__version__}, sequence length {args.seq}")
+    print(f"{'model':9s} {'batch':>5s} {'HAL ms':>9s} {'ORT ms':>9s} {'ORT/HAL':>8s} "
+          f"{'compile cold s':>14s} {'cached s':>9s}")
+    for name in args.models.split(","):
+        path = models.export(name, models.NEWEST)
+        cache = work / f"cache-{name}"
+        try:
+            hal_sess = hal.onnx.InferenceSession(str(path), hal_opts)
+        except hal.Error as e:  # a model the front end does not take yet: say why, bench the others
+            print(f"{name:9s} not run: {str(e).splitlines()[0][:200]}", flush=True)
+            continue
+        cold = compile_seconds(path, config, cache)
+        cached = compile_seconds(path, config, cache)
+        ort_sess = onnxruntime.InferenceSession(str(path), ort_opts, providers=["CPUExecutionProvider"])
+        for batch in map(int, args.batches.split(",")):
+            feed = models.inputs(name, batch=batch, seq=args.seq)
+            ref = ort_sess.run(None, feed)[0]
+            got = hal_sess.run(None, feed)[0]
+            np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3, err_msg=f"{name} batch {batch}")
+            t_hal = median_seconds(lambda: hal_sess.run(None, feed))
+            t_ort = median_seconds(lambda: ort_sess.run(None, feed))
+            row = dict(model=name, batch=batch, hal_ms=t_hal * 1e3, ort_ms=t_ort * 1e3, ratio=t_ort / t_hal,
+                       compile_cold_s=cold, compile_cached_s=cached, threads=args.threads)
+            rows.append(row)
+            print(f"{name:9s} {batch:5d} {row['hal_ms']:9.3f} {row['ort_ms']:9.3f} {row['ratio']:8.2f} "
+                  f"{cold:14.2f} {cached:9.2f}", flush=True)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

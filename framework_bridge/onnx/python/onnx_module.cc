@@ -1,0 +1,164 @@
+// Python bindings of the ONNX front end (module hal._onnx): hal::onnx::Model
+// and hal::onnx::Session. hal/onnx.py builds the onnxruntime-shaped API on
+// top. Host data crosses as flat uint8 numpy arrays plus a dtype name and a
+// shape, so every dtype (bfloat16 included) crosses the same way; results
+// are handed to numpy without a copy (the array owns the HostTensor's bytes).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hal/onnx/model.hpp"
+#include "hal/onnx/session.hpp"
+#include "hal/runtime/error.hpp"
+#include "hal/sdk/op_schema.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+hal_dtype_e dtype_from_name(const std::string& name) {
+  for (uint32_t d = 1; d < HAL_DTYPE_COUNT_; ++d)
+    if (name == hal::sdk::dtype_name(d)) return static_cast<hal_dtype_e>(d);
+  throw hal::Error(HAL_STATUS_INVALID_ARGUMENT, "unknown dtype '" + name + "'");
+}
+
+// onnxruntime's exception names (onnxruntime.capi.onnxruntime_pybind11_state),
+// all deriving from hal.Error so `except hal.Error` still catches them.
+struct ErrorTypes {
+  PyObject* fail = nullptr;              // every code not below
+  PyObject* invalid_argument = nullptr;  // INVALID_ARGUMENT, UNSUPPORTED_DTYPE, MIXED_DTYPES, OUT_OF_RANGE
+  PyObject* not_implemented = nullptr;   // UNIMPLEMENTED
+  PyObject* no_such_file = nullptr;      // NOT_FOUND
+  PyObject* runtime_exception = nullptr; // DEVICE_ERROR, OUT_OF_MEMORY, TIMEOUT, INTERNAL
+};
+ErrorTypes error_types;
+
+PyObject* error_type_for(hal_status_code_e code) {
+  switch (code) {
+    case HAL_STATUS_INVALID_ARGUMENT: case HAL_STATUS_UNSUPPORTED_DTYPE: case HAL_STATUS_MIXED_DTYPES:
+    case HAL_STATUS_OUT_OF_RANGE:
+      return error_types.invalid_argument;
+    case HAL_STATUS_UNIMPLEMENTED: return error_types.not_implemented;
+    case HAL_STATUS_NOT_FOUND: return error_types.no_such_file;
+    case HAL_STATUS_DEVICE_ERROR: case HAL_STATUS_OUT_OF_MEMORY: case HAL_STATUS_TIMEOUT: case HAL_STATUS_INTERNAL:
+      return error_types.runtime_exception;
+    default: return error_types.fail;
+  }
+}
+
+py::dict tensor_info(const hal::onnx::TensorInfo& info) {
+  py::dict d;
+  d["name"] = info.name;
+  d["dtype"] = hal::sdk::dtype_name(info.dtype);
+  d["shape"] = info.shape;
+  d["dim_names"] = info.dim_names;
+  return d;
+}
+
+py::list tensor_infos(const std::vector<hal::onnx::TensorInfo>& infos) {
+  py::list out;
+  for (const auto& i : infos) out.append(tensor_info(i));
+  return out;
+}
+
+// A flat uint8 array owning T's bytes (moved, not copied).
+py::array_t<uint8_t> owned_bytes(hal::onnx::HostTensor&& t) {
+  auto* bytes = new std::vector<uint8_t>(std::move(t.data));
+  py::capsule owner(bytes, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+  return py::array_t<uint8_t>({static_cast<py::ssize_t>(bytes->size())}, {1}, bytes->data(), owner);
+}
+
+// feeds: (name, dtype name, shape, flat C-contiguous uint8 array of the bytes) per input.
+using Feed = std::tuple<std::string, std::string, std::vector<int64_t>, py::array_t<uint8_t, py::array::c_style>>;
+
+py::list run(hal::onnx::Session& session, const std::vector<std::string>& output_names,
+             const std::vector<Feed>& feeds) {
+  std::vector<std::pair<std::string, hal::onnx::HostTensorRef>> refs;
+  refs.reserve(feeds.size());
+  for (const auto& [name, dtype, shape, bytes] : feeds)
+    refs.emplace_back(name, hal::onnx::HostTensorRef{dtype_from_name(dtype), shape, bytes.data()});
+  std::vector<hal::onnx::HostTensor> results;
+  {
+    py::gil_scoped_release release;  // the feeds' arrays stay alive: FEEDS holds them
+    results = session.run(output_names, refs);
+  }
+  py::list out;
+  for (auto& r : results) {
+    std::string dtype = hal::sdk::dtype_name(r.dtype);
+    std::vector<int64_t> shape = r.shape;
+    out.append(py::make_tuple(dtype, shape, owned_bytes(std::move(r))));
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_onnx, m) {
+  m.doc() = "HAL ONNX front end: hal::onnx::Model and hal::onnx::Session (use hal.onnx)";
+  py::object hal_error = py::module_::import("hal._hal").attr("Error");
+  auto make = [&](const char* name, PyObject* base, const char* doc) {
+    PyObject* type = PyErr_NewExceptionWithDoc((std::string("hal.onnx.") + name).c_str(), doc, base, nullptr);
+    if (!type) throw py::error_already_set();
+    m.attr(name) = py::reinterpret_borrow<py::object>(type);
+    return type;
+  };
+  error_types.fail = make("Fail", hal_error.ptr(), "A HAL ONNX error (the hal.Error of a model or session)");
+  error_types.invalid_argument = make("InvalidArgument", error_types.fail, "Bad model, feed, option or name");
+  error_types.not_implemented = make("NotImplemented", error_types.fail, "Operator, opset or dtype not supported");
+  error_types.no_such_file = make("NoSuchFile", error_types.fail, "A file or named thing does not exist");
+  error_types.runtime_exception = make("RuntimeException", error_types.fail, "The device or runtime failed");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const hal::Error& e) {
+      PyErr_SetString(error_type_for(e.code()),
+                      (std::string(hal::status_code_name(e.code())) + ": " + e.what()).c_str());
+    }
+  });
+
+  py::class_<hal::onnx::Model, std::shared_ptr<hal::onnx::Model>>(m, "Model",
+                                                                   "An ONNX model translated to a HAL graph")
+      .def_static(
+          "load",
+          [](const std::string& path, const std::string& model_dir) {
+            py::gil_scoped_release release;
+            return std::make_shared<hal::onnx::Model>(hal::onnx::Model::load(path, {model_dir}));
+          },
+          py::arg("path"), py::arg("model_dir") = "",
+          "Reads the model at PATH; external data relative to MODEL_DIR (default: the file's folder)")
+      .def_static(
+          "load_bytes",
+          [](const py::bytes& data, const std::string& model_dir) {
+            std::string_view view = data;  // DATA is kept alive by the caller for the call
+            py::gil_scoped_release release;
+            return std::make_shared<hal::onnx::Model>(
+                hal::onnx::Model::load_bytes(view.data(), view.size(), {model_dir}));
+          },
+          py::arg("data"), py::arg("model_dir") = "",
+          "Translates a serialised ModelProto; external data only with MODEL_DIR")
+      .def_property_readonly("inputs", [](const hal::onnx::Model& m) { return tensor_infos(m.inputs()); },
+                             "[{name, dtype, shape (< 0: symbolic), dim_names}] in model order")
+      .def_property_readonly("outputs", [](const hal::onnx::Model& m) { return tensor_infos(m.outputs()); })
+      .def_property_readonly("opset", &hal::onnx::Model::opset)
+      .def_property_readonly("producer", &hal::onnx::Model::producer);
+
+  py::class_<hal::onnx::Session>(m, "Session", "A model compiled for a HAL device")
+      .def(py::init([](const hal::onnx::Model& model, const std::string& config, const std::string& device,
+                       const std::map<std::string, std::string>& options) {
+             hal::onnx::SessionOptions o{config, device, options};
+             py::gil_scoped_release release;
+             return std::make_unique<hal::onnx::Session>(model, o);
+           }),
+           py::arg("model"), py::arg("config") = "", py::arg("device") = "",
+           py::arg("options") = std::map<std::string, std::string>{},
+           "Compiles MODEL for DEVICE ('hal:N', a plugin name, '' = default) of the runtime CONFIG names")
+      .def("run", &run, py::arg("output_names"), py::arg("feeds"),
+           "feeds: [(name, dtype, shape, flat uint8 array)] -> [(dtype, shape, flat uint8 array)]")
+      .def("explain", &hal::onnx::Session::explain, py::call_guard<py::gil_scoped_release>());
+}

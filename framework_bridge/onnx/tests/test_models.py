@@ -1,0 +1,70 @@
+"""Issue 13's acceptance: models exported from PyTorch run through hal.onnx give onnxruntime's outputs.
+
+An MLP, a ResNet-18-shaped CNN, a transformer encoder and a GPT-style decoder (models.py), each exported
+at opset 13 (TorchScript exporter) and at the newest opset the dynamo exporter writes, run on the CPU
+plugin, on the OpenCL plugin (PoCL) and on both mixed (OpenCL declines conftest.MIXED_DISABLED, the
+CPU plugin completes them), compared with onnxruntime's CPUExecutionProvider on the same file.
+"""
+import numpy as np
+import pytest
+
+import hal.onnx
+import onnx_models as models
+from onnx_testing import assert_close, ort_run
+
+OPSETS = [13, models.NEWEST]
+BACKENDS = ["cpu", "opencl", "mixed"]
+
+
+def session(path, config, providers=None):
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = str(config)
+    return hal.onnx.InferenceSession(str(path), opts, providers=providers)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("name", models.NAMES)
+def test_matches_onnxruntime(name, opset, backend, configs, exported, record_property):
+    path = exported(name, opset)
+    feed = models.inputs(name, batch=2, seq=8)
+    sess = session(path, configs[backend])
+    got = sess.run(None, feed)
+    assert_close(got, ort_run(path, feed), what=f"{name} opset {opset} on {backend}")
+    assert np.isfinite(got[0]).all()
+    record_property("explain", sess.explain())
+    if not models.static_shape(name, opset):  # a second batch size through the same session
+        feed = models.inputs(name, batch=3, seq=5, seed=1)
+        assert_close(sess.run(["out"], feed), ort_run(path, feed), what=f"{name} opset {opset} batch 3")
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_decoder_sequence_lengths(opset, configs, exported):
+    """The decoder at 5 sequence lengths: onnxruntime's outputs each time, compiled once (one shape family:
+    the graph is compiled with symbolic batch and sequence dims)."""
+    path = exported("decoder", opset)
+    sess = session(path, configs["cpu"])
+    compiles = sess.compile_stats()["compiles"]
+    assert compiles >= 1
+    for seq in (3, 8, 17, 31, 64):
+        feed = models.inputs("decoder", batch=2, seq=seq, seed=seq)
+        got = sess.run(None, feed)
+        assert got[0].shape == (2, seq, 96)
+        assert_close(got, ort_run(path, feed), what=f"decoder seq {seq}")
+    assert sess.compile_stats()["compiles"] == compiles
+
+
+def test_models_describe_like_onnxruntime(exported, configs):
+    """get_inputs()/get_outputs(): the names, shapes (dim names for dynamic dims) and types onnxruntime gives."""
+    import onnxruntime
+
+    for name in models.NAMES:
+        for opset in OPSETS:
+            path = exported(name, opset)
+            ours = session(path, configs["cpu"], providers=["CPUExecutionProvider"])
+            theirs = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            for a, b in [(ours.get_inputs(), theirs.get_inputs()), (ours.get_outputs(), theirs.get_outputs())]:
+                assert [(x.name, x.shape, x.type) for x in a] == [(x.name, x.shape, x.type) for x in b]
+            # hal::onnx::Model::producer() is the producer's name and version ("pytorch 2.15.0").
+            assert ours.get_modelmeta().producer_name.split(" ")[0] == theirs.get_modelmeta().producer_name
+            assert ours.get_providers() == ["CPUExecutionProvider"]
