@@ -5,6 +5,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "hal/common/op_catalog.hpp"
+
 namespace hal {
 namespace {
 
@@ -125,8 +127,19 @@ class Parser {
         const toml::table* opts = node.as_table();
         if (opts == nullptr) wrong_type(node, k, "a table");
         for (auto&& [okey, ovalue] : *opts) spec.options.emplace_back(std::string(okey.str()), option(ovalue, okey));
+      } else if (k == "disabled_ops") {
+        const toml::array* arr = node.as_array();
+        if (arr == nullptr) wrong_type(node, k, "an array of catalog op names");
+        for (const toml::node& item : *arr) {
+          std::string op = string(item, k + "[]");
+          bool known = false;
+          for (const common::OpSchema& s : common::catalog::kOps) known = known || op == s.name;
+          if (!known) fail(item.source(), "disabled_ops: '" + op + "' is not an op of the catalog (docs/ops.md)");
+          spec.disabled_ops.push_back(std::move(op));
+        }
       } else {
-        unknown(key, "[[plugin]]", "name, path, priority, enabled, sha256, allow_world_writable, options");
+        unknown(key, "[[plugin]]",
+                "name, path, priority, enabled, sha256, allow_world_writable, options, disabled_ops");
       }
     }
     if (spec.name.empty() && spec.path.empty()) fail(entry.source(), "[[plugin]] needs 'name' or 'path'");

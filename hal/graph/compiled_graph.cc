@@ -1,15 +1,29 @@
 #include "hal/runtime/compiled_graph.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
 #include <utility>
 
+#include "graph/c_graph.hpp"
+#include "graph/compile_cache.hpp"
+#include "graph/partition.hpp"
 #include "hal/common/op_schema.hpp"
+#include "hal/runtime/op_stats.hpp"
 #include "loader/loaded_plugin.hpp"
 
 namespace hal {
 namespace {
+
+using detail::CompiledPlan;
+using detail::Placement;
+using detail::SharedExecutable;
+
+constexpr size_t kNone = SIZE_MAX;
 
 std::string dims(const std::vector<int64_t>& v) { return common::shape_string(v.data(), static_cast<int>(v.size())); }
 
@@ -27,104 +41,83 @@ void with_context(const std::string& prefix, F&& f) {
   }
 }
 
-// The C view of the nodes NODES of G as a self-contained graph with INPUTS
-// and OUTPUTS (global value ids); values get local ids in order of first
-// mention. Valid while G and this object live.
-class CGraph {
- public:
-  CGraph(const Graph& g, const std::vector<size_t>& nodes, const std::vector<uint32_t>& inputs,
-         const std::vector<uint32_t>& outputs)
-      : local_(g.values().size(), HAL_GRAPH_NO_VALUE) {
-    auto local = [&](uint32_t id) {
-      if (id == HAL_GRAPH_NO_VALUE) return id;
-      if (local_[id] == HAL_GRAPH_NO_VALUE) {
-        local_[id] = static_cast<uint32_t>(values_.size());
-        const ValueSpec& v = g.values()[id];
-        values_.push_back(hal_graph_value_t{sizeof(hal_graph_value_t), static_cast<uint32_t>(v.dtype),
-                                            static_cast<uint32_t>(v.shape.size()),
-                                            v.shape.empty() ? nullptr : v.shape.data()});
-      }
-      return local_[id];
-    };
-    for (uint32_t id : inputs) inputs_.push_back(local(id));
-    ids_.reserve(nodes.size());
-    attrs_.reserve(nodes.size());
-    for (size_t n : nodes) {
-      const Graph::Node& node = g.nodes()[n];
-      ids_.emplace_back();
-      for (uint32_t id : node.inputs) ids_.back().first.push_back(local(id));
-      for (uint32_t id : node.outputs) ids_.back().second.push_back(local(id));
-      attrs_.emplace_back();
-      for (const Attr& a : node.attrs) attrs_.back().push_back(a.c_attr());
-      hal_graph_node_t c{};
-      c.struct_size = sizeof(c);
-      c.op = node.op.c_str();
-      c.inputs = ids_.back().first.data();
-      c.input_count = ids_.back().first.size();
-      c.outputs = ids_.back().second.data();
-      c.output_count = ids_.back().second.size();
-      c.attrs = attrs_.back().empty() ? nullptr : attrs_.back().data();
-      c.attr_count = attrs_.back().size();
-      nodes_.push_back(c);
-    }
-    for (uint32_t id : outputs) outputs_.push_back(local(id));
-    for (const auto& v : values_) value_ptrs_.push_back(&v);
-    for (const auto& n : nodes_) node_ptrs_.push_back(&n);
-    graph_.struct_size = sizeof(graph_);
-    graph_.values = value_ptrs_.data();
-    graph_.value_count = value_ptrs_.size();
-    graph_.nodes = node_ptrs_.data();
-    graph_.node_count = node_ptrs_.size();
-    graph_.inputs = inputs_.data();
-    graph_.input_count = inputs_.size();
-    graph_.outputs = outputs_.data();
-    graph_.output_count = outputs_.size();
-  }
-  CGraph(const CGraph&) = delete;
-  const hal_graph_t* get() const { return &graph_; }
+// The nodes of each group of P, by group id.
+std::map<uint32_t, std::vector<size_t>> group_nodes(const Placement& p) {
+  std::map<uint32_t, std::vector<size_t>> out;
+  for (size_t i = 0; i < p.group.size(); ++i)
+    if (p.group[i] != 0) out[p.group[i]].push_back(i);
+  return out;
+}
 
- private:
-  std::vector<uint32_t> local_;  // global id -> local id
-  std::vector<hal_graph_value_t> values_;
-  std::vector<std::pair<std::vector<uint32_t>, std::vector<uint32_t>>> ids_;  // per node: inputs, outputs
-  std::vector<std::vector<hal_attr_t>> attrs_;
-  std::vector<hal_graph_node_t> nodes_;
-  std::vector<const hal_graph_value_t*> value_ptrs_;
-  std::vector<const hal_graph_node_t*> node_ptrs_;
-  std::vector<uint32_t> inputs_, outputs_;
-  hal_graph_t graph_{};
-};
-
-}  // namespace
-
-// ---- CompiledGraph ----------------------------------------------------------
-
-namespace {
-// One step of a run: a compiled group or one node through OpRunner.
+// One step of a run.
 struct Step {
-  std::string label;                  // "group 1 (nodes 0, 1)" or "node 2 ('matmul')"
-  hal_executable_t* executable = nullptr;
-  std::vector<uint32_t> inputs, outputs;  // global value ids (executables)
-  size_t node = 0;                    // op steps
-  std::optional<OpRunner> runner;     // op steps
+  enum Kind { kExecutable, kOp, kCopy, kOutputCopy } kind = kOp;
+  size_t device = 0;  // where it runs (kCopy: the destination)
+  std::string label;  // "opencl:0 group 1 (nodes 0 add, 1 mul)", "cpu:0 node 2 ('matmul')"
+  // kExecutable: the executable and its boundary values (global ids).
+  std::shared_ptr<SharedExecutable> executable;
+  std::vector<uint32_t> inputs, outputs;
+  // kOp
+  size_t node = 0;
+  std::optional<OpRunner> runner;
+  // kCopy / kOutputCopy: VALUE from device FROM (kOutputCopy: into the
+  // caller's output OUTPUT on the home device).
+  uint32_t value = 0;
+  size_t from = 0, output = 0;
+  size_t fallback_node = kNone;  // a fallback node the copy feeds or drains (op_stats)
 };
+
+// Bytes of V from its byte offset to its last element (0 when empty).
+uint64_t span_bytes(const TensorView& v) {
+  const size_t rank = v.shape.size();
+  int64_t last = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    if (v.shape[d] == 0) return 0;
+    int64_t stride = v.strides.empty() ? 1 : v.strides[d];
+    if (v.strides.empty())
+      for (size_t e = d + 1; e < rank; ++e) stride *= v.shape[e];
+    last += (v.shape[d] - 1) * stride;
+  }
+  return static_cast<uint64_t>(last + 1) * common::dtype_size(v.dtype);
+}
+
+bool contiguous(const TensorView& v) {
+  if (v.strides.empty()) return true;
+  int64_t want = 1;
+  for (size_t d = v.shape.size(); d-- > 0;) {
+    if (v.shape[d] != 1 && v.strides[d] != want) return false;
+    want *= v.shape[d];
+  }
+  return true;
+}
+
+// Copies BYTES of SRC (on FROM) to DST at DST_OFFSET (on TO) through host
+// memory; STREAMs are the devices' streams (nullptr: synchronous). Returns
+// after both ends are done, so the staging memory can go.
+void transfer(Device& from, const TensorView& src, uint64_t bytes, const Stream* from_stream, Device& to,
+              hal_buffer_t* dst, uint64_t dst_offset, const Stream* to_stream) {
+  if (bytes == 0) return;
+  std::vector<uint8_t> host(bytes);
+  throw_if_error(from.plugin().require(from.plugin().memory.copy_device_to_host, "copy_device_to_host")(
+      host.data(), src.buffer, src.byte_offset, bytes, from_stream ? from_stream->handle() : nullptr));
+  if (from_stream) from_stream->synchronize();
+  throw_if_error(to.plugin().require(to.plugin().memory.copy_host_to_device, "copy_host_to_device")(
+      dst, dst_offset, host.data(), bytes, to_stream ? to_stream->handle() : nullptr));
+  if (to_stream) to_stream->synchronize();
+}
+
 }  // namespace
 
 struct CompiledGraph::Impl {
-  std::shared_ptr<Device> device;
+  std::vector<std::shared_ptr<Device>> devices;  // as partitioned (the fallback last when appended)
+  bool fallback = false;                         // the last device is the appended fallback device
   Graph graph;
+  std::shared_ptr<const CompiledPlan> plan;
   std::vector<Step> steps;
-  std::vector<std::pair<uint32_t, Buffer>> constants;  // value id, its bytes on the device (uploaded once)
+  std::map<std::pair<size_t, uint32_t>, Buffer> constants;  // (device, value) -> its bytes there
+  std::vector<size_t> value_device;  // per value: the device producing it (inputs: home)
   CompiledGraphStats stats;
-
-  const hal_graph_api_t& api() const { return device->plugin().graph; }
-  ~Impl() {
-    for (Step& s : steps)
-      if (s.executable != nullptr) {
-        hal_status_t* st = api().executable_destroy(s.executable);
-        if (st != nullptr) st->destroy(st);  // a destructor has nowhere to report to
-      }
-  }
+  mutable std::atomic<uint64_t> last_copy_bytes{0};
 };
 
 CompiledGraph::CompiledGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -132,33 +125,167 @@ CompiledGraph::CompiledGraph(CompiledGraph&&) noexcept = default;
 CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
 CompiledGraph::~CompiledGraph() = default;
 const CompiledGraphStats& CompiledGraph::stats() const { return impl_->stats; }
-Device& CompiledGraph::device() const { return *impl_->device; }
+uint64_t CompiledGraph::last_copy_bytes() const { return impl_->last_copy_bytes; }
+Device& CompiledGraph::device() const { return *impl_->devices[0]; }
 
-CompiledGraph compile(Device& device, const Graph& graph) {
+namespace {
+
+// Compiles (or rebuilds from BYTES) group GID of G on DEVICE.
+std::shared_ptr<SharedExecutable> build_group(const Graph& g, const std::vector<size_t>& nodes,
+                                              const std::shared_ptr<Device>& device, const std::string& label,
+                                              const std::vector<uint8_t>* bytes, const std::string& cache_file,
+                                              bool* deserialized) {
+  std::vector<bool> in_set(g.nodes().size(), false);
+  for (size_t i : nodes) in_set[i] = true;
+  auto [inputs, outputs] = detail::boundary(g, nodes, in_set);
+  detail::CGraph sub(g, nodes, inputs, outputs);
+  const hal_graph_api_t& api = device->plugin().graph;
+  hal_executable_t* exe = nullptr;
+  *deserialized = false;
+  if (bytes != nullptr && api.executable_deserialize != nullptr) {
+    hal_executable_deserialize_args_t args{};
+    args.struct_size = sizeof(args);
+    args.device = device->handle();
+    args.subgraph = sub.get();
+    args.data = bytes->data();
+    args.size = bytes->size();
+    args.out_executable = &exe;
+    try {
+      throw_if_error(api.executable_deserialize(&args));
+      detail::count_deserialization();
+      *deserialized = true;
+      return std::make_shared<SharedExecutable>(device, exe);
+    } catch (const Error& e) {
+      detail::warn_rebuild(cache_file, label + ": " + e.what());
+      exe = nullptr;
+    }
+  }
+  with_context(label, [&] { throw_if_error(api.graph_compile(device->handle(), sub.get(), &exe)); });
+  detail::count_compile();
+  return std::make_shared<SharedExecutable>(device, exe);
+}
+
+// The serialised bytes of EXE, or nullopt when its plugin cannot serialise it.
+std::optional<std::vector<uint8_t>> serialize(const SharedExecutable& exe) {
+  const hal_graph_api_t& api = exe.device().plugin().graph;
+  if (api.executable_serialize == nullptr) return std::nullopt;
+  size_t size = 0;
+  hal_executable_serialize_args_t args{};
+  args.struct_size = sizeof(args);
+  args.executable = exe.handle();
+  args.out_size = &size;
+  hal_status_t* st = api.executable_serialize(&args);
+  if (st != nullptr) {
+    st->destroy(st);  // UNIMPLEMENTED and the like: this one is compiled each time
+    return std::nullopt;
+  }
+  std::vector<uint8_t> bytes(size);
+  args.out_data = bytes.data();
+  args.capacity = bytes.size();
+  st = api.executable_serialize(&args);
+  if (st != nullptr) {
+    st->destroy(st);
+    return std::nullopt;
+  }
+  bytes.resize(size);
+  return bytes;
+}
+
+std::string group_label(const Graph& g, const Device& d, uint32_t gid, const std::vector<size_t>& nodes) {
+  std::string label = d.id() + " group " + std::to_string(gid) + " (nodes";
+  for (size_t i : nodes) label += (i == nodes.front() ? " " : ", ") + std::to_string(i) + " " + g.nodes()[i].op;
+  return label + ")";
+}
+
+// The plan for DEVICES: from the memory cache, the disk cache, or built.
+std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices,
+                                              bool fallback, const CompileOptions& o, CacheSource* source) {
+  const bool cached = o.memory_cache || o.disk_cache;
+  const std::string key = cached ? detail::cache_key(g, devices, fallback, o.options) : "";
+  // In memory, executables belong to these Device objects (another runtime
+  // loading the same plugin has others); entries keep them alive, so an
+  // address is never reused for another device while its entry exists.
+  std::string memory_key = key;
+  for (const auto& d : devices) memory_key += ":" + std::to_string(reinterpret_cast<uintptr_t>(d.get()));
+  if (o.memory_cache)
+    if (auto hit = detail::memory_cache_find(memory_key)) {
+      detail::count_memory_hit();
+      *source = CacheSource::kMemory;
+      return hit;
+    }
+  const std::string folder = o.disk_cache ? detail::cache_folder(o.cache_dir) : "";
+  const std::string file = folder.empty() ? "" : detail::entry_path(folder, key);
+  auto plan = std::make_shared<CompiledPlan>();
+  std::optional<detail::DiskEntry> entry;
+  if (!folder.empty()) entry = detail::read_entry(folder, key, devices, g.nodes().size());
+  plan->placement = entry ? entry->placement : detail::partition(g, devices, fallback);
+  *source = entry ? CacheSource::kDisk : CacheSource::kCompiled;
+  // Write when there was no entry, or when a group had to be compiled that
+  // now has bytes (missing or refused on disk).
+  bool write = !folder.empty() && !entry;
+  std::map<uint32_t, std::vector<uint8_t>> serialized;  // by group id: what the disk entry holds
+  for (const auto& [gid, nodes] : group_nodes(plan->placement)) {
+    const std::shared_ptr<Device>& device = devices[plan->placement.device[nodes.front()]];
+    const std::vector<uint8_t>* bytes = nullptr;
+    if (entry) {
+      auto it = entry->executables.find(gid);
+      if (it != entry->executables.end()) bytes = &it->second;
+    }
+    bool deserialized = false;
+    auto exe = build_group(g, nodes, device, group_label(g, *device, gid, nodes), bytes, file, &deserialized);
+    ++(deserialized ? plan->deserialized : plan->compiled);
+    if (deserialized) {
+      serialized[gid] = *bytes;
+    } else if (!folder.empty()) {
+      if (auto b = serialize(*exe)) {
+        serialized[gid] = std::move(*b);
+        write = true;
+      }
+    }
+    plan->executables[gid] = std::move(exe);
+  }
+  if (entry) detail::count_disk_hit();
+  if (write) detail::write_entry(folder, key, devices, detail::DiskEntry{plan->placement, std::move(serialized)});
+  if (o.memory_cache) detail::memory_cache_store(memory_key, plan);
+  return plan;
+}
+
+}  // namespace
+
+CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
+  if (o.devices.empty()) throw Error(HAL_STATUS_INVALID_ARGUMENT, "compile: no devices given");
   auto impl = std::make_unique<CompiledGraph::Impl>();
-  impl->device = device.shared_from_this();
+  for (const auto& d : o.devices) {
+    if (d == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, "compile: a device is null");
+    if (std::find(impl->devices.begin(), impl->devices.end(), d) != impl->devices.end())
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, "compile: device " + d->id() + " is listed twice");
+    impl->devices.push_back(d);
+  }
+  if (o.use_fallback) {
+    std::shared_ptr<Device> fb = o.fallback ? o.fallback : o.devices[0]->fallback_device();
+    if (fb && std::find(impl->devices.begin(), impl->devices.end(), fb) == impl->devices.end()) {
+      impl->devices.push_back(fb);
+      impl->fallback = true;
+    }
+  }
   impl->graph = graph;
   const Graph& g = impl->graph;
   const size_t n = g.nodes().size();
-  const std::string& plugin = device.plugin_name();
+  impl->plan = make_plan(g, impl->devices, impl->fallback, o, &impl->stats.cache);
+  const Placement& p = impl->plan->placement;
+  CompiledGraphStats& stats = impl->stats;
+  stats.compiled = stats.cache == CacheSource::kMemory ? 0 : impl->plan->compiled;
+  stats.deserialized = stats.cache == CacheSource::kMemory ? 0 : impl->plan->deserialized;
+  for (const auto& d : impl->devices) stats.devices.push_back(DevicePartStats{d->id()});
 
-  // Which nodes the plugin takes.
-  std::vector<uint32_t> group(n, 0);
-  const hal_graph_api_t& api = device.plugin().graph;
-  if (api.graph_partition != nullptr && n > 0) {
-    std::vector<size_t> all(n);
-    for (size_t i = 0; i < n; ++i) all[i] = i;
-    CGraph c(g, all, g.inputs(), g.outputs());
-    throw_if_error(api.graph_partition(device.handle(), c.get(), group.data()));
-  }
-
-  // Units: one per claimed group (by first node), one per unclaimed node.
+  // Units: one per group, one per op-by-op node; ordered (Kahn, the
+  // earliest first node first). A cycle: groups that cannot be ordered.
   std::vector<size_t> unit_of(n);
   std::vector<std::vector<size_t>> units;
   std::map<uint32_t, size_t> unit_of_group;
   for (size_t i = 0; i < n; ++i) {
-    if (group[i] != 0) {
-      auto [it, fresh] = unit_of_group.emplace(group[i], units.size());
+    if (p.group[i] != 0) {
+      auto [it, fresh] = unit_of_group.emplace(p.group[i], units.size());
       if (fresh) units.emplace_back();
       unit_of[i] = it->second;
     } else {
@@ -170,9 +297,6 @@ CompiledGraph compile(Device& device, const Graph& graph) {
   std::vector<int64_t> producer(g.values().size(), -1);
   for (size_t i = 0; i < n; ++i)
     for (uint32_t v : g.nodes()[i].outputs) producer[v] = static_cast<int64_t>(i);
-
-  // Order the units (Kahn; the earliest first node goes first). A cycle
-  // means a group is not convex.
   std::vector<std::vector<size_t>> next(units.size());
   std::vector<size_t> pending(units.size(), 0);
   for (size_t i = 0; i < n; ++i)
@@ -198,72 +322,144 @@ CompiledGraph compile(Device& device, const Graph& graph) {
   if (order.size() != units.size()) {
     std::string stuck;
     for (size_t u = 0; u < units.size(); ++u)
-      if (pending[u] > 0 && group[units[u].front()] != 0) stuck += (stuck.empty() ? "" : ", ") + std::to_string(group[units[u].front()]);
-    throw Error(HAL_STATUS_FAILED_PRECONDITION,
-                plugin + ": graph_partition: the groups cannot be ordered (group(s) " + stuck +
-                    " are not convex: a path leaves and re-enters them)");
+      if (pending[u] > 0 && p.group[units[u].front()] != 0)
+        stuck += (stuck.empty() ? "" : ", ") + std::to_string(p.group[units[u].front()]);
+    throw Error(HAL_STATUS_FAILED_PRECONDITION, "compile: the groups cannot be ordered (group(s) " + stuck +
+                                                    " depend on each other through other devices' nodes)");
   }
 
-  // Constants live on the device for the executable's lifetime.
-  for (uint32_t id : g.constants()) {
-    const std::vector<uint8_t>& bytes = *g.constant_data(id);
-    Buffer b = device.allocate(std::max<uint64_t>(bytes.size(), 1));
-    if (!bytes.empty()) b.copy_from_host(bytes.data(), bytes.size());
-    impl->constants.emplace_back(id, std::move(b));
-  }
+  // Where each value lives first; which devices have it (copies add).
+  impl->value_device.assign(g.values().size(), 0);
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t v : g.nodes()[i].outputs) impl->value_device[v] = p.device[i];
+  std::set<std::pair<size_t, uint32_t>> present;  // (device, value)
+  for (uint32_t v : g.inputs()) present.emplace(0, v);
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t v : g.nodes()[i].outputs) present.emplace(p.device[i], v);
+  uint64_t copy_bytes = 0;
+  bool copy_bytes_known = true;
+  auto value_bytes = [&](uint32_t v) {
+    uint64_t b = common::dtype_size(g.values()[v].dtype);
+    for (int64_t d : g.values()[v].shape) {
+      if (d < 0) copy_bytes_known = false;
+      b *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    }
+    return b;
+  };
+  std::map<uint32_t, size_t> output_index;
+  for (size_t j = 0; j < g.outputs().size(); ++j) output_index[g.outputs()[j]] = j;
+  // Copies output V (made elsewhere) into the caller's view on the home
+  // device; home steps then read it there.
+  auto output_copy = [&](uint32_t v) {
+    Step s;
+    s.kind = Step::kOutputCopy;
+    s.device = 0;
+    s.value = v;
+    s.output = output_index.at(v);
+    s.from = impl->value_device[v];
+    s.fallback_node = p.fallback[static_cast<size_t>(producer[v])] ? static_cast<size_t>(producer[v]) : kNone;
+    s.label = "copy of output " + std::to_string(s.output) + " (value " + std::to_string(v) + ") " +
+              impl->devices[s.from]->id() + " -> " + impl->devices[0]->id();
+    impl->steps.push_back(std::move(s));
+    ++stats.copies;
+    copy_bytes += value_bytes(v);
+  };
+  // Makes V available on device K before a step of node NODE there.
+  auto need = [&](uint32_t v, size_t k, size_t node) {
+    if (v == HAL_GRAPH_NO_VALUE) return;
+    if (g.is_constant(v)) {
+      if (impl->constants.count({k, v}) != 0) return;
+      const std::vector<uint8_t>& bytes = *g.constant_data(v);
+      Buffer b = impl->devices[k]->allocate(std::max<uint64_t>(bytes.size(), 1));
+      if (!bytes.empty()) b.copy_from_host(bytes.data(), bytes.size());
+      impl->constants.emplace(std::make_pair(k, v), std::move(b));
+      ++stats.devices[k].constants;
+      return;
+    }
+    if (!present.emplace(k, v).second) return;
+    if (k == 0 && output_index.count(v) != 0) return output_copy(v);
+    Step s;
+    s.kind = Step::kCopy;
+    s.device = k;
+    s.value = v;
+    s.from = impl->value_device[v];
+    const bool feeds_fallback = p.fallback[node];
+    const bool drains_fallback = producer[v] >= 0 && p.fallback[static_cast<size_t>(producer[v])];
+    s.fallback_node = feeds_fallback ? node : drains_fallback ? static_cast<size_t>(producer[v]) : kNone;
+    s.label = "copy of value " + std::to_string(v) + " " + impl->devices[s.from]->id() + " -> " +
+              impl->devices[k]->id();
+    impl->steps.push_back(std::move(s));
+    ++stats.copies;
+    copy_bytes += value_bytes(v);
+  };
 
-  // Compile each group; resolve each other node's op.
-  std::vector<bool> is_output(g.values().size(), false);
-  for (uint32_t v : g.outputs()) is_output[v] = true;
   for (size_t u : order) {
     const std::vector<size_t>& nodes = units[u];
-    Step step;
-    if (group[nodes.front()] == 0) {
-      step.node = nodes.front();
-      step.label = node_label(g, step.node);
-      with_context(step.label, [&] { step.runner.emplace(impl->device, g.nodes()[step.node].op); });
-      ++impl->stats.op_nodes;
-      impl->steps.push_back(std::move(step));
+    const size_t k = p.device[nodes.front()];
+    DevicePartStats& ds = stats.devices[k];
+    if (p.group[nodes.front()] == 0) {
+      const size_t i = nodes.front();
+      for (uint32_t v : g.nodes()[i].inputs) need(v, k, i);
+      Step s;
+      s.kind = Step::kOp;
+      s.device = k;
+      s.node = i;
+      s.label = impl->devices[k]->id() + " " + node_label(g, i);
+      with_context(s.label, [&] { s.runner.emplace(impl->devices[k], g.nodes()[i].op); });
+      ++stats.op_nodes;
+      ++ds.op_nodes;
+      if (p.fallback[i]) {
+        ++stats.fallback_nodes;
+        ++ds.fallback_nodes;
+      }
+      impl->steps.push_back(std::move(s));
       continue;
     }
-    step.label = "group " + std::to_string(group[nodes.front()]) + " (nodes";
-    for (size_t i : nodes) step.label += (i == nodes.front() ? " " : ", ") + std::to_string(i) + " " + g.nodes()[i].op;
-    step.label += ")";
-    // Inputs: values read but not produced inside; outputs: values produced
-    // inside and read outside (or graph outputs).
-    for (size_t i : nodes)
-      for (uint32_t v : g.nodes()[i].inputs)
-        if (v != HAL_GRAPH_NO_VALUE && (producer[v] < 0 || unit_of[static_cast<size_t>(producer[v])] != u) &&
-            std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end())
-          step.inputs.push_back(v);
-    for (size_t i : nodes)
-      for (uint32_t v : g.nodes()[i].outputs) {
-        bool read_outside = is_output[v];
-        for (size_t j = 0; j < n && !read_outside; ++j)
-          if (unit_of[j] != u)
-            read_outside = std::find(g.nodes()[j].inputs.begin(), g.nodes()[j].inputs.end(), v) != g.nodes()[j].inputs.end();
-        if (read_outside) step.outputs.push_back(v);
-      }
-    CGraph sub(g, nodes, step.inputs, step.outputs);
-    with_context(step.label, [&] { throw_if_error(api.graph_compile(device.handle(), sub.get(), &step.executable)); });
-    impl->steps.push_back(std::move(step));  // owned from here (destroyed by ~Impl)
-    Step& s = impl->steps.back();
-    ++impl->stats.groups;
+    const uint32_t gid = p.group[nodes.front()];
+    std::vector<bool> in_set(n, false);
+    for (size_t i : nodes) in_set[i] = true;
+    Step s;
+    s.kind = Step::kExecutable;
+    s.device = k;
+    s.label = group_label(g, *impl->devices[k], gid, nodes);
+    std::tie(s.inputs, s.outputs) = detail::boundary(g, nodes, in_set);
+    for (uint32_t v : s.inputs) need(v, k, nodes.front());
+    s.executable = impl->plan->executables.at(gid);
+    const hal_graph_api_t& api = impl->devices[k]->plugin().graph;
+    ++stats.groups;
+    ++ds.groups;
     if (api.executable_get_info != nullptr) {
       hal_executable_info_t info{};
       info.struct_size = sizeof(info);
-      with_context(s.label, [&] { throw_if_error(api.executable_get_info(s.executable, &info)); });
+      with_context(s.label, [&] { throw_if_error(api.executable_get_info(s.executable->handle(), &info)); });
       info.description[sizeof(info.description) - 1] = '\0';
-      impl->stats.kernel_count += info.kernel_count;
-      impl->stats.descriptions.emplace_back(info.description);
+      stats.kernel_count += info.kernel_count;
+      ds.kernels += info.kernel_count;
+      stats.descriptions.emplace_back(info.description);
     }
+    impl->steps.push_back(std::move(s));
   }
+  for (uint32_t v : g.outputs())
+    if (present.emplace(0, v).second) output_copy(v);
+  stats.copy_bytes = copy_bytes_known ? copy_bytes : 0;
+  // Drop devices that run nothing from the stats unless listed.
+  if (impl->fallback && stats.devices.back().op_nodes == 0) stats.devices.pop_back();
   return CompiledGraph(std::move(impl));
+}
+
+CompiledGraph compile(Device& device, const Graph& graph) {
+  CompileOptions o;
+  o.devices = {device.shared_from_this()};
+  o.use_fallback = false;
+  o.disk_cache = false;
+  o.memory_cache = false;
+  return compile(graph, o);
 }
 
 void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
                         const Stream* stream) const {
   const Graph& g = impl_->graph;
+  const Placement& p = impl_->plan->placement;
   if (inputs.size() != g.inputs().size() || outputs.size() != g.outputs().size())
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: got " + std::to_string(inputs.size()) +
                                                  " inputs and " + std::to_string(outputs.size()) +
@@ -271,8 +467,9 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
                                                  " and " + std::to_string(g.outputs().size()));
   // Bind the symbols from the caller's views; check every view.
   std::map<int64_t, std::pair<int64_t, std::string>> symbols;  // symbol -> size, who bound it
-  std::vector<TensorView> views(g.values().size());
-  std::vector<bool> have(g.values().size(), false);
+  const size_t ndev = impl_->devices.size();
+  std::vector<std::vector<TensorView>> views(ndev, std::vector<TensorView>(g.values().size()));
+  std::vector<bool> have(g.values().size(), false);  // on the home device, from the caller
   auto bind = [&](const char* role, size_t i, uint32_t id, const TensorView* view) {
     const std::string place = std::string(role) + " " + std::to_string(i) + " (value " + std::to_string(id) + ")";
     if (view == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place + " is null");
@@ -294,63 +491,220 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
         fail(": dim " + std::to_string(d) + " is " + std::to_string(got) + " but symbol " + std::to_string(want) +
              " is " + std::to_string(it->second.first) + " (bound by " + it->second.second + ")");
     }
-    views[id] = *view;
-    have[id] = true;
   };
-  for (size_t i = 0; i < inputs.size(); ++i) bind("input", i, g.inputs()[i], inputs[i]);
-  for (size_t i = 0; i < outputs.size(); ++i) bind("output", i, g.outputs()[i], outputs[i]);
-  for (const auto& [id, buffer] : impl_->constants) {
-    views[id] = TensorView(buffer, g.values()[id].dtype, g.values()[id].shape);
-    have[id] = true;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bind("input", i, g.inputs()[i], inputs[i]);
+    views[0][g.inputs()[i]] = *inputs[i];
+    have[g.inputs()[i]] = true;
   }
-
-  // Intermediates: contiguous, from the caching allocator, on STREAM.
-  std::vector<Buffer> temporaries;
-  for (size_t id = 0; id < g.values().size(); ++id) {
-    if (have[id]) continue;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    bind("output", i, g.outputs()[i], outputs[i]);
+    views[0][g.outputs()[i]] = *outputs[i];  // made elsewhere: copied in (kOutputCopy)
+    have[g.outputs()[i]] = true;
+  }
+  for (const auto& [where, buffer] : impl_->constants) {
+    const ValueSpec& v = g.values()[where.second];
+    views[where.first][where.second] = TensorView(buffer, v.dtype, v.shape);
+  }
+  // A value's concrete shape: its symbols as the views bind them, else (a
+  // size derived from symbols) as shape inference gives it from the inputs.
+  std::optional<std::vector<std::vector<int64_t>>> inferred;
+  auto concrete = [&](uint32_t id) {
     const ValueSpec& v = g.values()[id];
     std::vector<int64_t> shape = v.shape;
-    uint64_t bytes = common::dtype_size(v.dtype);
     for (int64_t& d : shape) {
-      if (d < 0) {
-        auto it = symbols.find(d);
-        if (it == symbols.end())
-          throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: value " + std::to_string(id) + " has shape " +
-                                                       dims(v.shape) + " but no graph input or output binds symbol " +
-                                                       std::to_string(d));
+      if (d >= 0) continue;
+      auto it = symbols.find(d);
+      if (it != symbols.end()) {
         d = it->second.first;
+        continue;
       }
+      if (!inferred) {
+        std::vector<std::vector<int64_t>> in;
+        for (const TensorView* view : inputs) in.push_back(view->shape);
+        inferred = infer_shapes(g, in);
+      }
+      shape = (*inferred)[id];
+      for (int64_t x : shape)
+        if (x < 0)
+          throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: value " + std::to_string(id) + " has shape " +
+                                                       dims(v.shape) + " but nothing binds " + g.symbol_name(x));
+      break;
+    }
+    return shape;
+  };
+  auto stream_of = [&](size_t k) { return k == 0 ? stream : nullptr; };
+
+  // Intermediates: contiguous, from each device's caching allocator (the
+  // home device's on STREAM), each value where its producer runs.
+  std::vector<Buffer> temporaries;
+  auto temporary = [&](size_t k, uint32_t id, uint64_t bytes, std::vector<int64_t> shape,
+                       std::vector<int64_t> strides) {
+    temporaries.push_back(impl_->devices[k]->allocate(std::max<uint64_t>(bytes, 1), stream_of(k)));
+    views[k][id] = TensorView(temporaries.back(), g.values()[id].dtype, std::move(shape), std::move(strides));
+  };
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    for (uint32_t id : g.nodes()[i].outputs) {
+      const size_t k = p.device[i];
+      if (k == 0 && have[id]) continue;
+      std::vector<int64_t> shape = concrete(id);
+      uint64_t bytes = common::dtype_size(g.values()[id].dtype);
+      for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+      temporary(k, id, bytes, std::move(shape), {});
+    }
+
+  uint64_t copied = 0;
+  std::map<size_t, uint64_t> fallback_bytes;  // fallback node -> bytes copied for it
+  for (const Step& step : impl_->steps) {
+    Device& dev = *impl_->devices[step.device];
+    const Stream* s = stream_of(step.device);
+    switch (step.kind) {
+      case Step::kOp: {
+        const Graph::Node& node = g.nodes()[step.node];
+        std::vector<const TensorView*> in, out;
+        for (uint32_t v : node.inputs) in.push_back(v == HAL_GRAPH_NO_VALUE ? nullptr : &views[step.device][v]);
+        for (uint32_t v : node.outputs) out.push_back(&views[step.device][v]);
+        with_context(step.label, [&] { step.runner->launch(in, out, node.attrs, s); });
+        if (p.fallback[step.node]) fallback_bytes.emplace(step.node, 0);
+        break;
+      }
+      case Step::kExecutable:
+        with_context(step.label, [&] {
+          std::vector<hal_tensor_t> tensors;
+          tensors.reserve(step.inputs.size() + step.outputs.size());
+          std::vector<const hal_tensor_t*> in, out;
+          for (size_t i = 0; i < step.inputs.size(); ++i) {
+            tensors.push_back(detail::c_tensor("execute", views[step.device][step.inputs[i]], "input", i));
+            in.push_back(&tensors.back());
+          }
+          for (size_t i = 0; i < step.outputs.size(); ++i) {
+            tensors.push_back(detail::c_tensor("execute", views[step.device][step.outputs[i]], "output", i));
+            out.push_back(&tensors.back());
+          }
+          throw_if_error(dev.plugin().graph.executable_execute(step.executable->handle(), in.data(), in.size(),
+                                                               out.data(), out.size(), s ? s->handle() : nullptr));
+        });
+        break;
+      case Step::kCopy:
+        with_context(step.label, [&] {
+          const TensorView& src = views[step.from][step.value];
+          const uint64_t bytes = span_bytes(src);
+          temporary(step.device, step.value, bytes, src.shape, src.strides);
+          transfer(*impl_->devices[step.from], src, bytes, stream_of(step.from), dev,
+                   views[step.device][step.value].buffer, 0, s);
+          copied += bytes;
+          if (step.fallback_node != kNone) fallback_bytes[step.fallback_node] += bytes;
+        });
+        break;
+      case Step::kOutputCopy:
+        with_context(step.label, [&] {
+          const TensorView& src = views[step.from][step.value];
+          const TensorView& dst = *outputs[step.output];
+          const uint64_t bytes = span_bytes(src);
+          if (contiguous(dst)) {
+            transfer(*impl_->devices[step.from], src, bytes, stream_of(step.from), dev, dst.buffer, dst.byte_offset,
+                     s);
+          } else {  // into the caller's strided view through the home device's copy op
+            temporaries.push_back(dev.allocate(std::max<uint64_t>(bytes, 1), s));
+            TensorView staged(temporaries.back(), src.dtype, src.shape, src.strides);
+            transfer(*impl_->devices[step.from], src, bytes, stream_of(step.from), dev, staged.buffer, 0, s);
+            OpRunner(impl_->devices[0], "copy").launch({&staged}, {&dst}, {}, s);
+          }
+          copied += bytes;
+          if (step.fallback_node != kNone) fallback_bytes[step.fallback_node] += bytes;
+        });
+        break;
+    }
+  }
+  impl_->last_copy_bytes = copied;
+  for (const auto& [node, bytes] : fallback_bytes) record_fallback(*impl_->devices[0], g.nodes()[node].op, bytes);
+}
+
+std::vector<OwnedTensor> CompiledGraph::run_allocating(const std::vector<const TensorView*>& inputs,
+                                                       const Stream* stream) const {
+  const Graph& g = impl_->graph;
+  if (inputs.size() != g.inputs().size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run_allocating: got " + std::to_string(inputs.size()) +
+                                                 " inputs but the graph has " + std::to_string(g.inputs().size()));
+  std::vector<std::vector<int64_t>> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr)
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run_allocating: input " + std::to_string(i) + " (value " +
+                                                   std::to_string(g.inputs()[i]) + ") is null");
+    in.push_back(inputs[i]->shape);
+  }
+  const std::vector<std::vector<int64_t>> shapes = infer_shapes(g, in);  // names a bad input or node
+  std::vector<OwnedTensor> out(g.outputs().size());
+  std::vector<const TensorView*> views;
+  for (size_t j = 0; j < out.size(); ++j) {
+    const uint32_t id = g.outputs()[j];
+    uint64_t bytes = common::dtype_size(g.values()[id].dtype);
+    for (int64_t d : shapes[id]) {
+      if (d < 0)
+        throw Error(HAL_STATUS_INVALID_ARGUMENT,
+                    "CompiledGraph::run_allocating: output " + std::to_string(j) + " (value " + std::to_string(id) +
+                        ", '" + g.value_name(id) + "') has shape " + dims(g.values()[id].shape) + " but nothing binds " +
+                        g.symbol_name(d) + " (pass preallocated outputs)");
       bytes *= static_cast<uint64_t>(d);
     }
-    temporaries.push_back(impl_->device->allocate(std::max<uint64_t>(bytes, 1), stream));
-    views[id] = TensorView(temporaries.back(), v.dtype, std::move(shape));
+    out[j].buffer = impl_->devices[0]->allocate(std::max<uint64_t>(bytes, 1), stream);
+    out[j].view = TensorView(out[j].buffer, g.values()[id].dtype, shapes[id]);
+    views.push_back(&out[j].view);
   }
+  run(inputs, views, stream);
+  return out;
+}
 
-  hal_stream_t* s = stream != nullptr ? stream->handle() : nullptr;
-  for (const Step& step : impl_->steps) {
-    if (step.runner) {
-      const Graph::Node& node = g.nodes()[step.node];
-      std::vector<const TensorView*> in, out;
-      for (uint32_t v : node.inputs) in.push_back(v == HAL_GRAPH_NO_VALUE ? nullptr : &views[v]);
-      for (uint32_t v : node.outputs) out.push_back(&views[v]);
-      with_context(step.label, [&] { step.runner->launch(in, out, node.attrs, stream); });
-      continue;
+std::string CompiledGraph::explain() const {
+  const Impl& m = *impl_;
+  const Graph& g = m.graph;
+  const Placement& p = m.plan->placement;
+  std::ostringstream os;
+  const CompiledGraphStats& s = m.stats;
+  os << "graph: " << g.nodes().size() << " nodes on " << m.devices.size() << " device(s); executables "
+     << (s.cache == CacheSource::kMemory ? "from the memory cache"
+         : s.cache == CacheSource::kDisk ? "from the disk cache (" + std::to_string(s.deserialized) +
+                                                 " deserialised, " + std::to_string(s.compiled) + " compiled)"
+                                         : "compiled (" + std::to_string(s.compiled) + ")")
+     << "\n";
+  for (size_t k = 0; k < m.devices.size(); ++k) {
+    os << m.devices[k]->id() << (m.fallback && k + 1 == m.devices.size() ? " (fallback)" : "")
+       << (k == 0 ? " (home)" : "") << ":\n";
+    size_t d = 0;
+    for (const Step& st : m.steps) {
+      if (st.device != k) continue;
+      if (st.kind == Step::kExecutable) {
+        os << "  " << st.label;
+        hal_executable_info_t info{};
+        info.struct_size = sizeof(info);
+        const hal_graph_api_t& api = m.devices[k]->plugin().graph;
+        if (api.executable_get_info != nullptr) {
+          hal_status_t* e = api.executable_get_info(st.executable->handle(), &info);
+          if (e == nullptr) {
+            info.description[sizeof(info.description) - 1] = '\0';
+            os << ": " << info.kernel_count << " kernel(s), " << info.description;
+          } else {
+            e->destroy(e);
+          }
+        }
+        os << "\n";
+        ++d;
+      } else if (st.kind == Step::kOp) {
+        os << "  " << node_label(g, st.node) << " op by op";
+        if (p.fallback[st.node]) os << " [fallback]";
+        if (!p.declined[st.node].empty()) os << " (declined by " << p.declined[st.node] << ")";
+        os << "\n";
+        ++d;
+      }
     }
-    with_context(step.label, [&] {
-      std::vector<hal_tensor_t> tensors;
-      tensors.reserve(step.inputs.size() + step.outputs.size());
-      std::vector<const hal_tensor_t*> in, out;
-      for (size_t i = 0; i < step.inputs.size(); ++i) {
-        tensors.push_back(detail::c_tensor("execute", views[step.inputs[i]], "input", i));
-        in.push_back(&tensors.back());
-      }
-      for (size_t i = 0; i < step.outputs.size(); ++i) {
-        tensors.push_back(detail::c_tensor("execute", views[step.outputs[i]], "output", i));
-        out.push_back(&tensors.back());
-      }
-      throw_if_error(impl_->api().executable_execute(step.executable, in.data(), in.size(), out.data(), out.size(), s));
-    });
+    if (d == 0) os << "  (nothing)\n";
   }
+  os << "copies between devices per run: " << s.copies;
+  if (s.copy_bytes > 0) os << " (" << s.copy_bytes << " bytes)";
+  os << "\n";
+  for (const Step& st : m.steps)
+    if (st.kind == Step::kCopy || st.kind == Step::kOutputCopy) os << "  " << st.label << "\n";
+  return os.str();
 }
 
 }  // namespace hal

@@ -32,8 +32,18 @@ struct LoadedPlugin {
   // devices), kept for hal-info. Written only during create (one thread).
   std::vector<std::string> startup_warnings;
   bool in_create = false;
-  hal_graph_api_t graph{};  // entries only when negotiated_minor >= 2 (ABI 1.2)
+  // Entries only when negotiated_minor >= 2 (ABI 1.2); executable_serialize
+  // and executable_deserialize only when >= 5 (ABI 1.5).
+  hal_graph_api_t graph{};
   std::string graph_note;   // why a present graph table is not used ("" otherwise)
+  // hal.toml's disabled_ops for this plugin: ops the core treats as not
+  // implemented (OpRunner refuses them, graph partition passes them on).
+  std::vector<std::string> disabled_ops;
+  bool op_disabled(const std::string& op) const {
+    for (const std::string& d : disabled_ops)
+      if (d == op) return true;
+    return false;
+  }
   hal_host_api_t host{};  // handed to the plugin; must outlive it
   hal_plugin_t* instance = nullptr;
 

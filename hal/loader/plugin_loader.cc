@@ -95,6 +95,7 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   auto plugin = std::make_shared<LoadedPlugin>();
   plugin->path = spec.path;
   plugin->priority = spec.priority;
+  plugin->disabled_ops = spec.disabled_ops;
   auto skip = [&](SkipReason reason, const std::string& message) {
     LoadOutcome out;
     out.skip = SkipRecord{spec.path, plugin->name.empty() ? spec.name : plugin->name, reason,
@@ -233,6 +234,13 @@ LoadOutcome load_plugin(const LoadRequest& request) {
     return skip(SkipReason::kStructTooSmall, "hal_graph_api_t.struct_size " + std::to_string(a.graph->struct_size) +
                                                  " is below the minimum " + std::to_string(HAL_GRAPH_API_MIN_SIZE));
   if (plugin->negotiated_minor >= 2) normalise(plugin->graph, a.graph);
+  // Serialisation arrived in ABI 1.5: below it (or with half of it),
+  // executables are compiled each time.
+  if (plugin->negotiated_minor < 5 || plugin->graph.executable_serialize == nullptr ||
+      plugin->graph.executable_deserialize == nullptr) {
+    plugin->graph.executable_serialize = nullptr;
+    plugin->graph.executable_deserialize = nullptr;
+  }
   const hal_graph_api_t& g = plugin->graph;
   const bool graph_usable = g.graph_partition != nullptr && g.graph_compile != nullptr &&
                             g.executable_destroy != nullptr && g.executable_execute != nullptr;

@@ -214,6 +214,9 @@ std::string input_label(const common::OpSchema& schema, size_t i) {
 OpRunner::OpRunner(std::shared_ptr<Device> device, const std::string& name, Promotion promotion)
     : device_(std::move(device)), name_(name), promotion_(promotion) {
   const hal_op_api_t& api = op_api(*device_);
+  if (device_->plugin().op_disabled(name))
+    throw Error(HAL_STATUS_UNIMPLEMENTED, device_->plugin_name() + ": op '" + name +
+                                              "' is disabled by hal.toml (the plugin's disabled_ops)");
   throw_if_error(api.op_resolve(device_->plugin().instance, name.c_str(), &id_));
   // The loader zeroes op_get_info below ABI 1.4: such plugins promote themselves.
   if (api.op_get_info != nullptr) {
@@ -448,7 +451,7 @@ std::vector<std::string> op_names(const Device& device) {
   for (uint32_t i = 0; i < n; ++i) {
     const char* name = nullptr;
     throw_if_error(op.op_get_name(device.plugin().instance, i, &name));
-    out.emplace_back(name);
+    if (!device.plugin().op_disabled(name)) out.emplace_back(name);
   }
   return out;
 }

@@ -65,6 +65,7 @@ class ClDevice final : public sdk::Device {
   // Graph compile: fused elementwise chains (graph/graph_hooks.cc).
   std::vector<uint32_t> partition_graph(const sdk::Graph& graph) override;
   std::unique_ptr<sdk::Executable> compile_graph(const sdk::Graph& graph) override;
+  std::unique_ptr<sdk::Executable> deserialize_graph(const sdk::Graph& graph, const std::vector<uint8_t>& bytes) override;
 
   cl_context context() const { return context_; }
   cl_device_id id() const { return device_; }

@@ -2,6 +2,7 @@
 #include "executable.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -28,6 +29,7 @@ class FusedExecutable final : public sdk::Executable {
   void execute(const std::vector<Tensor>& in, const std::vector<Tensor>& out, sdk::Stream* stream) override;
   uint32_t kernel_count() const override { return 1; }
   std::string description() const override { return plan_.description; }
+  std::vector<uint8_t> serialize() const override;
 
  private:
   ClDevice& device_;
@@ -236,7 +238,182 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
   (void)operands;
 }
 
+// The plan as bytes (native byte order: a cache entry never leaves the
+// machine). Reader throws INVALID_ARGUMENT on truncated or inconsistent bytes.
+constexpr const char* kPlanFormat = "hal-opencl fused plan 1";
+
+class PlanWriter {
+ public:
+  void u64(uint64_t v) { raw(&v, sizeof(v)); }
+  void i64(int64_t v) { raw(&v, sizeof(v)); }
+  void f64(double v) { raw(&v, sizeof(v)); }
+  void str(const std::string& s) {
+    u64(s.size());
+    raw(s.data(), s.size());
+  }
+  template <class T>
+  void list(const std::vector<T>& v) {
+    u64(v.size());
+    for (const T& x : v) i64(static_cast<int64_t>(x));
+  }
+  std::vector<uint8_t> bytes;
+
+ private:
+  void raw(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  }
+};
+
+class PlanReader {
+ public:
+  explicit PlanReader(const std::vector<uint8_t>& b) : b_(b) {}
+  uint64_t u64() { return take<uint64_t>(); }
+  int64_t i64() { return take<int64_t>(); }
+  double f64() { return take<double>(); }
+  std::string str() {
+    uint64_t n = count(1);
+    std::string s(reinterpret_cast<const char*>(b_.data() + at_), n);
+    at_ += n;
+    return s;
+  }
+  template <class T>
+  std::vector<T> list() {
+    std::vector<T> v(count(sizeof(int64_t)));
+    for (T& x : v) x = static_cast<T>(i64());
+    return v;
+  }
+  // A count of elements of SIZE bytes each that must fit what is left.
+  uint64_t count(size_t size) {
+    uint64_t n = u64();
+    if (n > (b_.size() - at_) / size)
+      sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan truncated (a count of ", n, " at byte ", at_,
+                " of ", b_.size(), ")");
+    return n;
+  }
+  bool done() const { return at_ == b_.size(); }
+
+ private:
+  template <class T>
+  T take() {
+    if (b_.size() - at_ < sizeof(T))
+      sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan truncated at byte ", at_, " of ", b_.size());
+    T v;
+    std::memcpy(&v, b_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  const std::vector<uint8_t>& b_;
+  size_t at_ = 0;
+};
+
+std::vector<uint8_t> FusedExecutable::serialize() const {
+  const Plan& p = plan_;
+  PlanWriter w;
+  w.str(kPlanFormat);
+  w.str(device_.properties().name);
+  w.list(p.shape);
+  w.list(p.ew_outputs);
+  w.u64(p.has_reduction);
+  w.u64(p.reduction_written);
+  w.u64(p.reduction_output);
+  w.u64(static_cast<uint64_t>(p.red.reduce));
+  w.u64(p.red.mask);
+  w.u64(p.red.in);
+  w.u64(p.red.out);
+  w.u64(p.acc);
+  w.u64(p.scalars.size());
+  for (const auto& [dtype, v] : p.scalars) {
+    w.u64(dtype);
+    w.u64(v.is_integral());
+    w.i64(v.to_int());
+    w.f64(v.to_double());
+  }
+  w.str(p.source);
+  w.str(p.description);
+  w.str(p.file_stem);
+  w.u64(p.checks.size());
+  for (const Plan::Check& c : p.checks) {
+    w.str(c.op);
+    w.u64(c.broadcast);
+    w.list(c.inputs);
+  }
+  return std::move(w.bytes);
+}
+
+hal_dtype_e read_dtype(PlanReader& r, const char* what) {
+  uint64_t d = r.u64();
+  if (d >= HAL_DTYPE_COUNT_ || sdk::dtype_size(static_cast<hal_dtype_e>(d)) == 0) {
+    if (d == HAL_DTYPE_INVALID) return HAL_DTYPE_INVALID;
+    sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan: ", what, " has unknown dtype value ", d);
+  }
+  return static_cast<hal_dtype_e>(d);
+}
+
+Plan read_plan(ClDevice& device, const Graph& g, const std::vector<uint8_t>& bytes) {
+  PlanReader r(bytes);
+  if (std::string f = r.str(); f != kPlanFormat)
+    sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan has format '", f, "', this plugin reads '",
+              kPlanFormat, "'");
+  if (std::string d = r.str(); d != device.properties().name)
+    sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan is for device '", d, "', this is '",
+              device.properties().name, "'");
+  Plan p;
+  p.shape = r.list<int64_t>();
+  p.ew_outputs = r.list<size_t>();
+  p.has_reduction = r.u64() != 0;
+  p.reduction_written = r.u64() != 0;
+  p.reduction_output = r.u64();
+  uint64_t reduce = r.u64();
+  if (reduce > static_cast<uint64_t>(Reduce::kMin))
+    sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan: unknown reduction ", reduce);
+  p.red.reduce = static_cast<Reduce>(reduce);
+  p.red.mask = static_cast<uint32_t>(r.u64());
+  p.red.in = read_dtype(r, "the reduction input");
+  p.red.out = read_dtype(r, "the reduction output");
+  p.acc = read_dtype(r, "the accumulator");
+  for (uint64_t n = r.count(32), i = 0; i < n; ++i) {
+    hal_dtype_e dtype = read_dtype(r, "a scalar");
+    bool integral = r.u64() != 0;
+    int64_t iv = r.i64();
+    double fv = r.f64();
+    p.scalars.emplace_back(dtype, integral ? sdk::Scalar::from_int(iv) : sdk::Scalar::from_float(fv));
+  }
+  p.source = r.str();
+  p.description = r.str();
+  p.file_stem = r.str();
+  for (uint64_t n = r.count(24), i = 0; i < n; ++i) {
+    Plan::Check c;
+    c.op = r.str();
+    c.broadcast = r.u64() != 0;
+    c.inputs = r.list<uint32_t>();
+    for (uint32_t v : c.inputs)
+      if (v >= g.values.size())
+        sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan: check of ", c.op, " reads value ", v,
+                  " but the graph has ", g.values.size());
+    p.checks.push_back(std::move(c));
+  }
+  if (!r.done()) sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan has trailing bytes");
+  // Indices execute trusts: they must fit this graph.
+  bool ok = p.shape.size() <= fusion::GeoLayout::kMaxDims &&
+            (!p.has_reduction || !p.reduction_written || p.reduction_output < g.outputs.size()) &&
+            p.ew_outputs.size() + g.inputs.size() <= fusion::kMaxFusedOperands;
+  for (size_t j : p.ew_outputs) ok = ok && j < g.outputs.size();
+  if (!ok)
+    sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan does not fit the graph (", g.inputs.size(),
+              " inputs, ", g.outputs.size(), " outputs)");
+  return p;
+}
+
 }  // namespace
+
+std::unique_ptr<sdk::Executable> deserialize_fused(ClDevice& device, const Graph& graph,
+                                                   const std::vector<uint8_t>& bytes) {
+  Plan plan = read_plan(device, graph, bytes);
+  // Build (or find in the program cache) now, as compile_fused does.
+  device.programs().kernel(plan.source, plan.has_reduction ? "fused_rows" : "fused");
+  return std::make_unique<FusedExecutable>(device, graph, std::move(plan));
+}
 
 std::unique_ptr<sdk::Executable> compile_fused(ClDevice& device, const Graph& graph) {
   Plan plan = fusion::plan_group(device, graph);

@@ -8,6 +8,7 @@
 #define HAL_PLUGINS_OPENCL_GRAPH_EXECUTABLE_HPP_
 
 #include <memory>
+#include <vector>
 
 #include "hal/sdk/plugin.hpp"
 
@@ -20,6 +21,14 @@ class ClDevice;
 // UNIMPLEMENTED naming a node it cannot fuse. Called by
 // ClDevice::compile_graph (graph/graph_hooks.cc).
 std::unique_ptr<sdk::Executable> compile_fused(ClDevice& device, const sdk::Graph& graph);
+
+// The executable compile_fused made for GRAPH, rebuilt from what its
+// serialize() wrote (the plan: kernel source, operands, checks; ABI 1.5).
+// The kernel is built (or found in the program cache), nothing is planned.
+// Throws INVALID_ARGUMENT for bytes that are truncated, of another format
+// version, for another device, or that do not fit GRAPH.
+std::unique_ptr<sdk::Executable> deserialize_fused(ClDevice& device, const sdk::Graph& graph,
+                                                   const std::vector<uint8_t>& bytes);
 
 }  // namespace hal::opencl
 

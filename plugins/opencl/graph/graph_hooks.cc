@@ -8,5 +8,8 @@ namespace hal::opencl {
 
 std::vector<uint32_t> ClDevice::partition_graph(const sdk::Graph& graph) { return partition_fused(*this, graph); }
 std::unique_ptr<sdk::Executable> ClDevice::compile_graph(const sdk::Graph& graph) { return compile_fused(*this, graph); }
+std::unique_ptr<sdk::Executable> ClDevice::deserialize_graph(const sdk::Graph& graph, const std::vector<uint8_t>& bytes) {
+  return deserialize_fused(*this, graph, bytes);
+}
 
 }  // namespace hal::opencl

@@ -36,7 +36,20 @@
  *
  * OWNERSHIP. Graphs and tensors passed in are owned by the caller and read
  * only during the call (a plugin copies what it keeps). Executables are
- * owned by the caller of graph_compile until executable_destroy.
+ * owned by the caller of graph_compile (or executable_deserialize) until
+ * executable_destroy.
+ *
+ * SERIALISATION (ABI 1.5). executable_serialize writes what a plugin needs
+ * to rebuild an executable without compiling (kernel source or program
+ * binary, launch plan) into caller memory; executable_deserialize turns
+ * those bytes back into an executable, given the same subgraph graph_compile
+ * received (the host keys its cache on the graph, so it has it). The bytes
+ * are the plugin's private format: it must refuse (INVALID_ARGUMENT naming
+ * what is wrong, never crash) bytes that are truncated, corrupt, or written
+ * by another version of itself or for another device. A host reads both
+ * entries only when the negotiated MINOR is >= 5 and the table's
+ * struct_size covers them; a 1.2-1.4 plugin's table means "executables are
+ * not serialisable" (the host compiles every time).
  */
 #ifndef HAL_GRAPH_H_
 #define HAL_GRAPH_H_
@@ -118,6 +131,34 @@ typedef struct hal_executable_info_t {
   char description[256];
 } hal_executable_info_t;
 
+/* executable_serialize's arguments (ABI 1.5). */
+typedef struct hal_executable_serialize_args_t {
+  size_t struct_size;
+  const hal_extension_base_t* next; /* extension chain; NULL when none */
+  hal_executable_t* executable;     /* non-NULL; a live executable of this plugin */
+  /* Caller memory of CAPACITY bytes receiving the serialised executable, or
+   * NULL to ask for the size only. */
+  void* out_data;
+  size_t capacity;
+  /* Non-NULL; receives the byte count (written in both cases). */
+  size_t* out_size;
+} hal_executable_serialize_args_t;
+
+/* executable_deserialize's arguments (ABI 1.5). */
+typedef struct hal_executable_deserialize_args_t {
+  size_t struct_size;
+  const hal_extension_base_t* next; /* extension chain; NULL when none */
+  hal_device_t* device;             /* non-NULL; the device to run on */
+  /* The subgraph graph_compile received for the serialised executable
+   * (the same values, nodes, inputs and outputs). Read during the call. */
+  const hal_graph_t* subgraph;
+  const void* data; /* SIZE bytes from executable_serialize; read during the call */
+  size_t size;
+  /* Non-NULL; receives the new executable, owned by the caller until
+   * executable_destroy. Untouched on error. */
+  hal_executable_t** out_executable;
+} hal_executable_deserialize_args_t;
+
 typedef struct hal_graph_api_t {
   size_t struct_size;
 
@@ -169,6 +210,24 @@ typedef struct hal_graph_api_t {
                                       const hal_tensor_t* const* inputs, size_t input_count,
                                       const hal_tensor_t* const* outputs, size_t output_count,
                                       hal_stream_t* stream);
+
+  /* ---- ABI 1.5 ---- */
+
+  /* Serialises ARGS->executable (see SERIALISATION). Two calls: with
+   * OUT_DATA NULL it writes the size to *OUT_SIZE; then with OUT_DATA of
+   * CAPACITY >= that size it writes the bytes and the size. Errors:
+   * INVALID_ARGUMENT (NULL arguments, struct_size too small, not a live
+   * executable), OUT_OF_RANGE (CAPACITY below the size: nothing written),
+   * UNIMPLEMENTED (this executable cannot be serialised: the host compiles
+   * it again next time). Thread-safe. */
+  hal_status_t* (*executable_serialize)(const hal_executable_serialize_args_t* args);
+
+  /* Rebuilds an executable from serialised bytes (see SERIALISATION).
+   * Errors: INVALID_ARGUMENT (NULL arguments, a malformed subgraph, bytes
+   * truncated, corrupt, of another plugin version or for another device:
+   * the message says which), DEVICE_ERROR (the device refused the kernel
+   * binary). On error *OUT_EXECUTABLE is untouched. Thread-safe. */
+  hal_status_t* (*executable_deserialize)(const hal_executable_deserialize_args_t* args);
 } hal_graph_api_t;
 
 /* Smallest hal_graph_api_t.struct_size the core accepts: the table as

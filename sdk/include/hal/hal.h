@@ -63,6 +63,12 @@
  *          call. A host reads op_get_info only when the negotiated MINOR is
  *          >= 4 and the op table's struct_size covers it; without it every
  *          op counts as mixed (what plugins of 1.1-1.3 did).
+ *     1.5  executable serialisation (hal/graph.h): hal_graph_api_t gains
+ *          executable_serialize and executable_deserialize (one args struct
+ *          each), so a host can cache compiled executables on disk. A host
+ *          reads them only when the negotiated MINOR is >= 5 and the graph
+ *          table's struct_size covers them; without them executables are
+ *          not serialisable (the host recompiles).
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

@@ -15,9 +15,14 @@
 //   sha256 = "<64 hex digits>"       # checked before the file is loaded
 //   allow_world_writable = false
 //   options = { device_count = 2 }   # passed to the plugin as strings
+//   disabled_ops = ["erf", "gelu"]   # catalog ops the core treats as not
+//                                    # implemented by this plugin: op launch
+//                                    # and graph partition pass them to the
+//                                    # next device ("disabled by hal.toml")
 //
 // Relative paths are relative to the config file's directory. Unknown keys,
-// wrong types and malformed TOML are errors naming file:line:column.
+// wrong types, ops not in the catalog (disabled_ops) and malformed TOML are
+// errors naming file:line:column.
 #ifndef HAL_RUNTIME_CONFIG_HPP_
 #define HAL_RUNTIME_CONFIG_HPP_
 
@@ -45,6 +50,8 @@ struct PluginSpec {
   std::optional<std::string> sha256;  // lowercase hex
   bool allow_world_writable = false;
   std::vector<std::pair<std::string, std::string>> options;
+  // Catalog op names the core treats as not implemented by this plugin.
+  std::vector<std::string> disabled_ops;
   // Where the user named it ("hal.toml:7:1", "--plugin", "HAL_PLUGIN_PATH"),
   // empty for plugins found by scanning a directory.
   std::string origin;

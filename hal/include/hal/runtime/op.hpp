@@ -97,8 +97,9 @@ struct PromotionState;  // op.cc: what the casting path resolves once
 // One op resolved on one device's plugin. Cheap to copy; thread-safe.
 class OpRunner {
  public:
-  // Throws UNIMPLEMENTED when the plugin has no operator interface or does
-  // not implement NAME (the message says which).
+  // Throws UNIMPLEMENTED when the plugin has no operator interface, does
+  // not implement NAME, or hal.toml disables NAME for the plugin
+  // (disabled_ops: "disabled by hal.toml"); the message says which.
   OpRunner(std::shared_ptr<Device> device, const std::string& name, Promotion promotion = Promotion::kCore);
 
   const std::string& name() const { return name_; }
@@ -158,7 +159,7 @@ hal_tensor_t c_tensor(const std::string& what, const TensorView& v, const char* 
 }  // namespace detail
 
 // Names of the ops DEVICE's plugin implements (empty without an operator
-// interface).
+// interface), without those hal.toml disables for it.
 std::vector<std::string> op_names(const Device& device);
 
 }  // namespace hal

@@ -102,6 +102,16 @@ class Device {
     (void)graph;
     fail(HAL_STATUS_UNIMPLEMENTED, "this device does not compile graphs");
   }
+  // Rebuilds an executable from BYTES, what Executable::serialize returned
+  // for an executable compile_graph made from GRAPH (validated; the same
+  // subgraph). Throw INVALID_ARGUMENT for bytes you cannot use (truncated,
+  // another device); the SDK already checked the plugin name, version and
+  // a checksum. The default: executables are not serialisable.
+  virtual std::unique_ptr<Executable> deserialize_graph(const Graph& graph, const std::vector<uint8_t>& bytes) {
+    (void)graph;
+    (void)bytes;
+    fail(HAL_STATUS_UNIMPLEMENTED, "this device does not deserialise executables");
+  }
 
  private:
   std::once_flag properties_once_;

@@ -12,7 +12,11 @@
 //     void execute(const std::vector<Tensor>& in, const std::vector<Tensor>& out, Stream* stream) override;
 //     uint32_t kernel_count() const override;   // kernels one execute launches
 //     std::string description() const override;
+//     std::vector<uint8_t> serialize() const override;   // optional (ABI 1.5)
 //   };
+//
+// and, for executables that serialise, Device::deserialize_graph(graph, bytes)
+// (the on-disk compile cache: a later process runs without compiling).
 //
 // The SDK validates the C graph before the device sees it (value ids in
 // range, ops in the catalog, input/output counts, attributes with defaults
@@ -94,6 +98,13 @@ class Executable {
   virtual uint32_t kernel_count() const = 0;
   // Free text for logs; truncated to 255 bytes at the ABI.
   virtual std::string description() const { return {}; }
+  // What Device::deserialize_graph needs to rebuild this executable without
+  // compiling (ABI 1.5 executable_serialize; the SDK wraps it with the
+  // plugin's name, version and a checksum). Throw UNIMPLEMENTED (the
+  // default) when it cannot be serialised.
+  virtual std::vector<uint8_t> serialize() const {
+    fail(HAL_STATUS_UNIMPLEMENTED, "this executable cannot be serialised");
+  }
 };
 
 }  // namespace hal::sdk

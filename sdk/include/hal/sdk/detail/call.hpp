@@ -16,6 +16,7 @@ namespace hal::sdk::detail {
 
 struct Info {
   const char* name = "plugin";
+  const char* version = "";  // hal_plugin_api_t.version
   const hal_host_api_t* host = nullptr;
   // The plugin's kInterfaces: the capabilities every device reports.
   uint32_t interfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;

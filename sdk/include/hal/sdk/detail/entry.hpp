@@ -101,6 +101,7 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
                                        GraphTable<P>::get(),
                                        nullptr};
   info().name = name;
+  info().version = version;
   info().interfaces = P::kInterfaces;
   return call("hal_plugin_entry", [&] {
     if (host == nullptr || out_api == nullptr)

@@ -6,6 +6,7 @@
 #define HAL_SDK_DETAIL_GRAPH_ENTRIES_HPP_
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -337,8 +338,156 @@ inline hal_status_t* executable_execute(hal_executable_t* e, const hal_tensor_t*
   });
 }
 
-inline const hal_graph_api_t kGraphApi = {sizeof(hal_graph_api_t), &graph_partition,     &graph_compile,
-                                          &executable_destroy,     &executable_get_info, &executable_execute};
+// The SDK's envelope around a device's serialised executable: the magic,
+// the plugin's name and version (bytes of another plugin or version are
+// refused), a fingerprint of the graph it was compiled from (bytes for
+// another graph are refused), the payload's size and FNV-1a 64 checksum,
+// then the payload.
+struct SerializedExecutable {
+  static constexpr char kMagic[8] = {'H', 'A', 'L', 'S', 'E', 'X', '1', '\0'};
+
+  static uint64_t checksum(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+  // FNV-1a 64 over everything of G an executable depends on.
+  static uint64_t fingerprint(const Graph& g) {
+    uint64_t h = 1469598103934665603ull;
+    auto pod = [&](const auto& v) { h = checksum(reinterpret_cast<const uint8_t*>(&v), sizeof(v), h); };
+    auto list = [&](const auto& v) {
+      pod(v.size());
+      for (const auto& x : v) pod(x);
+    };
+    auto str = [&](const std::string& v) {
+      pod(v.size());
+      h = checksum(reinterpret_cast<const uint8_t*>(v.data()), v.size(), h);
+    };
+    pod(g.values.size());
+    for (const GraphValue& v : g.values) {
+      pod(v.dtype);
+      list(v.shape);
+    }
+    pod(g.nodes.size());
+    for (const GraphNode& n : g.nodes) {
+      str(n.op());
+      list(n.inputs);
+      list(n.outputs);
+      for (const AttrValue& a : n.attrs) {
+        pod(a.kind);
+        pod(a.i);
+        pod(a.f);
+        str(a.s);
+        list(a.ints);
+        list(a.floats);
+        pod(a.scalar.is_integral());
+        pod(a.scalar.to_int());
+        pod(a.scalar.to_double());
+      }
+    }
+    list(g.inputs);
+    list(g.outputs);
+    return h;
+  }
+  static std::vector<uint8_t> wrap(const std::vector<uint8_t>& payload, const Graph& graph) {
+    std::vector<uint8_t> out(kMagic, kMagic + sizeof(kMagic));
+    auto put = [&](const void* p, size_t n) {
+      const auto* b = static_cast<const uint8_t*>(p);
+      out.insert(out.end(), b, b + n);
+    };
+    for (const char* s : {info().name, info().version}) {
+      uint32_t n = static_cast<uint32_t>(std::strlen(s));
+      put(&n, sizeof(n));
+      put(s, n);
+    }
+    uint64_t print = fingerprint(graph), size = payload.size(), sum = checksum(payload.data(), payload.size());
+    put(&print, sizeof(print));
+    put(&size, sizeof(size));
+    put(&sum, sizeof(sum));
+    put(payload.data(), payload.size());
+    return out;
+  }
+  // The payload of DATA for GRAPH, or INVALID_ARGUMENT naming what does
+  // not match.
+  static std::vector<uint8_t> unwrap(const uint8_t* data, size_t size, const Graph& graph) {
+    size_t at = 0;
+    auto take = [&](void* dst, size_t n, const char* what) {
+      if (size - at < n) fail(HAL_STATUS_INVALID_ARGUMENT, "serialised executable truncated at ", what, " (", size, " bytes)");
+      std::memcpy(dst, data + at, n);
+      at += n;
+    };
+    char magic[sizeof(kMagic)];
+    take(magic, sizeof(magic), "the magic");
+    if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
+      fail(HAL_STATUS_INVALID_ARGUMENT, "not a serialised executable (bad magic)");
+    for (const char* want : {info().name, info().version}) {
+      uint32_t n = 0;
+      take(&n, sizeof(n), "a name");
+      if (n > size - at) fail(HAL_STATUS_INVALID_ARGUMENT, "serialised executable truncated (", size, " bytes)");
+      std::string got(reinterpret_cast<const char*>(data + at), n);
+      at += n;
+      if (got != want)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "serialised executable written by '", got, "', this plugin is '", want,
+             "' (", info().name, " ", info().version, ")");
+    }
+    uint64_t print = 0, n = 0, sum = 0;
+    take(&print, sizeof(print), "the graph's fingerprint");
+    if (print != fingerprint(graph))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "serialised executable was compiled from another graph (fingerprint ", print,
+           ", this graph's ", fingerprint(graph), ")");
+    take(&n, sizeof(n), "the size");
+    take(&sum, sizeof(sum), "the checksum");
+    if (n != size - at)
+      fail(HAL_STATUS_INVALID_ARGUMENT, "serialised executable holds ", size - at, " payload bytes, its header says ", n);
+    if (checksum(data + at, n) != sum) fail(HAL_STATUS_INVALID_ARGUMENT, "serialised executable: checksum mismatch");
+    return std::vector<uint8_t>(data + at, data + size);
+  }
+};
+
+inline hal_status_t* executable_serialize(const hal_executable_serialize_args_t* args) {
+  return call("executable_serialize", [&] {
+    if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(args, hal_executable_serialize_args_t, out_size))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_executable_serialize_args_t.struct_size ", args->struct_size,
+           " is too small");
+    common::require_well_formed_extension_chain(args->next, "hal_executable_serialize_args_t.next");
+    auto* exe = as<CompiledExecutable>(args->executable, Kind::kExecutable, "executable");
+    if (args->out_size == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_size is NULL");
+    std::vector<uint8_t> bytes = SerializedExecutable::wrap(exe->impl->serialize(), *exe->graph);
+    if (args->out_data != nullptr) {
+      if (args->capacity < bytes.size())
+        fail(HAL_STATUS_OUT_OF_RANGE, "capacity ", args->capacity, " is below the ", bytes.size(), " bytes needed");
+      std::memcpy(args->out_data, bytes.data(), bytes.size());
+    }
+    *args->out_size = bytes.size();
+  });
+}
+
+inline hal_status_t* executable_deserialize(const hal_executable_deserialize_args_t* args) {
+  return call("executable_deserialize", [&] {
+    if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(args, hal_executable_deserialize_args_t, out_executable))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_executable_deserialize_args_t.struct_size ", args->struct_size,
+           " is too small");
+    common::require_well_formed_extension_chain(args->next, "hal_executable_deserialize_args_t.next");
+    auto* device = as<Device>(args->device, Kind::kDevice, "device");
+    if (args->out_executable == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_executable is NULL");
+    if (args->data == nullptr && args->size > 0) fail(HAL_STATUS_INVALID_ARGUMENT, "data is NULL but size is ", args->size);
+    auto exe = std::make_unique<CompiledExecutable>();
+    exe->device = device;
+    exe->graph = GraphBuilder::build(args->subgraph, *device);
+    if (exe->graph->nodes.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, "the graph has no nodes");
+    std::vector<uint8_t> payload =
+        SerializedExecutable::unwrap(static_cast<const uint8_t*>(args->data), args->size, *exe->graph);
+    exe->impl = device->deserialize_graph(*exe->graph, payload);
+    if (exe->impl == nullptr) fail(HAL_STATUS_INTERNAL, "the device's deserialize_graph returned no executable");
+    registry().add(exe.get(), Kind::kExecutable, device);
+    *args->out_executable = reinterpret_cast<hal_executable_t*>(exe.release());
+  });
+}
+
+inline const hal_graph_api_t kGraphApi = {sizeof(hal_graph_api_t), &graph_partition,      &graph_compile,
+                                          &executable_destroy,     &executable_get_info,  &executable_execute,
+                                          &executable_serialize,   &executable_deserialize};
 
 template <class P>
 struct GraphTable<P, true> {

@@ -1,0 +1,116 @@
+// Internal: the C view (hal_graph_t) of a set of nodes of a hal::Graph, as
+// graph_partition and graph_compile take it, and the values that cross the
+// set's boundary.
+#ifndef HAL_GRAPH_C_GRAPH_HPP_
+#define HAL_GRAPH_C_GRAPH_HPP_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "hal/hal.h"
+#include "hal/runtime/graph.hpp"
+
+namespace hal::detail {
+
+// The values crossing the boundary of node set NODES of G (IN_SET: per
+// node, whether it is in the set): inputs = values read by the set that no
+// node of it produces (graph inputs, constants, other nodes' outputs), in
+// order of first use; outputs = values the set produces that a node outside
+// it reads or that are graph outputs, in node order.
+inline std::pair<std::vector<uint32_t>, std::vector<uint32_t>> boundary(const Graph& g,
+                                                                        const std::vector<size_t>& nodes,
+                                                                        const std::vector<bool>& in_set) {
+  std::vector<bool> inside(g.values().size(), false), seen(g.values().size(), false);
+  for (size_t n : nodes)
+    for (uint32_t v : g.nodes()[n].outputs) inside[v] = true;
+  std::vector<bool> read_outside(g.values().size(), false);
+  for (uint32_t v : g.outputs()) read_outside[v] = true;
+  for (size_t j = 0; j < g.nodes().size(); ++j)
+    if (!in_set[j])
+      for (uint32_t v : g.nodes()[j].inputs)
+        if (v != HAL_GRAPH_NO_VALUE) read_outside[v] = true;
+  std::pair<std::vector<uint32_t>, std::vector<uint32_t>> io;
+  for (size_t n : nodes)
+    for (uint32_t v : g.nodes()[n].inputs)
+      if (v != HAL_GRAPH_NO_VALUE && !inside[v] && !seen[v]) {
+        seen[v] = true;
+        io.first.push_back(v);
+      }
+  for (size_t n : nodes)
+    for (uint32_t v : g.nodes()[n].outputs)
+      if (read_outside[v]) io.second.push_back(v);
+  return io;
+}
+
+// The C view of the nodes NODES of G as a self-contained graph with INPUTS
+// and OUTPUTS (global value ids); values get local ids in order of first
+// mention. Valid while G and this object live.
+class CGraph {
+ public:
+  CGraph(const Graph& g, const std::vector<size_t>& nodes, const std::vector<uint32_t>& inputs,
+         const std::vector<uint32_t>& outputs)
+      : local_(g.values().size(), HAL_GRAPH_NO_VALUE) {
+    auto local = [&](uint32_t id) {
+      if (id == HAL_GRAPH_NO_VALUE) return id;
+      if (local_[id] == HAL_GRAPH_NO_VALUE) {
+        local_[id] = static_cast<uint32_t>(values_.size());
+        const ValueSpec& v = g.values()[id];
+        values_.push_back(hal_graph_value_t{sizeof(hal_graph_value_t), static_cast<uint32_t>(v.dtype),
+                                            static_cast<uint32_t>(v.shape.size()),
+                                            v.shape.empty() ? nullptr : v.shape.data()});
+      }
+      return local_[id];
+    };
+    for (uint32_t id : inputs) inputs_.push_back(local(id));
+    ids_.reserve(nodes.size());
+    attrs_.reserve(nodes.size());
+    for (size_t n : nodes) {
+      const Graph::Node& node = g.nodes()[n];
+      ids_.emplace_back();
+      for (uint32_t id : node.inputs) ids_.back().first.push_back(local(id));
+      for (uint32_t id : node.outputs) ids_.back().second.push_back(local(id));
+      attrs_.emplace_back();
+      for (const Attr& a : node.attrs) attrs_.back().push_back(a.c_attr());
+      hal_graph_node_t c{};
+      c.struct_size = sizeof(c);
+      c.op = node.op.c_str();
+      c.inputs = ids_.back().first.data();
+      c.input_count = ids_.back().first.size();
+      c.outputs = ids_.back().second.data();
+      c.output_count = ids_.back().second.size();
+      c.attrs = attrs_.back().empty() ? nullptr : attrs_.back().data();
+      c.attr_count = attrs_.back().size();
+      nodes_.push_back(c);
+    }
+    for (uint32_t id : outputs) outputs_.push_back(local(id));
+    for (const auto& v : values_) value_ptrs_.push_back(&v);
+    for (const auto& n : nodes_) node_ptrs_.push_back(&n);
+    graph_.struct_size = sizeof(graph_);
+    graph_.values = value_ptrs_.data();
+    graph_.value_count = value_ptrs_.size();
+    graph_.nodes = node_ptrs_.data();
+    graph_.node_count = node_ptrs_.size();
+    graph_.inputs = inputs_.data();
+    graph_.input_count = inputs_.size();
+    graph_.outputs = outputs_.data();
+    graph_.output_count = outputs_.size();
+  }
+  CGraph(const CGraph&) = delete;
+  const hal_graph_t* get() const { return &graph_; }
+
+ private:
+  std::vector<uint32_t> local_;  // global id -> local id
+  std::vector<hal_graph_value_t> values_;
+  std::vector<std::pair<std::vector<uint32_t>, std::vector<uint32_t>>> ids_;  // per node: inputs, outputs
+  std::vector<std::vector<hal_attr_t>> attrs_;
+  std::vector<hal_graph_node_t> nodes_;
+  std::vector<const hal_graph_value_t*> value_ptrs_;
+  std::vector<const hal_graph_node_t*> node_ptrs_;
+  std::vector<uint32_t> inputs_, outputs_;
+  hal_graph_t graph_{};
+};
+
+}  // namespace hal::detail
+
+#endif  // HAL_GRAPH_C_GRAPH_HPP_
