@@ -118,6 +118,19 @@ std::vector<int64_t> reshape_target(Translator& t, const std::vector<int64_t>& i
   return out;
 }
 
+// X with its dims in ORDER (X itself for the identity).
+V permuted(Translator& t, V x, const std::vector<size_t>& order) {
+  const ValueSpec xs = t.spec(x);  // a copy: emitting nodes may move the graph's specs
+  std::vector<int64_t> dims, shape;
+  bool identity = true;
+  for (size_t k = 0; k < order.size(); ++k) {
+    identity = identity && order[k] == k;
+    dims.push_back(static_cast<int64_t>(order[k]));
+    shape.push_back(xs.shape[order[k]]);
+  }
+  return identity ? x : t.emit_as("permute", {x}, {Attr::ints("dims", dims)}, {xs.dtype, shape});
+}
+
 // OUT differs from V's shape only by dims of size 1 (Unsqueeze, Squeeze over
 // run-time dims): V's ones permuted to the back, reshaped (its other dims
 // copied at the same index) to those dims followed by OUT's ones, permuted
@@ -134,21 +147,10 @@ V insert_or_drop_ones(Translator& t, V v, const std::vector<int64_t>& out) {
   if (ci.size() != co.size()) return V{};
   for (size_t k = 0; k < ci.size(); ++k)
     if (in.shape[ci[k]] != out[co[k]]) return V{};
-  auto permuted = [&](V x, const std::vector<size_t>& order) {  // x's dims in ORDER (identity: x)
-    const ValueSpec& xs = t.spec(x);
-    std::vector<int64_t> dims, shape;
-    bool identity = true;
-    for (size_t k = 0; k < order.size(); ++k) {
-      identity = identity && order[k] == k;
-      dims.push_back(static_cast<int64_t>(order[k]));
-      shape.push_back(xs.shape[order[k]]);
-    }
-    return identity ? x : t.emit_as("permute", {x}, {Attr::ints("dims", dims)}, {xs.dtype, shape});
-  };
   std::vector<size_t> order = ci;  // V's other dims first, then its ones
   for (size_t i = 0; i < in.shape.size(); ++i)
     if (in.shape[i] == 1) order.push_back(i);
-  V front = permuted(v, order);
+  V front = permuted(t, v, order);
   std::vector<int64_t> mid, attr;
   for (size_t k = 0; k < co.size(); ++k) {
     mid.push_back(out[co[k]]);
@@ -163,7 +165,7 @@ V insert_or_drop_ones(Translator& t, V v, const std::vector<int64_t>& out) {
   std::vector<size_t> back(out.size());  // out dim i reads mid dim back[i]
   size_t next_one = co.size();
   for (size_t i = 0, k = 0; i < out.size(); ++i) back[i] = (k < co.size() && co[k] == i) ? k++ : next_one++;
-  return permuted(reshaped, back);
+  return permuted(t, reshaped, back);
 }
 
 // OUT and V's shape end in the same dims (a split or merge of leading dims
@@ -182,15 +184,10 @@ V reshape_before_common_tail(Translator& t, V v, const std::vector<int64_t>& out
   if (tail == 0 || symbolic > 1) return V{};
   for (size_t i = 0; i < head_out; ++i)  // a literal 0 would read as a copy
     if (out[i] == 0) return V{};
-  auto permute = [&](V x, std::vector<int64_t> dims) {
-    const ValueSpec xs = t.spec(x);
-    std::vector<int64_t> shape;
-    for (int64_t d : dims) shape.push_back(xs.shape[static_cast<size_t>(d)]);
-    return t.emit_as("permute", {x}, {Attr::ints("dims", dims)}, {xs.dtype, shape});
-  };
-  std::vector<int64_t> to_front, mid, attr, back;
-  for (size_t i = 0; i < tail; ++i) to_front.push_back(static_cast<int64_t>(head_in + i));
-  for (size_t i = 0; i < head_in; ++i) to_front.push_back(static_cast<int64_t>(i));
+  std::vector<size_t> to_front, back;
+  std::vector<int64_t> mid, attr;
+  for (size_t i = 0; i < tail; ++i) to_front.push_back(head_in + i);
+  for (size_t i = 0; i < head_in; ++i) to_front.push_back(i);
   for (size_t i = 0; i < tail; ++i) {
     mid.push_back(out[head_out + i]);
     attr.push_back(0);
@@ -199,11 +196,11 @@ V reshape_before_common_tail(Translator& t, V v, const std::vector<int64_t>& out
     mid.push_back(out[i]);
     attr.push_back(out[i] < 0 ? -1 : out[i]);
   }
-  for (size_t i = 0; i < head_out; ++i) back.push_back(static_cast<int64_t>(tail + i));
-  for (size_t i = 0; i < tail; ++i) back.push_back(static_cast<int64_t>(i));
-  V front = permute(v, to_front);
+  for (size_t i = 0; i < head_out; ++i) back.push_back(tail + i);
+  for (size_t i = 0; i < tail; ++i) back.push_back(i);
+  V front = permuted(t, v, to_front);
   V reshaped = t.emit_as("reshape", {front}, {Attr::ints("shape", attr), Attr::b("copy_zeros", true)}, {in.dtype, mid});
-  return permute(reshaped, back);
+  return permuted(t, reshaped, back);
 }
 
 // Emits a reshape of V to OUT. A symbolic dim equal to V's dim at the same
