@@ -384,6 +384,7 @@ HAL_CONFORMANCE_SUITE(flip, flip_cases, flip_ref);
 
 std::vector<OpCase> reshape_cases(hal_dtype_e dt) {
   auto shape = [](std::vector<int64_t> s) { return hal::Attr::ints("shape", std::move(s)); };
+  const hal::Attr copy = hal::Attr::b("copy_zeros", true);
   return {
       OpCase("split a dim").in(random(dt, {2, 6}, 1)).attr(shape({2, 2, 3})),
       OpCase("merge dims").in(random(dt, {2, 3, 4}, 2)).attr(shape({6, 4})),
@@ -396,12 +397,21 @@ std::vector<OpCase> reshape_cases(hal_dtype_e dt) {
           .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {4, 2})}, {"reshape", "[2, 3]", "[4, 2]"}),
       OpCase("two inferred").in(random(dt, {2, 3}, 9)).attr(shape({-1, -1}))
           .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {2, 3})}, {"reshape", "more than one -1"}),
+      OpCase("copy_zeros").in(random(dt, {2, 3, 4}, 10)).attr(shape({0, 0, 2, -1})).attr(copy),
+      OpCase("copy_zeros, 0 self dim").in(random(dt, {0, 3}, 11)).attr(shape({0, 3, -1})).attr(copy)
+          .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {0, 3, 1})}, {"reshape", "[0, 3, -1]"}),
+      OpCase("copy_zeros past self's rank").in(random(dt, {2, 3}, 12)).attr(shape({6, 1, 0})).attr(copy)
+          .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {6, 1, 1})}, {"reshape", "copies dim 2", "rank 2"}),
+      OpCase("zero is a size without copy_zeros").in(random(dt, {0, 3}, 13)).attr(shape({3, 0})),
   };
 }
 
 std::vector<HostTensor> reshape_ref(const OpCase& c) {
   const HostTensor& self = c.input(0);
   std::vector<int64_t> shape = c.attr_ints("shape", {});
+  if (c.attr_bool("copy_zeros", false))
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (shape[i] == 0) shape[i] = self.shape[i];
   int64_t known = 1;
   for (int64_t d : shape) known *= d == -1 ? 1 : d;
   for (int64_t& d : shape)

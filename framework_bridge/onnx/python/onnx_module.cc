@@ -97,6 +97,47 @@ py::list run(hal::onnx::Session& session, const std::vector<std::string>& output
   return out;
 }
 
+py::dict stats_dict(const hal::CompiledGraphStats& s) {
+  static const char* const kSources[] = {"compiled", "memory", "disk"};
+  py::list devices;
+  for (const hal::DevicePartStats& d : s.devices) {
+    py::dict e;
+    e["device"] = d.device;
+    e["groups"] = d.groups;
+    e["kernels"] = d.kernels;
+    e["op_nodes"] = d.op_nodes;
+    e["fallback_nodes"] = d.fallback_nodes;
+    e["constants"] = d.constants;
+    devices.append(e);
+  }
+  py::dict r;
+  r["compiles"] = s.compiled;  // executables graph_compile made for this session
+  r["deserialized"] = s.deserialized;
+  r["cache"] = kSources[static_cast<int>(s.cache)];
+  r["groups"] = s.groups;
+  r["kernels"] = s.kernel_count;
+  r["op_nodes"] = s.op_nodes;
+  r["fallback_nodes"] = s.fallback_nodes;
+  r["copies"] = s.copies;
+  r["copy_bytes"] = s.copy_bytes;
+  r["descriptions"] = s.descriptions;
+  r["devices"] = devices;
+  return r;
+}
+
+py::dict metadata_dict(const hal::onnx::ModelMetadata& m) {
+  py::dict r;
+  r["producer_name"] = m.producer_name;
+  r["producer_version"] = m.producer_version;
+  r["domain"] = m.domain;
+  r["version"] = m.model_version;
+  r["description"] = m.doc_string;
+  r["graph_name"] = m.graph_name;
+  r["graph_description"] = m.graph_doc_string;
+  r["custom_metadata_map"] = m.metadata_props;
+  return r;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_onnx, m) {
@@ -146,7 +187,11 @@ PYBIND11_MODULE(_onnx, m) {
                              "[{name, dtype, shape (< 0: symbolic), dim_names}] in model order")
       .def_property_readonly("outputs", [](const hal::onnx::Model& m) { return tensor_infos(m.outputs()); })
       .def_property_readonly("opset", &hal::onnx::Model::opset)
-      .def_property_readonly("producer", &hal::onnx::Model::producer);
+      .def_property_readonly("producer", &hal::onnx::Model::producer)
+      .def_property_readonly(
+          "metadata", [](const hal::onnx::Model& m) { return metadata_dict(m.metadata()); },
+          "{producer_name, producer_version, domain, version, description, graph_name, graph_description, "
+          "custom_metadata_map} as onnxruntime's ModelMetadata names them");
 
   py::class_<hal::onnx::Session>(m, "Session", "A model compiled for a HAL device")
       .def(py::init([](const hal::onnx::Model& model, const std::string& config, const std::string& device,
@@ -160,5 +205,23 @@ PYBIND11_MODULE(_onnx, m) {
            "Compiles MODEL for DEVICE ('hal:N', a plugin name, '' = default) of the runtime CONFIG names")
       .def("run", &run, py::arg("output_names"), py::arg("feeds"),
            "feeds: [(name, dtype, shape, flat uint8 array)] -> [(dtype, shape, flat uint8 array)]")
-      .def("explain", &hal::onnx::Session::explain, py::call_guard<py::gil_scoped_release>());
+      .def("explain", &hal::onnx::Session::explain, py::call_guard<py::gil_scoped_release>())
+      .def("stats", [](const hal::onnx::Session& s) { return stats_dict(s.stats()); },
+           "hal::CompiledGraphStats as a dict: compiles, deserialized, cache ('compiled', 'memory', 'disk'), "
+           "groups, kernels, op_nodes, fallback_nodes, copies, copy_bytes, descriptions, devices [{device, "
+           "groups, kernels, op_nodes, fallback_nodes, constants}]");
+
+  m.def(
+      "compile_counters",
+      [] {
+        hal::CompileCacheCounters c = hal::compile_cache_counters();
+        py::dict r;
+        r["graph_compiles"] = c.graph_compiles;
+        r["deserializations"] = c.deserializations;
+        r["memory_hits"] = c.memory_hits;
+        r["disk_hits"] = c.disk_hits;
+        r["rebuilt_entries"] = c.rebuilt_entries;
+        return r;
+      },
+      "The process-wide compile cache counters (hal::compile_cache_counters)");
 }

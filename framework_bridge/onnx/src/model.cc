@@ -84,6 +84,15 @@ class ModelBuilder {
     model.opset_ = default_opset(m);
     model.producer_ = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
     if (!m.has_graph()) invalid("the model has no graph");
+    ModelMetadata& meta = model.metadata_;
+    meta.producer_name = m.producer_name();
+    meta.producer_version = m.producer_version();
+    meta.domain = m.domain();
+    meta.model_version = m.model_version();
+    meta.doc_string = m.doc_string();
+    meta.graph_name = m.graph().name();
+    meta.graph_doc_string = m.graph().doc_string();
+    for (const auto& p : m.metadata_props()) meta.metadata_props[p.key()] = p.value();
     if (model.opset_ <= kCheckerMaxOpset && m.ir_version() <= ::onnx::IR_VERSION) {
       run_checker(m);
     }

@@ -118,22 +118,126 @@ std::vector<int64_t> reshape_target(Translator& t, const std::vector<int64_t>& i
   return out;
 }
 
-// Emits a reshape of V to OUT (symbolic dims allowed; at most one, written
-// as -1 in the catalog op's `shape`).
+// X with its dims in ORDER (X itself for the identity).
+V permuted(Translator& t, V x, const std::vector<size_t>& order) {
+  const ValueSpec xs = t.spec(x);  // a copy: emitting nodes may move the graph's specs
+  std::vector<int64_t> dims, shape;
+  bool identity = true;
+  for (size_t k = 0; k < order.size(); ++k) {
+    identity = identity && order[k] == k;
+    dims.push_back(static_cast<int64_t>(order[k]));
+    shape.push_back(xs.shape[order[k]]);
+  }
+  return identity ? x : t.emit_as("permute", {x}, {Attr::ints("dims", dims)}, {xs.dtype, shape});
+}
+
+// OUT differs from V's shape only by dims of size 1 (Unsqueeze, Squeeze over
+// run-time dims): V's ones permuted to the back, reshaped (its other dims
+// copied at the same index) to those dims followed by OUT's ones, permuted
+// into OUT's order. V{} (absent) when OUT is not such a shape.
+V insert_or_drop_ones(Translator& t, V v, const std::vector<int64_t>& out) {
+  const ValueSpec in = t.spec(v);  // a copy: emitting nodes may move the graph's specs
+  auto core = [](const std::vector<int64_t>& s) {
+    std::vector<size_t> at;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] != 1) at.push_back(i);
+    return at;
+  };
+  std::vector<size_t> ci = core(in.shape), co = core(out);
+  if (ci.size() != co.size()) return V{};
+  for (size_t k = 0; k < ci.size(); ++k)
+    if (in.shape[ci[k]] != out[co[k]]) return V{};
+  std::vector<size_t> order = ci;  // V's other dims first, then its ones
+  for (size_t i = 0; i < in.shape.size(); ++i)
+    if (in.shape[i] == 1) order.push_back(i);
+  V front = permuted(t, v, order);
+  std::vector<int64_t> mid, attr;
+  for (size_t k = 0; k < co.size(); ++k) {
+    mid.push_back(out[co[k]]);
+    attr.push_back(0);
+  }
+  mid.resize(out.size(), 1);
+  attr.resize(out.size(), 1);
+  V reshaped = front;
+  if (t.spec(front).shape != mid)
+    reshaped = t.emit_as("reshape", {front}, {Attr::ints("shape", attr), Attr::b("copy_zeros", true)},
+                         {in.dtype, mid});
+  std::vector<size_t> back(out.size());  // out dim i reads mid dim back[i]
+  size_t next_one = co.size();
+  for (size_t i = 0, k = 0; i < out.size(); ++i) back[i] = (k < co.size() && co[k] == i) ? k++ : next_one++;
+  return permuted(t, reshaped, back);
+}
+
+// OUT and V's shape end in the same dims (a split or merge of leading dims
+// over run-time trailing ones: [b*h, s, d] <-> [b, h, s, d]): that tail is
+// permuted to the front, where copy_zeros keeps it, the rest reshaped after
+// it (at most one run-time dim there, inferred), and the tail permuted back.
+// V{} (absent) when OUT is not such a shape.
+V reshape_before_common_tail(Translator& t, V v, const std::vector<int64_t>& out) {
+  const ValueSpec in = t.spec(v);  // a copy: emitting nodes may move the graph's specs
+  size_t tail = 0;
+  while (tail < in.shape.size() && tail < out.size() && in.shape[in.shape.size() - 1 - tail] == out[out.size() - 1 - tail])
+    ++tail;
+  size_t head_in = in.shape.size() - tail, head_out = out.size() - tail;
+  int symbolic = 0;
+  for (size_t i = 0; i < head_out; ++i) symbolic += out[i] < 0;
+  if (tail == 0 || symbolic > 1) return V{};
+  for (size_t i = 0; i < head_out; ++i)  // a literal 0 would read as a copy
+    if (out[i] == 0) return V{};
+  std::vector<size_t> to_front, back;
+  std::vector<int64_t> mid, attr;
+  for (size_t i = 0; i < tail; ++i) to_front.push_back(head_in + i);
+  for (size_t i = 0; i < head_in; ++i) to_front.push_back(i);
+  for (size_t i = 0; i < tail; ++i) {
+    mid.push_back(out[head_out + i]);
+    attr.push_back(0);
+  }
+  for (size_t i = 0; i < head_out; ++i) {
+    mid.push_back(out[i]);
+    attr.push_back(out[i] < 0 ? -1 : out[i]);
+  }
+  for (size_t i = 0; i < head_out; ++i) back.push_back(tail + i);
+  for (size_t i = 0; i < tail; ++i) back.push_back(i);
+  V front = permuted(t, v, to_front);
+  V reshaped = t.emit_as("reshape", {front}, {Attr::ints("shape", attr), Attr::b("copy_zeros", true)}, {in.dtype, mid});
+  return permuted(t, reshaped, back);
+}
+
+// Emits a reshape of V to OUT. A symbolic dim equal to V's dim at the same
+// index is written 0 with copy_zeros (ONNX's copy); at most one other
+// symbolic dim is written -1 (inferred from the element count).
 V reshape_to(Translator& t, V v, const std::vector<int64_t>& out) {
   const ValueSpec& in = t.spec(v);
   if (in.shape == out) return v;
   std::vector<int64_t> attr = out;
-  int symbolic = 0;
-  for (int64_t& d : attr)
-    if (d < 0) {
-      d = -1;
-      ++symbolic;
+  int inferred = 0;
+  bool copies = false;
+  for (size_t i = 0; i < attr.size(); ++i) {
+    if (attr[i] >= 0) continue;
+    if (i < in.shape.size() && in.shape[i] == attr[i]) {
+      attr[i] = 0;
+      copies = true;
+    } else {
+      attr[i] = -1;
+      ++inferred;
     }
-  if (symbolic > 1)
-    t.unimplemented("reshape to " + join(out) + " has " + std::to_string(symbolic) +
-                    " dims only known at run time (the catalog's reshape infers one)");
-  return t.emit_as("reshape", {v}, {Attr::ints("shape", attr)}, {in.dtype, out});
+  }
+  if (inferred > 1) {
+    V moved = insert_or_drop_ones(t, v, out);
+    if (!moved.valid()) moved = reshape_before_common_tail(t, v, out);
+    if (moved.valid()) return moved;
+    t.unimplemented("reshape of " + join(in.shape) + " to " + join(out) + " has " + std::to_string(inferred) +
+                    " dims only known at run time that are not self's dim at the same index (the catalog's "
+                    "reshape copies those and infers one other)");
+  }
+  if (copies)  // with copy_zeros a literal 0 would copy: only when self's dim there is 0 too
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] == 0 && !(i < in.shape.size() && in.shape[i] == 0))
+        t.unimplemented("reshape of " + join(in.shape) + " to " + join(out) +
+                        " mixes a size-0 dim with dims only known at run time");
+  std::vector<Attr> attrs{Attr::ints("shape", attr)};
+  if (copies) attrs.push_back(Attr::b("copy_zeros", true));
+  return t.emit_as("reshape", {v}, attrs, {in.dtype, out});
 }
 
 // Reshape of a value known at load: new metadata over the same bytes.
@@ -321,6 +425,11 @@ void reshape(Translator& t, const OpRule&) {
   if (!target) t.unimplemented("the target shape (input 1 '" + t.input_name(1) + "') is computed at run time from tensor values");
   std::vector<int64_t> out = reshape_target(t, t.in(0).spec.shape, *target, t.attr_int("allowzero", 0) != 0);
   if (reshape_host(t, 0, out)) return;
+  const Slot& self = t.in(0);
+  if (self.ints && !self.host && out.size() <= 1 && (out.empty() ? 1 : out[0]) == static_cast<int64_t>(self.ints->size())) {
+    t.set_output_ints(0, self.spec.dtype, *self.ints, out.empty());  // shape arithmetic stays folded
+    return;
+  }
   t.set_output(0, reshape_to(t, t.value(0), out));
 }
 
@@ -340,6 +449,11 @@ void flatten(Translator& t, const OpRule&) {
   else target[1] = Dim::unknown();
   std::vector<int64_t> out = reshape_target(t, in, target, true);
   if (reshape_host(t, 0, out)) return;
+  const Slot& self = t.in(0);
+  if (self.ints && !self.host && out.size() <= 1 && (out.empty() ? 1 : out[0]) == static_cast<int64_t>(self.ints->size())) {
+    t.set_output_ints(0, self.spec.dtype, *self.ints, out.empty());  // shape arithmetic stays folded
+    return;
+  }
   t.set_output(0, reshape_to(t, t.value(0), out));
 }
 
@@ -375,6 +489,11 @@ void squeeze(Translator& t, const OpRule&) {
     return;
   }
   if (reshape_host(t, 0, out)) return;
+  const Slot& self = t.in(0);
+  if (self.ints && !self.host && out.size() <= 1 && (out.empty() ? 1 : out[0]) == static_cast<int64_t>(self.ints->size())) {
+    t.set_output_ints(0, self.spec.dtype, *self.ints, out.empty());  // shape arithmetic stays folded
+    return;
+  }
   t.set_output(0, reshape_to(t, t.value(0), out));
 }
 
@@ -393,6 +512,11 @@ void unsqueeze(Translator& t, const OpRule&) {
     return;
   }
   if (reshape_host(t, 0, out)) return;
+  const Slot& self = t.in(0);
+  if (self.ints && !self.host && out.size() <= 1 && (out.empty() ? 1 : out[0]) == static_cast<int64_t>(self.ints->size())) {
+    t.set_output_ints(0, self.spec.dtype, *self.ints, out.empty());  // shape arithmetic stays folded
+    return;
+  }
   t.set_output(0, reshape_to(t, t.value(0), out));
 }
 
@@ -1012,7 +1136,7 @@ const std::vector<OpRule> kTable = {
     {"Constant", kMin, kMax, "", constant, "no string or sparse values"},
     {"Shape", kMin, kMax, "", shape, ""},
     {"Size", kMin, kMax, "", size, ""},
-    {"Reshape", kMin, kMax, "reshape", reshape, "target known at load; at most one run-time dim"},
+    {"Reshape", kMin, kMax, "reshape", reshape, "target known at load; run-time dims only where self's dim at the same index is the same symbol, plus one other"},
     {"Flatten", kMin, kMax, "reshape", flatten, "at most one run-time dim in the result"},
     {"Squeeze", kMin, kMax, "reshape", squeeze, "axes known at load"},
     {"Unsqueeze", kMin, kMax, "reshape", unsqueeze, "axes known at load"},

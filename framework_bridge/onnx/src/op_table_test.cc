@@ -11,6 +11,7 @@
 #include "hal/onnx/model.hpp"
 #include "hal/onnx/operators.hpp"
 #include "hal/runtime/error.hpp"
+#include "hal/runtime/shape_inference.hpp"
 #include "test_models.hpp"
 
 namespace hal::onnx {
@@ -119,6 +120,37 @@ TEST_CASE("a reshape target computed from a symbolic dim becomes -1 in the catal
   REQUIRE(g.nodes().size() == 1);
   CHECK(g.nodes()[0].op == "reshape");
   CHECK(g.values()[g.outputs()[0]].shape == std::vector<int64_t>{1, seq, 2, 4});
+}
+
+TEST_CASE("a reshape keeping several run-time dims copies them (copy_zeros) and inference keeps their symbols") {
+  ModelMaker mm(20);
+  mm.input("x", TP::FLOAT, {std::string("batch"), std::string("seq"), int64_t{8}});
+  mm.init_i64("idx", {2}, {0, 1});
+  mm.init_i64("tail", {2}, {2, 4});
+  mm.init_i64("axis0", {1}, {0});
+  mm.node("Shape", {"x"}, {"s"});
+  mm.node("Gather", {"s", "idx"}, {"bs"});
+  attr_i(mm.node("Concat", {"bs", "tail"}, {"target"}), "axis", 0);
+  mm.node("Reshape", {"x", "target"}, {"y"}, "split_heads");
+  mm.node("Unsqueeze", {"y", "axis0"}, {"z"}, "add_axis");  // [1, batch, seq, 2, 4]: the symbols move
+  mm.output("y");
+  mm.output("z");
+  Model m = mm.load();
+  const Graph& g = m.graph();
+  int64_t b = m.inputs()[0].shape[0], s = m.inputs()[0].shape[1];
+  REQUIRE(g.nodes().size() >= 1);
+  const Graph::Node& n = g.nodes()[0];
+  CHECK(n.op == "reshape");
+  CHECK(g.values()[g.outputs()[0]].shape == std::vector<int64_t>{b, s, 2, 4});
+  CHECK(g.values()[g.outputs()[1]].shape == std::vector<int64_t>{1, b, s, 2, 4});
+  // The catalog's rule, run with primes for the symbols, gives the symbols back.
+  ValueSpec in{HAL_DTYPE_FLOAT32, {b, s, 8}};
+  std::vector<ValueSpec> out = infer_node("reshape", {&in}, n.attrs, 1);
+  CHECK(out[0].shape == std::vector<int64_t>{b, s, 2, 4});
+  // Sizes at run time: every value's shape from the input's.
+  std::vector<std::vector<int64_t>> shapes = infer_shapes(g, {{3, 5, 8}});
+  CHECK(shapes[g.outputs()[0]] == std::vector<int64_t>{3, 5, 2, 4});
+  CHECK(shapes[g.outputs()[1]] == std::vector<int64_t>{1, 3, 5, 2, 4});
 }
 
 TEST_CASE("a Reshape whose target is a run-time tensor is named as unsupported") {

@@ -3,11 +3,13 @@
 #include "hal/onnx/session.hpp"
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "hal/common/dtype.hpp"
+#include "hal/runtime/graph_passes.hpp"
 #include "hal/runtime/runtime.hpp"
 #include "hal/runtime/shape_inference.hpp"
 #include "tensor_proto.hpp"
@@ -63,13 +65,56 @@ struct Session::Impl {
   std::atomic<uint64_t> runs{0};
 };
 
+namespace {
+
+// The chosen device first, then the runtime's others in config order.
+std::vector<std::shared_ptr<Device>> claim_order(const Runtime& rt, const std::shared_ptr<Device>& home) {
+  std::vector<std::shared_ptr<Device>> order{home};
+  for (const std::shared_ptr<Device>& d : rt.devices())
+    if (d.get() != home.get()) order.push_back(d);
+  return order;
+}
+
+// Whether some device of ORDER (or FALLBACK) launches OP; the decomposition
+// pass rewrites only ops none of them runs.
+std::function<bool(const std::string&)> runs_somewhere(std::vector<std::shared_ptr<Device>> order,
+                                                       const std::shared_ptr<Device>& fallback) {
+  if (fallback) order.push_back(fallback);
+  auto known = std::make_shared<std::map<std::string, bool>>();
+  return [order = std::move(order), known](const std::string& op) {
+    auto [it, fresh] = known->emplace(op, false);
+    if (fresh)
+      for (const std::shared_ptr<Device>& d : order) {
+        try {
+          OpRunner runner(d, op);
+          it->second = true;
+          break;
+        } catch (const Error&) {  // UNIMPLEMENTED or disabled: ask the next device
+        }
+      }
+    return it->second;
+  };
+}
+
+}  // namespace
+
 Session::Session(Model model, const SessionOptions& options) : impl_(std::make_unique<Impl>(std::move(model))) {
-  if (!options.options.empty())
-    invalid("session option '" + options.options.begin()->first + "': this build's graph compiler takes no options");
   impl_->runtime = runtime_for(options.config);
   impl_->device = pick_device(*impl_->runtime, options.device);
-  impl_->compiled = std::make_unique<CompiledGraph>(compile(*impl_->device, impl_->model.graph()));
+  CompileOptions co;
+  co.devices = claim_order(*impl_->runtime, impl_->device);
+  co.fallback = impl_->runtime->fallback_device();
+  co.options = options.options;
+  PipelineOptions po;
+  po.supported = runs_somewhere(co.devices, co.fallback);
+  po.fold_device = impl_->device.get();
+  // The pipeline renumbers values; inputs and outputs keep their positions,
+  // which is all run() relies on.
+  Graph optimized = run_pipeline(impl_->model.graph(), po);
+  impl_->compiled = std::make_unique<CompiledGraph>(compile(optimized, co));
 }
+
+const CompiledGraphStats& Session::stats() const { return impl_->compiled->stats(); }
 
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
@@ -80,7 +125,6 @@ const Model& Session::model() const { return impl_->model; }
 std::vector<HostTensor> Session::run(const std::vector<std::string>& output_names,
                                      const std::vector<std::pair<std::string, HostTensorRef>>& feeds) {
   const Model& m = impl_->model;
-  const Graph& g = m.graph();
   const std::vector<TensorInfo>& ins = m.inputs();
   // Feeds by input position; names checked first so nothing runs on error.
   std::vector<const HostTensorRef*> fed(ins.size(), nullptr);
@@ -135,37 +179,29 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
     }
   }
 
-  std::vector<std::vector<int64_t>> value_shapes = infer_shapes(g, shapes);
   Device& dev = *impl_->device;
   auto bytes_of = [](hal_dtype_e dt, const std::vector<int64_t>& s) {
     return static_cast<uint64_t>(detail::checked_numel(s, "tensor")) * common::dtype_size(dt);
   };
-  std::vector<Buffer> in_bufs, out_bufs;
-  std::vector<TensorView> in_views, out_views;
+  std::vector<Buffer> in_bufs;
+  std::vector<TensorView> in_views;
   in_views.reserve(ins.size());
-  out_views.reserve(outs.size());
   for (size_t k = 0; k < ins.size(); ++k) {
     uint64_t n = bytes_of(ins[k].dtype, shapes[k]);
     in_bufs.push_back(dev.allocate(n ? n : 1));
     if (n) in_bufs.back().copy_from_host(fed[k]->data, n);
     in_views.emplace_back(in_bufs.back(), ins[k].dtype, shapes[k]);
   }
-  for (size_t j = 0; j < outs.size(); ++j) {
-    const std::vector<int64_t>& s = value_shapes[g.outputs()[j]];
-    uint64_t n = bytes_of(outs[j].dtype, s);
-    out_bufs.push_back(dev.allocate(n ? n : 1));
-    out_views.emplace_back(out_bufs.back(), outs[j].dtype, s);
-  }
-  std::vector<const TensorView*> in_ptrs, out_ptrs;
+  std::vector<const TensorView*> in_ptrs;
   for (const TensorView& v : in_views) in_ptrs.push_back(&v);
-  for (const TensorView& v : out_views) out_ptrs.push_back(&v);
-  impl_->compiled->run(in_ptrs, out_ptrs);
+  std::vector<OwnedTensor> out = impl_->compiled->run_allocating(in_ptrs);
   ++impl_->runs;
   std::vector<HostTensor> result;
   for (size_t j : picked) {
-    HostTensor h{outs[j].dtype, out_views[j].shape, {}};
+    const TensorView& v = out[j].view;
+    HostTensor h{outs[j].dtype, v.shape, {}};
     h.data.resize(bytes_of(h.dtype, h.shape));
-    if (!h.data.empty()) out_bufs[j].copy_to_host(h.data.data(), h.data.size());
+    if (!h.data.empty()) out[j].buffer.copy_to_host(h.data.data(), h.data.size(), v.byte_offset);
     result.push_back(std::move(h));
   }
   return result;
@@ -180,8 +216,8 @@ std::string Session::explain() const {
     << " inputs, " << g.outputs().size() << " outputs\n";
   o << "device: " << impl_->device->id() << " (plugin " << impl_->device->plugin_name() << ")\n";
   o << "partition: " << s.groups << " compiled groups (" << s.kernel_count << " kernels per run), " << s.op_nodes
-    << " nodes op by op\n";
-  for (size_t i = 0; i < s.descriptions.size(); ++i) o << "  group " << i + 1 << ": " << s.descriptions[i] << "\n";
+    << " nodes op by op (" << s.fallback_nodes << " on the fallback device), " << s.copies << " copies between devices\n";
+  o << impl_->compiled->explain();
   o << "runs: " << impl_->runs.load() << "\n";
   return o.str();
 }

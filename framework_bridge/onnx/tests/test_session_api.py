@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 
 import hal
 import hal.onnx
+from onnx_testing import write_config
 
 OPSET = 17
 
@@ -98,17 +99,47 @@ def test_describe(add_path, cpu_options):
     assert "cpu" in sess.explain()
 
 
-def test_session_config_entries_and_provider_options(add_path, cpu_options):
-    """Config entries and provider options reach the graph compiler, which refuses options it does not
-    know (this build's takes none) instead of ignoring them."""
+def test_modelmeta_like_onnxruntime(cpu_options):
+    """get_modelmeta(): producer, versions, names, doc strings and metadata_props as onnxruntime reads them."""
+    import onnxruntime
+
+    model = add_model()
+    model.producer_version = "9.8.7"
+    model.domain = "ai.hal.test"
+    model.model_version = 42
+    model.doc_string = "adds b to every row of x"
+    model.graph.name = "the_graph"
+    model.graph.doc_string = "one Add"
+    helper.set_model_props(model, {"author": "hal", "license": "MIT"})
+    data = model.SerializeToString()
+    ours = hal.onnx.InferenceSession(data, cpu_options).get_modelmeta()
+    theirs = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).get_modelmeta()
+    fields = ["producer_name", "graph_name", "domain", "description", "graph_description", "version",
+              "custom_metadata_map"]
+    assert {f: getattr(ours, f) for f in fields} == {f: getattr(theirs, f) for f in fields}
+    assert (ours.version, ours.custom_metadata_map["license"], ours.producer_version) == (42, "MIT", "9.8.7")
+
+
+def test_session_config_entries_and_provider_options(add_path, tmp_path, monkeypatch):
+    """Config entries and provider options reach the graph compiler as compile options (hal::CompileOptions::
+    options): the same options reuse the compiled executables, a changed one recompiles (on OpenCL, whose
+    graph compiler claims the Add)."""
+    monkeypatch.setenv("HAL_COMPILE_CACHE_DIR", str(tmp_path / "cache"))
     opts = hal.onnx.SessionOptions()
-    opts.hal_config = cpu_options.hal_config
+    opts.hal_config = str(write_config(tmp_path, "opencl"))
     opts.add_session_config_entry("hal.test_entry", "1")
     assert opts.get_session_config_entry("hal.test_entry") == "1"
-    _raises(hal.onnx.InvalidArgument, "session option 'hal.test_entry'", hal.onnx.InferenceSession,
-            str(add_path), opts)
-    _raises(hal.onnx.InvalidArgument, "session option 'hal.other'", hal.onnx.InferenceSession, str(add_path),
-            cpu_options, providers=[("CPUExecutionProvider", {"hal.other": 2})])
+    first = hal.onnx.InferenceSession(str(add_path), opts)
+    stats = first.compile_stats()
+    assert (stats["cache"], stats["compiles"], stats["groups"], stats["op_nodes"]) == ("compiled", 1, 1, 0)
+    assert stats["devices"][0]["device"] == "opencl:0" and stats["devices"][0]["groups"] == 1
+    before = hal.onnx.compile_counters()
+    again = hal.onnx.InferenceSession(str(add_path), opts)
+    assert (again.compile_stats()["cache"], again.compile_stats()["compiles"]) == ("memory", 0)
+    changed = hal.onnx.InferenceSession(str(add_path), opts, providers=[("opencl", {"hal.test_entry": 2})])
+    assert (changed.compile_stats()["cache"], changed.compile_stats()["compiles"]) == ("compiled", 1)
+    assert hal.onnx.compile_counters()["graph_compiles"] == before["graph_compiles"] + 1
+    np.testing.assert_array_equal(changed.run(None, {"x": X, "b": B})[0], X + B)
 
 
 def test_unavailable_onnxruntime_provider_is_skipped(add_path, cpu_options):

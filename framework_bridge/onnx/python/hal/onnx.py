@@ -27,7 +27,7 @@ from ._onnx import Fail, InvalidArgument, NoSuchFile, NotImplemented, RuntimeExc
 
 __all__ = ["InferenceSession", "SessionOptions", "RunOptions", "NodeArg", "ModelMetadata", "Fail",
            "InvalidArgument", "NotImplemented", "NoSuchFile", "RuntimeException", "get_available_providers",
-           "GraphOptimizationLevel", "ExecutionMode"]
+           "GraphOptimizationLevel", "ExecutionMode", "compile_counters"]
 
 # HAL dtype name -> (numpy dtype, onnxruntime type string).
 _DTYPES = {
@@ -121,15 +121,24 @@ class NodeArg:
 
 
 class ModelMetadata:
-    def __init__(self, producer_name, opset):
-        self.producer_name = producer_name
-        self.graph_name = ""
-        self.domain = ""
-        self.description = ""
-        self.graph_description = ""
-        self.version = 0
-        self.custom_metadata_map = {}
+    """What the model says about itself, with onnxruntime's attribute names (plus HAL's opset)."""
+
+    def __init__(self, metadata, opset):
+        self.producer_name = metadata["producer_name"]
+        self.producer_version = metadata["producer_version"]
+        self.graph_name = metadata["graph_name"]
+        self.domain = metadata["domain"]
+        self.description = metadata["description"]
+        self.graph_description = metadata["graph_description"]
+        self.version = metadata["version"]
+        self.custom_metadata_map = dict(metadata["custom_metadata_map"])
         self.opset = opset  # HAL: the default domain's opset the model imports
+
+
+def compile_counters():
+    """HAL: the process-wide compile cache counters {graph_compiles, deserializations, memory_hits, disk_hits,
+    rebuilt_entries} (hal::compile_cache_counters), e.g. to check that runs at new shapes compile nothing."""
+    return _onnx.compile_counters()
 
 
 def get_available_providers():
@@ -212,7 +221,7 @@ class InferenceSession:
         return []  # initializers are graph constants
 
     def get_modelmeta(self):
-        return ModelMetadata(self._model.producer, self._model.opset)
+        return ModelMetadata(self._model.metadata, self._model.opset)
 
     def get_providers(self):
         return [self._provider]
@@ -224,11 +233,10 @@ class InferenceSession:
         return self._sess_options
 
     def compile_stats(self):
-        """HAL: {"compiles": executables compiled for this session so far, ...} (hal::onnx::Session::stats)."""
-        stats = getattr(self._session, "stats", None)
-        if stats is None:
-            raise NotImplementedError("hal.onnx: this build's hal::onnx::Session reports no compile statistics")
-        return stats()
+        """HAL: what compiling made of the model (hal::onnx::Session::stats): {"compiles": executables
+        graph_compile made, "deserialized", "cache": "compiled" | "memory" | "disk", "groups", "kernels",
+        "op_nodes", "fallback_nodes", "copies", "copy_bytes", "descriptions", "devices": [per device]}."""
+        return self._session.stats()
 
     def explain(self):
         """HAL: the device, the partition (groups compiled, op-by-op nodes) and run counters, as text."""

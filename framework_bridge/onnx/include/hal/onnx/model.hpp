@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,19 @@ struct TensorInfo {
   hal_dtype_e dtype = HAL_DTYPE_INVALID;
   std::vector<int64_t> shape;           // dims < 0: symbolic (the graph's symbol numbers)
   std::vector<std::string> dim_names;   // per dim: the symbol's name; "" for concrete dims
+};
+
+// What the ModelProto says about itself (onnxruntime's ModelMetadata).
+// Copyable value type; strings empty and MODEL_VERSION 0 when not set.
+struct ModelMetadata {
+  std::string producer_name;      // "pytorch"
+  std::string producer_version;   // "2.15.0"
+  std::string domain;             // the model's domain
+  int64_t model_version = 0;
+  std::string doc_string;         // the model's
+  std::string graph_name;
+  std::string graph_doc_string;
+  std::map<std::string, std::string> metadata_props;  // key -> value (a repeated key: the last one)
 };
 
 struct LoadOptions {
@@ -73,6 +87,8 @@ class Model {
   int64_t opset() const { return opset_; }
   // The model's producer ("pytorch 2.15"), for messages; may be empty.
   const std::string& producer() const { return producer_; }
+  // Producer, versions, names, doc strings and metadata_props of the model.
+  const ModelMetadata& metadata() const { return metadata_; }
 
  private:
   friend class ModelBuilder;  // model.cc: fills the fields while translating
@@ -81,6 +97,7 @@ class Model {
   std::vector<TensorInfo> inputs_, outputs_;
   int64_t opset_ = 0;
   std::string producer_;
+  ModelMetadata metadata_;
 };
 
 }  // namespace hal::onnx

@@ -21,23 +21,32 @@
 
 #include "hal/onnx/host_tensor.hpp"  // IWYU pragma: export
 #include "hal/onnx/model.hpp"
+#include "hal/runtime/compiled_graph.hpp"
 
 namespace hal::onnx {
 
 struct SessionOptions {
   std::string config;  // hal.toml path; "" = HAL_CONFIG, else the default search
   std::string device;  // "hal:1" (runtime device index), a plugin name ("cpu", "opencl"); "" = default device
-  std::map<std::string, std::string> options;  // compile options, passed to the graph compiler
+  // Compile options: hal::CompileOptions::options (part of the compile
+  // cache key; a changed option recompiles).
+  std::map<std::string, std::string> options;
 };
 
-// A compiled model. Construction compiles; run() may be called from several
+// A compiled model. Construction runs the graph pipeline (hal::run_pipeline:
+// decompose what no device runs, fold constants on the chosen device, CSE,
+// DCE; HAL_GRAPH_DUMP_DIR dumps each stage) and compiles the result with
+// hal::compile across the runtime's devices: the chosen one first (home:
+// feeds and results live there), then the others in config order; the
+// runtime's fallback device runs the nodes all of them decline.
+// run() may be called from several
 // threads at once (each call uses its own device buffers). Move-only.
 class Session {
  public:
   // Compiles MODEL for the device SESSION_OPTIONS names (the runtime is
   // initialised from CONFIG on first use). Throws hal::Error: NOT_FOUND for
   // an unknown device name, INVALID_ARGUMENT for a bad config (file:line),
-  // UNIMPLEMENTED naming the node whose op the device cannot run.
+  // UNIMPLEMENTED naming the node no device runs (op, and why each declined).
   explicit Session(Model model, const SessionOptions& options = {});
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
@@ -55,6 +64,11 @@ class Session {
                               const std::vector<std::pair<std::string, HostTensorRef>>& feeds);
 
   const Model& model() const;
+  // What compiling made of the model: executables compiled vs taken from
+  // the memory or disk cache, per-device groups and op-by-op nodes,
+  // fallback nodes, copies between devices. Valid while the Session lives;
+  // fixed after construction (thread-safe to read).
+  const CompiledGraphStats& stats() const;
   // The device, the partition (groups the plugin compiled, op-by-op nodes,
   // per-executable descriptions) and run counters, as text for people.
   std::string explain() const;

@@ -250,6 +250,7 @@ inline void flip(const OpCall& call, std::vector<TensorMeta>& outputs) {
 }
 
 // reshape: `shape` with at most one -1 (inferred); same element count.
+// With `copy_zeros`, a 0 at index i is self's dim i.
 inline void reshape(const OpCall& call, std::vector<TensorMeta>& outputs) {
   const Tensor& self = call.input(0);
   std::vector<int64_t> shape = call.attr(0).as_ints();
@@ -257,6 +258,14 @@ inline void reshape(const OpCall& call, std::vector<TensorMeta>& outputs) {
   if (shape.size() > HAL_TENSOR_MAX_RANK)
     fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute 'shape' ", text(), " has more than ",
          HAL_TENSOR_MAX_RANK, " dims");
+  if (call.attr(1).as_bool())
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (shape[i] == 0) {
+        if (static_cast<int>(i) >= self.rank)
+          fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute 'shape' ", text(), " copies dim ", i,
+               " (copy_zeros) but input 'self' of shape ", self.shape_str(), " has rank ", self.rank);
+        shape[i] = self.shape[i];
+      }
   int inferred = -1;
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
