@@ -609,10 +609,28 @@ void gather(Translator& t, const OpRule&) {
   t.unimplemented("indices of rank " + std::to_string(ishape.size()) + " along axis " + std::to_string(axis) + " of a rank-" + std::to_string(dshape.size()) + " tensor");
 }
 
+// [0, 1, ..., n) in DT for a length N only known at run time (a symbol): a
+// run of ones summed up (the catalog's arange takes its bounds at load).
+V symbolic_arange(Translator& t, hal_dtype_e dt, int64_t n) {
+  V ones = t.emit_as("fill", {}, {Attr::scalar("value", 1)}, {dt, {n}});
+  V sum = t.emit1("cumsum", {ones}, {Attr::i("dim", 0)});
+  return t.emit1("sub", {sum, scalar(t, dt, 1)});
+}
+
 void slice(Translator& t, const OpRule&) {
   const Slot& data = t.in(0);
   const std::vector<int64_t>& shape = data.spec.shape;
-  std::vector<int64_t> starts = t.const_ints(1, "Slice's starts"), ends = t.const_ints(2, "Slice's ends");
+  std::vector<int64_t> starts = t.const_ints(1, "Slice's starts");
+  // Ends may be a dim only known at run time (x[:, :seq] with seq from Shape).
+  std::vector<Dim> end_dims;
+  if (auto e = t.ints(2)) end_dims = *e;
+  else
+    for (int64_t v : t.const_ints(2, "Slice's ends")) end_dims.push_back(Dim::of(v));
+  std::vector<int64_t> ends;
+  for (const Dim& d : end_dims) {
+    if (d.kind == Dim::kUnknown) t.unimplemented("Slice's ends are only known at run time and are not a dim of a graph input");
+    ends.push_back(d.known() ? d.value : 0);
+  }
   std::vector<int64_t> axes, steps(starts.size(), 1);
   if (t.has_input(3)) axes = t.const_ints(3, "Slice's axes");
   else
@@ -644,6 +662,17 @@ void slice(Translator& t, const OpRule&) {
   for (size_t k = 0; k < axes.size(); ++k) {
     int64_t axis = norm_axis(t, axes[k], shape.size());
     int64_t dim = t.spec(v).shape[axis];
+    if (end_dims[k].kind == Dim::kSym) {
+      // [0, seq): whole when the dim is that symbol, else the first seq
+      // indices (a seq larger than the dim fails at run time in
+      // index_select, naming the index, where ONNX would clamp).
+      if (dim == end_dims[k].value && starts[k] == 0 && steps[k] == 1) continue;
+      if (starts[k] != 0 || steps[k] != 1)
+        t.unimplemented("slicing axis " + std::to_string(axis) + " to an end only known at run time with start " +
+                        std::to_string(starts[k]) + " and step " + std::to_string(steps[k]) + " (only start 0, step 1)");
+      v = t.emit1("index_select", {v, symbolic_arange(t, HAL_DTYPE_INT64, end_dims[k].value)}, {Attr::i("dim", axis)});
+      continue;
+    }
     if (dim < 0) {
       if (starts[k] == 0 && steps[k] == 1 && ends[k] >= std::numeric_limits<int32_t>::max()) continue;  // the whole dim
       t.unimplemented("slicing dim " + std::to_string(axis) + ", only known at run time (the catalog has no slice op taking symbolic bounds)");
@@ -755,9 +784,7 @@ void range(Translator& t, const OpRule&) {
     int64_t start = (*s)[0].value;
     int64_t n = (*l)[0].value;
     if (start != 0) t.unimplemented("a run-time limit with start " + std::to_string(start) + " (only 0)");
-    V ones = t.emit_as("fill", {}, {Attr::scalar("value", 1)}, {dt, {n}});
-    V sum = t.emit1("cumsum", {ones}, {Attr::i("dim", 0)});
-    t.set_output(0, t.emit1("sub", {sum, scalar(t, dt, 1)}));
+    t.set_output(0, symbolic_arange(t, dt, n));
     return;
   }
   if (!s || !l || !d) {
@@ -1144,7 +1171,7 @@ const std::vector<OpRule> kTable = {
     {"Concat", kMin, kMax, "cat", concat, ""},
     {"Split", kMin, kMax, "split", split, "split sizes known at load"},
     {"Gather", kMin, kMax, "index_select|embedding", gather, "indices of rank <= 1, or any rank into a 2-D table on axis 0; negative run-time indices"},
-    {"Slice", kMin, kMax, "index_select", slice, "starts/ends/axes/steps known at load; run-time dims only sliced whole"},
+    {"Slice", kMin, kMax, "index_select", slice, "starts/axes/steps known at load; ends known at load or a run-time dim (then start 0, step 1); run-time dims otherwise sliced whole"},
     {"Expand", kMin, kMax, "copy", expand, "shape known at load (run-time dims allowed)"},
     {"ConstantOfShape", kMin, kMax, "fill", constant_of_shape, ""},
     {"Range", kMin, kMax, "arange|fill+cumsum+sub", range, "a run-time limit only with start 0, delta 1"},

@@ -15,6 +15,23 @@ from onnx_testing import assert_close, ort_run
 OPSETS = [13, models.NEWEST]
 BACKENDS = ["cpu", "opencl", "mixed"]
 
+# Known failures, declared with their reason (strict: a case that starts to
+# pass fails the run until it is taken off this list). Issue 13 stays open on them.
+KNOWN_FAILURES = {
+    ("encoder", models.NEWEST): "the dynamo exporter flattens [seq, batch, E] to [seq*batch, E] around out_proj's "
+    "Gemm and reshapes back to [seq, batch, E]: two run-time dims cannot be split from their product by the "
+    "catalog's reshape (docs/onnx.md, Reshape)",
+}
+
+
+def model_param(name, opset):
+    reason = KNOWN_FAILURES.get((name, opset))
+    marks = [pytest.mark.xfail(reason=reason, raises=hal.onnx.NotImplemented, strict=True)] if reason else []
+    return pytest.param(name, opset, marks=marks, id=f"{name}-{'newest' if opset == models.NEWEST else opset}")
+
+
+MODEL_PARAMS = [model_param(name, opset) for name in models.NAMES for opset in OPSETS]
+
 
 def session(path, config, providers=None):
     opts = hal.onnx.SessionOptions()
@@ -23,8 +40,7 @@ def session(path, config, providers=None):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("opset", OPSETS)
-@pytest.mark.parametrize("name", models.NAMES)
+@pytest.mark.parametrize("name,opset", MODEL_PARAMS)
 def test_matches_onnxruntime(name, opset, backend, configs, exported, record_property):
     path = exported(name, opset)
     feed = models.inputs(name, batch=2, seq=8)
@@ -55,17 +71,16 @@ def test_decoder_sequence_lengths(opset, configs, exported):
     assert hal.onnx.compile_counters()["graph_compiles"] == before
 
 
-def test_models_describe_like_onnxruntime(exported, configs):
+@pytest.mark.parametrize("name,opset", MODEL_PARAMS)
+def test_models_describe_like_onnxruntime(name, opset, exported, configs):
     """get_inputs()/get_outputs(): the names, shapes (dim names for dynamic dims) and types onnxruntime gives."""
     import onnxruntime
 
-    for name in models.NAMES:
-        for opset in OPSETS:
-            path = exported(name, opset)
-            ours = session(path, configs["cpu"], providers=["CPUExecutionProvider"])
-            theirs = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-            for a, b in [(ours.get_inputs(), theirs.get_inputs()), (ours.get_outputs(), theirs.get_outputs())]:
-                assert [(x.name, x.shape, x.type) for x in a] == [(x.name, x.shape, x.type) for x in b]
-            # hal::onnx::Model::producer() is the producer's name and version ("pytorch 2.15.0").
-            assert ours.get_modelmeta().producer_name.split(" ")[0] == theirs.get_modelmeta().producer_name
-            assert ours.get_providers() == ["CPUExecutionProvider"]
+    path = exported(name, opset)
+    ours = session(path, configs["cpu"], providers=["CPUExecutionProvider"])
+    theirs = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for a, b in [(ours.get_inputs(), theirs.get_inputs()), (ours.get_outputs(), theirs.get_outputs())]:
+        assert [(x.name, x.shape, x.type) for x in a] == [(x.name, x.shape, x.type) for x in b]
+    # hal::onnx::Model::producer() is the producer's name and version ("pytorch 2.15.0").
+    assert ours.get_modelmeta().producer_name.split(" ")[0] == theirs.get_modelmeta().producer_name
+    assert ours.get_providers() == ["CPUExecutionProvider"]
