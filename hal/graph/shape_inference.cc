@@ -26,16 +26,20 @@ namespace {
 using common::TensorMeta;
 using graph_detail::find_op;
 
-// The first N primes from 4099 on: large enough that a rule's bounds checks
-// (an index below a dim, a slice of 3) pass and that they rarely equal a
-// model's concrete sizes, small enough that the product of four of them
-// still fits the int64 arithmetic of the rules.
+// The sizes symbols stand for: the first N primes from 101 on, times 240.
+// Large enough that a rule's bounds checks (an index below a dim, a slice
+// of 3) pass and that they rarely equal a model's concrete sizes; divisible
+// by 2, 3, 4, 5, 6, 8, 10, 12, 15, 16 so that a derived size (a product
+// split again by a head count, say) still divides like a real one; small
+// enough that the product of four still fits the int64 arithmetic of the
+// rules. Distinct primes keep the symbols apart.
 std::vector<int64_t> primes(size_t n) {
+  constexpr int64_t kScale = 240;
   std::vector<int64_t> out;
-  for (int64_t c = 4099; out.size() < n; c += 2) {
+  for (int64_t c = 101; out.size() < n; c += 2) {
     bool prime = true;
     for (int64_t f = 3; f * f <= c && prime; f += 2) prime = c % f != 0;
-    if (prime) out.push_back(c);
+    if (prime) out.push_back(c * kScale);
   }
   return out;
 }

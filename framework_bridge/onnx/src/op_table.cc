@@ -207,8 +207,9 @@ V reshape_before_common_tail(Translator& t, V v, const std::vector<int64_t>& out
 // index is written 0 with copy_zeros (ONNX's copy); at most one other
 // symbolic dim is written -1 (inferred from the element count).
 V reshape_to(Translator& t, V v, const std::vector<int64_t>& out) {
-  const ValueSpec& in = t.spec(v);
+  const ValueSpec in = t.spec(v);  // a copy: emitting may move the graph's values (read after emits below)
   if (in.shape == out) return v;
+  if (V origin = t.flatten_origin(v); origin.valid() && t.spec(origin).shape == out) return origin;  // un-flatten
   std::vector<int64_t> attr = out;
   int inferred = 0;
   bool copies = false;
@@ -237,7 +238,21 @@ V reshape_to(Translator& t, V v, const std::vector<int64_t>& out) {
                         " mixes a size-0 dim with dims only known at run time");
   std::vector<Attr> attrs{Attr::ints("shape", attr)};
   if (copies) attrs.push_back(Attr::b("copy_zeros", true));
-  return t.emit_as("reshape", {v}, attrs, {in.dtype, out});
+  V flat = t.emit_as("reshape", {v}, attrs, {in.dtype, out});
+  // [d0, ..., dj, c...] -> [m, K = prod(c...)] merging several run-time dims:
+  // remember [d0, ..., dj, K] (the same reshape with copied leading dims) so
+  // a Gemm over the rows and the reshape back can skip the product.
+  if (out.size() == 2 && out[1] >= 0 && in.shape.size() > 2) {
+    size_t j = in.shape.size();
+    int64_t prod = 1;
+    while (j > 1 && in.shape[j - 1] >= 0 && prod < out[1]) prod *= in.shape[--j];
+    if (prod == out[1] && std::count_if(in.shape.begin(), in.shape.begin() + j, [](int64_t d) { return d < 0; }) > 1) {
+      std::vector<int64_t> lead(in.shape.begin(), in.shape.begin() + j);
+      lead.push_back(out[1]);
+      t.set_flatten_origin(flat, lead == in.shape ? v : reshape_to(t, v, lead));
+    }
+  }
+  return flat;
 }
 
 // Reshape of a value known at load: new metadata over the same bytes.
@@ -827,6 +842,15 @@ void gemm(Translator& t, const OpRule&) {
   if (ta) a = transpose2d(t, a);
   bool has_c = t.has_input(2);
   if (tb && alpha == 1.0f && (!has_c || (beta == 1.0f && t.in(2).spec.shape.size() <= 1))) {
+    V origin = ta ? V{} : t.flatten_origin(a);
+    if (origin.valid()) {  // rows of a flattened [d0, ..., K]: linear over the unflattened value
+      V y = t.emit1("linear", {origin, b, has_c ? t.value(2) : V{}});
+      int64_t n = t.spec(y).shape.back();
+      V flat = t.emit1("reshape", {y}, {Attr::ints("shape", {-1, n})});
+      t.set_flatten_origin(flat, y);
+      t.set_output(0, flat);
+      return;
+    }
     t.set_output(0, t.emit1("linear", {a, b, has_c ? t.value(2) : V{}}));  // weight [N, K] as stored
     return;
   }
@@ -1163,7 +1187,7 @@ const std::vector<OpRule> kTable = {
     {"Constant", kMin, kMax, "", constant, "no string or sparse values"},
     {"Shape", kMin, kMax, "", shape, ""},
     {"Size", kMin, kMax, "", size, ""},
-    {"Reshape", kMin, kMax, "reshape", reshape, "target known at load; run-time dims only where self's dim at the same index is the same symbol, plus one other"},
+    {"Reshape", kMin, kMax, "reshape", reshape, "target known at load; run-time dims: self's dim at the same index (copied), one other inferred, and leading run-time dims merged for a Gemm and split back after it (the Gemm runs unflattened)"},
     {"Flatten", kMin, kMax, "reshape", flatten, "at most one run-time dim in the result"},
     {"Squeeze", kMin, kMax, "reshape", squeeze, "axes known at load"},
     {"Unsqueeze", kMin, kMax, "reshape", unsqueeze, "axes known at load"},

@@ -117,7 +117,20 @@ class Translator {
   // reuse a name given here.
   int64_t named_symbol(const std::string& name);
 
+  // Flattens remembered: FLAT is ORIGIN ([d0, ..., dn, K], several dims only
+  // known at run time) with its leading dims merged ([m, K]). Exporters
+  // flatten around a Gemm and split the product again, which the catalog's
+  // reshape cannot do from the product alone; the rows' computation runs on
+  // ORIGIN instead (op_table.cc: gemm, reshape_to).
+  void set_flatten_origin(Graph::Value flat, Graph::Value origin) { flatten_origin_[flat.id] = origin.id; }
+  // ORIGIN of FLAT, or an invalid value.
+  Graph::Value flatten_origin(Graph::Value flat) const {
+    auto it = flatten_origin_.find(flat.id);
+    return it == flatten_origin_.end() ? Graph::Value{} : Graph::Value{it->second};
+  }
+
  private:
+  std::map<uint32_t, uint32_t> flatten_origin_;
   Graph& graph_;
   std::map<std::string, Slot> slots_;
   const ::onnx::NodeProto* node_ = nullptr;

@@ -17,11 +17,7 @@ BACKENDS = ["cpu", "opencl", "mixed"]
 
 # Known failures, declared with their reason (strict: a case that starts to
 # pass fails the run until it is taken off this list). Issue 13 stays open on them.
-KNOWN_FAILURES = {
-    ("encoder", models.NEWEST): "the dynamo exporter flattens [seq, batch, E] to [seq*batch, E] around out_proj's "
-    "Gemm and reshapes back to [seq, batch, E]: two run-time dims cannot be split from their product by the "
-    "catalog's reshape (docs/onnx.md, Reshape)",
-}
+KNOWN_FAILURES = {}  # (model name, opset) -> reason
 
 
 def model_param(name, opset):
