@@ -148,7 +148,7 @@ TEST_CASE("Graph::add_node infers outputs, names derived symbols after the node,
   auto e = g.add_op("embedding", {table, ids});
   CHECK(g.values()[e.id] == ValueSpec{F32, {batch, seq, 4}});
   auto both = g.add_op("cat", {e, e}, {Attr::i("dim", 1)});
-  const std::vector<int64_t>& shape = g.values()[both.id].shape;
+  const std::vector<int64_t> shape = g.values()[both.id].shape;  // a copy: add_node below grows values()
   REQUIRE(shape.size() == 3);
   CHECK(shape[0] == batch);
   CHECK(g.symbol_name(shape[1]) == "node1_d1");
