@@ -2,7 +2,8 @@
 # The main job: install what is missing, build HAL, show hal-info with the
 # default configuration, then train a real model through the HAL on the
 # default device: an MLP on scikit-learn's digits, every forward, loss,
-# backward and SGD step a catalog op, checked against PyTorch.
+# backward and SGD step a catalog op, checked against PyTorch; then plain
+# PyTorch on device="hal", and an exported ONNX model against onnxruntime.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 hal_install_packages
 hal_python_env
@@ -22,3 +23,10 @@ hal_log "plain PyTorch on device=\"hal\" (hal/config/hal.toml) vs PyTorch CPU (f
 # (HAL_FALLBACK_WARN=0: the counts are printed, the per-op warnings would repeat them.)
 HAL_FALLBACK_WARN=0 HAL_CONFIG="$HAL_SRC/hal/config/hal.toml" PYTHONPATH="$B/python" "$HAL_PYTHON" \
   "$HAL_SRC/framework_bridge/pytorch/examples/train_compare.py" --models mlp,cnn,decoder
+hal_log "an ONNX model through the HAL vs onnxruntime (framework_bridge/onnx/examples/run_exported.py)"
+# A GPT-style decoder exported by torch.onnx.export (dynamic sequence length),
+# run by hal.onnx.InferenceSession on hal/config/hal.toml's default device and
+# by onnxruntime at three lengths; prints the partition and compile counts and
+# exits non-zero when an output disagrees.
+PYTHONPATH="$B/python" "$HAL_PYTHON" "$HAL_SRC/framework_bridge/onnx/examples/run_exported.py" \
+  --config "$HAL_SRC/hal/config/hal.toml"
