@@ -246,3 +246,19 @@ def test_run_from_several_threads(add_session):
         results = list(pool.map(lambda f: add_session.run(None, f)[0], feeds))
     for f, y in zip(feeds, results):
         np.testing.assert_array_equal(y, f["x"] + f["b"])
+
+
+def test_model_larger_than_the_device_is_out_of_memory(cpu_options):
+    """An intermediate no device can hold: OUT_OF_MEMORY naming the size and the device's memory; nothing
+    is lost (the next session runs)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1 << 20, 1 << 20])  # 4 TiB of float32
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"])], "g", [x], [y], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    sess = hal.onnx.InferenceSession(model.SerializeToString(), cpu_options)
+    _raises(hal.onnx.RuntimeException, r"OUT_OF_MEMORY: .*size 4398046511104 bytes exceeds the device's memory of \d+ bytes",
+            sess.run, None, {"x": np.ones(1, np.float32)})
+    ok = hal.onnx.InferenceSession(add_model().SerializeToString(), cpu_options)
+    got = ok.run(None, {"x": np.ones((2, 4), np.float32), "b": np.ones(4, np.float32)})[0]
+    np.testing.assert_array_equal(got, np.full((2, 4), 2, np.float32))
