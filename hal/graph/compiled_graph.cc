@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -118,6 +119,24 @@ struct CompiledGraph::Impl {
   std::vector<size_t> value_device;  // per value: the device producing it (inputs: home)
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
+
+  // infer_shapes for the inputs' shapes, remembering the last answer: runs
+  // repeat the same shapes, and inference re-runs every node's rule.
+  std::shared_ptr<const std::vector<std::vector<int64_t>>> shapes_for(
+      const std::vector<std::vector<int64_t>>& in) const {
+    {
+      std::lock_guard<std::mutex> lock(shapes_mu);
+      if (last_shapes && in == last_in) return last_shapes;
+    }
+    auto shapes = std::make_shared<const std::vector<std::vector<int64_t>>>(infer_shapes(graph, in));
+    std::lock_guard<std::mutex> lock(shapes_mu);
+    last_in = in;
+    last_shapes = shapes;
+    return shapes;
+  }
+  mutable std::mutex shapes_mu;
+  mutable std::vector<std::vector<int64_t>> last_in;
+  mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_shapes;
 };
 
 CompiledGraph::CompiledGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -508,7 +527,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   }
   // A value's concrete shape: its symbols as the views bind them, else (a
   // size derived from symbols) as shape inference gives it from the inputs.
-  std::optional<std::vector<std::vector<int64_t>>> inferred;
+  std::shared_ptr<const std::vector<std::vector<int64_t>>> inferred;
   auto concrete = [&](uint32_t id) {
     const ValueSpec& v = g.values()[id];
     std::vector<int64_t> shape = v.shape;
@@ -522,7 +541,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
       if (!inferred) {
         std::vector<std::vector<int64_t>> in;
         for (const TensorView* view : inputs) in.push_back(view->shape);
-        inferred = infer_shapes(g, in);
+        inferred = impl_->shapes_for(in);
       }
       shape = (*inferred)[id];
       for (int64_t x : shape)
@@ -633,7 +652,8 @@ std::vector<OwnedTensor> CompiledGraph::run_allocating(const std::vector<const T
                                                    std::to_string(g.inputs()[i]) + ") is null");
     in.push_back(inputs[i]->shape);
   }
-  const std::vector<std::vector<int64_t>> shapes = infer_shapes(g, in);  // names a bad input or node
+  const auto shapes_held = impl_->shapes_for(in);  // names a bad input or node
+  const std::vector<std::vector<int64_t>>& shapes = *shapes_held;
   std::vector<OwnedTensor> out(g.outputs().size());
   std::vector<const TensorView*> views;
   for (size_t j = 0; j < out.size(); ++j) {
