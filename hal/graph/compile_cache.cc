@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "graph/sha256.hpp"
+#include "runtime/sha256.hpp"
 #include "loader/loaded_plugin.hpp"
 
 namespace hal {
@@ -48,10 +48,7 @@ class KeyBytes {
   std::string bytes_;
 };
 
-std::string sha256_hex(const std::string& data) {
-  const auto digest = graph_detail::sha256(data.data(), data.size());
-  return graph_detail::hex(digest.data(), digest.size());
-}
+std::string sha256_hex(const std::string& data) { return detail::sha256_hex(data.data(), data.size()); }
 
 // Who the entry was made for: checked on read (a plugin upgrade is stale).
 json device_records(const std::vector<std::shared_ptr<Device>>& devices) {

@@ -2,7 +2,7 @@
 // output).
 #include <cstdio>
 
-#include "graph/sha256.hpp"
+#include "runtime/sha256.hpp"
 #include "hal/runtime/graph.hpp"
 
 namespace hal {
@@ -53,8 +53,8 @@ std::string Graph::dump() const {
   for (uint32_t id : inputs_) out += "input " + def(id) + "\n";
   for (uint32_t id : constants_) {
     const std::vector<uint8_t>& bytes = *constant_[id];
-    auto digest = graph_detail::sha256(bytes.data(), bytes.size());
-    out += "constant " + def(id) + " sha256:" + graph_detail::hex(digest.data(), 6) + "\n";
+    auto digest = detail::sha256(bytes.data(), bytes.size());
+    out += "constant " + def(id) + " sha256:" + detail::hex(digest.data(), 6) + "\n";
   }
   for (const Node& n : nodes_) {
     std::string line;

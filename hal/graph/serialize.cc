@@ -16,7 +16,7 @@
 // (the compile cache then rebuilds); any change to this layout bumps it.
 #include <cstring>
 
-#include "graph/sha256.hpp"
+#include "runtime/sha256.hpp"
 #include "hal/runtime/graph.hpp"
 
 namespace hal {
@@ -177,15 +177,14 @@ std::string Graph::serialize() const {
   w.u32(kVersion);
   w.u64(payload.size());
   w.bytes(payload.data(), payload.size());
-  auto digest = graph_detail::sha256(payload.data(), payload.size());
+  auto digest = detail::sha256(payload.data(), payload.size());
   w.bytes(digest.data(), digest.size());
   return std::move(w.out());
 }
 
 std::string Graph::hash() const {
   std::string payload = "HALGRAPH hash v" + std::to_string(kVersion) + "\n" + encode(*this, symbols_, false);
-  auto digest = graph_detail::sha256(payload.data(), payload.size());
-  return graph_detail::hex(digest.data(), digest.size());
+  return detail::sha256_hex(payload.data(), payload.size());
 }
 
 Graph Graph::deserialize(const void* data, size_t size) {
@@ -205,10 +204,10 @@ Graph Graph::deserialize(const void* data, size_t size) {
     refuse("truncated or padded: the header says " + std::to_string(payload_size) + " payload bytes + " +
            std::to_string(kDigest) + " checksum bytes but " + std::to_string(size - kHeader) + " follow it");
   const uint8_t* payload = bytes + kHeader;
-  auto digest = graph_detail::sha256(payload, payload_size);
+  auto digest = detail::sha256(payload, payload_size);
   if (std::memcmp(digest.data(), payload + payload_size, kDigest) != 0)
-    refuse("checksum mismatch: the payload's sha256 is " + graph_detail::hex(digest.data(), kDigest) +
-           " but the stored one is " + graph_detail::hex(payload + payload_size, kDigest) + " (corrupt bytes)");
+    refuse("checksum mismatch: the payload's sha256 is " + detail::hex(digest.data(), kDigest) +
+           " but the stored one is " + detail::hex(payload + payload_size, kDigest) + " (corrupt bytes)");
 
   Reader r(payload, payload_size, kHeader);
   Graph g;

@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "graph/sha256.hpp"
+#include "runtime/sha256.hpp"
 #include "hal/runtime/graph.hpp"
 
 namespace {
@@ -30,7 +30,7 @@ hal::Graph sample(const std::string& input_name = "x", uint8_t weight = 1) {
 // BYTES with the payload's checksum recomputed (the payload sits between
 // the 20-byte header and the 32-byte digest).
 std::string reseal(std::string bytes) {
-  auto d = hal::graph_detail::sha256(bytes.data() + 20, bytes.size() - 52);
+  auto d = hal::detail::sha256(bytes.data() + 20, bytes.size() - 52);
   std::memcpy(&bytes[bytes.size() - 32], d.data(), 32);
   return bytes;
 }

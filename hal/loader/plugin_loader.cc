@@ -2,6 +2,7 @@
 
 #include "hal/common/extension.hpp"
 #include "hal/op_catalog.h"
+#include "runtime/sha256.hpp"
 
 #include <dlfcn.h>
 #include <openssl/evp.h>
@@ -81,13 +82,7 @@ std::string sha256_file(const std::string& path) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), digest, &len);
-  std::string hex;
-  static const char kHex[] = "0123456789abcdef";
-  for (unsigned int i = 0; i < len; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
+  return hex(digest, len);
 }
 
 LoadOutcome load_plugin(const LoadRequest& request) {

@@ -1,10 +1,10 @@
-#include "graph/sha256.hpp"
+#include "runtime/sha256.hpp"
 
 #include <openssl/evp.h>
 
 #include "hal/runtime/error.hpp"
 
-namespace hal::graph_detail {
+namespace hal::detail {
 
 std::array<uint8_t, 32> sha256(const void* data, size_t size) {
   std::array<uint8_t, 32> out{};
@@ -25,4 +25,9 @@ std::string hex(const uint8_t* digest, size_t size) {
   return out;
 }
 
-}  // namespace hal::graph_detail
+std::string sha256_hex(const void* data, size_t size) {
+  const auto digest = sha256(data, size);
+  return hex(digest.data(), digest.size());
+}
+
+}  // namespace hal::detail
