@@ -1,15 +1,13 @@
-// libhal internal: the op catalog lookup the graph code shares.
+// libhal internal: the op catalog for the graph code (lookup by name:
+// common::catalog::find_schema) and its message for an op not in it.
 #ifndef HAL_GRAPH_CATALOG_HPP_
 #define HAL_GRAPH_CATALOG_HPP_
 
 #include <string>
 
-#include "hal/common/op_schema.hpp"
+#include "hal/common/op_catalog.hpp"
 
 namespace hal::graph_detail {
-
-// The catalog schema named NAME, or nullptr. Thread-safe; static storage.
-const common::OpSchema* find_op(const std::string& name);
 
 // "op 'foo' is not in the op catalog (version 1.4)".
 std::string not_in_catalog(const std::string& name);

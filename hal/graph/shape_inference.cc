@@ -12,10 +12,6 @@
 
 namespace hal {
 
-const common::OpSchema* graph_detail::find_op(const std::string& name) {
-  return common::catalog::find_schema(name.c_str());
-}
-
 std::string graph_detail::not_in_catalog(const std::string& name) {
   return "op '" + name + "' is not in the op catalog (version " + std::to_string(HAL_OP_CATALOG_VERSION_MAJOR) + "." +
          std::to_string(HAL_OP_CATALOG_VERSION_MINOR) + ")";
@@ -24,7 +20,6 @@ std::string graph_detail::not_in_catalog(const std::string& name) {
 namespace {
 
 using common::TensorMeta;
-using graph_detail::find_op;
 
 // The sizes symbols stand for: the first N primes from 101 on, times 240.
 // Large enough that a rule's bounds checks (an index below a dim, a slice
@@ -91,7 +86,7 @@ std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const
                                   const std::vector<Attr>& attrs, size_t output_count, const InferContext& ctx,
                                   const std::vector<const ValueSpec*>& given) {
   const std::string label = ctx.label.empty() ? op : ctx.label;
-  const common::OpSchema* schema = find_op(op);
+  const common::OpSchema* schema = common::catalog::find_schema(op.c_str());
   if (schema == nullptr)
     throw Error(HAL_STATUS_UNIMPLEMENTED, label + ": " + graph_detail::not_in_catalog(op));
   if (output_count == 0) {

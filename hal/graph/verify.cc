@@ -43,7 +43,7 @@ void Graph::verify() const {
   }
   for (size_t n = 0; n < nodes_.size(); ++n) {
     const Node& node = nodes_[n];
-    if (graph_detail::find_op(node.op) == nullptr) refuse(node_label(n) + ": " + graph_detail::not_in_catalog(node.op));
+    if (common::catalog::find_schema(node.op.c_str()) == nullptr) refuse(node_label(n) + ": " + graph_detail::not_in_catalog(node.op));
     for (size_t i = 0; i < node.inputs.size(); ++i)
       if (node.inputs[i] != HAL_GRAPH_NO_VALUE) in_range(node.inputs[i], node_label(n) + ": input " + std::to_string(i));
     for (size_t o = 0; o < node.outputs.size(); ++o) {

@@ -46,7 +46,7 @@ size_t eliminate_common_subexpressions(Graph& g) {
   size_t removed = 0;
   for (size_t n = 0; n < g.nodes().size(); ++n) {
     const Graph::Node& node = g.nodes()[n];
-    const common::OpSchema* schema = graph_detail::find_op(node.op);
+    const common::OpSchema* schema = common::catalog::find_schema(node.op.c_str());
     if (schema == nullptr || std::strcmp(schema->group, "random") == 0) continue;
     if (std::any_of(node.outputs.begin(), node.outputs.end(), [&](uint32_t id) { return is_output[id]; })) continue;
     std::vector<AttrKey> attrs;

@@ -70,7 +70,7 @@ size_t fold_constants(Graph& g, Device& device, size_t max_bytes) {
   size_t count = 0;
   for (size_t n = 0; n < g.nodes().size(); ++n) {
     const Graph::Node node = g.nodes()[n];  // a copy: constants added below grow the graph
-    const common::OpSchema* schema = graph_detail::find_op(node.op);
+    const common::OpSchema* schema = common::catalog::find_schema(node.op.c_str());
     if (schema == nullptr || std::strcmp(schema->group, "random") == 0) continue;
     bool foldable = std::all_of(node.inputs.begin(), node.inputs.end(),
                                 [&](uint32_t id) { return id == HAL_GRAPH_NO_VALUE || g.is_constant(id); });
