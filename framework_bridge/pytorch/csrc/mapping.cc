@@ -19,6 +19,8 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
 
+#include <unordered_map>
+
 #include "backend.hpp"
 #include "mapping.hpp"
 
@@ -77,6 +79,7 @@ void conv_not_transposed(Call& c) {
 // the summed weight of the targets that are not ignore_index, computed with
 // device ops.
 void nll_total_weight(Call& c) {
+  if (c.lowering) throw Decline{"total_weight is computed with eager device ops"};
   at::Tensor total = c.returns[1];
   c.outputs.resize(1);
   if (c.arg("reduction").toInt() == at::Reduction::None) {
@@ -134,6 +137,20 @@ void cat_skip_legacy_empty(Call& c) {
     if (!(in.dim() == 1 && in.numel() == 0 && rank != 1)) kept.push_back(std::move(in));
   if (kept.empty()) throw Decline{"every input is empty"};
   c.inputs = std::move(kept);
+}
+
+// _to_copy and clone as graph copies: same device, no layout change.
+void copy_stays_on_device(Call& c) {
+  for (const char* arg : {"device", "layout", "pin_memory", "memory_format"}) {
+    if (!c.schema.argumentIndexWithName(arg)) continue;
+    const c10::IValue& v = c.arg(arg);
+    if (v.isNone()) continue;
+    if (std::string(arg) == "memory_format" && v.toMemoryFormat() == c10::MemoryFormat::Preserve) continue;
+    if (std::string(arg) == "pin_memory" && !v.toBool()) continue;
+    if (std::string(arg) == "layout" && v.toLayout() == c10::kStrided) continue;
+    if (std::string(arg) == "device" && v.toDevice().type() == c10::DeviceType::PrivateUse1) continue;
+    throw Decline{std::string(arg) + " argument"};
+  }
 }
 
 // PyTorch asks this which SDPA implementation to run for a PrivateUse1 query.
@@ -419,9 +436,33 @@ const std::vector<Mapping>& mappings() {
       m.scratch = {"query", "key", "value"};
       m.hook = sdpa_plain;
     }
+
+    // ---- graph only: PyTorch's views as copies (mapping.hpp: graph_only) ----
+    const AttrSpec shape_of_result{nullptr, "shape", A::kResultShape};
+    for (const char* op : {"view", "_unsafe_view", "squeeze", "squeeze.dim", "squeeze.dims", "unsqueeze", "flatten.using_ints"})
+      add({op}, "reshape", {t("self")}, {shape_of_result}).graph_only = true;
+    add({"permute"}, "permute", {t("self")}, {{"dims", "dims", A::kInts}}).graph_only = true;
+    for (const char* op : {"t", "transpose.int"})
+      add({op}, "permute", {t("self")}, {{nullptr, "dims", A::kTransposeDims}}).graph_only = true;
+    for (const char* op : {"expand", "clone", "_to_copy"}) {
+      Mapping& m = add({op}, "copy", {t("self")});
+      m.graph_only = true;
+      m.hook = copy_stays_on_device;
+    }
     return rows;
   }();
   return *table;
+}
+
+const Mapping* find_mapping(const std::string& name) {
+  static const auto* index = [] {
+    auto* by_name = new std::unordered_map<std::string, const Mapping*>();
+    for (const Mapping& row : mappings())
+      for (const std::string& n : row.aten) by_name->emplace(n, &row);
+    return by_name;
+  }();
+  auto it = index->find(name);
+  return it == index->end() ? nullptr : it->second;
 }
 
 }  // namespace torch_hal

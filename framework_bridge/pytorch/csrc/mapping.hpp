@@ -55,6 +55,8 @@ enum class AttrFrom {
   kFalse,            // no aten argument (arg nullptr): the constant false
   kReduction,        // int (at::Reduction) -> "none" / "mean" / "sum"
   kOptCorrection,    // Scalar? correction -> int, None -> 1; a non-integral value is declined
+  kResultShape,      // no aten argument: the first return's sizes (graph-only view rows -> reshape)
+  kTransposeDims,    // no aten argument: the permutation t / transpose.int(dim0, dim1) make of self
 };
 
 struct InputSpec {
@@ -100,10 +102,16 @@ struct Mapping {
   // [weight.size(0)]. Empty: the row has no masked outputs.
   std::vector<const char*> scratch;
   Hook hook = nullptr;
+  // A row only the torch.compile lowering uses (never registered as an
+  // eager kernel): PyTorch's views (view, permute, expand ...) stay views in
+  // eager, and are copies (reshape, permute, copy) in a graph.
+  bool graph_only = false;
 };
 
 // The table (mapping.cc). Built once; rows live for the process.
 const std::vector<Mapping>& mappings();
+// The row mapping aten overload NAME ("add.Tensor"), or nullptr. Thread-safe.
+const Mapping* find_mapping(const std::string& name);
 
 // A row's call in flight (mapped_kernel.cc builds it; hooks read/change it).
 struct Call {
@@ -113,6 +121,11 @@ struct Call {
   const c10::FunctionSchema& schema;
   c10::ArrayRef<c10::IValue> args;
   c10::DeviceIndex dev = 0;
+  // Set by the torch.compile lowering: tensors are meta tensors standing
+  // for graph values, nothing may run on the device (a hook that computes
+  // with device ops declines), and Scalar inputs are 0-dim CPU tensors
+  // (graph constants).
+  bool lowering = false;
   // Inline storage for the common sizes: no heap allocation per call.
   using Tensors = c10::SmallVector<at::Tensor, 6>;
   std::string catalog;                       // starts as row.catalog
