@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "backend.hpp"
+#include "graph_lowering.hpp"
 #include "mapping.hpp"
 
 namespace py = pybind11;
@@ -83,4 +84,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("fallback_stats", &torch_hal::fallback_stats);
   m.def("reset_fallback_stats", &torch_hal::reset_fallback_stats);
   torch_hal::bind_kernels(m);
+  torch_hal::bind_lowering(m);
 }

@@ -25,6 +25,16 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
     )
 
 from ._fallback import ExplainEntry, FallbackStats, explain, fallback_stats, reset_fallback_stats
+from .dynamo import compile_backend
+
+# torch.compile(backend="hal") by name (pip installs also declare it as a torch_dynamo_backends entry point).
+try:
+    from torch._dynamo import list_backends as _list_backends, register_backend as _register_backend
+
+    if "hal" not in _list_backends(exclude_tags=()):
+        _register_backend(compile_backend, name="hal")
+except ImportError:  # a torch without Dynamo
+    pass
 
 init = _device_module.init
 is_initialized = _device_module.is_initialized
@@ -36,5 +46,5 @@ def _autoload():
     ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off."""
 
 
-__all__ = ["init", "is_initialized", "fallback_stats", "reset_fallback_stats", "explain", "FallbackStats",
+__all__ = ["compile_backend", "init", "is_initialized", "fallback_stats", "reset_fallback_stats", "explain", "FallbackStats",
            "ExplainEntry"]

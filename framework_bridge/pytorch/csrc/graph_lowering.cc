@@ -1,0 +1,324 @@
+// torch_hal's torch.compile lowering (graph_lowering.hpp): a segment under
+// construction (SegmentBuilder) and its compiled form (Segment).
+//
+// A node lowers through the same RowConversion the eager kernel runs, on
+// meta tensors carrying the FX node's shapes (Call::lowering). Where the
+// conversion declines, or the catalog's own shape rule disagrees with
+// PyTorch's result, the node is not added and the reason goes back to the
+// caller, who runs the node eagerly: a lowering never fails the compile.
+#include "graph_lowering.hpp"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "backend.hpp"
+#include "hal/runtime/graph_passes.hpp"
+#include "mapping.hpp"
+#include "row_conversion.hpp"
+
+namespace py = pybind11;
+
+namespace torch_hal {
+
+Segment::Segment(hal::Graph graph, hal::CompiledGraph compiled, std::vector<c10::ScalarType> out_dtypes,
+                 c10::DeviceIndex dev)
+    : graph_(std::move(graph)), compiled_(std::move(compiled)), out_dtypes_(std::move(out_dtypes)), dev_(dev) {}
+
+std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs) const {
+  const c10::Device dev(at::kPrivateUse1, dev_);
+  std::vector<at::Tensor> ins;
+  std::vector<std::vector<int64_t>> shapes;
+  ins.reserve(inputs.size());
+  for (const at::Tensor& t : inputs) {
+    ins.push_back(t.device() == dev ? t.contiguous() : t.to(dev).contiguous());
+    shapes.push_back(ins.back().sizes().vec());
+  }
+  // The graph's own inference binds the symbols (it names a bad input).
+  const std::vector<std::vector<int64_t>> all = hal::infer_shapes(graph_, shapes);
+  std::vector<at::Tensor> outs;
+  std::vector<hal::TensorView> views(ins.size() + graph_.outputs().size());
+  std::vector<const hal::TensorView*> in_views, out_views;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    views[i] = view_of(ins[i]);
+    in_views.push_back(&views[i]);
+  }
+  for (size_t j = 0; j < graph_.outputs().size(); ++j) {
+    outs.push_back(at::empty(all[graph_.outputs()[j]], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
+    views[ins.size() + j] = view_of(outs.back());
+    out_views.push_back(&views[ins.size() + j]);
+  }
+  compiled_.run(in_views, out_views, current_hal_stream(dev_));
+  return outs;
+}
+
+namespace {
+
+const RowConversion& conversion_for(const Mapping& row, const std::string& name, const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static auto* made = new std::unordered_map<std::string, std::unique_ptr<RowConversion>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*made)[name];
+  if (!slot) slot = std::make_unique<RowConversion>(row, name, op.schema());
+  return *slot;
+}
+
+// A segment under construction. Values are known by the meta tensors that
+// stand for them (the lowering's results, or tensors declared as segment
+// inputs, which become graph inputs when a lowered node first reads them).
+class SegmentBuilder {
+ public:
+  explicit SegmentBuilder(int dev) : dev_(static_cast<c10::DeviceIndex>(dev)) {}
+
+  void declare(const at::Tensor& meta, const std::vector<SymDim>& sizes, const std::string& name) {
+    TORCH_CHECK(meta.is_meta(), "torch_hal: declare() takes meta tensors");
+    pending_[meta.unsafeGetTensorImpl()] = Pending{meta, sizes, name};
+  }
+
+  // Lowers aten overload NAME on ARGS/KWARGS (meta tensors for values);
+  // OUT_SIZES are the FX node's output sizes with symbols by name. Returns
+  // the meta tensors of the node's tensor returns (None for undefined
+  // ones), or a str: why the node does not lower.
+  py::object lower(const std::string& name, const py::tuple& args, const py::dict& kwargs,
+                   const std::vector<std::vector<SymDim>>& out_sizes) {
+    const Mapping* row = find_mapping(name);
+    if (row == nullptr) return py::str("no mapping-table row for aten::" + name);
+    const auto dot = name.find('.');
+    auto op = c10::Dispatcher::singleton().findSchema(
+        {"aten::" + name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)});
+    if (!op) return py::str("no such aten op");
+    const RowConversion& conv = conversion_for(*row, name, *op);
+    for (int a : conv.return_args())
+      if (a >= 0) return py::str("writes its argument in place");
+    torch::jit::Stack stack = torch::jit::createStackForSchema(
+        op->schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
+    for (const c10::IValue& v : stack) {
+      if (v.isTensor() && v.toTensor().defined() && !hal_dtype_of(v.toTensor().scalar_type()))
+        return py::str(std::string("dtype ") + c10::toString(v.toTensor().scalar_type()) + " has no HAL dtype");
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex())
+        return py::str("complex dtype");
+    }
+    Call call(*row, op->schema(), stack, dev_);
+    call.lowering = true;
+    try {
+      conv.convert(*op, call);
+    } catch (const Decline& d) {
+      return py::str("catalog op " + call.catalog + " declined: " + d.reason);
+    } catch (const c10::Error& e) {
+      return py::str("conversion failed: " + std::string(e.what_without_backtrace()));
+    }
+    // Every tensor return must be a catalog output (no eager side results).
+    std::vector<int> return_output(call.returns.size(), -1);
+    for (size_t r = 0; r < call.returns.size(); ++r) {
+      if (r < call.other_returns.size() && !call.other_returns[r].isNone()) return py::str("returns a non-tensor");
+      if (!call.returns[r].defined()) continue;
+      for (size_t k = 0; k < call.outputs.size(); ++k)
+        if (call.outputs[k].is_same(call.returns[r])) return_output[r] = static_cast<int>(k);
+      if (return_output[r] < 0) return py::str("return " + std::to_string(r) + " is not a catalog output");
+    }
+    for (const at::Tensor& out : call.outputs)
+      if (out.defined() && !out.is_meta()) return py::str("an output is not a new tensor");
+    // Inputs: known values, declared tensors (new graph inputs), constants.
+    std::vector<hal::Graph::Value> ins;
+    std::vector<const hal::ValueSpec*> in_specs;
+    for (const at::Tensor& t : call.inputs) {
+      if (!t.defined()) {
+        ins.emplace_back();
+        continue;
+      }
+      if (!t.is_meta()) {  // a Scalar input (0-dim CPU tensor): a constant
+        const at::Tensor c = t.contiguous();
+        std::vector<uint8_t> bytes(c.nbytes());
+        std::memcpy(bytes.data(), c.data_ptr(), bytes.size());
+        ins.push_back(graph_.constant(to_hal_dtype(c.scalar_type()), c.sizes().vec(), std::move(bytes)));
+        continue;
+      }
+      auto known = values_.find(t.unsafeGetTensorImpl());
+      if (known != values_.end()) {
+        ins.push_back(known->second);
+        continue;
+      }
+      auto p = pending_.find(t.unsafeGetTensorImpl());
+      if (p == pending_.end()) return py::str("reads a tensor that is not a value of the graph");
+      const hal::Graph::Value v = graph_.input(to_hal_dtype(t.scalar_type()), symbolic(p->second.sizes), p->second.name);
+      input_names_.push_back(p->second.name);
+      keep_.push_back(p->second.tensor);
+      values_[t.unsafeGetTensorImpl()] = v;
+      ins.push_back(v);
+    }
+    for (const auto& v : ins) in_specs.push_back(v.valid() ? &graph_.values()[v.id] : nullptr);
+    std::vector<hal::Attr> attrs = call.attrs;
+    if (call.catalog == "reshape" && !reshape_attrs(attrs, in_specs[0], out_sizes.at(0)))
+      return py::str("a reshape to more than one size only known at run time");
+    // The catalog's rules for the outputs (declared for copy, whose output is
+    // the caller's choice), checked against PyTorch's.
+    std::vector<hal::ValueSpec> specs;
+    try {
+      if (call.catalog == "copy") {
+        specs.push_back({to_hal_dtype(call.outputs[0].scalar_type()), symbolic(out_sizes.at(0))});
+        std::vector<const hal::ValueSpec*> given{&specs[0]};
+        hal::infer_node("copy", in_specs, attrs, 1, {}, given);
+      } else {
+        hal::InferContext ctx;
+        const size_t node = graph_.nodes().size();
+        ctx.fresh_symbol = [&](size_t o, size_t d) {
+          return graph_.symbol("node" + std::to_string(node) + "_o" + std::to_string(o) + "_d" + std::to_string(d));
+        };
+        specs = hal::infer_node(call.catalog, in_specs, attrs, call.outputs.size(), ctx);
+      }
+    } catch (const hal::Error& e) {
+      return py::str("catalog op " + call.catalog + " refused: " + e.what());
+    }
+    for (size_t k = 0; k < call.outputs.size(); ++k) {
+      const at::Tensor& o = call.outputs[k];
+      bool same = specs[k].dtype == to_hal_dtype(o.scalar_type()) && specs[k].shape.size() == size_t(o.dim());
+      for (size_t d = 0; same && d < specs[k].shape.size(); ++d) {
+        const bool torch_symbolic = k < out_sizes.size() && d < out_sizes[k].size() &&
+                                    std::holds_alternative<std::string>(out_sizes[k][d]);
+        same = torch_symbolic ? specs[k].shape[d] < 0 : specs[k].shape[d] == o.size(static_cast<int64_t>(d));
+      }
+      if (!same)
+        return py::str("catalog op " + call.catalog + " gives output " + std::to_string(k) + " " +
+                       graph_.shape_string(specs[k].shape) + " where PyTorch gives " + c10::str(o.sizes()) + " " +
+                       c10::toString(o.scalar_type()));
+    }
+    const std::vector<hal::Graph::Value> outs = graph_.add_node(call.catalog, ins, attrs, specs);
+    py::list result;
+    for (size_t r = 0; r < call.returns.size(); ++r) {
+      if (return_output[r] < 0) {
+        result.append(py::none());
+        continue;
+      }
+      const at::Tensor& t = call.returns[r];
+      values_[t.unsafeGetTensorImpl()] = outs[return_output[r]];
+      keep_.push_back(t);
+      result.append(py::cast(t));
+    }
+    ++nodes_;
+    return result;
+  }
+
+  void mark_output(const at::Tensor& t) {
+    auto it = values_.find(t.unsafeGetTensorImpl());
+    TORCH_CHECK(it != values_.end(), "torch_hal: mark_output of a tensor that is not a value of the segment");
+    graph_.mark_output(it->second);
+    out_dtypes_.push_back(t.scalar_type());
+  }
+
+  std::shared_ptr<Segment> compile(bool fold) {
+    const std::shared_ptr<hal::Device>& home = device(dev_);
+    hal::CompileOptions co;
+    co.devices.push_back(home);
+    for (const auto& d : runtime().devices())
+      if (d.get() != home.get()) co.devices.push_back(d);
+    co.fallback = runtime().fallback_device();
+    hal::PipelineOptions po;
+    po.fold_device = fold ? home.get() : nullptr;
+    hal::Graph g = hal::run_pipeline(graph_, po);
+    hal::CompiledGraph c = hal::compile(g, co);
+    return std::make_shared<Segment>(std::move(g), std::move(c), out_dtypes_, dev_);
+  }
+
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  size_t nodes() const { return nodes_; }
+  std::string dump() const { return graph_.dump(); }
+
+ private:
+  struct Pending {
+    at::Tensor tensor;
+    std::vector<SymDim> sizes;
+    std::string name;
+  };
+
+  std::vector<int64_t> symbolic(const std::vector<SymDim>& sizes) {
+    std::vector<int64_t> out;
+    for (const SymDim& d : sizes)
+      out.push_back(std::holds_alternative<int64_t>(d) ? std::get<int64_t>(d) : graph_.symbol(std::get<std::string>(d)));
+    return out;
+  }
+
+  // A reshape whose target has symbolic sizes: each the input's dim at the
+  // same position is 0 with copy_zeros, at most one other is -1 (as the
+  // ONNX front end writes them). False when that cannot express it.
+  bool reshape_attrs(std::vector<hal::Attr>& attrs, const hal::ValueSpec* in, const std::vector<SymDim>& out) {
+    std::vector<int64_t> shape;
+    bool zeros = false, inferred = false, concrete_zero = false;
+    for (size_t j = 0; j < out.size(); ++j) {
+      if (std::holds_alternative<int64_t>(out[j])) {
+        shape.push_back(std::get<int64_t>(out[j]));
+        concrete_zero = concrete_zero || shape.back() == 0;
+        continue;
+      }
+      const int64_t sym = graph_.symbol(std::get<std::string>(out[j]));
+      if (j < in->shape.size() && in->shape[j] == sym) {
+        shape.push_back(0);
+        zeros = true;
+      } else {
+        if (inferred) return false;
+        shape.push_back(-1);
+        inferred = true;
+      }
+    }
+    if (!zeros && !inferred) return true;  // concrete: the conversion's shape stands
+    if (zeros && concrete_zero) return false;
+    attrs = {hal::Attr::ints("shape", shape), hal::Attr::b("copy_zeros", zeros)};
+    return true;
+  }
+
+  c10::DeviceIndex dev_;
+  hal::Graph graph_;
+  std::unordered_map<const c10::TensorImpl*, hal::Graph::Value> values_;
+  std::unordered_map<const c10::TensorImpl*, Pending> pending_;
+  std::vector<at::Tensor> keep_;  // the tensors values_ is keyed by stay alive
+  std::vector<std::string> input_names_;
+  std::vector<c10::ScalarType> out_dtypes_;
+  size_t nodes_ = 0;
+};
+
+py::dict part_stats(const hal::CompiledGraphStats& s) {
+  py::dict d;
+  d["groups"] = s.groups;
+  d["kernels"] = s.kernel_count;
+  d["op_nodes"] = s.op_nodes;
+  d["fallback_nodes"] = s.fallback_nodes;
+  d["cache"] = s.cache == hal::CacheSource::kCompiled ? "compiled" : s.cache == hal::CacheSource::kMemory ? "memory" : "disk";
+  d["compiled"] = s.compiled;
+  d["deserialized"] = s.deserialized;
+  return d;
+}
+
+}  // namespace
+
+void bind_lowering(py::module_& m) {
+  py::class_<SegmentBuilder>(m, "_SegmentBuilder")
+      .def(py::init<int>(), py::arg("device"))
+      .def("declare", &SegmentBuilder::declare)
+      .def("lower", &SegmentBuilder::lower)
+      .def("mark_output", &SegmentBuilder::mark_output)
+      .def("input_names", &SegmentBuilder::input_names)
+      .def("nodes", &SegmentBuilder::nodes)
+      .def("dump", &SegmentBuilder::dump)
+      .def("compile", &SegmentBuilder::compile, py::arg("fold") = false);
+  py::class_<Segment, std::shared_ptr<Segment>>(m, "_Segment")
+      .def("run", &Segment::run)
+      .def("explain", [](const Segment& s) { return s.compiled().explain(); })
+      .def("graph_dump", [](const Segment& s) { return s.graph().dump(); })
+      .def("stats", [](const Segment& s) { return part_stats(s.compiled().stats()); });
+  m.def("_hal_compile_counters", [] {
+    const hal::CompileCacheCounters c = hal::compile_cache_counters();
+    py::dict d;
+    d["graph_compiles"] = c.graph_compiles;
+    d["deserializations"] = c.deserializations;
+    d["memory_hits"] = c.memory_hits;
+    d["disk_hits"] = c.disk_hits;
+    d["rebuilt_entries"] = c.rebuilt_entries;
+    return d;
+  });
+}
+
+}  // namespace torch_hal

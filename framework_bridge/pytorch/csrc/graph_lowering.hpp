@@ -1,0 +1,62 @@
+// torch_hal's torch.compile lowering: FX nodes (aten overloads) become
+// catalog nodes of a hal::Graph through the eager mapping table
+// (row_conversion.hpp), and a finished segment is compiled by the shared
+// pipeline (hal::run_pipeline + hal::compile) into a Segment that runs on
+// hal tensors. torch_hal/dynamo/ drives both from Python (the FX walk, the
+// partition into segments and eager nodes, the schedule).
+#ifndef TORCH_HAL_CSRC_GRAPH_LOWERING_HPP_
+#define TORCH_HAL_CSRC_GRAPH_LOWERING_HPP_
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "hal/runtime/graph.hpp"
+
+namespace pybind11 {
+class module_;
+}
+
+namespace torch_hal {
+
+// A dim of an FX value: a concrete size or a symbol's name ("s0", "s0*4").
+using SymDim = std::variant<int64_t, std::string>;
+
+// A compiled segment: a hal::CompiledGraph with the torch dtypes of its
+// outputs. Immutable after construction; run() may be called from several
+// threads (CompiledGraph::run is thread-safe, the shape memo is locked).
+class Segment {
+ public:
+  Segment(hal::Graph graph, hal::CompiledGraph compiled, std::vector<c10::ScalarType> out_dtypes,
+          c10::DeviceIndex dev);
+  // Runs the segment on the current torch_hal stream of its device. INPUTS
+  // are in graph input order (hal tensors, or 0-dim CPU tensors, which are
+  // uploaded); non-contiguous ones are made contiguous. The outputs are new
+  // hal tensors from torch's allocator with the shapes the catalog rules
+  // give for the inputs' shapes. Throws hal::Error INVALID_ARGUMENT naming
+  // the input for a count, dtype or shape mismatch (nothing runs), and the
+  // plugin's errors naming the group or node.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  const hal::CompiledGraph& compiled() const { return compiled_; }
+  const hal::Graph& graph() const { return graph_; }
+
+ private:
+  hal::Graph graph_;
+  hal::CompiledGraph compiled_;
+  std::vector<c10::ScalarType> out_dtypes_;
+  c10::DeviceIndex dev_;
+};
+
+// Adds this area's classes to torch_hal._C: _SegmentBuilder (declare,
+// lower, mark_output, input_names, dump, compile) and _Segment (run,
+// explain, stats, graph_dump), and _hal_compile_counters.
+void bind_lowering(pybind11::module_& m);
+
+}  // namespace torch_hal
+
+#endif  // TORCH_HAL_CSRC_GRAPH_LOWERING_HPP_

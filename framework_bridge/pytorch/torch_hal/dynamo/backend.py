@@ -1,0 +1,69 @@
+"""The "hal" torch.compile backend: AOTAutograd with HAL's decomposition table, each forward and
+backward graph run by a GraphRunner (graph_runner.py)."""
+import functools
+import os
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+
+from . import counters
+from .graph_runner import GraphRunner
+
+_runners = []  # the GraphRunners of this process, newest last (explain reads them)
+
+
+@functools.lru_cache(maxsize=1)
+def decompositions():
+    """PyTorch's core-aten decompositions of the ops "hal" has no eager kernel for; the ops it has
+    (the mapping table's rows and torch_hal's own kernels) stay whole, so each lowers to one catalog
+    op or runs as one eager kernel."""
+    from torch._decomp import core_aten_decompositions
+
+    table = {}
+    for op, fn in core_aten_decompositions().items():
+        if isinstance(op, torch._ops.OpOverload) and torch._C._dispatch_has_kernel_for_dispatch_key(
+                op.name(), "PrivateUse1"):
+            continue
+        table[op] = fn
+    return table
+
+
+def _dump(gm, kind):
+    d = os.environ.get("HAL_GRAPH_DUMP_DIR")
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    k = len(_runners)
+    with open(os.path.join(d, f"fx_{k:03d}_{kind}.txt"), "w") as f:
+        f.write(gm.print_readable(print_output=False))
+
+
+def _compiler(kind):
+    def compile_graph(gm, example_inputs):
+        _dump(gm, kind)
+        runner = GraphRunner(gm, example_inputs, kind)
+        _runners.append(runner)
+
+        def run(args):  # AOTAutograd's boxed convention: one list, cleared by the callee
+            return runner(args)
+        run._boxed_call = True
+        return run
+    return compile_graph
+
+
+_aot = aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
+                    inference_compiler=_compiler("inference"), decompositions=decompositions)
+
+
+def compile_backend(gm, example_inputs, **kwargs):
+    """torch.compile(model, backend="hal") (or backend=torch_hal.compile_backend)."""
+    return _aot(gm, example_inputs, **kwargs)
+
+
+def runners():
+    return list(_runners)
+
+
+def reset():
+    _runners.clear()
+    counters.reset()

@@ -1,0 +1,42 @@
+"""torch_hal.dynamo's counters (stats(), reset_stats()) and once-only warnings."""
+import collections
+import threading
+import warnings
+
+_lock = threading.Lock()
+_counts = collections.Counter()
+_eager = collections.Counter()
+_warned = set()
+
+
+def add(name, n=1):
+    with _lock:
+        _counts[name] += n
+
+
+def add_eager(reason):
+    with _lock:
+        _counts["eager_nodes"] += 1
+        _eager[reason] += 1
+
+
+def warn_once(message):
+    with _lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def snapshot():
+    with _lock:
+        out = {k: _counts.get(k, 0) for k in ("graphs", "segments", "lowered_nodes", "eager_nodes", "hal_compiles",
+                                              "hal_cache_hits")}
+        out["eager_reasons"] = dict(_eager)
+        return out
+
+
+def reset():
+    with _lock:
+        _counts.clear()
+        _eager.clear()

@@ -1,0 +1,281 @@
+"""An AOTAutograd FX graph (aten level) as a schedule of HAL segments and eager nodes.
+
+Each call_function node whose target is an aten overload is lowered through the eager mapping table
+(torch_hal._C._SegmentBuilder.lower: the same row conversion the eager kernel runs, on meta tensors
+carrying the node's shapes). Maximal runs of lowered nodes become one hal::Graph each, run through
+the shared pipeline and hal::compile; a node that does not lower runs eagerly on "hal" (with eager's
+own CPU fallback) and its reason is counted. The schedule is built once; a call only walks it.
+"""
+import operator
+
+import torch
+import torch.fx
+from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+from .. import _C
+from . import counters
+
+# Graph-only rows whose size argument may be symbolic: the lowering writes a symbolic reshape (0 with
+# copy_zeros for a kept dim, -1 for one derived size) or a copy to a symbolic shape.
+_SYMBOLIC_SIZE_OK = {"view", "_unsafe_view", "expand", "squeeze.dim", "squeeze.dims", "unsqueeze", "squeeze",
+                     "flatten.using_ints"}
+
+
+def _overload_name(target):
+    schema = target._schema
+    ns, name = schema.name.split("::", 1)
+    if ns != "aten":
+        return None
+    return name + ("." + schema.overload_name if schema.overload_name else "")
+
+
+def _dim(s):
+    """A size as the lowering takes it: an int, or the symbol's expression as its name."""
+    if isinstance(s, int):
+        return s
+    expr = s.node.expr
+    return int(expr) if expr.is_number else str(expr)
+
+
+def _hint(s):
+    return s if isinstance(s, int) else optimization_hint(s)
+
+
+def _meta_of(val):
+    """A meta tensor with VAL's dtype and (hinted) sizes and strides."""
+    return torch.empty_strided([_hint(s) for s in val.shape], [_hint(s) for s in val.stride()],
+                               dtype=val.dtype, device="meta")
+
+
+def _tensor_vals(val):
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)) and all(isinstance(v, torch.Tensor) or v is None for v in val):
+        return list(val)
+    return None
+
+
+class _Slot:
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _fill(a, env):
+    if isinstance(a, _Slot):
+        return env[a.index]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_fill(x, env) for x in a)
+    if isinstance(a, dict):
+        return {k: _fill(v, env) for k, v in a.items()}
+    return a
+
+
+class _Segment:
+    """A run of lowered nodes being built, then compiled."""
+
+    def __init__(self, device):
+        self.builder = _C._SegmentBuilder(device)
+        self.nodes = []          # lowered FX nodes, in order
+        self.metas = {}          # FX node -> meta tensor(s) the lowering returned
+        self.external = {}       # FX node read from outside -> its declared meta tensor
+
+    def arg(self, n):
+        if n in self.metas:
+            return self.metas[n]
+        if n not in self.external:
+            val = n.meta.get("val")
+            meta = _meta_of(val)
+            self.builder.declare(meta, [_dim(s) for s in val.shape], n.name)
+            self.external[n] = meta
+        return self.external[n]
+
+
+class GraphRunner:
+    """Runs GM (an AOTAutograd graph) as segments and eager nodes; calling it takes the graph's
+    inputs as a list (boxed) and returns its outputs as a list."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind, freeze=False):
+        self.gm = gm
+        self.kind = kind
+        self.device = next((t.device.index or 0 for t in example_inputs
+                            if isinstance(t, torch.Tensor) and t.device.type == "hal"), 0)
+        nodes = list(gm.graph.nodes)
+        self.slot = {n: i for i, n in enumerate(nodes)}
+        self.placeholders = [self.slot[n] for n in nodes if n.op == "placeholder"]
+        self.size = len(nodes)
+        self.steps = []           # callables env -> None
+        self.segments = []        # (_Segment, compiled _C._Segment)
+        self.eager = []           # (node, reason)
+        self.output = None
+        self.constants = {}
+        seg = None
+        for n in nodes:
+            if n.op == "placeholder":
+                continue
+            if n.op == "get_attr":
+                self.constants[self.slot[n]] = getattr(gm, n.target)
+                continue
+            if n.op == "output":
+                self.output = torch.fx.node.map_arg(n.args[0], lambda m: _Slot(self.slot[m]))
+                continue
+            if seg is None:
+                seg = _Segment(self.device)
+            if self._lower(seg, n):
+                continue
+            # A node that reads nothing of the open segment runs before it (the segment does not read
+            # it either: its nodes came first), so the segment stays whole. Eager nodes keep their
+            # order among themselves (random draws).
+            if any(m in seg.metas for m in n.all_input_nodes):
+                self._flush(seg)
+                seg = None
+            self._eager_step(n)
+        if seg is not None:
+            self._flush(seg)
+        counters.add("graphs")
+
+    # ---- building ----
+
+    def _lower(self, seg, n):
+        """Adds N to SEG; False (reason counted unless N computes no tensor) when it does not lower."""
+        if n.op != "call_function":
+            return False
+        if n.target is operator.getitem and n.args[0] in seg.metas and isinstance(seg.metas[n.args[0]], list):
+            seg.metas[n] = seg.metas[n.args[0]][n.args[1]]
+            seg.nodes.append(n)
+            return seg.metas[n] is not None
+        vals = _tensor_vals(n.meta.get("val"))
+        if vals is None or not isinstance(n.target, torch._ops.OpOverload):
+            return False  # host computation (getitem of an eager result, sym sizes): a plain step
+        name = _overload_name(n.target)
+        reason = None
+        if name is None:
+            reason = "not an aten op"
+        elif any(v is not None and (v.is_complex()) for v in vals):
+            reason = "complex dtype"
+        elif any(v is not None and v.layout != torch.strided for v in vals):
+            reason = "sparse tensor"
+        symbolic_attr = False
+
+        def arg(a):
+            nonlocal reason, symbolic_attr
+            if not isinstance(a, torch.fx.Node):
+                if isinstance(a, torch.SymInt):
+                    symbolic_attr = True
+                    return _hint(a)
+                return a
+            val = a.meta.get("val")
+            if val is None:
+                reason = reason or f"argument {a.name} has no recorded value"
+                return None
+            if isinstance(val, torch.SymInt):
+                symbolic_attr = True
+                return _hint(val)
+            if isinstance(val, (int, float, bool)):
+                return val
+            if not isinstance(val, torch.Tensor):
+                reason = reason or "an argument is not a tensor"
+                return None
+            if val.layout != torch.strided:
+                reason = reason or "sparse tensor"
+                return None
+            if val.is_complex():
+                reason = reason or "complex dtype"
+                return None
+            return seg.arg(a)
+
+        if reason is None:
+            args = torch.fx.node.map_aggregate(n.args, lambda a: arg(a))
+            kwargs = torch.fx.node.map_aggregate(n.kwargs, lambda a: arg(a))
+            if reason is None and symbolic_attr and name not in _SYMBOLIC_SIZE_OK:
+                reason = "a symbolic attribute"
+        if reason is None:
+            out_sizes = [[_dim(s) for s in v.shape] if v is not None else [] for v in vals]
+            try:
+                result = seg.builder.lower(name, tuple(args), dict(kwargs), out_sizes)
+            except RuntimeError as e:  # arguments the schema refuses (a Python number for a Tensor)
+                result = "arguments do not match the schema: " + str(e).splitlines()[0]
+            if isinstance(result, str):
+                reason = result
+        if reason is not None:
+            self.eager.append((n, reason))
+            counters.add_eager(reason)
+            return False
+        seg.metas[n] = result[0] if isinstance(n.meta.get("val"), torch.Tensor) else result
+        seg.nodes.append(n)
+        counters.add("lowered_nodes")
+        return True
+
+    def _flush(self, seg):
+        lowered = [n for n in seg.nodes if n.target is not operator.getitem]
+        if not lowered:
+            for n in seg.nodes:
+                self._eager_step(n)
+            return
+        inside = set(seg.nodes)
+        outputs = []
+        for n in seg.nodes:
+            meta = seg.metas.get(n)
+            if not isinstance(meta, torch.Tensor):
+                continue
+            if any(u not in inside for u in n.users) and all(meta is not seg.metas[o] for o in outputs):
+                outputs.append(n)
+                seg.builder.mark_output(meta)
+        try:
+            compiled = seg.builder.compile()
+        except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
+            counters.warn_once(f"torch_hal.dynamo: a HAL segment of {len(lowered)} nodes did not compile; "
+                               f"its nodes run eagerly: {e}")
+            for n in seg.nodes:
+                counters.add_eager("segment compile failed")
+                self.eager.append((n, "segment compile failed"))
+                self._eager_step(n)
+            return
+        counters.add("segments")
+        stats = compiled.stats()
+        counters.add("hal_compiles" if stats["cache"] == "compiled" else "hal_cache_hits")
+        names = seg.builder.input_names()
+        by_name = {n.name: n for n in seg.external}
+        in_slots = [self.slot[by_name[x]] for x in names]
+        out_slots = [self.slot[n] for n in outputs]
+        self.segments.append((seg, compiled, outputs))
+
+        def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots):
+            for s, t in zip(out_slots, run([env[i] for i in in_slots])):
+                env[s] = t
+        self.steps.append(step)
+
+    def _eager_step(self, n):
+        fn = n.target
+        args = torch.fx.node.map_arg(n.args, lambda m: _Slot(self.slot[m]))
+        kwargs = torch.fx.node.map_arg(n.kwargs, lambda m: _Slot(self.slot[m]))
+        out = self.slot[n]
+
+        def step(env, fn=fn, args=args, kwargs=kwargs, out=out):
+            env[out] = fn(*_fill(args, env), **_fill(kwargs, env))
+        self.steps.append(step)
+
+    # ---- running ----
+
+    def __call__(self, args):
+        env = [None] * self.size
+        for i, a in zip(self.placeholders, args):
+            env[i] = a
+        args.clear()  # boxed convention: the caller's list no longer keeps the inputs alive
+        for i, c in self.constants.items():
+            env[i] = c
+        for step in self.steps:
+            step(env)
+        return list(_fill(self.output, env))
+
+    def explain(self):
+        lines = [f"== {self.kind} graph: {len(self.segments)} HAL segment(s), {len(self.eager)} eager node(s)"]
+        lines.append(self.gm.print_readable(print_output=False))
+        for k, (seg, compiled, _) in enumerate(self.segments):
+            lines.append(f"-- segment {k}: {len(seg.nodes)} FX nodes; HAL graph after the pipeline:")
+            lines.append(compiled.graph_dump())
+            lines.append(compiled.explain())
+        for n, why in self.eager:
+            lines.append(f"-- eager node {n.name} ({n.target}): {why}")
+        return "\n".join(lines)
