@@ -80,6 +80,18 @@ class SegmentBuilder {
     pending_[meta.unsafeGetTensorImpl()] = Pending{meta, sizes, name};
   }
 
+  // Makes META stand for a graph constant holding VALUE's bytes (a frozen
+  // parameter; VALUE is a CPU tensor, copied).
+  void constant(const at::Tensor& meta, const at::Tensor& value, const std::string& name) {
+    TORCH_CHECK(meta.is_meta() && value.is_cpu(), "torch_hal: constant() takes a meta and a CPU tensor");
+    const at::Tensor c = value.contiguous();
+    std::vector<uint8_t> bytes(c.nbytes());
+    std::memcpy(bytes.data(), c.data_ptr(), bytes.size());
+    values_[meta.unsafeGetTensorImpl()] =
+        graph_.constant(to_hal_dtype(c.scalar_type()), c.sizes().vec(), std::move(bytes), name);
+    keep_.push_back(meta);
+  }
+
   // Lowers aten overload NAME on ARGS/KWARGS (meta tensors for values);
   // OUT_SIZES are the FX node's output sizes with symbols by name. Returns
   // the meta tensors of the node's tensor returns (None for undefined
@@ -298,6 +310,7 @@ void bind_lowering(py::module_& m) {
   py::class_<SegmentBuilder>(m, "_SegmentBuilder")
       .def(py::init<int>(), py::arg("device"))
       .def("declare", &SegmentBuilder::declare)
+      .def("constant", &SegmentBuilder::constant)
       .def("lower", &SegmentBuilder::lower)
       .def("mark_output", &SegmentBuilder::mark_output)
       .def("input_names", &SegmentBuilder::input_names)
@@ -308,6 +321,7 @@ void bind_lowering(py::module_& m) {
       .def("run", &Segment::run)
       .def("explain", [](const Segment& s) { return s.compiled().explain(); })
       .def("graph_dump", [](const Segment& s) { return s.graph().dump(); })
+      .def("node_count", [](const Segment& s) { return s.graph().nodes().size(); })
       .def("stats", [](const Segment& s) { return part_stats(s.compiled().stats()); });
   m.def("_hal_compile_counters", [] {
     const hal::CompileCacheCounters c = hal::compile_cache_counters();

@@ -177,3 +177,31 @@ def test_dynamic_sequence_lengths_compile_once_per_shape_family():
     assert first["hal_compiles"] >= 1 and s["hal_compiles"] <= 2 * first["hal_compiles"], (first, s)
     assert s["segments"] <= 2 * first["segments"], (first, s)
     assert s["lowered_nodes"] >= 5, s
+
+
+def test_frozen_weights_fold_into_constants_under_no_grad():
+    torch.manual_seed(0)
+    ref = tc.MLP()
+    dev = copy.deepcopy(ref).to("hal").eval()
+    x = torch.randn(8, 64)
+    compiled = torch.compile(dev, backend="hal", options={"freeze": True})
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x.to("hal")).cpu(), ref(x), rtol=1e-5, atol=1e-5)
+    s = torch_hal.dynamo.stats()
+    assert s["folded_nodes"] >= 3, s  # the three weight transposes, computed once at compile
+
+
+def test_explain_prints_fx_graph_hal_graph_partition_and_eager_nodes(capsys):
+    m = _WithQR().to("hal")
+    with torch.no_grad():
+        text = torch_hal.dynamo.explain(m, torch.randn(6, 6, device="hal"))
+    assert "graph breaks: 0" in text
+    assert "torch.ops.aten.linalg_qr" in text          # the FX graph
+    assert "= addmm(" in text and "cpu:0 (home)" in text  # the HAL graph after the pipeline, its partition
+    assert "eager node" in text and "no mapping-table row for aten::linalg_qr" in text
+    assert text in capsys.readouterr().out
+
+
+def test_unknown_backend_option_is_named():
+    with pytest.raises(Exception, match="unknown options \\['fuse'\\]"):
+        torch.compile(nn.Linear(2, 2).to("hal"), backend="hal", options={"fuse": 1})(torch.randn(1, 2, device="hal"))

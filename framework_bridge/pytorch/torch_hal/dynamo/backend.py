@@ -38,10 +38,10 @@ def _dump(gm, kind):
         f.write(gm.print_readable(print_output=False))
 
 
-def _compiler(kind):
+def _compiler(kind, frozen=None):
     def compile_graph(gm, example_inputs):
         _dump(gm, kind)
-        runner = GraphRunner(gm, example_inputs, kind)
+        runner = GraphRunner(gm, example_inputs, kind, frozen)
         _runners.append(runner)
 
         def run(args):  # AOTAutograd's boxed convention: one list, cleared by the callee
@@ -51,13 +51,20 @@ def _compiler(kind):
     return compile_graph
 
 
-_aot = aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
-                    inference_compiler=_compiler("inference"), decompositions=decompositions)
+def compile_backend(gm, example_inputs, options=None):
+    """torch.compile(model, backend="hal") (or backend=torch_hal.compile_backend).
 
-
-def compile_backend(gm, example_inputs, **kwargs):
-    """torch.compile(model, backend="hal") (or backend=torch_hal.compile_backend)."""
-    return _aot(gm, example_inputs, **kwargs)
+    options={"freeze": True}: in inference graphs (torch.no_grad()), the module's parameters are
+    HAL graph constants with their values at compile time, folded by the pipeline (weights must
+    not change afterwards, as with inductor's freezing)."""
+    options = dict(options or {})
+    freeze = options.pop("freeze", False)
+    if options:
+        raise ValueError(f"torch_hal.compile_backend: unknown options {sorted(options)} (known: freeze)")
+    frozen = {i: t for i, t in enumerate(example_inputs) if isinstance(t, torch.nn.Parameter)} if freeze else None
+    aot = aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
+                       inference_compiler=_compiler("inference", frozen), decompositions=decompositions)
+    return aot(gm, example_inputs)
 
 
 def runners():

@@ -31,7 +31,7 @@ def warn_once(message):
 def snapshot():
     with _lock:
         out = {k: _counts.get(k, 0) for k in ("graphs", "segments", "lowered_nodes", "eager_nodes", "hal_compiles",
-                                              "hal_cache_hits")}
+                                              "hal_cache_hits", "folded_nodes")}
         out["eager_reasons"] = dict(_eager)
         return out
 

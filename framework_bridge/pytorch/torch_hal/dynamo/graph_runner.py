@@ -10,6 +10,7 @@ import operator
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import optimization_hint
 
 from .. import _C
@@ -75,8 +76,9 @@ def _fill(a, env):
 class _Segment:
     """A run of lowered nodes being built, then compiled."""
 
-    def __init__(self, device):
+    def __init__(self, device, frozen):
         self.builder = _C._SegmentBuilder(device)
+        self.frozen = frozen     # FX placeholder -> the parameter folded in as a constant
         self.nodes = []          # lowered FX nodes, in order
         self.metas = {}          # FX node -> meta tensor(s) the lowering returned
         self.external = {}       # FX node read from outside -> its declared meta tensor
@@ -87,6 +89,12 @@ class _Segment:
         if n not in self.external:
             val = n.meta.get("val")
             meta = _meta_of(val)
+            if n in self.frozen:
+                with unset_fake_temporarily():  # the real parameter's bytes (compilers run under fake mode)
+                    value = self.frozen[n].detach().cpu()
+                self.builder.constant(meta, value, n.name)
+                self.metas[n] = meta
+                return meta
             self.builder.declare(meta, [_dim(s) for s in val.shape], n.name)
             self.external[n] = meta
         return self.external[n]
@@ -96,7 +104,7 @@ class GraphRunner:
     """Runs GM (an AOTAutograd graph) as segments and eager nodes; calling it takes the graph's
     inputs as a list (boxed) and returns its outputs as a list."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind, freeze=False):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind, frozen=None):
         self.gm = gm
         self.kind = kind
         self.device = next((t.device.index or 0 for t in example_inputs
@@ -104,6 +112,9 @@ class GraphRunner:
         nodes = list(gm.graph.nodes)
         self.slot = {n: i for i, n in enumerate(nodes)}
         self.placeholders = [self.slot[n] for n in nodes if n.op == "placeholder"]
+        # Frozen parameters (inference, by request): graph constants the pipeline folds.
+        ph = [n for n in nodes if n.op == "placeholder"]
+        self.frozen = {ph[i]: t for i, t in (frozen or {}).items() if i < len(ph)}
         self.size = len(nodes)
         self.steps = []           # callables env -> None
         self.segments = []        # (_Segment, compiled _C._Segment)
@@ -121,7 +132,7 @@ class GraphRunner:
                 self.output = torch.fx.node.map_arg(n.args[0], lambda m: _Slot(self.slot[m]))
                 continue
             if seg is None:
-                seg = _Segment(self.device)
+                seg = _Segment(self.device, self.frozen)
             if self._lower(seg, n):
                 continue
             # A node that reads nothing of the open segment runs before it (the segment does not read
@@ -216,6 +227,8 @@ class GraphRunner:
         inside = set(seg.nodes)
         outputs = []
         for n in seg.nodes:
+            if n in self.frozen:
+                continue
             meta = seg.metas.get(n)
             if not isinstance(meta, torch.Tensor):
                 continue
@@ -223,7 +236,7 @@ class GraphRunner:
                 outputs.append(n)
                 seg.builder.mark_output(meta)
         try:
-            compiled = seg.builder.compile()
+            compiled = seg.builder.compile(fold=bool(seg.frozen))
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
             counters.warn_once(f"torch_hal.dynamo: a HAL segment of {len(lowered)} nodes did not compile; "
                                f"its nodes run eagerly: {e}")
@@ -233,6 +246,8 @@ class GraphRunner:
                 self._eager_step(n)
             return
         counters.add("segments")
+        if self.frozen:
+            counters.add("folded_nodes", max(0, seg.builder.nodes() - compiled.node_count()))
         stats = compiled.stats()
         counters.add("hal_compiles" if stats["cache"] == "compiled" else "hal_cache_hits")
         names = seg.builder.input_names()
