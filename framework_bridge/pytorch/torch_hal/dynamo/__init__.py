@@ -16,7 +16,9 @@ from .backend import compile_backend, decompositions, reset, runners
 def stats():
     """Counters since the last reset_stats(): graphs (FX graphs compiled), segments (HAL graphs),
     lowered_nodes, eager_nodes and eager_reasons (reason -> count), hal_compiles (segments
-    compiled by a plugin), hal_cache_hits (segments from the memory or disk cache), and the
+    compiled by a plugin), hal_cache_hits (segments from the memory or disk cache), folded_nodes
+    (removed by constant folding of frozen weights), segment_launches (device kernels the
+    segments' runs launched: fused groups' kernels plus op-by-op nodes), and the
     process's HAL compile-cache counters under "hal" (graph_compiles, disk_hits, ...)."""
     from .. import _C
 

@@ -31,7 +31,8 @@ def warn_once(message):
 def snapshot():
     with _lock:
         out = {k: _counts.get(k, 0) for k in ("graphs", "segments", "lowered_nodes", "eager_nodes", "hal_compiles",
-                                              "hal_cache_hits", "folded_nodes")}
+                                              "hal_cache_hits", "folded_nodes",
+                                              "segment_launches")}
         out["eager_reasons"] = dict(_eager)
         return out
 

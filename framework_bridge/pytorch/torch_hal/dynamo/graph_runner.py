@@ -22,6 +22,11 @@ _SYMBOLIC_SIZE_OK = {"view", "_unsafe_view", "expand", "squeeze.dim", "squeeze.d
                      "flatten.using_ints"}
 
 
+# PyTorch views the table lowers as copies (its graph-only rows).
+_VIEWS = {"view", "_unsafe_view", "squeeze", "squeeze.dim", "squeeze.dims", "unsqueeze", "flatten.using_ints",
+          "permute", "t", "transpose.int", "expand"}
+
+
 def _overload_name(target):
     schema = target._schema
     ns, name = schema.name.split("::", 1)
@@ -120,6 +125,7 @@ class GraphRunner:
         self.segments = []        # (_Segment, compiled _C._Segment)
         self.eager = []           # (node, reason)
         self.output = None
+        self.launches_per_run = 0  # device kernels one run's segments launch (fused groups + op-by-op)
         self.constants = {}
         seg = None
         for n in nodes:
@@ -163,6 +169,11 @@ class GraphRunner:
         reason = None
         if name is None:
             reason = "not an aten op"
+        elif (name in _VIEWS and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"
+              and n.args[0] not in self.frozen):
+            # A view of a graph input (a weight's transpose) costs nothing eagerly (no kernel) and,
+            # reading nothing of the segment, runs before it; as a graph node it would be a copy.
+            reason = "view of a graph input (free in eager)"
         elif any(v is not None and (v.is_complex()) for v in vals):
             reason = "complex dtype"
         elif any(v is not None and v.layout != torch.strided for v in vals):
@@ -249,6 +260,7 @@ class GraphRunner:
         if self.frozen:
             counters.add("folded_nodes", max(0, seg.builder.nodes() - compiled.node_count()))
         stats = compiled.stats()
+        self.launches_per_run += stats["kernels"] + stats["op_nodes"]
         counters.add("hal_compiles" if stats["cache"] == "compiled" else "hal_cache_hits")
         names = seg.builder.input_names()
         by_name = {n.name: n for n in seg.external}
@@ -282,6 +294,7 @@ class GraphRunner:
             env[i] = c
         for step in self.steps:
             step(env)
+        counters.add("segment_launches", self.launches_per_run)
         return list(_fill(self.output, env))
 
     def explain(self):
