@@ -71,8 +71,10 @@ class _Slot:
 def _fill(a, env):
     if isinstance(a, _Slot):
         return env[a.index]
-    if isinstance(a, (list, tuple)):
-        return type(a)(_fill(x, env) for x in a)
+    if isinstance(a, tuple):
+        return tuple([_fill(x, env) for x in a])
+    if isinstance(a, list):  # also FX's immutable_list, whose constructor is slow: a plain list here
+        return [_fill(x, env) for x in a]
     if isinstance(a, dict):
         return {k: _fill(v, env) for k, v in a.items()}
     return a
