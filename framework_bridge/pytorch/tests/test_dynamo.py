@@ -257,14 +257,17 @@ def opencl_decoder_step(tmp_path_factory):
     config.write_text(f'discover = false\n\n[[plugin]]\nname = "opencl"\npath = "{plugin}"\n')
     env = dict(os.environ, HAL_CONFIG=str(config), HAL_FALLBACK_WARN="0", HAL_COMPILE_CACHE_DIR=str(tmp_path / "c"))
     env.pop("HAL_PLUGIN_PATH", None)
-    out = subprocess.run([sys.executable, "-c", _KERNELS_PER_STEP, str(EXAMPLE)], env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    runs = []
+    for _ in range(2):  # the second process finds the first one's executables in the disk cache
+        out = subprocess.run([sys.executable, "-c", _KERNELS_PER_STEP, str(EXAMPLE)], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout + out.stderr
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return runs
 
 
 def test_decoder_on_opencl_compiles_with_fused_groups_and_matches_cpu(opencl_decoder_step):
-    r = opencl_decoder_step
+    r = opencl_decoder_step[0]
     assert r["plugin"] == "opencl" and r["stats"]["segments"] >= 2, r
     assert abs(r["loss_hal"] - r["loss_cpu"]) < 1e-4, r
     # Elementwise chains ran as fused groups: fewer kernels than the nodes those segments hold.
@@ -274,5 +277,11 @@ def test_decoder_on_opencl_compiles_with_fused_groups_and_matches_cpu(opencl_dec
 @pytest.mark.xfail(strict=True, reason="not yet: PyTorch views lowered as copies and segments split by eager "
                    "nodes (slice, split_with_sizes, SDPA) cost more launches than fusion saves (docs/pytorch.md)")
 def test_decoder_on_opencl_launches_fewer_kernels_compiled_than_eager(opencl_decoder_step):
-    r = opencl_decoder_step
+    r = opencl_decoder_step[0]
     assert 0 < r["compiled"] < r["eager"], r
+
+
+def test_second_process_compiles_nothing_on_the_hal_side(opencl_decoder_step):
+    first, second = (r["stats"]["hal"] for r in opencl_decoder_step)
+    assert first["graph_compiles"] > 0, first
+    assert second["graph_compiles"] == 0 and second["disk_hits"] > 0, second

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""torch.compile(backend="hal") against eager "hal" and against torch.compile() (inductor) on CPU,
+in the same process and run (issue 15).
+
+For tests/test_training.py's three models (train_compare.py; the CNN without dropout), AdamW
+training steps per second:
+  - compiled "hal" vs eager "hal" (same plugin, same thread count): the graph path's gain;
+  - compiled "hal" vs inductor on CPU (torch.compile default backend, CPU tensors);
+and the compile time per model: cold (empty HAL compile cache, fresh Dynamo) and cached (Dynamo
+reset, HAL disk cache warm). Ratios > 1 mean compiled "hal" is faster.
+
+    PYTHONPATH=<build>/python python bench/torch_hal_compile_bench.py \\
+        --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--steps 30] [--threads N] [--json out.json]
+"""
+import argparse
+import copy
+import importlib.util
+import json
+import os
+import pathlib
+import tempfile
+import time
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "framework_bridge" / "pytorch" / "examples" / "train_compare.py"
+
+
+def _load_tc():
+    spec = importlib.util.spec_from_file_location("train_compare", EXAMPLE)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    return tc
+
+
+def _steps_per_second(torch, tc, model, data, device):
+    import torch.nn.functional as F
+
+    opt = torch.optim.AdamW(model.parameters())
+    batches = [(x.to(device), y.to(device)) for x, y in data]
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(*batches[0]).item()  # compile / warm up
+    step(*batches[1]).item()
+    t0 = time.perf_counter()
+    for x, y in batches[2:]:
+        loss = step(x, y)
+    loss.item()
+    return (len(batches) - 2) / (time.perf_counter() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--models", default="mlp,cnn,decoder")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)
+    cache = tempfile.mkdtemp(prefix="hal-compile-bench-")
+    os.environ["HAL_COMPILE_CACHE_DIR"] = cache
+    import torch
+
+    torch.set_num_threads(a.threads)
+    import torch_hal
+    import torch_hal.dynamo
+
+    torch_hal.init(plugins=[a.plugin])
+    os.environ.setdefault("HAL_FALLBACK_WARN", "0")
+    tc = _load_tc()
+    rows = []
+    for name in a.models.split(","):
+        kw = {"p": 0.0} if name == "cnn" else {}
+        torch.manual_seed(0)
+        base = tc.MODELS[name](**kw)
+        data = tc.batches(name, a.steps)
+        r = {"model": name}
+        r["eager_hal"] = _steps_per_second(torch, tc, copy.deepcopy(base).to("hal").train(), data, "hal")
+        # Compile time: the first step's extra time over an eager step (forward + backward graphs).
+        for kind in ("cold", "cached"):
+            torch._dynamo.reset()
+            if kind == "cold":
+                import shutil
+                shutil.rmtree(cache, ignore_errors=True)
+            import torch_hal._C as C
+            C_counters = C._hal_compile_counters()
+            m = torch.compile(copy.deepcopy(base).to("hal").train(), backend="hal")
+            x, y = data[0][0].to("hal"), data[0][1].to("hal")
+            t0 = time.perf_counter()
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            torch.hal.synchronize()
+            r[f"compile_s_{kind}"] = time.perf_counter() - t0
+            after = C._hal_compile_counters()
+            r[f"disk_hits_{kind}"] = after["disk_hits"] - C_counters["disk_hits"]
+        torch._dynamo.reset()
+        r["compiled_hal"] = _steps_per_second(
+            torch, tc, torch.compile(copy.deepcopy(base).to("hal").train(), backend="hal"), data, "hal")
+        torch._dynamo.reset()
+        try:
+            r["inductor_cpu"] = _steps_per_second(torch, tc, torch.compile(copy.deepcopy(base).train()), data, "cpu")
+        except Exception as e:  # no C++ compiler for inductor: reported, not fatal
+            r["inductor_cpu"] = None
+            r["inductor_error"] = str(e).splitlines()[0][:200]
+        r["vs_eager_hal"] = r["compiled_hal"] / r["eager_hal"]
+        r["vs_inductor_cpu"] = r["compiled_hal"] / r["inductor_cpu"] if r["inductor_cpu"] else None
+        r["stats"] = torch_hal.dynamo.stats()
+        rows.append(r)
+        print(f"{name:8s} steps/s: eager hal {r['eager_hal']:8.1f}  compiled hal {r['compiled_hal']:8.1f}  "
+              f"inductor cpu {r['inductor_cpu'] or float('nan'):8.1f}  | compiled/eager {r['vs_eager_hal']:.2f}x  "
+              f"compiled/inductor {r['vs_inductor_cpu'] or float('nan'):.2f}x  | compile cold "
+              f"{r['compile_s_cold']:.2f}s cached {r['compile_s_cached']:.2f}s")
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(rows, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
