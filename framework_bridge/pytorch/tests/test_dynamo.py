@@ -258,7 +258,11 @@ def opencl_decoder_step(tmp_path_factory):
     env = dict(os.environ, HAL_CONFIG=str(config), HAL_FALLBACK_WARN="0", HAL_COMPILE_CACHE_DIR=str(tmp_path / "c"))
     env.pop("HAL_PLUGIN_PATH", None)
     runs = []
-    for _ in range(2):  # the second process finds the first one's executables in the disk cache
+    for k in range(3):  # 2nd: the 1st one's executables from the disk cache; 3rd: after corrupting them
+        if k == 2:
+            for f in (tmp_path / "c").rglob("*"):
+                if f.is_file():
+                    f.write_bytes(b"not a cache entry" + f.read_bytes()[17:])
         out = subprocess.run([sys.executable, "-c", _KERNELS_PER_STEP, str(EXAMPLE)], env=env,
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stdout + out.stderr
@@ -282,6 +286,13 @@ def test_decoder_on_opencl_launches_fewer_kernels_compiled_than_eager(opencl_dec
 
 
 def test_second_process_compiles_nothing_on_the_hal_side(opencl_decoder_step):
-    first, second = (r["stats"]["hal"] for r in opencl_decoder_step)
+    first, second, _ = (r["stats"]["hal"] for r in opencl_decoder_step)
     assert first["graph_compiles"] > 0, first
     assert second["graph_compiles"] == 0 and second["disk_hits"] > 0, second
+
+
+def test_corrupt_compile_cache_entries_are_rebuilt(opencl_decoder_step):
+    first, _, third = opencl_decoder_step
+    assert third["stats"]["hal"]["rebuilt_entries"] > 0, third["stats"]["hal"]
+    assert third["stats"]["hal"]["graph_compiles"] == first["stats"]["hal"]["graph_compiles"], third["stats"]["hal"]
+    assert third["loss_hal"] == first["loss_hal"]
