@@ -296,3 +296,24 @@ def test_corrupt_compile_cache_entries_are_rebuilt(opencl_decoder_step):
     assert third["stats"]["hal"]["rebuilt_entries"] > 0, third["stats"]["hal"]
     assert third["stats"]["hal"]["graph_compiles"] == first["stats"]["hal"]["graph_compiles"], third["stats"]["hal"]
     assert third["loss_hal"] == first["loss_hal"]
+
+
+def test_segment_compile_error_runs_the_nodes_eagerly_and_warns_once(monkeypatch):
+    """A segment the HAL compile refuses (simulated here: the CPU plugin compiles every segment)
+    runs its nodes op by op eagerly; the message is warned once, the reason counted."""
+    def refuse(self, fold=False):
+        raise RuntimeError("plugin 'x' graph_compile: out of registers (simulated)")
+
+    monkeypatch.setattr(torch_hal._C._SegmentBuilder, "compile", refuse)
+    torch.manual_seed(0)
+    ref = tc.MLP()
+    dev = copy.deepcopy(ref).to("hal")
+    x = torch.randn(4, 64)
+    with pytest.warns(RuntimeWarning, match="out of registers") as record:
+        out = torch.compile(dev, backend="hal")(x.to("hal"))
+        out2 = torch.compile(dev, backend="hal")(x.to("hal") * 1)  # same graph again: no second warning
+    torch.testing.assert_close(out.detach().cpu(), ref(x).detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out2.detach().cpu(), out.detach().cpu())
+    assert sum("out of registers" in str(w.message) for w in record) == 1
+    s = torch_hal.dynamo.stats()
+    assert s["segments"] == 0 and s["eager_reasons"].get("segment compile failed", 0) >= 5, s

@@ -20,11 +20,13 @@ def add_eager(reason):
         _eager[reason] += 1
 
 
-def warn_once(message):
+def warn_once(message, key=None):
+    """Warns MESSAGE unless one with the same KEY (default: MESSAGE) was warned in this process."""
+    key = message if key is None else key
     with _lock:
-        if message in _warned:
+        if key in _warned:
             return
-        _warned.add(message)
+        _warned.add(key)
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 

@@ -252,7 +252,7 @@ class GraphRunner:
             compiled = seg.builder.compile(fold=bool(seg.frozen))
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
             counters.warn_once(f"torch_hal.dynamo: a HAL segment of {len(lowered)} nodes did not compile; "
-                               f"its nodes run eagerly: {e}")
+                               f"its nodes run eagerly: {e}", key=str(e))
             for n in seg.nodes:
                 counters.add_eager("segment compile failed")
                 self.eager.append((n, "segment compile failed"))
