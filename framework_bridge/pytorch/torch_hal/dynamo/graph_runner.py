@@ -185,6 +185,9 @@ class GraphRunner:
         def arg(a):
             nonlocal reason, symbolic_attr
             if not isinstance(a, torch.fx.Node):
+                if isinstance(a, torch.Tensor):  # a tensor literal in the arguments (no graph value)
+                    reason = reason or "a tensor constant in the arguments"
+                    return None
                 if isinstance(a, torch.SymInt):
                     symbolic_attr = True
                     return _hint(a)
@@ -217,7 +220,10 @@ class GraphRunner:
         if reason is None:
             out_sizes = [[_dim(s) for s in v.shape] if v is not None else [] for v in vals]
             try:
-                result = seg.builder.lower(name, tuple(args), dict(kwargs), out_sizes)
+                # Outside the compiler's fake mode: the lowering makes real CPU tensors (a Scalar
+                # argument's constant) and runs Meta kernels on plain meta tensors.
+                with unset_fake_temporarily():
+                    result = seg.builder.lower(name, tuple(args), dict(kwargs), out_sizes)
             except RuntimeError as e:  # arguments the schema refuses (a Python number for a Tensor)
                 result = "arguments do not match the schema: " + str(e).splitlines()[0]
             if isinstance(result, str):
