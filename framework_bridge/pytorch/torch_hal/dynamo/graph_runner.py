@@ -146,7 +146,8 @@ class GraphRunner:
             # A node that reads nothing of the open segment runs before it (the segment does not read
             # it either: its nodes came first), so the segment stays whole. Eager nodes keep their
             # order among themselves (random draws).
-            if any(m in seg.metas for m in n.all_input_nodes):
+            mutates = isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+            if mutates or any(m in seg.metas for m in n.all_input_nodes):  # a write keeps its place
                 self._flush(seg)
                 seg = None
             self._eager_step(n)
