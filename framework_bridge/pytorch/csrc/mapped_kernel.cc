@@ -480,6 +480,12 @@ class MappedKernel final : public c10::OperatorKernel {
       outs.push_back(&views[next++]);
     }
     try {
+      at::RecordFunction range(at::RecordScope::USER_SCOPE);  // "hal::<catalog op>", only under a profiler
+      if (range.isActive()) {
+        const std::unordered_map<std::string, c10::IValue> meta{
+            {"plugin", device(call.dev)->plugin_name()}, {"device", "hal:" + std::to_string(call.dev)}};
+        range.before("hal::" + call.catalog, &meta);
+      }
       launch(runner(call), call.dev, ins, outs, call.attrs);
     } catch (const hal::Error& e) {
       if (declined(e)) throw Decline{e.what()};
