@@ -331,6 +331,7 @@ def test_chrome_trace_has_one_range_per_launched_op(tmp_path):
     trace = json.loads(path.read_text())
     ranges = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("hal::")]
     assert len(ranges) == len(launched) > 50
+    assert all(r["args"]["plugin"] == "cpu" and r["args"]["device"] == "hal:0" for r in ranges)
     by_catalog = {}
     for e in launched:
         catalog = e.ran.split()[2]

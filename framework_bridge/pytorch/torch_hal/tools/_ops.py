@@ -5,7 +5,6 @@ import os
 import re
 
 import torch
-import torch.utils._pytree as pytree
 
 
 class ToolEnvError(ValueError):
@@ -86,23 +85,33 @@ def _on_hal(x):
         isinstance(x, torch.device) and x.type == "hal")
 
 
-def touches_hal(args, kwargs, outputs=None):
-    """Whether a tensor argument or output (or a device= argument) is on a "hal" device."""
-    for tree in (args, kwargs, outputs):
-        if tree is not None and any(_on_hal(x) for x in pytree.tree_leaves(tree)):
-            return True
-    dev = kwargs.get("device") if kwargs else None
-    return isinstance(dev, str) and dev.startswith("hal")
+def leaves(args, kwargs):
+    """The arguments of an aten call, lists (Tensor[], int[]) flattened: aten arguments nest one level,
+    and this is cheaper than a pytree walk on every op."""
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            yield from a
+        else:
+            yield a
 
 
-def hal_device(*trees):
-    """The first "hal" device among the tensors and device= leaves of TREES, else None."""
-    for x in pytree.tree_leaves(trees):
+def tensors(args, kwargs):
+    return [x for x in leaves(args, kwargs) if isinstance(x, torch.Tensor)]
+
+
+def hal_device(args, kwargs):
+    """The first "hal" device among the tensors and device= values of a call, else None."""
+    for x in leaves(args, kwargs):
         if _on_hal(x):
             return x if isinstance(x, torch.device) else x.device
         if isinstance(x, str) and re.fullmatch(r"hal(:\d+)?", x):  # device="hal:0"
             return torch.device(x)
     return None
+
+
+def touches_hal(args, kwargs):
+    """Whether a tensor argument (or a device= argument) of the call is on a "hal" device."""
+    return hal_device(args, kwargs) is not None
 
 
 def phase():

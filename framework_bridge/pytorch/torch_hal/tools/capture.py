@@ -79,8 +79,7 @@ class CaptureWriter:
         entry = {
             "op": _ops.op_id(func), "seq": seq, "dir": rel, "phase": phase, "node": node,
             "files": ["inputs.pt", f"{results}.pt"],
-            "inputs": [_tensors.describe(x) for x in torch.utils._pytree.tree_leaves((args, kwargs))
-                       if isinstance(x, torch.Tensor)],
+            "inputs": [_tensors.describe(x) for x in _ops.tensors(args, kwargs)],
             "outputs": [_tensors.describe(x) for x in torch.utils._pytree.tree_leaves(out)
                         if isinstance(x, torch.Tensor)],
             "device": str(hal) if hal is not None else None,

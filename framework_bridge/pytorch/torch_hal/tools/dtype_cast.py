@@ -66,7 +66,7 @@ class OpDtypeCast(OpTool):
         self.counts = collections.Counter()
 
     def on_op(self, func, args, kwargs):
-        leaves = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        leaves = _ops.tensors(args, kwargs)
         src = next((x.dtype for x in leaves if x.device.type == "hal" and x.dtype in self.casts), None)
         if src is None or not _castable(func):
             return func(*args, **kwargs)

@@ -55,8 +55,7 @@ class OpTimeMeasure(OpTool):
         out = func(*args, **kwargs)
         end.record(stream)
         end.synchronize()
-        shapes = tuple(tuple(x.shape) for x in torch.utils._pytree.tree_leaves((args, kwargs))
-                       if isinstance(x, torch.Tensor))
+        shapes = tuple(tuple(x.shape) for x in _ops.tensors(args, kwargs))
         self.calls.append((_ops.op_id(func), _ops.phase()[0], start.elapsed_time(end), shapes))
         return out
 
