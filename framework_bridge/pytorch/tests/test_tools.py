@@ -215,6 +215,23 @@ def test_autocompare_passes_the_training_loop_on_the_cpu_plugin(tmp_path):
     assert not (tmp_path / "saved").exists()  # nothing to save
 
 
+def test_autocompare_defaults_pass_the_opinfo_ci_list():
+    """The default tolerances pass every op the OpInfo CI list runs on the CPU plugin (float32, the first
+    three samples of each OpInfo), with nothing the CPU reference cannot run."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+    import opinfo_sweep
+
+    ops = opinfo_sweep.ops_by_key()
+    comparisons, ran = [], set()
+    for key, _, _ in opinfo_sweep.read_ci_list():
+        for sample in list(ops[key].sample_inputs("hal", torch.float32))[:3]:
+            with tools.OpAutoCompare(stream=None) as cmp:
+                ops[key](sample.input, *sample.args, **sample.kwargs)
+            comparisons += [(key, c) for c in cmp.comparisons]
+    assert len(comparisons) > 1500 and len({c.op for _, c in comparisons}) > 150
+    assert [f"{key}: {c}" for key, c in comparisons if not c.ok] == []
+
+
 def test_autocompare_tolerance_env(monkeypatch):
     monkeypatch.setenv("HAL_AUTOCOMPARE_TOLERANCE_FLOAT32", "0.5")
     with pytest.raises(tools.ToolEnvError, match=r'HAL_AUTOCOMPARE_TOLERANCE_FLOAT32=\'0.5\': expected "atol,rtol"'):
@@ -237,6 +254,22 @@ def test_autocompare_reports_nan_where_reference_has_none_and_saves_inputs(tmp_p
         x / torch.zeros(3, device="hal")
     assert cmp.mismatches() == []  # inf on both sides
     assert not (tmp_path / "index.json").exists()
+
+
+def test_tools_start_stop_and_bisect_on_a_correct_plugin(tmp_path):
+    cmp = tools.OpAutoCompare(stream=None)
+    with pytest.raises(RuntimeError, match="OpAutoCompare is not started"):
+        cmp.stop()
+    x = torch.randn(8, device="hal")
+    cmp.start()
+    with pytest.raises(RuntimeError, match="already started"):
+        cmp.start()
+    torch.exp(x)
+    cmp.stop()
+    torch.exp(x)  # not seen
+    assert [c.op for c in cmp.comparisons] == ["aten.exp.default"] and cmp.mismatches() == []
+    want = torch.exp(x.cpu())
+    assert tools.bisect_fallback(lambda: torch.exp(x).cpu(), lambda got: torch.allclose(got, want)) == []
 
 
 # ---- OpTimeMeasure ----

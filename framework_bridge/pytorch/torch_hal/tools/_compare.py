@@ -20,6 +20,13 @@ DEFAULT_TOLERANCES = {
     torch.complex128: (1e-7, 1e-7),
 }
 _EXACT = (0.0, 0.0)
+# An output outside the tolerance still passes when its error is at most this multiple of PyTorch CPU's
+# error in the same dtype (OutputDiff.ok).
+CPU_ERROR_FACTOR = 4.0
+# Outputs that are not unique, so a reference cannot be compared with: eigenvectors (any phase), singular
+# vectors (any sign). By op base name: skipped output indices.
+NON_UNIQUE = {"linalg_eig": (1,), "_linalg_eigh": (1,), "linalg_eigh": (1,), "_linalg_svd": (0, 2),
+              "linalg_svd": (0, 2)}
 
 
 def tolerance_var(dtype):
@@ -52,12 +59,15 @@ def _wide(dtype):
     return torch.float64 if dtype.is_floating_point else None
 
 
-def reference(func, args, kwargs):
-    """FUNC on CPU copies of (ARGS, KWARGS), floating tensors widened to float64 (complex to complex128):
-    (result, the copied args, kwargs) — an in-place op's written arguments are among the copies."""
+def reference(func, args, kwargs, widen=True):
+    """FUNC on CPU copies of (ARGS, KWARGS), floating tensors widened to float64 (complex to complex128)
+    unless not WIDEN (then: PyTorch CPU's answer in the op's own dtypes): (result, the copied args,
+    kwargs) — an in-place op's written arguments are among the copies."""
     def move(x):
         if isinstance(x, torch.Tensor):
-            return x.detach().to("cpu", dtype=_wide(x.dtype) or x.dtype, copy=True)
+            return x.detach().to("cpu", dtype=(_wide(x.dtype) if widen else None) or x.dtype, copy=True)
+        if isinstance(x, torch.dtype) and widen:  # dtype=float32 on a widened input would narrow it
+            return _wide(x) or x
         if isinstance(x, torch.device) and x.type == "hal":
             return torch.device("cpu")
         return x
@@ -80,21 +90,31 @@ class OutputDiff:
     rtol: float
     nan_inf: bool = False  # the device output has NaN/Inf where the reference has none
     why: str = ""
+    cpu_max_abs: float = None  # PyTorch CPU's own max abs error in the output's dtype (when not allclose)
 
     @property
     def ok(self):
-        return self.allclose and not self.nan_inf
+        # Outside the tolerance but as accurate as PyTorch's CPU kernel in the same dtype (an
+        # ill-conditioned op such as matrix_exp in float32): not the device's fault.
+        within_cpu = self.cpu_max_abs is not None and self.max_abs <= CPU_ERROR_FACTOR * self.cpu_max_abs
+        return (self.allclose or within_cpu) and not self.nan_inf
 
 
-def compare(out, ref, tols):
-    """OutputDiffs of the tensors of OUT (device) against REF (float64 CPU), in leaf order."""
+def compare(out, ref, tols, func=None, cpu_result=None):
+    """OutputDiffs of the tensors of OUT (device) against REF (float64 CPU), in leaf order; FUNC's
+    NON_UNIQUE outputs are left out. CPU_RESULT(): PyTorch CPU's result in the op's own dtypes, asked
+    for only when an output is outside its tolerance (see OutputDiff.ok)."""
     got = [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
     want = [x for x in pytree.tree_leaves(ref) if isinstance(x, torch.Tensor)]
+    skip = NON_UNIQUE.get(_ops.names(func)[0], ()) if func is not None else ()
+    cpu = None
     diffs = []
     if len(got) != len(want):
         return [OutputDiff(0, "", False, float("inf"), float("inf"), 0, 0,
                            why=f"{len(got)} tensor outputs, reference has {len(want)}")]
     for i, (g, w) in enumerate(zip(got, want)):
+        if i in skip:
+            continue
         atol, rtol = tols.get(g.dtype, _EXACT)
         name = str(g.dtype).replace("torch.", "")
         if g.shape != w.shape:
@@ -112,7 +132,13 @@ def compare(out, ref, tols):
         both = bad_g & bad_w
         err = (g - w).abs().masked_fill(both, 0)
         rel = err / w.abs().masked_fill(both, 1).clamp_min(torch.finfo(torch.float64).tiny)
-        close = torch.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-        diffs.append(OutputDiff(i, name, bool(close.all()), float(err.max()), float(rel.max()), atol, rtol,
-                                nan_inf=nan_inf))
+        close = bool(torch.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True).all())
+        d = OutputDiff(i, name, close, float(err.max()), float(rel.max()), atol, rtol, nan_inf=nan_inf)
+        if not close and cpu_result is not None:
+            if cpu is None:
+                cpu = [x for x in pytree.tree_leaves(cpu_result()) if isinstance(x, torch.Tensor)]
+            c = cpu[i].detach().to(dtype=wide)
+            if c.shape == w.shape:
+                d.cpu_max_abs = float((c - w).abs().masked_fill(both, 0).max())
+        diffs.append(d)
     return diffs

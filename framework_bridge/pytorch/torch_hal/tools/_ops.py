@@ -48,11 +48,15 @@ def family(name):
     return base.rstrip("_") or base
 
 
+# Arguments ops write although their schema does not say so (native_batch_norm's running stats).
+_UNDECLARED_WRITES = {"native_batch_norm": (3, 4)}
+
+
 @functools.lru_cache(maxsize=None)
 def written_args(func):
     """Indices (schema order) of the arguments the op writes (in-place self, out=)."""
     return tuple(i for i, a in enumerate(func._schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write)
+                 if a.alias_info is not None and a.alias_info.is_write) + _UNDECLARED_WRITES.get(names(func)[0], ())
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,9 +66,11 @@ def is_random(func):
 
 @functools.lru_cache(maxsize=None)
 def is_uninitialized(func):
-    """Ops whose outputs hold no defined values (empty, new_empty, ...): only metadata can be compared."""
+    """Ops whose outputs hold no defined values (empty, new_empty, ...) or depend on the storage beyond
+    the input view (as_strided), which copies of the inputs do not have: only metadata can be compared."""
     base = names(func)[0]
-    return base.startswith(("empty", "new_empty", "_empty")) or base in ("resize_", "set_")
+    return base.startswith(("empty", "new_empty", "_empty")) or base in ("resize_", "set_", "as_strided",
+                                                                          "as_strided_")
 
 
 def schema_args(func, args, kwargs):

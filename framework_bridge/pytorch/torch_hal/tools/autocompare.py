@@ -101,13 +101,20 @@ class OpAutoCompare(OpTool):
         else:
             ref_every = _ops.schema_args(func, ref_args, ref_kwargs)
             c.outputs = _compare.compare((out, [every_after[i] for i in written]),
-                                         (ref, [ref_every[i] for i in written]), self.tolerances)
+                                         (ref, [ref_every[i] for i in written]), self.tolerances, func,
+                                         lambda: self._cpu_result(func, cpu_args, cpu_kwargs, written))
         self.comparisons.append(c)
         if not c.ok and not c.error:
             if self.stream is not None:
                 print(f"OpAutoCompare: {c}", file=self.stream)
             self._save(func, seq, args, kwargs, before, out, ph, node)
         return out
+
+    @staticmethod
+    def _cpu_result(func, cpu_args, cpu_kwargs, written):
+        out, a, k = _compare.reference(func, cpu_args, cpu_kwargs, widen=False)
+        every = _ops.schema_args(func, a, k)
+        return out, [every[i] for i in written]
 
     def _save(self, func, seq, args, kwargs, before, out, ph, node):
         op = _ops.op_id(func)

@@ -125,7 +125,8 @@ def replay_entry(root, entry, device="hal", acc_check=False, time=False, runs=10
     r = Replayed(entry["op"], entry["seq"], entry["phase"], exact, why)
     if acc_check and not (entry["random"] or entry["uninitialized"]):
         ref, _, _ = _compare.reference(func, inputs["args"], inputs["kwargs"])
-        r.acc = _compare.compare(out, ref, _compare.tolerances())
+        r.acc = _compare.compare(out, ref, _compare.tolerances(), func,
+                                 lambda: _compare.reference(func, inputs["args"], inputs["kwargs"], widen=False)[0])
     if time:
         r.times_ms = _time(func, inputs, device, runs)
     return r
