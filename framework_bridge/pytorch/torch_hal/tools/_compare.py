@@ -59,6 +59,29 @@ def _wide(dtype):
     return torch.float64 if dtype.is_floating_point else None
 
 
+def _sdpa_backward(grad_out, q, k, v, bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
+                   dropout_p, is_causal, philox_seed, philox_offset, scale=None):
+    """The gradients of softmax(q k^T * scale + bias) v, for the catalog's attention backward, which has
+    no CPU kernel (aten::_scaled_dot_product_fused_attention_overrideable_backward)."""
+    if dropout_p:
+        raise NotImplementedError("no reference for attention with dropout")
+    scale = 1.0 / q.shape[-1] ** 0.5 if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    if bias is not None and bias.numel():
+        s = s + bias
+    if is_causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+    p = s.softmax(-1)
+    dp = grad_out @ v.transpose(-2, -1)
+    ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+    dbias = ds.sum_to_size(bias.shape) if bias is not None and bias.numel() else None
+    return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ grad_out, dbias
+
+
+# Ops the CPU has no kernel for, by base name: the reference computation.
+REFERENCES = {"_scaled_dot_product_fused_attention_overrideable_backward": _sdpa_backward}
+
+
 def reference(func, args, kwargs, widen=True):
     """FUNC on CPU copies of (ARGS, KWARGS), floating tensors widened to float64 (complex to complex128)
     unless not WIDEN (then: PyTorch CPU's answer in the op's own dtypes): (result, the copied args,
@@ -75,7 +98,7 @@ def reference(func, args, kwargs, widen=True):
     a, k = pytree.tree_map(move, (args, kwargs))
     if isinstance(k.get("device"), str) and k["device"].startswith("hal"):
         k["device"] = "cpu"
-    return func(*a, **k), a, k
+    return REFERENCES.get(_ops.names(func)[0], func)(*a, **k), a, k
 
 
 @dataclasses.dataclass
