@@ -4,7 +4,8 @@ file is also that process's script):
 - fixture_wrong_add (hal/testing/fixtures/wrong_add.cc: the CPU plugin with `add` 1000 ulp off): in a
   training step of the decoder block OpAutoCompare finds add (its aten variants: add.Tensor, add_.Tensor,
   _foreach_add_) as the only mismatching op, and bisect_fallback finds add ops as the culprits;
-- opencl (PoCL): a captured training step replays exactly and OpTimeMeasure times it.
+- opencl (PoCL): a captured training step replays exactly, OpTimeMeasure times it, and OpAutoCompare's
+  default tolerances pass it.
 """
 import argparse
 import copy
@@ -75,7 +76,10 @@ def opencl():
     results = replay.replay(d)
     with tools.OpTimeMeasure(csv="", stream=None) as t:
         _one_step(model, x, y, "hal")
-    return {"plugin": torch.hal.get_device_properties(0).plugin, "captured": len(cap.entries),
+    with tools.OpAutoCompare(save_dir=tempfile.mkdtemp(), stream=None) as cmp:
+        _one_step(model, x, y, "hal")
+    return {"compared": len(cmp.comparisons), "not_ok": [str(c) for c in cmp.comparisons if not c.ok],
+            "plugin": torch.hal.get_device_properties(0).plugin, "captured": len(cap.entries),
             "phases": sorted({e["phase"] for e in cap.entries}),
             "different": [(r.op, r.seq, r.why) for r in results if not r.exact],
             "timed": len(t.calls), "total_ms": t.total_ms()}
@@ -113,12 +117,13 @@ def test_autocompare_and_bisect_pinpoint_the_wrong_add(tmp_path):
     assert sorted(r["saved"])[-1] == "index.json" and "aten.add.Tensor" in r["saved"]
 
 
-def test_capture_replay_and_time_on_opencl(tmp_path):
+def test_capture_replay_time_and_autocompare_on_opencl(tmp_path):
     r = _run(tmp_path, "opencl", _build() / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so")
     assert r["plugin"] == "opencl" and r["captured"] > 100
     assert r["phases"] == ["backward", "forward"]
     assert r["different"] == []
     assert r["timed"] > 100 and r["total_ms"] > 0
+    assert r["compared"] > 100 and r["not_ok"] == []
 
 
 if __name__ == "__main__":
