@@ -3,7 +3,8 @@ file is also that process's script):
 
 - fixture_wrong_add (hal/testing/fixtures/wrong_add.cc: the CPU plugin with `add` 1000 ulp off): in a
   training step of the decoder block OpAutoCompare finds add (its aten variants: add.Tensor, add_.Tensor,
-  _foreach_add_) as the only mismatching op, and bisect_fallback finds add ops as the culprits;
+  _foreach_add_) as the only mismatching op, and bisect_fallback finds add ops as the culprits; with
+  HAL_TEST_WRONG_ADD=mutate (add writes its first input) the input-mutation check names add's input 0;
 - opencl (PoCL): a captured training step replays exactly, OpTimeMeasure times it, and OpAutoCompare's
   default tolerances pass it.
 """
@@ -62,6 +63,18 @@ def wrong_add():
             "saved": os.listdir(cmp.save_dir)}
 
 
+def mutate():
+    """fixture_wrong_add with HAL_TEST_WRONG_ADD=mutate: add's result is right but it flips a bit of input 0."""
+    from torch_hal import tools
+
+    x, y = torch.ones(4, device="hal"), torch.full((4,), 2.0, device="hal")
+    with tools.OpAutoCompare(save_dir=tempfile.mkdtemp(), stream=None) as cmp:
+        torch.mul(x, y)
+        z = x + y
+    return {"comparisons": [(c.op, c.mutated, [d.ok for d in c.outputs]) for c in cmp.comparisons],
+            "z": z.cpu().tolist()}
+
+
 def opencl():
     from torch_hal import tools
     from torch_hal.tools import replay
@@ -88,13 +101,13 @@ def opencl():
 # ---- the tests (in the pytest process) ----
 
 
-def _run(tmp_path, plugin, path):
+def _run(tmp_path, plugin, path, mode=None, **env_vars):
     config = tmp_path / f"{plugin}.toml"
     config.write_text(f'discover = false\n\n[[plugin]]\nname = "{plugin}"\npath = "{path}"\n')
     out = tmp_path / "out.json"
-    env = dict(os.environ, HAL_CONFIG=str(config), HAL_FALLBACK_WARN="0")
+    env = dict(os.environ, HAL_CONFIG=str(config), HAL_FALLBACK_WARN="0", **env_vars)
     env.pop("HAL_PLUGIN_PATH", None)
-    p = subprocess.run([sys.executable, __file__, plugin, str(out)], env=env, capture_output=True, text=True,
+    p = subprocess.run([sys.executable, __file__, mode or plugin, str(out)], env=env, capture_output=True, text=True,
                        timeout=600, cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads(out.read_text())
@@ -117,6 +130,14 @@ def test_autocompare_and_bisect_pinpoint_the_wrong_add(tmp_path):
     assert sorted(r["saved"])[-1] == "index.json" and "aten.add.Tensor" in r["saved"]
 
 
+def test_autocompare_catches_an_op_writing_its_input(tmp_path):
+    """DIOPI's input-mutation check: the fixture's add writes its first input."""
+    path = _build() / "test_fixtures" / "libhal_plugin_fixture_wrong_add.so"
+    r = _run(tmp_path, "fixture_wrong_add", path, mode="mutate", HAL_TEST_WRONG_ADD="mutate")
+    assert r["comparisons"] == [["aten.mul.Tensor", [], [True]], ["aten.add.Tensor", [0], [True]]]
+    assert r["z"] == [3.0] * 4
+
+
 def test_capture_replay_time_and_autocompare_on_opencl(tmp_path):
     r = _run(tmp_path, "opencl", _build() / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so")
     assert r["plugin"] == "opencl" and r["captured"] > 100
@@ -128,10 +149,10 @@ def test_capture_replay_time_and_autocompare_on_opencl(tmp_path):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("plugin", choices=["fixture_wrong_add", "opencl"])
+    ap.add_argument("plugin", choices=["fixture_wrong_add", "mutate", "opencl"])
     ap.add_argument("out")
     a = ap.parse_args()
     import torch_hal  # noqa: F401
 
-    result = wrong_add() if a.plugin == "fixture_wrong_add" else opencl()
+    result = {"fixture_wrong_add": wrong_add, "mutate": mutate, "opencl": opencl}[a.plugin]()
     pathlib.Path(a.out).write_text(json.dumps(result))
