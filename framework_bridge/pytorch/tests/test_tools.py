@@ -83,6 +83,10 @@ def test_capture_writes_forward_and_backward_calls_and_index(capture):
         assert e["dir"] == f"{e['op']}/{e['seq']}"
         assert e["device"] == "hal:0" and e["plugin"] == "cpu"
         assert (e["node"] is None) == (e["phase"] == "forward")
+    # A call that creates on the device keeps its device= argument, so its replay creates there too.
+    to_hal = next(e for e in entries if e["op"] == "aten._to_copy.default")
+    saved = torch.load(d / to_hal["dir"] / "inputs.pt", weights_only=False)
+    assert saved["kwargs"]["device"] == torch.device("hal:0") and saved["devices"] == ["cpu"]
     mm = next(e for e in entries if e["op"] == "aten.mm.default" and e["phase"] == "forward")
     assert [i["dtype"] for i in mm["inputs"]] == ["float32", "float32"]
     assert all(len(i["shape"]) == len(i["stride"]) == 2 for i in mm["inputs"])

@@ -31,14 +31,13 @@ def copy_like(t, device, dtype=None):
     return out.expand(t.size()) if expanded else out
 
 
-def to_device(tree, device, only_from=None, dtype_map=None):
+def to_device(tree, device, only_from=None):
     """TREE with every tensor (or every tensor on a device of type ONLY_FROM) copied to DEVICE by
-    copy_like (dtype_map: {dtype: dtype} casts), device=... leaves moved too; other leaves kept."""
+    copy_like; other leaves kept (device= arguments too: a saved call
+    keeps saying "hal", place() moves them)."""
     def move(x):
         if isinstance(x, torch.Tensor) and (only_from is None or x.device.type == only_from):
-            return copy_like(x, device, (dtype_map or {}).get(x.dtype))
-        if isinstance(x, torch.device) and (only_from is None or x.type == only_from):
-            return torch.device(device)
+            return copy_like(x, device)
         return x
 
     return pytree.tree_map(move, tree)
