@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "backend.hpp"
@@ -480,11 +481,11 @@ class MappedKernel final : public c10::OperatorKernel {
       outs.push_back(&views[next++]);
     }
     try {
-      at::RecordFunction range(at::RecordScope::USER_SCOPE);  // "hal::<catalog op>", only under a profiler
-      if (range.isActive()) {
+      std::optional<at::RecordFunction> range;  // "hal::<catalog op>" under a profiler (as the dispatcher's)
+      if (auto step = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE); C10_UNLIKELY(step)) {
         const std::unordered_map<std::string, c10::IValue> meta{
             {"plugin", device(call.dev)->plugin_name()}, {"device", "hal:" + std::to_string(call.dev)}};
-        range.before("hal::" + call.catalog, &meta);
+        range.emplace(std::move(*step)).before("hal::" + call.catalog, &meta);
       }
       launch(runner(call), call.dev, ins, outs, call.attrs);
     } catch (const hal::Error& e) {
