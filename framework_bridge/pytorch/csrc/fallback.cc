@@ -154,7 +154,7 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std:
 // ---- HAL_FORCE_FALLBACK_OPS ----
 
 struct ForcedOps {
-  std::string spec;  // the variable's value these were built from
+  std::string spec;  // the variable's value (and the scoped patterns) these were built from
   std::vector<std::regex> patterns;
   std::unordered_map<std::string, bool> verdicts;
 };
@@ -178,11 +178,23 @@ c10::DeviceIndex hal_device_of(c10::ArrayRef<c10::IValue> args, uint64_t* bytes)
   return dev;
 }
 
+// torch_hal.tools.OpFallback's patterns, consulted with the variable's.
+std::mutex g_scoped_mu;
+std::string g_scoped;  // comma-separated regexes; guarded by g_scoped_mu
+std::atomic<bool> g_has_scoped{false};
+
 }  // namespace
 
 bool forced_to_cpu(const std::string& op) {
-  const char* env = std::getenv("HAL_FORCE_FALLBACK_OPS");
-  if (env == nullptr || *env == '\0') return false;
+  const char* var = std::getenv("HAL_FORCE_FALLBACK_OPS");
+  const bool scoped = g_has_scoped.load(std::memory_order_relaxed);
+  if ((var == nullptr || *var == '\0') && !scoped) return false;
+  std::string spec = var == nullptr ? "" : var;
+  if (scoped) {
+    std::lock_guard<std::mutex> lock(g_scoped_mu);
+    spec += "," + g_scoped;
+  }
+  const char* env = spec.c_str();
   static std::mutex mu;
   static auto* forced = new ForcedOps();
   std::lock_guard<std::mutex> lock(mu);
@@ -269,6 +281,20 @@ void bind_kernels(py::module_& m) {
     return out;
   });
   m.def("_unregistered_mappings", [] { return unregistered_mappings(); });
+  m.def("_set_forced_fallback_ops", [](const std::string& spec) {  // OpFallback; "" ends it
+    for (size_t b = 0, e = 0; b <= spec.size(); b = e + 1) {
+      e = std::min(spec.find(',', b), spec.size());
+      try {
+        std::regex(spec.substr(b, e - b));
+      } catch (const std::regex_error& err) {
+        throw py::value_error("torch_hal: forced fallback pattern \"" + spec.substr(b, e - b) +
+                              "\" is not a valid regex: " + err.what());
+      }
+    }
+    std::lock_guard<std::mutex> lock(g_scoped_mu);
+    g_scoped = spec;
+    g_has_scoped.store(!spec.empty());
+  });
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "backend.hpp"
@@ -124,6 +125,12 @@ class MappedKernel final : public c10::OperatorKernel {
       outs.push_back(&views[next++]);
     }
     try {
+      std::optional<at::RecordFunction> range;  // "hal::<catalog op>" under a profiler (as the dispatcher's)
+      if (auto step = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE); C10_UNLIKELY(step)) {
+        const std::unordered_map<std::string, c10::IValue> meta{
+            {"plugin", device(call.dev)->plugin_name()}, {"device", "hal:" + std::to_string(call.dev)}};
+        range.emplace(std::move(*step)).before("hal::" + call.catalog, &meta);
+      }
       launch(runner(call), call.dev, ins, outs, call.attrs);
     } catch (const hal::Error& e) {
       if (declined(e)) throw Decline{e.what()};
