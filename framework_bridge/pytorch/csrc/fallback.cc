@@ -168,7 +168,7 @@ c10::DeviceIndex hal_device_of(c10::ArrayRef<c10::IValue> args, uint64_t* bytes)
   auto see = [&](const at::Tensor& t) {
     if (!t.defined() || !t.is_privateuseone()) return;
     if (dev < 0) dev = t.device().index();
-    *bytes += t.nbytes();
+    *bytes += t.is_sparse() ? t._indices().nbytes() + t._values().nbytes() : t.nbytes();
   };
   for (const auto& a : args) {
     if (a.isTensor()) see(a.toTensor());

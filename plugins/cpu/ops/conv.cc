@@ -340,6 +340,14 @@ void conv_data_onednn(const Geom& g, const Tensor& gy, const Tensor& w, const Te
 
 // GW, GB = ∂conv/∂W, ∂conv/∂B (X, GY) in float32 on oneDNN.
 void conv_weight_onednn(const Geom& g, const Tensor& x, const Tensor& gy, const Tensor& gw, const Tensor& gb) {
+  // oneDNN splits this reduction across threads that meet at spinning
+  // barriers: when another runnable thread (the framework's, enqueuing the
+  // next ops) preempts one of them, the other spins out a whole time slice
+  // (2-10 ms per call; torch_hal's CNN step ran 2.5-5x slower). Below ~1 ms
+  // of single-thread work, one thread is cheaper.
+  constexpr double kThreadedMacs = 1 << 25;
+  const double macs = static_cast<double>(g.n) * g.c_out * (g.c_in / g.groups) * g.k[0] * g.k[1] * g.out[0] * g.out[1];
+  dn::ThreadLimit limit(macs < kThreadedMacs ? 1 : omp_get_max_threads());
   auto xm = act_md(x, g), gym = act_md(gy, g), gwm = weight_md(gw, g, false), gbm = vec_md(gb);
   auto e = conv_cache().get(conv_key(3, g, {&xm, &gym, &gwm, &gbm}), [&] {
     ConvParams p = conv_params(g);

@@ -299,8 +299,13 @@ void pow_body(const OpCall& c) {
       "integers to negative integer powers are not allowed");
   binary<kNumeric>(c, [](auto a, auto b) {
     using V = decltype(a);
-    if constexpr (std::is_floating_point_v<V>) return std::pow(a, b);
-    else if constexpr (std::is_same_v<V, bool>) return V(a || !b);
+    if constexpr (std::is_floating_point_v<V>) {
+      // Exponents with an exact cheaper form (RMSNorm's square and its
+      // backward's power 1): a*a is pow's correctly rounded result, ~15x faster.
+      if (b == V(2)) return V(a * a);
+      if (b == V(1)) return a;
+      return std::pow(a, b);
+    } else if constexpr (std::is_same_v<V, bool>) return V(a || !b);
     else return ipow<V>(a, b);
   });
 }

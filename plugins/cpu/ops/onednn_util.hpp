@@ -6,6 +6,7 @@
 #define HAL_PLUGINS_CPU_OPS_ONEDNN_UTIL_HPP_
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
 #include <cstdint>
 #include <list>
@@ -93,6 +94,19 @@ class PrimitiveCache {
   std::mutex mu_;
   std::list<Item> lru_;
   std::unordered_map<std::string, typename std::list<Item>::iterator> map_;
+};
+
+// Caps the OpenMP threads of oneDNN primitives created and run on this
+// thread while in scope (per-thread ICV; restored on exit).
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~ThreadLimit() { omp_set_num_threads(saved_); }
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int saved_;
 };
 
 // A float scratch buffer for a primitive's internal memory (64-byte aligned).

@@ -105,6 +105,18 @@ TEST_CASE("a 1e5-element float32 sum is accurate (blocked, split across threads)
   check_close(got, {w0, w1}, 1e-6);
 }
 
+TEST_CASE("a float32 sum rounds once: no float partial loses an addend (PyTorch's cascade sum does not)") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  // 2^24 + 1 is not a float: a float partial holding 2^24 drops the +1.
+  std::vector<float> v(32, 0.0f);
+  v[0] = 16777216.0f, v[16] = 1.0f, v[1] = -16777216.0f, v[17] = 1.0f;
+  auto a = t.tensor({32}, v);
+  CHECK(run<float>(t, "sum", a.view, HAL_DTYPE_FLOAT32, {}) == std::vector<float>{2.0f});
+  auto rows = t.tensor({2, 16}, v);  // as dim-0 columns: the tiled schedule
+  CHECK(run<float>(t, "sum", rows.view, HAL_DTYPE_FLOAT32, {16}, {Attr::ints("dim", {0})})[0] == 16777216.0f);
+  CHECK(run<float>(t, "mean", a.view, HAL_DTYPE_FLOAT32, {}) == std::vector<float>{2.0f / 32});
+}
+
 TEST_CASE("every schedule agrees with a double loop: rows, columns, strided and transposed inputs") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   const int64_t r = 37, c = 70;
