@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cstring>
 #include <mutex>
@@ -14,12 +15,37 @@
 
 namespace py = pybind11;
 
+namespace {
+// Interpreter exit (torch_hal/__init__.py registers it with atexit): the
+// autograd engine runs "hal" nodes on one worker thread per device, and the
+// worker may drop the last reference to a finished backward's GraphTask
+// after the caller has returned. That GraphTask's thread-local state holds
+// Python objects (torch 2.15 stashes a contextvars.Context for every
+// backward); released once the interpreter has finalized, the decref ends
+// the thread and the process aborts ("terminate called without an active
+// exception"). A tiny backward per device, run with no Python object in the
+// thread-local state, is queued behind whatever the worker still holds, so
+// when it returns the worker has let go of every earlier GraphTask.
+void drain_autograd_device_threads() {
+  if (!torch_hal::is_initialized()) return;
+  const c10::DeviceIndex n = torch_hal::device_count();
+  py::gil_scoped_release no_gil;  // the worker may need the GIL for the decref; the engine refuses callers holding it
+  at::AutoGradMode grad(true);
+  for (c10::DeviceIndex d = 0; d < n; ++d) {
+    at::Tensor x = at::zeros({1}, at::TensorOptions().device(c10::DeviceType::PrivateUse1, d)).requires_grad_();
+    torch::autograd::backward({x.sum()});
+  }
+}
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_hal native backend (PrivateUse1 over the HAL runtime)";
   m.def("_init", &torch_hal::set_init_options, py::arg("config"), py::arg("plugins"),
         "Sets the runtime's config/plugins; raises once the runtime has started.");
   m.def("_start", [] { torch_hal::runtime(); }, "Starts the runtime now; raises naming every skipped plugin.");
   m.def("is_initialized", &torch_hal::is_initialized);
+  m.def("_drain_autograd_device_threads", &drain_autograd_device_threads,
+        "At interpreter exit: waits until the autograd engine's hal worker threads hold no earlier backward's state.");
   m.def("device_count", [] { return static_cast<int>(torch_hal::device_count()); });
   m.def("current_device", [] { return static_cast<int>(torch_hal::current_device()); });
   m.def("set_device", [](int i) { torch_hal::set_current_device(static_cast<c10::DeviceIndex>(i)); });

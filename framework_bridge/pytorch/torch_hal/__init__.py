@@ -10,6 +10,8 @@ device: devices hal:0..N-1 are the devices of the plugins hal.toml selects
 ($HAL_CONFIG, else default discovery); :func:`init` overrides that before
 first use.
 """
+import atexit as _atexit
+
 import torch
 
 from . import _C
@@ -35,6 +37,10 @@ try:
         _register_backend(compile_backend, name="hal")
 except ImportError:  # a torch without Dynamo
     pass
+
+# A backward's last state may still sit in the autograd engine's hal worker threads when the
+# script ends; let them drop it while the interpreter can still take it (csrc/module.cc).
+_atexit.register(_C._drain_autograd_device_threads)
 
 init = _device_module.init
 is_initialized = _device_module.is_initialized
