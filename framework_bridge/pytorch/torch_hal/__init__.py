@@ -11,6 +11,10 @@ device: devices hal:0..N-1 are the devices of the plugins hal.toml selects
 first use.
 """
 import atexit as _atexit
+import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 import torch
 
@@ -27,16 +31,58 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
     )
 
 from ._fallback import ExplainEntry, FallbackStats, explain, fallback_stats, reset_fallback_stats
-from .dynamo import compile_backend
 
-# torch.compile(backend="hal") by name (pip installs also declare it as a torch_dynamo_backends entry point).
-try:
-    from torch._dynamo import list_backends as _list_backends, register_backend as _register_backend
 
-    if "hal" not in _list_backends(exclude_tags=()):
-        _register_backend(compile_backend, name="hal")
-except ImportError:  # a torch without Dynamo
-    pass
+def compile_backend(gm, example_inputs, options=None):
+    """torch.compile(model, backend="hal"), or backend=torch_hal.compile_backend: see torch_hal.dynamo.
+    Imports torch_hal.dynamo (and torch._dynamo) at first use, not with torch_hal."""
+    from .dynamo import compile_backend as backend
+
+    return backend(gm, example_inputs, options=options)
+
+
+def _register_dynamo_backend():
+    # Not list_backends(): it imports every Dynamo backend module, which fails while torch._dynamo
+    # is still being imported (the hook below runs right after its module body).
+    from torch._dynamo.backends.registry import register_backend
+
+    register_backend(compile_backend, name="hal")
+
+
+class _RegisterWhenDynamoImports(importlib.abc.MetaPathFinder):
+    """Registers torch.compile's backend "hal" by name once torch._dynamo is imported: importing
+    it with torch_hal would add seconds to every `import torch` that autoloads the device (pip
+    installs also declare the backend as a torch_dynamo_backends entry point)."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_register(module):
+            exec_module(module)
+            _register_dynamo_backend()
+
+        spec.loader.exec_module = exec_and_register
+        return spec
+
+
+if "torch._dynamo" in sys.modules:
+    _register_dynamo_backend()
+elif not any(isinstance(f, _RegisterWhenDynamoImports) for f in sys.meta_path):
+    sys.meta_path.insert(0, _RegisterWhenDynamoImports())
+
+
+def __getattr__(name):
+    # torch_hal.dynamo and torch_hal.tools load on first use (both import large parts of torch).
+    if name in ("dynamo", "tools"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # A backward's last state may still sit in the autograd engine's hal worker threads when the
 # script ends; let them drop it while the interpreter can still take it (csrc/module.cc).
