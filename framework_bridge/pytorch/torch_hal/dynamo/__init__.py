@@ -10,7 +10,7 @@ counted reason. stats() gives the counts, explain() the graphs, partition and gr
 import torch
 
 from . import counters
-from .backend import compile_backend, decompositions, reset, runners
+from .backend import compile_backend, decompositions, next_serial, reset, runners
 
 
 def stats():
@@ -36,7 +36,7 @@ def explain(model, *inputs, **kwargs):
     breaks, each FX graph, each HAL segment after the pipeline with its partition per plugin (fused
     groups, kernel counts, op-by-op nodes), and the eager nodes with why."""
     torch._dynamo.reset()
-    before = len(runners())
+    before = next_serial()
     dyn = torch._dynamo.explain(model)(*inputs, **kwargs)
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=compile_backend)
@@ -44,7 +44,7 @@ def explain(model, *inputs, **kwargs):
     lines = [f"graphs: {dyn.graph_count}, graph breaks: {dyn.graph_break_count}"]
     for b in dyn.break_reasons:
         lines.append(f"  break: {b.reason}")
-    for r in runners()[before:]:
+    for r in runners(since=before):
         lines.append(r.explain())
     text = "\n".join(lines)
     print(text)

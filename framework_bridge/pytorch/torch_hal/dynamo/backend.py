@@ -2,6 +2,7 @@
 backward graph run by a GraphRunner (graph_runner.py)."""
 import functools
 import os
+import weakref
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -9,7 +10,10 @@ from torch._dynamo.backends.common import aot_autograd
 from . import counters
 from .graph_runner import GraphRunner
 
-_runners = []  # the GraphRunners of this process, newest last (explain reads them)
+# The GraphRunners of this process, oldest first, as (serial, weak reference): explain reads them,
+# and a runner lives only as long as Dynamo keeps its compiled graph (no growth over recompiles).
+_runners = []
+_next_serial = 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,16 +37,19 @@ def _dump(gm, kind):
     if not d:
         return
     os.makedirs(d, exist_ok=True)
-    k = len(_runners)
+    k = next_serial()
     with open(os.path.join(d, f"fx_{k:03d}_{kind}.txt"), "w") as f:
         f.write(gm.print_readable(print_output=False))
 
 
 def _compiler(kind, frozen=None):
     def compile_graph(gm, example_inputs):
+        global _next_serial
         _dump(gm, kind)
         runner = GraphRunner(gm, example_inputs, kind, frozen)
-        _runners.append(runner)
+        _runners[:] = [(k, r) for k, r in _runners if r() is not None]
+        _runners.append((_next_serial, weakref.ref(runner)))
+        _next_serial += 1
 
         def run(args):  # AOTAutograd's boxed convention: one list, cleared by the callee
             return runner(args)
@@ -67,8 +74,14 @@ def compile_backend(gm, example_inputs, options=None):
     return aot(gm, example_inputs)
 
 
-def runners():
-    return list(_runners)
+def runners(since=0):
+    """The live GraphRunners whose serial number is at least SINCE, oldest first."""
+    return [r for k, r in ((k, ref()) for k, ref in _runners) if r is not None and k >= since]
+
+
+def next_serial():
+    """The serial number the next GraphRunner will get."""
+    return _next_serial
 
 
 def reset():
