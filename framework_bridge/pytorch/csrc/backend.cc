@@ -1,6 +1,8 @@
 // torch_hal backend: runtime, allocators, memory statistics, PrivateUse1 hooks.
 #include "backend.hpp"
+#include "row_conversion.hpp"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
@@ -177,6 +179,7 @@ class HalAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return is_initialized(); }
   void emptyCache(c10::MempoolId_t) override {
     if (!is_initialized()) return;
+    clear_device_scalars();  // their blocks go back to the cache first
     for (c10::DeviceIndex i = 0; i < device_count(); ++i) device(i)->allocator().empty_cache();
   }
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
@@ -328,6 +331,18 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
     ++c.allocated;
   }
   return c10::DataPtr(reinterpret_cast<void*>(raw->token), raw, &delete_allocation, where);
+}
+
+at::Tensor empty_dense(c10::IntArrayRef shape, c10::ScalarType dtype, c10::DeviceIndex index) {
+  const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(dtype);
+  const size_t nbytes = at::detail::computeStorageNbytesContiguous(shape, meta.itemsize());
+  // The storage keeps the device-generic allocator for a later resize, as at::empty's does.
+  auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                       allocate_on(index, nbytes), allocator(), /*resizable=*/true);
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                    meta);
+  if (shape.size() != 1 || shape[0] != 0) t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
+  return t;
 }
 
 Allocation* allocation_of(const c10::Storage& storage) {

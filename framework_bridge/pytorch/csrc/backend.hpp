@@ -101,6 +101,11 @@ c10::DeviceAllocator* allocator();
 // c10::OutOfMemoryError (requested and free sizes in the message) or
 // c10::Error.
 c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+// A new dense (contiguous) tensor of SHAPE and DTYPE on hal:DEVICE, as
+// at::empty would give it, built here without a trip through the
+// dispatcher and a device guard (the mapped kernels' hot path). Errors as
+// allocate_on's.
+at::Tensor empty_dense(c10::IntArrayRef shape, c10::ScalarType dtype, c10::DeviceIndex device);
 // The host allocator behind pin_memory=True (hooks' getPinnedMemoryAllocator)
 // and whether P lies in memory it handed out (hooks' isPinnedPtr). The memory
 // is ordinary host memory (the HAL has no page-locked host allocation); it

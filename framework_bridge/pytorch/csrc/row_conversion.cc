@@ -7,6 +7,8 @@
 #include <ATen/ExpandUtils.h>
 
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "backend.hpp"
 
@@ -163,7 +165,7 @@ bool RowConversion::direct_shapes(Call& call) const {
     call.returns.push_back(self);
     return true;
   }
-  call.returns.push_back(at::empty(shape, at::TensorOptions().dtype(out_dtype).device(at::kPrivateUse1, call.dev)));
+  call.returns.push_back(empty_dense(shape, out_dtype, call.dev));
   return true;
 }
 
@@ -248,9 +250,75 @@ c10::ScalarType RowConversion::scalar_dtype(const Call& call, const c10::Scalar&
   return c10::typeMetaToScalarType(at::get_default_dtype());
 }
 
+namespace {
+
+// Scalar operands on the device, kept per (device, stream, dtype, value):
+// optimizers pass the same few numbers every step (AdamW's betas, lr,
+// weight decay), and each fresh one cost an allocation and a
+// host-to-device copy. The tensors are only read (catalog inputs). Each is
+// allocated on, and only used on, its key's stream, so dropping the cache
+// while that stream still reads one is ordered like any other free.
+struct ScalarKey {
+  c10::DeviceIndex dev;
+  const void* stream;
+  c10::ScalarType dtype;
+  char kind;  // 'f', 'i', 'b': a 1.0 and a 1 convert alike but key apart (harmless)
+  uint64_t bits;
+  bool operator==(const ScalarKey& o) const {
+    return dev == o.dev && stream == o.stream && dtype == o.dtype && kind == o.kind && bits == o.bits;
+  }
+};
+struct ScalarKeyHash {
+  size_t operator()(const ScalarKey& k) const noexcept {
+    return std::hash<uint64_t>()(k.bits) ^ (std::hash<const void*>()(k.stream) << 1) ^
+           (static_cast<size_t>(k.dtype) << 8) ^ (static_cast<size_t>(k.dev) << 16) ^ static_cast<size_t>(k.kind);
+  }
+};
+
+std::mutex scalars_mu;
+std::unordered_map<ScalarKey, at::Tensor, ScalarKeyHash>& scalars() {  // guarded by scalars_mu
+  static auto* cache = new std::unordered_map<ScalarKey, at::Tensor, ScalarKeyHash>();
+  return *cache;
+}
+
+at::Tensor cached_device_scalar(const c10::Scalar& s, c10::ScalarType dtype, c10::DeviceIndex dev) {
+  ScalarKey key{dev, current_hal_stream(dev), dtype, 'i', 0};
+  if (s.isFloatingPoint()) {
+    const double d = s.toDouble();
+    std::memcpy(&key.bits, &d, sizeof d);
+    key.kind = 'f';
+  } else if (s.isBoolean()) {
+    key.bits = s.toBool();
+    key.kind = 'b';
+  } else if (s.isIntegral(/*includeBool=*/false)) {
+    key.bits = static_cast<uint64_t>(s.toLong());
+  } else {  // complex: not cached
+    return at::scalar_tensor(s, at::TensorOptions().dtype(dtype)).to(at::Device(at::kPrivateUse1, dev));
+  }
+  constexpr size_t kEntries = 1024;  // bounded: AdamW's bias corrections change every step
+  {
+    std::lock_guard<std::mutex> lock(scalars_mu);
+    auto it = scalars().find(key);
+    if (it != scalars().end()) return it->second;
+  }
+  at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(dtype)).to(at::Device(at::kPrivateUse1, dev));
+  std::lock_guard<std::mutex> lock(scalars_mu);
+  if (scalars().size() >= kEntries) scalars().clear();
+  scalars().emplace(key, t);
+  return t;
+}
+
+}  // namespace
+
+void clear_device_scalars() {
+  std::unordered_map<ScalarKey, at::Tensor, ScalarKeyHash> dropped;  // freed after the lock is released
+  std::lock_guard<std::mutex> lock(scalars_mu);
+  dropped.swap(scalars());
+}
+
 at::Tensor RowConversion::device_scalar(const Call& call, const c10::Scalar& s) const {
   if (call.lowering) return at::scalar_tensor(s, at::TensorOptions().dtype(scalar_dtype(call, s)));
-  return at::scalar_tensor(s, at::TensorOptions().dtype(scalar_dtype(call, s))).to(at::Device(at::kPrivateUse1, call.dev));
+  return cached_device_scalar(s, scalar_dtype(call, s), call.dev);
 }
 
 at::Tensor RowConversion::device_tensor(const Call& call, const at::Tensor& t, const char* arg) const {
@@ -265,7 +333,8 @@ at::Tensor RowConversion::device_tensor(const Call& call, const at::Tensor& t, c
   TORCH_CHECK(t.is_cpu() && t.dim() == 0, "Expected all tensors to be on the same device, but found at least two "
               "devices, hal:", int(call.dev), " and ", t.device(), "! (aten::", name_, " argument ", arg, ")");
   if (t.unsafeGetTensorImpl()->is_wrapped_number()) return device_scalar(call, t.item());
-  return t.to(at::Device(at::kPrivateUse1, call.dev));
+  // A 0-dim CPU tensor keeps its dtype (AdamW's step count, a CPU loss scale).
+  return cached_device_scalar(t.item(), t.scalar_type(), call.dev);
 }
 
 void RowConversion::build_inputs(Call& call) const {

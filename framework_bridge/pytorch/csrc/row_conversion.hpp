@@ -78,6 +78,12 @@ class RowConversion {
   mutable std::unordered_map<std::string, std::vector<MetaReturn>> meta_cache_;
 };
 
+// Drops the device copies of scalar operands the eager conversion keeps
+// (per device, stream, dtype and value, so optimizers' per-step numbers are
+// not re-uploaded on every call). They count in memory_allocated until
+// then; torch.hal.empty_cache() calls this. Thread-safe.
+void clear_device_scalars();
+
 }  // namespace torch_hal
 
 #endif  // TORCH_HAL_CSRC_ROW_CONVERSION_HPP_

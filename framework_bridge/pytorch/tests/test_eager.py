@@ -203,3 +203,33 @@ def test_copy_between_overlapping_views_of_one_storage():
     p = torch.randn(1, 2, 5)
     torch.testing.assert_close(torch.nn.functional.pad(p.to("hal"), (2, 2), mode="circular").cpu(),
                                torch.nn.functional.pad(p, (2, 2), mode="circular"))
+
+
+def test_scalar_operands_reused_across_calls_keep_their_values_and_dtypes():
+    # Scalar operands' device copies are kept per (device, stream, dtype,
+    # value) and dropped when full or by empty_cache: a reused copy must
+    # never stand for another value, dtype or stream.
+    x = torch.arange(4, dtype=torch.float32)
+    h = x.to("hal")
+    hd = x.double().to("hal")
+    step = torch.tensor(3.0)  # a 0-dim CPU tensor operand, as AdamW's step
+    for _ in range(2):
+        torch.testing.assert_close((h * 0.5).cpu(), x * 0.5)
+        torch.testing.assert_close((hd * 0.5).cpu(), x.double() * 0.5)
+        torch.testing.assert_close((h * 1).cpu(), x * 1)
+        torch.testing.assert_close((h / step).cpu(), x / step)
+        torch.testing.assert_close((hd / step).cpu(), x.double() / step)
+    s = torch.hal.Stream()
+    with torch.hal.stream(s):
+        y = h * 0.5
+    torch.hal.current_stream().wait_stream(s)
+    torch.testing.assert_close(y.cpu(), x * 0.5)
+    # More distinct values than the cache holds: each stays right.
+    for i in range(1500):
+        v = 1.0 + i / 1024
+        assert (h + v)[1].item() == pytest.approx(1.0 + v)
+    base = torch.hal.memory_allocated()
+    torch.hal.synchronize()
+    torch.hal.empty_cache()
+    assert torch.hal.memory_allocated() < base  # the kept copies were freed
+    torch.testing.assert_close((h * 0.5).cpu(), x * 0.5)
