@@ -43,25 +43,23 @@ size_t fold_permutes(Graph& g) {
     if (node.inputs[0] == HAL_GRAPH_NO_VALUE) continue;
     std::vector<int64_t> dims = permute_dims(g, node);
     if (dims.empty() && !g.values()[out].shape.empty()) continue;
+    std::vector<int64_t> identity(dims.size());
+    std::iota(identity.begin(), identity.end(), 0);
     uint32_t from = node.inputs[0];
     // Through a permute feeding this one: out[d] = from[inner[dims[d]]].
-    const int64_t p = producer[from];
-    if (p >= 0 && g.nodes()[static_cast<size_t>(p)].op == "permute" && g.nodes()[static_cast<size_t>(p)].inputs.size() == 1 &&
-        g.nodes()[static_cast<size_t>(p)].inputs[0] != HAL_GRAPH_NO_VALUE) {
-      const std::vector<int64_t> inner = permute_dims(g, g.nodes()[static_cast<size_t>(p)]);
+    const Graph::Node* feeding = producer[from] >= 0 ? &g.nodes()[static_cast<size_t>(producer[from])] : nullptr;
+    if (feeding != nullptr && feeding->op == "permute" && feeding->inputs.size() == 1 &&
+        feeding->inputs[0] != HAL_GRAPH_NO_VALUE) {
+      const std::vector<int64_t> inner = permute_dims(g, *feeding);
       if (inner.size() == dims.size()) {
         std::vector<int64_t> composed;
         for (int64_t d : dims) composed.push_back(inner[static_cast<size_t>(d)]);
-        std::vector<int64_t> identity(dims.size());
-        std::iota(identity.begin(), identity.end(), 0);
         if (composed == identity) {
           dims = composed;
-          from = g.nodes()[static_cast<size_t>(p)].inputs[0];
+          from = feeding->inputs[0];
         }
       }
     }
-    std::vector<int64_t> identity(dims.size());
-    std::iota(identity.begin(), identity.end(), 0);
     // Only an identity goes, and only where the shapes agree as written (a
     // derived symbol in OUT's shape is not rewritten in its readers).
     if (dims != identity || g.values()[from].shape != g.values()[out].shape ||
