@@ -209,6 +209,10 @@ class GraphRunner:
         reason = None
         if name is None:
             reason = "not an aten op"
+        elif name == "alias":  # of a value the segment does not make (a graph input, an eager result)
+            reason = "alias of a value outside the segment (free in eager)"
+        elif n.target in _SLICES:  # _lower_slice did not take it
+            reason = "slice of a value outside the segment, or with symbolic bounds (free in eager)"
         elif (name in _VIEWS and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"
               and n.args[0] not in self.frozen):
             # A view of a graph input (a weight's transpose) costs nothing eagerly (no kernel) and,
