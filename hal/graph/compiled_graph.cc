@@ -52,13 +52,15 @@ std::map<uint32_t, std::vector<size_t>> group_nodes(const Placement& p) {
 
 // One step of a run.
 struct Step {
-  enum Kind { kExecutable, kOp, kCopy, kOutputCopy } kind = kOp;
+  // kAlias: a reshape whose output is its input's bytes under the new shape
+  // (no launch) when the input's view is contiguous, else run as kOp.
+  enum Kind { kExecutable, kOp, kAlias, kCopy, kOutputCopy } kind = kOp;
   size_t device = 0;  // where it runs (kCopy: the destination)
   std::string label;  // "opencl:0 group 1 (nodes 0 add, 1 mul)", "cpu:0 node 2 ('matmul')"
   // kExecutable: the executable and its boundary values (global ids).
   std::shared_ptr<SharedExecutable> executable;
   std::vector<uint32_t> inputs, outputs;
-  // kOp
+  // kOp, kAlias
   size_t node = 0;
   std::optional<OpRunner> runner;
   // kCopy / kOutputCopy: VALUE from device FROM (kOutputCopy: into the
@@ -117,6 +119,8 @@ struct CompiledGraph::Impl {
   std::vector<Step> steps;
   std::map<std::pair<size_t, uint32_t>, Buffer> constants;  // (device, value) -> its bytes there
   std::vector<size_t> value_device;  // per value: the device producing it (inputs: home)
+  std::vector<bool> aliased;         // per node: run as a Step::kAlias
+  std::vector<int64_t> into_output;  // per value: the output whose buffer it is written into (-1: none)
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
 
@@ -412,6 +416,29 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
     copy_bytes += value_bytes(v);
   };
 
+  // A reshape (row-major, so a contiguous input's bytes are the output's)
+  // runs as metadata: its output aliases its input. Graph values are written
+  // once by their producer, so sharing the bytes is safe. A reshape that is
+  // a graph output on the home device instead has its input (made there by
+  // a node, not itself an output or an alias) written straight into the
+  // caller's output buffer.
+  impl->aliased.assign(n, false);
+  impl->into_output.assign(g.values().size(), -1);
+  auto aliases = [&](size_t i) {
+    const Graph::Node& node = g.nodes()[i];
+    if (node.op != "reshape" || p.fallback[i] || node.inputs.size() != 1 || node.inputs[0] == HAL_GRAPH_NO_VALUE ||
+        node.outputs.size() != 1 || g.values()[node.inputs[0]].dtype != g.values()[node.outputs[0]].dtype)
+      return false;
+    auto out = output_index.find(node.outputs[0]);
+    if (out == output_index.end()) return true;
+    const uint32_t v = node.inputs[0];
+    const int64_t made = producer[v];
+    if (p.device[i] != 0 || made < 0 || p.device[static_cast<size_t>(made)] != 0 ||
+        impl->aliased[static_cast<size_t>(made)] || output_index.count(v) != 0 || impl->into_output[v] >= 0)
+      return false;
+    impl->into_output[v] = static_cast<int64_t>(out->second);
+    return true;
+  };
   for (size_t u : order) {
     const std::vector<size_t>& nodes = units[u];
     const size_t k = p.device[nodes.front()];
@@ -420,11 +447,17 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
       const size_t i = nodes.front();
       for (uint32_t v : g.nodes()[i].inputs) need(v, k, i);
       Step s;
-      s.kind = Step::kOp;
+      s.kind = aliases(i) ? Step::kAlias : Step::kOp;
       s.device = k;
       s.node = i;
       s.label = impl->devices[k]->id() + " " + node_label(g, i);
       with_context(s.label, [&] { s.runner.emplace(impl->devices[k], g.nodes()[i].op); });
+      if (s.kind == Step::kAlias) {
+        impl->aliased[i] = true;
+        ++stats.alias_nodes;
+        impl->steps.push_back(std::move(s));
+        continue;
+      }
       ++stats.op_nodes;
       ++ds.op_nodes;
       if (p.fallback[i]) {
@@ -565,7 +598,15 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   for (size_t i = 0; i < g.nodes().size(); ++i)
     for (uint32_t id : g.nodes()[i].outputs) {
       const size_t k = p.device[i];
-      if (k == 0 && have[id]) continue;
+      if ((k == 0 && have[id]) || impl_->aliased[i]) continue;
+      const int64_t j = impl_->into_output[id];
+      if (j >= 0 && contiguous(*outputs[static_cast<size_t>(j)])) {  // the output reshape's input: its bytes
+        TensorView into = *outputs[static_cast<size_t>(j)];
+        into.shape = concrete(id);
+        into.strides.clear();
+        views[k][id] = std::move(into);
+        continue;
+      }
       std::vector<int64_t> shape = concrete(id);
       uint64_t bytes = common::dtype_size(g.values()[id].dtype);
       for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
@@ -578,6 +619,27 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     Device& dev = *impl_->devices[step.device];
     const Stream* s = stream_of(step.device);
     switch (step.kind) {
+      case Step::kAlias: {
+        const Graph::Node& node = g.nodes()[step.node];
+        const TensorView& src = views[step.device][node.inputs[0]];
+        if (impl_->into_output[node.inputs[0]] >= 0) {
+          const TensorView& dst = views[step.device][node.outputs[0]];
+          if (src.buffer == dst.buffer && src.byte_offset == dst.byte_offset) break;  // written there already
+          // else the caller's output is strided: the reshape writes it.
+        } else if (contiguous(src)) {
+          TensorView alias = src;
+          alias.shape = concrete(node.outputs[0]);
+          alias.strides.clear();
+          views[step.device][node.outputs[0]] = std::move(alias);
+          break;
+        } else {  // a strided input (a caller's view): the reshape launches, into a temporary
+          const std::vector<int64_t> shape = concrete(node.outputs[0]);
+          uint64_t bytes = common::dtype_size(g.values()[node.outputs[0]].dtype);
+          for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+          temporary(step.device, node.outputs[0], bytes, shape, {});
+        }
+        [[fallthrough]];
+      }
       case Step::kOp: {
         const Graph::Node& node = g.nodes()[step.node];
         std::vector<const TensorView*> in, out;
@@ -708,6 +770,11 @@ std::string CompiledGraph::explain() const {
           }
         }
         os << "\n";
+        ++d;
+      } else if (st.kind == Step::kAlias) {
+        os << "  " << node_label(g, st.node)
+           << (m.into_output[g.nodes()[st.node].inputs[0]] >= 0 ? " is its input, made in the output's buffer (no launch)\n"
+                                                                 : " aliases its input (no launch)\n");
         ++d;
       } else if (st.kind == Step::kOp) {
         os << "  " << node_label(g, st.node) << " op by op";

@@ -462,3 +462,49 @@ TEST_CASE("graph IR: bad constants, symbols and names are refused naming what is
   CHECK_THROWS_WITH(g.mark_output(c), doctest::Contains("is a constant"));
   CHECK_THROWS_WITH(g.value_name(99), doctest::Contains("value 99 is not a value of this graph"));
 }
+
+TEST_CASE("graph runtime: reshapes cost no launch unless they read a strided view or write a strided output") {
+  // t = x + x; r = reshape(t) to [3, 2]; o = r * r (r is not an output: it aliases t).
+  hal::Graph g;
+  auto x = g.input(F32, {2, 3});
+  auto t = g.add_op("add", {x, x});
+  auto r = g.add_op("reshape", {t}, {hal::Attr::ints("shape", {3, 2})});
+  auto o = g.add_op("mul", {r, r});
+  auto r2 = g.add_op("reshape", {o}, {hal::Attr::ints("shape", {6})});  // an output: mul writes it
+  auto r3 = g.add_op("reshape", {x}, {hal::Attr::ints("shape", {6})});  // reads the caller's view
+  auto o3 = g.add_op("neg", {r3});
+  auto r4 = g.add_op("reshape", {x}, {hal::Attr::ints("shape", {3, 2})});  // an output of an input: launched
+  g.mark_output(r2);
+  g.mark_output(o3);
+  g.mark_output(r4);
+  OpTester cpu(kCpu);
+  hal::CompiledGraph c = hal::compile(*cpu.device(), g);
+  CHECK(c.stats().alias_nodes == 3);
+  CHECK(c.stats().op_nodes == 4);  // add, mul, neg, r4
+  CHECK(contains(c.explain(), "node 1 ('reshape') aliases its input (no launch)"));
+  CHECK(contains(c.explain(), "node 3 ('reshape') is its input, made in the output's buffer (no launch)"));
+  CHECK(contains(c.explain(), "node 6 ('reshape') op by op"));
+  DeviceTensor out4 = cpu.empty(F32, {3, 2});
+  DeviceTensor tx = cpu.tensor({2, 3}, {1, 2, 3, 4, 5, 6}), out = cpu.empty(F32, {6}), out3 = cpu.empty(F32, {6});
+  c.run({&tx.view}, {&out.view, &out3.view, &out4.view});
+  CHECK(cpu.read<float>(out) == std::vector<float>{4, 16, 36, 64, 100, 144});
+  CHECK(cpu.read<float>(out3) == std::vector<float>{-1, -2, -3, -4, -5, -6});
+  CHECK(cpu.read<float>(out4) == std::vector<float>{1, 2, 3, 4, 5, 6});
+
+  // Output 0 as a strided view (every other float of 12): the reshape writes it.
+  DeviceTensor wide = cpu.tensor({12}, std::vector<float>(12, 0.f));
+  hal::TensorView every_other = wide.view;
+  every_other.shape = {6};
+  every_other.strides = {2};
+  c.run({&tx.view}, {&every_other, &out3.view, &out4.view});
+  CHECK(cpu.read<float>(wide) == std::vector<float>{4, 0, 16, 0, 36, 0, 64, 0, 100, 0, 144, 0});
+
+  // x as the caller's transposed view of a [3, 2] buffer: reshape must read it in x's order.
+  DeviceTensor tt = cpu.tensor({3, 2}, {1, 4, 2, 5, 3, 6});
+  hal::TensorView xt = tt.view;
+  xt.shape = {2, 3};
+  xt.strides = {1, 2};
+  c.run({&xt}, {&out.view, &out3.view, &out4.view});
+  CHECK(cpu.read<float>(out) == std::vector<float>{4, 16, 36, 64, 100, 144});
+  CHECK(cpu.read<float>(out3) == std::vector<float>{-1, -2, -3, -4, -5, -6});
+}

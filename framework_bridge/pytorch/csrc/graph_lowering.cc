@@ -215,6 +215,15 @@ class SegmentBuilder {
     return result;
   }
 
+  // Makes META stand for the value OF stands for (a clone only read: graph
+  // values are contiguous and never written, so it needs no node).
+  void same_value(const at::Tensor& meta, const at::Tensor& of) {
+    auto it = values_.find(of.unsafeGetTensorImpl());
+    TORCH_CHECK(meta.is_meta() && it != values_.end(), "torch_hal: same_value of a tensor that is not a value of the segment");
+    values_[meta.unsafeGetTensorImpl()] = it->second;
+    keep_.push_back(meta);
+  }
+
   void mark_output(const at::Tensor& t) {
     auto it = values_.find(t.unsafeGetTensorImpl());
     TORCH_CHECK(it != values_.end(), "torch_hal: mark_output of a tensor that is not a value of the segment");
@@ -297,6 +306,7 @@ py::dict part_stats(const hal::CompiledGraphStats& s) {
   d["groups"] = s.groups;
   d["kernels"] = s.kernel_count;
   d["op_nodes"] = s.op_nodes;
+  d["alias_nodes"] = s.alias_nodes;
   d["fallback_nodes"] = s.fallback_nodes;
   d["cache"] = s.cache == hal::CacheSource::kCompiled ? "compiled" : s.cache == hal::CacheSource::kMemory ? "memory" : "disk";
   d["compiled"] = s.compiled;
@@ -312,6 +322,7 @@ void bind_lowering(py::module_& m) {
       .def("declare", &SegmentBuilder::declare)
       .def("constant", &SegmentBuilder::constant)
       .def("lower", &SegmentBuilder::lower)
+      .def("same_value", &SegmentBuilder::same_value)
       .def("mark_output", &SegmentBuilder::mark_output)
       .def("input_names", &SegmentBuilder::input_names)
       .def("nodes", &SegmentBuilder::nodes)

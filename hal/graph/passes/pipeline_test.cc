@@ -43,9 +43,9 @@ TEST_CASE("run_pipeline: decompose, fold, CSE and DCE in order, each stage dumpe
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(stages)) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  CHECK(files == std::vector<std::string>{"00_input.txt", "01_decompose.txt", "02_fold_constants.txt", "03_cse.txt",
-                                          "04_dce.txt"});
-  std::ifstream last(stages / "04_dce.txt");
+  CHECK(files == std::vector<std::string>{"00_input.txt", "01_decompose.txt", "02_fold_constants.txt",
+                                          "03_fold_permutes.txt", "04_cse.txt", "05_dce.txt"});
+  std::ifstream last(stages / "05_dce.txt");
   std::stringstream text;
   text << last.rdbuf();
   CHECK(text.str() == out.dump());

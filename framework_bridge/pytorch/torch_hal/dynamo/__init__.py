@@ -17,8 +17,10 @@ def stats():
     """Counters since the last reset_stats(): graphs (FX graphs compiled), segments (HAL graphs),
     lowered_nodes, eager_nodes and eager_reasons (reason -> count), hal_compiles (segments
     compiled by a plugin), hal_cache_hits (segments from the memory or disk cache), folded_nodes
-    (removed by constant folding of frozen weights), segment_launches (device kernels the
-    segments' runs launched: fused groups' kernels plus op-by-op nodes), and the
+    (removed by constant folding of frozen weights), aliased_nodes (aten.alias nodes that are
+    their segment's value: no node, no kernel), aliased_reshapes (segment reshapes run as metadata
+    by the HAL runtime: no kernel), segment_launches (device kernels the segments' runs launched:
+    fused groups' kernels plus op-by-op nodes), and the
     process's HAL compile-cache counters under "hal" (graph_compiles, disk_hits, ...)."""
     from .. import _C
 

@@ -33,8 +33,8 @@ def warn_once(message, key=None):
 def snapshot():
     with _lock:
         out = {k: _counts.get(k, 0) for k in ("graphs", "segments", "lowered_nodes", "eager_nodes", "hal_compiles",
-                                              "hal_cache_hits", "folded_nodes",
-                                              "segment_launches")}
+                                              "hal_cache_hits", "folded_nodes", "aliased_nodes",
+                                              "aliased_reshapes", "segment_launches")}
         out["eager_reasons"] = dict(_eager)
         return out
 

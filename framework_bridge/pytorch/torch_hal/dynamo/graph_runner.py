@@ -22,6 +22,12 @@ _SYMBOLIC_SIZE_OK = {"view", "_unsafe_view", "expand", "squeeze.dim", "squeeze.d
                      "flatten.using_ints"}
 
 
+# Views of a part of a value: lowered inside a segment as index_select over a constant index
+# (GraphRunner._lower_slice); eager otherwise (free views of graph inputs).
+_SLICES = {torch.ops.aten.slice.Tensor, torch.ops.aten.select.int, torch.ops.aten.split.Tensor,
+           torch.ops.aten.split_with_sizes.default}
+
+
 # PyTorch views the table lowers as copies (its graph-only rows).
 _VIEWS = {"view", "_unsafe_view", "squeeze", "squeeze.dim", "squeeze.dims", "unsqueeze", "flatten.using_ints",
           "permute", "t", "transpose.int", "expand"}
@@ -61,6 +67,18 @@ def _tensor_vals(val):
     return None
 
 
+def _clone_is_value(n):
+    """Whether clone node N may be its source value itself: in a segment values are contiguous and
+    never written, so a clone only read (not a graph output the caller could write, nor written by
+    an in-place op) needs no copy."""
+    if n.target is not torch.ops.aten.clone.default:
+        return False
+    if n.kwargs.get("memory_format") not in (None, torch.contiguous_format, torch.preserve_format):
+        return False
+    return all(u.op != "output" and not (isinstance(u.target, torch._ops.OpOverload) and u.target._schema.is_mutable)
+               for u in n.users)
+
+
 class _Slot:
     __slots__ = ("index",)
 
@@ -89,6 +107,7 @@ class _Segment:
         self.nodes = []          # lowered FX nodes, in order
         self.metas = {}          # FX node -> meta tensor(s) the lowering returned
         self.external = {}       # FX node read from outside -> its declared meta tensor
+        self.aliases = {}        # FX alias node -> the lowered node it aliases (the same HAL value)
 
     def arg(self, n):
         if n in self.metas:
@@ -165,6 +184,24 @@ class GraphRunner:
             seg.metas[n] = seg.metas[n.args[0]][n.args[1]]
             seg.nodes.append(n)
             return seg.metas[n] is not None
+        src = n.args[0] if n.target is torch.ops.aten.alias.default or _clone_is_value(n) else None
+        if src in seg.metas and src not in self.frozen and isinstance(seg.metas[src], torch.Tensor):
+            # An alias (or a clone only read) of a value of the segment is that value: no node, no
+            # kernel, no split; read outside, it is made (a view, no kernel) from the segment's
+            # output after its run.
+            seg.metas[n] = seg.metas[src]
+            if n.target is torch.ops.aten.clone.default:  # contiguous, as later views expect
+                with unset_fake_temporarily():
+                    seg.metas[n] = torch.empty(seg.metas[src].shape, dtype=seg.metas[src].dtype, device="meta")
+                seg.builder.same_value(seg.metas[n], seg.metas[src])
+            seg.aliases[n] = seg.aliases.get(src, src)
+            seg.nodes.append(n)
+            counters.add("aliased_nodes")
+            return True
+        if n.target in _SLICES and n.args[0] in seg.metas and n.args[0] not in self.frozen:
+            lowered = self._lower_slice(seg, n)
+            if lowered:
+                return True
         vals = _tensor_vals(n.meta.get("val"))
         if vals is None or not isinstance(n.target, torch._ops.OpOverload):
             return False  # host computation (getitem of an eager result, sym sizes): a plain step
@@ -172,6 +209,10 @@ class GraphRunner:
         reason = None
         if name is None:
             reason = "not an aten op"
+        elif name == "alias":  # of a value the segment does not make (a graph input, an eager result)
+            reason = "alias of a value outside the segment (free in eager)"
+        elif n.target in _SLICES:  # _lower_slice did not take it
+            reason = "slice of a value outside the segment, or with symbolic bounds (free in eager)"
         elif (name in _VIEWS and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"
               and n.args[0] not in self.frozen):
             # A view of a graph input (a weight's transpose) costs nothing eagerly (no kernel) and,
@@ -238,6 +279,85 @@ class GraphRunner:
         counters.add("lowered_nodes")
         return True
 
+    def _lower_slice(self, seg, n):
+        """N, a slice, split or select of a value of SEG, as index_select over a constant index (as
+        the ONNX front end lowers Slice) or, for the whole dim, as the value itself, so that the
+        segment does not split there (eagerly they are free views, but a split segment cannot fuse
+        across them). False (N then takes the general path) for symbolic sizes or bounds."""
+        src = seg.metas[n.args[0]]
+        if not isinstance(src, torch.Tensor) or (n.kwargs and set(n.kwargs) != {"dim"}):
+            return False
+        shape = n.args[0].meta["val"].shape
+        if n.target is torch.ops.aten.slice.Tensor:
+            dim, start, end, step = (list(n.args[1:]) + [0, None, None, 1][len(n.args) - 1:])[:4]
+            pieces = None
+        elif n.target is torch.ops.aten.select.int:
+            dim, start, end, step = n.args[1], n.args[2], None, 1
+            pieces = None
+        else:  # split.Tensor (a chunk size) or split_with_sizes (the sizes)
+            dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
+            size = n.args[1]
+            pieces = None if n.target is torch.ops.aten.split.Tensor else list(size)
+        if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+            return False
+        dim %= len(shape)
+        extent = shape[dim]
+        if not isinstance(extent, int):
+            return False
+        if n.target is torch.ops.aten.split.Tensor:
+            if not isinstance(size, int) or size <= 0:
+                return False
+            pieces = [min(size, extent - b) for b in range(0, extent, size)] or [0]
+        if pieces is None:  # slice / select: the one range
+            if n.target is torch.ops.aten.select.int:
+                if not isinstance(start, int) or not -extent <= start < extent:
+                    return False
+                start %= extent
+                ranges = [(start, start + 1, 1)]
+            else:
+                if not all(isinstance(x, int) or x is None for x in (start, end, step)) or step <= 0:
+                    return False
+                ranges = [slice(start, end, step).indices(extent)]
+        else:
+            if not all(isinstance(p, int) for p in pieces) or sum(pieces) != extent:
+                return False
+            bounds = [sum(pieces[:k]) for k in range(len(pieces) + 1)]
+            ranges = [(bounds[k], bounds[k + 1], 1) for k in range(len(pieces))]
+        vals = _tensor_vals(n.meta["val"])
+        if vals is None or len(vals) != len(ranges):
+            return False
+        metas = []
+        for (b, e, st), val in zip(ranges, vals):
+            with unset_fake_temporarily():  # a real CPU index (compilers run under fake mode)
+                index = torch.arange(b, e, st, dtype=torch.int64)
+            if index.numel() == 0 or any(not isinstance(x, int) for x in val.shape):
+                return False
+            if index.numel() == extent:  # the whole dim: the value itself
+                metas.append(src)
+                continue
+            with unset_fake_temporarily():
+                index_meta = torch.empty(index.shape, dtype=torch.int64, device="meta")
+                seg.builder.constant(index_meta, index, f"{n.name}_index")
+                picked = list(src.shape)
+                picked[dim] = index.numel()
+                result = seg.builder.lower("index_select", (src, dim, index_meta), {}, [picked])
+                if not isinstance(result, str) and list(val.shape) != picked:  # select drops the dim
+                    result = seg.builder.lower("view", (result[0], list(val.shape)), {}, [list(val.shape)])
+            if isinstance(result, str):
+                return False
+            metas.append(result[0])
+        if n.target in (torch.ops.aten.slice.Tensor, torch.ops.aten.select.int):
+            if metas[0] is src:  # a slice of the whole dim: an alias
+                seg.aliases[n] = seg.aliases.get(n.args[0], n.args[0])
+            seg.metas[n] = metas[0]
+        else:
+            if any(m is src for m in metas):
+                return False  # one piece is the whole value: rare; taken by the general path
+            seg.metas[n] = metas
+        seg.nodes.append(n)
+        counters.add("lowered_nodes")
+        return True
+
     def _flush(self, seg):
         lowered = [n for n in seg.nodes if n.target is not operator.getitem]
         if not lowered:
@@ -246,15 +366,22 @@ class GraphRunner:
             return
         inside = set(seg.nodes)
         outputs = []
+
+        def output(n):
+            for o in outputs:
+                if seg.metas[n] is seg.metas[o]:
+                    return o
+            outputs.append(n)
+            seg.builder.mark_output(seg.metas[n])
+            return n
         for n in seg.nodes:
-            if n in self.frozen:
+            if n in self.frozen or n in seg.aliases:
                 continue
             meta = seg.metas.get(n)
-            if not isinstance(meta, torch.Tensor):
-                continue
-            if any(u not in inside for u in n.users) and all(meta is not seg.metas[o] for o in outputs):
-                outputs.append(n)
-                seg.builder.mark_output(meta)
+            if isinstance(meta, torch.Tensor) and any(u not in inside for u in n.users):
+                output(n)
+        aliased = [(self.slot[a], self.slot[output(src)]) for a, src in seg.aliases.items()
+                   if any(u not in inside for u in a.users)]
         try:
             compiled = seg.builder.compile(fold=bool(seg.frozen))
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
@@ -270,6 +397,7 @@ class GraphRunner:
             counters.add("folded_nodes", max(0, seg.builder.nodes() - compiled.node_count()))
         stats = compiled.stats()
         self.launches_per_run += stats["kernels"] + stats["op_nodes"]
+        counters.add("aliased_reshapes", stats["alias_nodes"])
         counters.add("hal_compiles" if stats["cache"] == "compiled" else "hal_cache_hits")
         names = seg.builder.input_names()
         by_name = {n.name: n for n in seg.external}
@@ -277,9 +405,11 @@ class GraphRunner:
         out_slots = [self.slot[n] for n in outputs]
         self.segments.append((seg, compiled, outputs))
 
-        def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots):
+        def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots, aliased=aliased):
             for s, t in zip(out_slots, run([env[i] for i in in_slots])):
                 env[s] = t
+            for a, s in aliased:
+                env[a] = torch.ops.aten.alias.default(env[s])
         self.steps.append(step)
 
     def _eager_step(self, n):

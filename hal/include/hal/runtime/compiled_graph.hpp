@@ -58,6 +58,12 @@ struct CompiledGraphStats {
   size_t groups = 0;          // groups claimed = executables, all devices
   uint64_t kernel_count = 0;  // device kernels one run launches for them (sum of executable_get_info)
   size_t op_nodes = 0;        // nodes run one by one through the operator interface, all devices
+  // Reshapes run as metadata, not counted in op_nodes: the output aliases
+  // the input's bytes (input contiguous at run time, else the reshape
+  // launches) or, for a graph output on the home device whose input a node
+  // there makes (not an output itself), the input is made in the caller's
+  // output buffer (when that view is contiguous, else the reshape launches).
+  size_t alias_nodes = 0;
   std::vector<std::string> descriptions;  // per executable, as the plugin describes it
   std::vector<DevicePartStats> devices;   // per device used or listed, the fallback last
   size_t fallback_nodes = 0;              // nodes run on the fallback device

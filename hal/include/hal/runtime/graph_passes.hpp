@@ -42,6 +42,15 @@ size_t eliminate_dead_code(Graph& g);
 // Returns the number of nodes removed.
 size_t eliminate_common_subexpressions(Graph& g);
 
+// Removes each permute that permutes nothing: dims 0, 1, ..., or undoing
+// the permute feeding it (permute(permute(x, p), q) with p[q[d]] == d, as
+// a transposed matrix transposed back), its readers then reading the value
+// it started from. A graph output is replaced only by a node's output that
+// is not an output already (it keeps the output's place and name). Permutes
+// feeding it stay (dead code removes them when nothing else reads them).
+// Returns the number of nodes removed.
+size_t fold_permutes(Graph& g);
+
 // Replaces each node whose inputs are all constants (or absent), whose op
 // is not random and whose outputs are concrete, not graph outputs, and each
 // at most MAX_BYTES, by constants holding its outputs, computed once on
@@ -76,9 +85,10 @@ struct PipelineOptions {
   std::string dump_dir;
 };
 
-// verify -> decompose -> fold_constants -> eliminate_common_subexpressions
-// -> eliminate_dead_code -> verify, dumping each stage (00_input,
-// 01_decompose, 02_fold_constants, 03_cse, 04_dce). Throws what the stages
+// verify -> decompose -> fold_constants -> fold_permutes ->
+// eliminate_common_subexpressions -> eliminate_dead_code -> verify, dumping
+// each stage (00_input, 01_decompose, 02_fold_constants, 03_fold_permutes,
+// 04_cse, 05_dce). Throws what the stages
 // throw (INVALID_ARGUMENT from verify naming the node), or hal::Error
 // INTERNAL naming the file when a dump cannot be written.
 Graph run_pipeline(Graph g, const PipelineOptions& options);
