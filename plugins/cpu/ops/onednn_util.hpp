@@ -97,16 +97,10 @@ class PrimitiveCache {
 };
 
 // Caps the OpenMP threads of oneDNN primitives created and run on this
-// thread while in scope (per-thread ICV; restored on exit). The first
-// omp_set_num_threads on a thread outside an OpenMP team makes libgomp
-// allocate that thread's ICV block, referenced only from thread-local
-// storage; the constructor stays a frame of its own (noinline) so the ASan
-// run's leak suppression (.ci/lsan.supp) can name it.
+// thread while in scope (per-thread ICV; restored on exit).
 class ThreadLimit {
  public:
-  __attribute__((noinline)) explicit ThreadLimit(int threads) : saved_(omp_get_max_threads()) {
-    omp_set_num_threads(threads);
-  }
+  explicit ThreadLimit(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
   ~ThreadLimit() { omp_set_num_threads(saved_); }
   ThreadLimit(const ThreadLimit&) = delete;
   ThreadLimit& operator=(const ThreadLimit&) = delete;
