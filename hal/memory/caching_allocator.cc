@@ -51,7 +51,7 @@ CachingAllocator::Block* CachingAllocator::allocate(uint64_t size, hal_stream_t*
     auto it = free_.lower_bound({stream, rounded});
     if (it != free_.end() && it->first.first == stream && fits(it->first.second, rounded)) {
       block = it->second;
-      free_.erase(it);
+      spare_nodes_.push_back(free_.extract(it));
       ++stats_.cache_hits;
     }
   }
@@ -140,7 +140,15 @@ void CachingAllocator::release(Block* block) noexcept {
 
 void CachingAllocator::cache_locked(Block* block) {
   block->released_at = ++release_clock_;
-  free_.insert({{block->stream, block->size}, block});
+  if (spare_nodes_.empty()) {
+    free_.insert({{block->stream, block->size}, block});
+    return;
+  }
+  FreeMap::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.key() = {block->stream, block->size};
+  node.mapped() = block;
+  free_.insert(std::move(node));
 }
 
 void CachingAllocator::process_pending_locked() {

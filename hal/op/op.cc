@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "hal/common/op_catalog.hpp"
@@ -145,22 +146,48 @@ hal_tensor_t detail::c_tensor(const std::string& what, const TensorView& v, cons
 namespace {
 
 // The C view of one call; valid while the vectors it was made from live.
+// The first N elements in the object, the rest on the heap: a launch's
+// descriptors are almost always a handful, and each heap vector per launch
+// cost a malloc/free pair (~4 per 1-element add). Not copyable: pointers
+// into it are handed out.
+template <class T, size_t N>
+class InlineArray {
+ public:
+  explicit InlineArray(size_t capacity) : data_(inline_) {
+    if (capacity > N) {
+      heap_.reset(new T[capacity]);
+      data_ = heap_.get();
+    }
+  }
+  InlineArray(const InlineArray&) = delete;
+  InlineArray& operator=(const InlineArray&) = delete;
+  T* push_back(const T& v) {  // capacity was given up front
+    data_[size_] = v;
+    return &data_[size_++];
+  }
+  T* data() { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  T inline_[N];  // uninitialised until pushed
+  std::unique_ptr<T[]> heap_;
+  T* data_;
+  size_t size_ = 0;
+};
+
 struct CArgs {
-  std::vector<hal_tensor_t> tensors;
-  std::vector<const hal_tensor_t*> inputs, outputs;
-  std::vector<hal_attr_t> attrs;
+  InlineArray<hal_tensor_t, 8> tensors;
+  InlineArray<const hal_tensor_t*, 8> inputs, outputs;
+  InlineArray<hal_attr_t, 8> attrs;
   hal_op_args_t args{};
 
   CArgs(const std::string& op, hal_op_id_t id, const std::vector<const TensorView*>& in,
-        const std::vector<const TensorView*>& out, const std::vector<Attr>& at) {
-    tensors.reserve(in.size() + out.size());  // pointers into it stay valid
-    inputs.reserve(in.size());
-    outputs.reserve(out.size());
-    attrs.reserve(at.size());
+        const std::vector<const TensorView*>& out, const std::vector<Attr>& at)
+      : tensors(in.size() + out.size()), inputs(in.size()), outputs(out.size()), attrs(at.size()) {
     auto add = [&](const TensorView* v, const char* role, size_t index) -> const hal_tensor_t* {
       if (v == nullptr) return nullptr;
-      tensors.push_back(detail::c_tensor(op, *v, role, index));
-      return &tensors.back();
+      return tensors.push_back(detail::c_tensor(op, *v, role, index));
     };
     for (size_t i = 0; i < in.size(); ++i) inputs.push_back(add(in[i], "input", i));
     for (size_t i = 0; i < out.size(); ++i) outputs.push_back(add(out[i], "output", i));
@@ -174,6 +201,8 @@ struct CArgs {
     args.attrs = attrs.empty() ? nullptr : attrs.data();
     args.attr_count = attrs.size();
   }
+  CArgs(const CArgs&) = delete;
+  CArgs& operator=(const CArgs&) = delete;
 };
 
 }  // namespace

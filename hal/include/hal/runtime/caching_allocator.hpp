@@ -95,7 +95,11 @@ class CachingAllocator {
   uint64_t alignment_;
   bool enabled_;
   mutable std::mutex mu_;
-  std::multimap<std::pair<hal_stream_t*, uint64_t>, Block*> free_;  // (stream, size)
+  using FreeMap = std::multimap<std::pair<hal_stream_t*, uint64_t>, Block*>;
+  FreeMap free_;  // (stream, size)
+  // Nodes taken out of free_ by cache hits, reused by cache_locked: a hit
+  // and its later release allocate and free no map node.
+  std::vector<FreeMap::node_type> spare_nodes_;
   std::vector<Pending> pending_;
   std::vector<hal_event_t*> event_pool_;
   AllocatorStats stats_;
