@@ -83,7 +83,15 @@ struct OpCallBuilder {
   // checked against the schema; required ones must be given.
   static std::vector<AttrValue> parse_attrs(const OpSchema& schema, const char* op, const hal_attr_t* attrs,
                                             size_t count) {
-    std::vector<AttrValue> values(schema.attr_count);
+    std::vector<AttrValue> values;
+    parse_attrs_into(schema, op, attrs, count, values);
+    return values;
+  }
+  // The same into VALUES (emptied first; its capacity is kept).
+  static void parse_attrs_into(const OpSchema& schema, const char* op, const hal_attr_t* attrs, size_t count,
+                               std::vector<AttrValue>& values) {
+    values.clear();
+    values.resize(schema.attr_count);
     for (size_t i = 0; i < schema.attr_count; ++i) set_default(schema.attrs[i], values[i]);
     if (count > 0 && attrs == nullptr)
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": attrs is NULL but attr_count is ", count);
@@ -92,7 +100,6 @@ struct OpCallBuilder {
       if (schema.attrs[i].required && !values[i].given)
         fail(HAL_STATUS_INVALID_ARGUMENT, op, ": missing required attribute '", schema.attrs[i].name, "' (",
              attr_kind_name(schema.attrs[i].kind), ")");
-    return values;
   }
 
   // OpCall::common_dtype of SCHEMA applied to INPUTS (only defined, dtype

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <atomic>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -34,7 +35,7 @@ struct OpCallBuilder : common::OpCallBuilder {
   // where buffers may be NULL.
   static std::shared_ptr<const OpCall> build(const OpSchema& schema, Device& device, const hal_op_args_t& args,
                                              bool need_buffers) {
-    auto call = std::make_shared<OpCall>();
+    std::shared_ptr<OpCall> call = reusable_call();
     call->schema_ = &schema;
     call->device_ = &device;
     const char* op = schema.name;
@@ -62,7 +63,7 @@ struct OpCallBuilder : common::OpCallBuilder {
       check_input_dtype(schema, op, i, dst.dtype);
     }
 
-    call->attrs_ = parse_attrs(schema, op, args.attrs, args.attr_count);
+    parse_attrs_into(schema, op, args.attrs, args.attr_count, call->attrs_);
 
     // Common dtype (PyTorch result_type over the promoted inputs).
     call->common_dtype_ = common_dtype(schema, call->inputs_);
@@ -95,6 +96,27 @@ struct OpCallBuilder : common::OpCallBuilder {
     }
     if (need_buffers) check_aliasing(schema, *call, variadic_in, variadic_out);
     return call;
+  }
+
+  // This thread's previous call object when nothing else holds it any more,
+  // emptied (its vectors keep their capacity), else a new one: once warm, a
+  // launch allocates no OpCall, tensor or attribute storage. A kernel that
+  // keeps its call (queued on an asynchronous stream) holds a reference, so
+  // the next build makes a new one instead.
+  static std::shared_ptr<OpCall> reusable_call() {
+    thread_local std::shared_ptr<OpCall> spare;
+    if (spare != nullptr && spare.use_count() == 1) {
+      // Pairs with the release in the last other holder's decrement: its
+      // reads of the call happen before the reuse.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      spare->inputs_.clear();
+      spare->outputs_.clear();
+      spare->attrs_.clear();
+      spare->common_dtype_ = HAL_DTYPE_INVALID;
+      return spare;
+    }
+    spare = std::make_shared<OpCall>();
+    return spare;
   }
 
   // ---- pieces shared with the graph interface (detail/graph_entries.hpp);
@@ -286,16 +308,23 @@ inline void require_uniform_inputs(const OpCall& call) {
 // Validates the call; returns the device, kernel function and the built call.
 inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_args_t* args, bool need_buffers,
                                                 KernelFn* out_fn) {
-  auto* device = as<Device>(d, Kind::kDevice, "device");
-  if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
-  if (!HAL_STRUCT_HAS_FIELD(args, hal_op_args_t, attr_count))
-    fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_args_t.struct_size ", args->struct_size, " is too small");
-  common::require_well_formed_extension_chain(args->next, "hal_op_args_t.next");
-  Plugin* plugin = static_cast<Plugin*>(const_cast<void*>(registry().owner(device)));
-  if (plugin == nullptr || args->op >= plugin->ops().size())
-    fail(HAL_STATUS_INVALID_ARGUMENT, "op id ", args->op, " was not returned by op_resolve of this plugin");
-  const Kernel& kernel = plugin->ops().at(args->op);
-  auto call = OpCallBuilder::build(*kernel.schema, *device, *args, need_buffers);
+  Device* device = nullptr;
+  const Kernel* found = nullptr;
+  std::shared_ptr<const OpCall> call;
+  {
+    Registry::Batch batch(registry());  // one lock for the device's and every buffer's lookup
+    device = as<Device>(d, Kind::kDevice, "device");
+    if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(args, hal_op_args_t, attr_count))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_args_t.struct_size ", args->struct_size, " is too small");
+    common::require_well_formed_extension_chain(args->next, "hal_op_args_t.next");
+    Plugin* plugin = static_cast<Plugin*>(const_cast<void*>(registry().owner(device)));
+    if (plugin == nullptr || args->op >= plugin->ops().size())
+      fail(HAL_STATUS_INVALID_ARGUMENT, "op id ", args->op, " was not returned by op_resolve of this plugin");
+    found = &plugin->ops().at(args->op);
+    call = OpCallBuilder::build(*found->schema, *device, *args, need_buffers);
+  }
+  const Kernel& kernel = *found;
   hal_dtype_e compute = call->common_dtype();
   if (compute != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(compute)) == 0)
     fail(HAL_STATUS_UNSUPPORTED_DTYPE, kernel.schema->name, ": this device does not implement dtype ",

@@ -28,16 +28,30 @@ inline const char* kind_name(Kind k) {
 
 // Live handles of this plugin library. A handle is dereferenced only after
 // it was found here, so stale or foreign handles become errors, not crashes.
+// Thread-safe (one recursive lock).
 class Registry {
  public:
+  // Holds the registry's lock on this thread while alive, so the lookups a
+  // batch makes (an op launch's device and each of its buffers) lock once
+  // and each lookup inside re-enters cheaply. Keep the scope to lookups and
+  // pure checks: calling into a device (which may lock its own state) under
+  // it could order locks against another thread's buffer allocation.
+  class Batch {
+   public:
+    explicit Batch(Registry& r) : lock_(r.mu_) {}
+
+   private:
+    std::lock_guard<std::recursive_mutex> lock_;
+  };
+
   void add(const void* p, Kind k, const void* owner = nullptr) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     live_[p] = {k, owner};
   }
   template <class T>
   T* get(const void* p, Kind k, const char* what) {
     if (p == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, what, " is NULL");
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     auto it = live_.find(p);
     if (it == live_.end() || it->second.kind != k)
       fail(HAL_STATUS_INVALID_ARGUMENT, what, " ", p, " is not a live ", kind_name(k),
@@ -45,13 +59,13 @@ class Registry {
     return static_cast<T*>(const_cast<void*>(p));
   }
   const void* owner(const void* p) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     auto it = live_.find(p);
     return it == live_.end() ? nullptr : it->second.owner;
   }
   // Removes P if it is live and of kind K; returns whether it was.
   bool remove(const void* p, Kind k) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     auto it = live_.find(p);
     if (it == live_.end() || it->second.kind != k) return false;
     live_.erase(it);
@@ -63,7 +77,7 @@ class Registry {
     Kind kind;
     const void* owner;
   };
-  std::mutex mu_;
+  std::recursive_mutex mu_;
   std::unordered_map<const void*, Entry> live_;
 };
 
