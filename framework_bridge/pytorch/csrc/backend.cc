@@ -7,7 +7,10 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <limits>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -123,22 +126,65 @@ struct Counts {
   uint64_t base_device_alloc = 0, base_device_free = 0;
 };
 
+// Live allocations by token, in token order. Tokens only grow, so an
+// allocation almost always appends; a free leaves a hole, removed once holes
+// outnumber live entries. No heap allocation per tensor (a std::map node
+// cost a malloc/free pair on every output of every op).
+class Registry {
+ public:
+  void add(Allocation* a) {
+    if (entries_.empty() || entries_.back().first < a->token) {
+      entries_.emplace_back(a->token, a);
+    } else {  // another thread took a smaller token but registered later
+      entries_.insert(lower(a->token), {a->token, a});
+    }
+    ++live_;
+  }
+  void remove(const Allocation* a) {
+    auto it = lower(a->token);
+    TORCH_INTERNAL_ASSERT(it != entries_.end() && it->second == a, "torch_hal: freeing an unregistered allocation");
+    it->second = nullptr;
+    --live_;
+    if (entries_.size() >= 64 && live_ * 2 < entries_.size())
+      entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](const auto& e) { return e.second == nullptr; }),
+                     entries_.end());
+  }
+  // The live allocation whose range holds ADDR, or nullptr.
+  Allocation* find(uintptr_t addr) const {
+    auto it = std::upper_bound(entries_.begin(), entries_.end(), addr,
+                               [](uintptr_t v, const auto& e) { return v < e.first; });
+    if (it == entries_.begin()) return nullptr;
+    const Allocation* a = (--it)->second;  // a hole: ADDR is in no live range (ranges are disjoint)
+    if (a == nullptr || !(addr < a->token + a->nbytes || addr == a->token)) return nullptr;
+    return const_cast<Allocation*>(a);
+  }
+
+ private:
+  using Entries = std::vector<std::pair<uintptr_t, Allocation*>>;  // nullptr: freed
+  Entries::iterator lower(uintptr_t token) {
+    return std::lower_bound(entries_.begin(), entries_.end(), token,
+                            [](const auto& e, uintptr_t v) { return e.first < v; });
+  }
+  Entries entries_;
+  size_t live_ = 0;
+};
+
 std::mutex registry_mu;
-std::map<uintptr_t, Allocation*>& registry() {  // token -> live allocation
-  static auto* r = new std::map<uintptr_t, Allocation*>();
+Registry& registry() {  // guarded by registry_mu
+  static auto* r = new Registry();
   return *r;
 }
-std::map<c10::DeviceIndex, Counts>& counts() {  // guarded by registry_mu
-  static auto* c = new std::map<c10::DeviceIndex, Counts>();
-  return *c;
+Counts& counts(c10::DeviceIndex index) {  // guarded by registry_mu; index >= 0
+  static auto* c = new std::array<Counts, std::numeric_limits<c10::DeviceIndex>::max() + 1>();
+  return (*c)[static_cast<size_t>(index)];
 }
 
 void delete_allocation(void* ctx) {
   auto* a = static_cast<Allocation*>(ctx);
   {
     std::lock_guard<std::mutex> lock(registry_mu);
-    registry().erase(a->token);
-    Counts& c = counts()[a->device];
+    registry().remove(a);
+    Counts& c = counts(a->device);
     --c.live;
     ++c.freed;
   }
@@ -149,12 +195,9 @@ void delete_allocation(void* ctx) {
 std::pair<Allocation*, uint64_t> find_allocation(const void* p) {
   auto addr = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(registry_mu);
-  auto it = registry().upper_bound(addr);
-  TORCH_CHECK(it != registry().begin(), "torch_hal: ", p, " is not hal device memory");
-  --it;
-  TORCH_CHECK(addr < it->first + it->second->nbytes || (addr == it->first), "torch_hal: ", p,
-              " is not hal device memory");
-  return {it->second, addr - it->first};
+  Allocation* a = registry().find(addr);
+  TORCH_CHECK(a != nullptr, "torch_hal: ", p, " is not hal device memory");
+  return {a, addr - a->token};
 }
 
 void set_stat(c10::CachingAllocator::Stat& s, int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
@@ -196,7 +239,7 @@ class HalAllocator final : public c10::DeviceAllocator {
     Counts c;
     {
       std::lock_guard<std::mutex> lock(registry_mu);
-      c = counts()[index];
+      c = counts(index);
     }
     c10::CachingDeviceAllocator::DeviceStats out;
     const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
@@ -220,7 +263,7 @@ class HalAllocator final : public c10::DeviceAllocator {
   void resetAccumulatedStats(c10::DeviceIndex index) override {
     const hal::AllocatorStats core = device(index)->allocator().stats();
     std::lock_guard<std::mutex> lock(registry_mu);
-    Counts& c = counts()[index];
+    Counts& c = counts(index);
     c.allocated = c.freed = c.ooms = 0;
     c.base_device_alloc = core.plugin_allocations;
     c.base_device_free = core.plugin_frees;
@@ -228,7 +271,7 @@ class HalAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex index) override {
     device(index)->allocator().reset_peak_stats();
     std::lock_guard<std::mutex> lock(registry_mu);
-    Counts& c = counts()[index];
+    Counts& c = counts(index);
     c.peak = c.live;
   }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex index) override {
@@ -303,7 +346,7 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
     if (e.code() == HAL_STATUS_OUT_OF_MEMORY) {
       {
         std::lock_guard<std::mutex> lock(registry_mu);
-        ++counts()[index].ooms;
+        ++counts(index).ooms;
       }
       uint64_t free_bytes = 0, total = 0;
       try {
@@ -325,8 +368,8 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
   Allocation* raw = a.release();
   {
     std::lock_guard<std::mutex> lock(registry_mu);
-    registry()[raw->token] = raw;
-    Counts& c = counts()[index];
+    registry().add(raw);
+    Counts& c = counts(index);
     c.peak = std::max(c.peak, ++c.live);
     ++c.allocated;
   }

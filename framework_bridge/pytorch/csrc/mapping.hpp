@@ -115,8 +115,21 @@ const Mapping* find_mapping(const std::string& name);
 
 // A row's call in flight (mapped_kernel.cc builds it; hooks read/change it).
 struct Call {
+  // ATTRS starts as this thread's spare vector and gives its storage back at
+  // the end: no heap allocation for a call's attributes once warm.
   Call(const Mapping& r, const c10::FunctionSchema& s, c10::ArrayRef<c10::IValue> a, c10::DeviceIndex d)
-      : row(r), schema(s), args(a), dev(d), catalog(r.catalog) {}
+      : row(r), schema(s), args(a), dev(d), catalog(r.catalog) {
+    attrs.swap(spare_attrs());
+  }
+  ~Call() {
+    release_borrowed(inputs, borrowed_inputs_);
+    release_borrowed(returns, borrowed_returns_);
+    release_borrowed(outputs, borrowed_outputs_);
+    attrs.clear();
+    if (attrs.capacity() > spare_attrs().capacity()) attrs.swap(spare_attrs());
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
   const Mapping& row;
   const c10::FunctionSchema& schema;
   c10::ArrayRef<c10::IValue> args;
@@ -126,6 +139,15 @@ struct Call {
   // with device ops declines), and Scalar inputs are 0-dim CPU tensors
   // (graph constants).
   bool lowering = false;
+  // Set by the eager kernel's unboxed entry (borrowed arguments) for a row
+  // without a hook: a device tensor argument used as it is becomes an input
+  // (an in-place self the return and its output) by borrow, with no
+  // reference-count change. A tensor Python holds is otherwise increfed and
+  // decrefed here, and the C++ count falling back to 1 takes the GIL (the
+  // kernel runs without it) - twice per `x + y`. Borrowed entries are
+  // released, not destroyed, with the call: add them with the borrow_*
+  // calls only and never assign over them (replace_output does it right).
+  bool borrowing = false;
   // Inline storage for the common sizes: no heap allocation per call.
   using Tensors = c10::SmallVector<at::Tensor, 6>;
   std::string catalog;                       // starts as row.catalog
@@ -137,6 +159,41 @@ struct Call {
   const c10::IValue& arg(const char* name) const;
   // A Tensor? argument: undefined for None (or an undefined tensor).
   at::Tensor optional_tensor(const char* name) const;
+
+  // Appends defined T by borrow (BORROWING set; T outlives the call): an
+  // input, a return, or output = return R (borrowed when that return is).
+  void borrow_input(const at::Tensor& t) { borrow_into(inputs, borrowed_inputs_, t); }
+  void borrow_return(const at::Tensor& t) { borrow_into(returns, borrowed_returns_, t); }
+  void push_output_of_return(size_t r) {
+    if (r < 32 && (borrowed_returns_ >> r & 1u) != 0)
+      borrow_into(outputs, borrowed_outputs_, returns[r]);
+    else
+      outputs.push_back(returns[r]);
+  }
+  // Sets output I to T, releasing a borrowed one first.
+  void replace_output(size_t i, at::Tensor t) {
+    if (i < 32 && (borrowed_outputs_ >> i & 1u) != 0) {
+      outputs[i].unsafeReleaseTensorImpl();
+      borrowed_outputs_ &= ~(uint32_t{1} << i);
+    }
+    outputs[i] = std::move(t);
+  }
+
+ private:
+  static void borrow_into(Tensors& list, uint32_t& mask, const at::Tensor& t) {
+    TORCH_INTERNAL_ASSERT(t.defined() && list.size() < 32, "torch_hal: borrowing an undefined tensor or past 32");
+    mask |= uint32_t{1} << list.size();
+    list.push_back(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(t));
+  }
+  static void release_borrowed(Tensors& list, uint32_t mask) {
+    for (size_t i = 0; mask != 0; ++i, mask >>= 1)
+      if ((mask & 1u) != 0) list[i].unsafeReleaseTensorImpl();
+  }
+  uint32_t borrowed_inputs_ = 0, borrowed_returns_ = 0, borrowed_outputs_ = 0;
+  static std::vector<hal::Attr>& spare_attrs() {
+    thread_local std::vector<hal::Attr> spare;
+    return spare;
+  }
 };
 
 // Thrown by a hook (or the kernel) when the plugin cannot run this call as

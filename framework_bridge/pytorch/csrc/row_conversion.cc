@@ -162,7 +162,10 @@ bool RowConversion::direct_shapes(Call& call) const {
   if (aliased >= 0) {
     const at::Tensor& self = call.args[aliased].toTensor();
     if (self.sizes() != c10::IntArrayRef(shape) || self.scalar_type() != out_dtype) return false;
-    call.returns.push_back(self);
+    if (call.borrowing)
+      call.borrow_return(self);
+    else
+      call.returns.push_back(self);
     return true;
   }
   call.returns.push_back(empty_dense(shape, out_dtype, call.dev));
@@ -347,9 +350,18 @@ void RowConversion::build_inputs(Call& call) const {
     const c10::IValue& v = call.args[in_index_[i]];
     switch (spec.kind) {
       case InFrom::kTensor:
-      case InFrom::kOptTensor:
-        call.inputs.push_back(v.isNone() ? at::Tensor() : device_tensor(call, v.toTensor(), spec.arg));
+      case InFrom::kOptTensor: {
+        if (v.isNone()) {
+          call.inputs.emplace_back();
+          break;
+        }
+        const at::Tensor& t = v.toTensor();
+        if (call.borrowing && t.defined() && is_hal(t) && t.device().index() == call.dev)
+          call.borrow_input(t);
+        else
+          call.inputs.push_back(device_tensor(call, t, spec.arg));
         break;
+      }
       case InFrom::kScalar:
       case InFrom::kOptScalar:
         call.inputs.push_back(v.isNone() ? at::Tensor() : device_scalar(call, v.toScalar()));
@@ -435,7 +447,7 @@ void RowConversion::build_outputs(Call& call) const {
                                                               : call.returns.front().options();
   for (size_t r = 0; r < to_catalog; ++r) {
     if (call.returns[r].defined()) {
-      call.outputs.push_back(call.returns[r]);
+      call.push_output_of_return(r);
       continue;
     }
     // Masked off by output_mask: the catalog op still writes it.

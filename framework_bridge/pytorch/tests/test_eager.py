@@ -1,4 +1,6 @@
 """The "hal" device in eager mode, against the same code on CPU."""
+import sys
+
 import pytest
 import torch
 
@@ -233,3 +235,48 @@ def test_scalar_operands_reused_across_calls_keep_their_values_and_dtypes():
     torch.hal.empty_cache()
     assert torch.hal.memory_allocated() < base  # the kept copies were freed
     torch.testing.assert_close((h * 0.5).cpu(), x * 0.5)
+
+
+def test_elementwise_entries_borrow_their_operands_without_changing_their_counts(monkeypatch):
+    # Elementwise overloads take their tensors by borrow (no reference-count change, so no GIL
+    # round trip per operand): after calls through the kernel, in place and not, the forced CPU
+    # fallback and an out-of-place alias, each operand is referenced exactly as before, an
+    # in-place op returns its self, and the values are right.
+    x, y = torch.randn(5, device="hal"), torch.randn(5, device="hal")
+    cx, cy = x.cpu(), y.cpu()
+    counts = (sys.getrefcount(x), sys.getrefcount(y), x._use_count(), y._use_count())
+    for _ in range(50):
+        z = x + y * 2
+        assert x.add_(y, alpha=0.5) is x
+        assert x.mul_(0.5) is x
+        z = torch.relu(x) - y
+    for _ in range(50):
+        cz = cx + cy * 2
+        cx.add_(cy, alpha=0.5).mul_(0.5)
+        cz = torch.relu(cx) - cy
+    torch.testing.assert_close(x.cpu(), cx)
+    torch.testing.assert_close(z.cpu(), cz)
+    monkeypatch.setenv("HAL_FORCE_FALLBACK_OPS", "add.*,add_.*")
+    monkeypatch.setenv("HAL_FALLBACK_WARN", "0")
+    assert x.add_(y) is x
+    z = x + y
+    monkeypatch.delenv("HAL_FORCE_FALLBACK_OPS")
+    cx.add_(cy)
+    torch.testing.assert_close(x.cpu(), cx)
+    torch.testing.assert_close(z.cpu(), cx + cy)
+    assert x.add_(x) is x  # the output is the input: the exact alias add allows
+    torch.testing.assert_close(x.cpu(), cx * 2)
+    assert (sys.getrefcount(x), sys.getrefcount(y), x._use_count(), y._use_count()) == counts
+
+
+def test_storage_clone_finds_its_allocation_among_freed_ones():
+    # Storage.clone copies by address (the allocator's copy_data looks the addresses up in
+    # the live-allocation registry): after most neighbours were freed, and the registry
+    # compacted, it still finds the right bytes.
+    keep = [torch.full((100,), float(i), device="hal") for i in range(300)]
+    del keep[::2]
+    del keep[::3]
+    for t in (keep[0], keep[17], keep[-1]):
+        s = t.untyped_storage().clone()
+        assert s.device == t.device
+        assert torch.equal(torch.empty(0, device="hal").set_(s).cpu(), t.cpu())
