@@ -40,8 +40,12 @@ void run_on_stream(const CallPtr& call, sdk::Stream* stream, void (*body)(const 
 template <class Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   if (n <= 0) return;
+  if (n <= grain) {  // the common tiny case asks OpenMP nothing
+    fn(int64_t{0}, n);
+    return;
+  }
   int threads = omp_get_max_threads();
-  if (n <= grain || threads <= 1 || omp_in_parallel()) {
+  if (threads <= 1 || omp_in_parallel()) {
     fn(int64_t{0}, n);
     return;
   }
