@@ -292,8 +292,14 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
+// The multiply-adds of a convolution of geometry G (the threads it gets).
+double conv_macs(const Geom& g) {
+  return static_cast<double>(g.n) * g.c_out * (g.c_in / g.groups) * g.k[0] * g.k[1] * g.out[0] * g.out[1];
+}
+
 // Y = conv(X, W) + B in float32 on oneDNN.
 void conv_forward_onednn(const Geom& g, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor& y) {
+  dn::ThreadLimit limit(dn::threads_for(conv_macs(g)));
   auto xm = act_md(x, g), wm = weight_md(w, g, false), ym = act_md(y, g);
   auto bm = b ? vec_md(*b) : dnnl::memory::desc();
   auto e = conv_cache().get(conv_key(1, g, {&xm, &wm, &bm, &ym}), [&] {
@@ -323,6 +329,7 @@ dnnl::convolution_forward::primitive_desc forward_hint(const dnnl::memory::desc&
 
 // GX = ∂conv/∂X (GY, W) in float32 on oneDNN.
 void conv_data_onednn(const Geom& g, const Tensor& gy, const Tensor& w, const Tensor& gx) {
+  dn::ThreadLimit limit(dn::threads_for(conv_macs(g)));
   auto gym = act_md(gy, g), wm = weight_md(w, g, false), gxm = act_md(gx, g);
   auto e = conv_cache().get(conv_key(2, g, {&gym, &wm, &gxm}), [&] {
     ConvParams p = conv_params(g);
@@ -346,8 +353,7 @@ void conv_weight_onednn(const Geom& g, const Tensor& x, const Tensor& gy, const 
   // (2-10 ms per call; torch_hal's CNN step ran 2.5-5x slower). Below ~1 ms
   // of single-thread work, one thread is cheaper.
   constexpr double kThreadedMacs = 1 << 25;
-  const double macs = static_cast<double>(g.n) * g.c_out * (g.c_in / g.groups) * g.k[0] * g.k[1] * g.out[0] * g.out[1];
-  dn::ThreadLimit limit(macs < kThreadedMacs ? 1 : omp_get_max_threads());
+  dn::ThreadLimit limit(dn::threads_for(conv_macs(g), kThreadedMacs));
   auto xm = act_md(x, g), gym = act_md(gy, g), gwm = weight_md(gw, g, false), gbm = vec_md(gb);
   auto e = conv_cache().get(conv_key(3, g, {&xm, &gym, &gwm, &gbm}), [&] {
     ConvParams p = conv_params(g);
@@ -366,6 +372,7 @@ void conv_weight_onednn(const Geom& g, const Tensor& x, const Tensor& gy, const 
 
 // Y = conv_transpose(X, W) + B in float32 on oneDNN (G: the transposed geometry).
 void deconv_onednn(const Geom& g, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor& y) {
+  dn::ThreadLimit limit(dn::threads_for(conv_macs(g)));
   auto xm = act_md(x, g), wm = weight_md(w, g, true), ym = act_md(y, g);
   auto bm = b ? vec_md(*b) : dnnl::memory::desc();
   auto e = conv_cache().get(conv_key(4, g, {&xm, &wm, &bm, &ym}), [&] {

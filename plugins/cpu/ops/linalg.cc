@@ -102,14 +102,7 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
   if (av.batch == 1 && cv.batch > 1 && bv.batch > 1)
     return bias == nullptr && gemm_onednn(b.t(), a.t(), c.t(), nullptr);
   const int64_t M = cv.rows, N = cv.cols, K = av.cols;
-  // A small product on one thread: waking the OpenMP team costs more than
-  // it saves there (tens of µs on an idle VM core; the MLP's addmm took
-  // 120-180 µs threaded against 8-20 µs for the same mm). The limit is a
-  // function of the shapes only, so a cached primitive always runs under
-  // the limit it was created with.
-  constexpr double kThreadedMacs = 1 << 21;
-  const double macs = static_cast<double>(cv.batch) * M * N * K;
-  dn::ThreadLimit limit(macs < kThreadedMacs ? 1 : omp_get_max_threads());
+  dn::ThreadLimit limit(dn::threads_for(static_cast<double>(cv.batch) * M * N * K));
   std::vector<int64_t> ad{av.batch, M, K}, as{av.bs, av.rs, av.cs}, bd{bv.batch, K, N}, bst{bv.bs, bv.rs, bv.cs},
       cd{cv.batch, M, N}, cst{cv.bs, cv.rs, cv.cs};
   dn::Key key(1);

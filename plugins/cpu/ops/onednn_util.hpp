@@ -96,6 +96,18 @@ class PrimitiveCache {
   std::unordered_map<std::string, typename std::list<Item>::iterator> map_;
 };
 
+// Below this many multiply-adds a primitive runs on one thread: waking the
+// OpenMP team costs more than the second thread saves (tens to hundreds of
+// µs on an idle VM core: the MLP's addmm took 117 µs threaded, 11 µs not).
+constexpr double kSmallMacs = 1 << 21;
+
+// The thread count for a primitive of MACS multiply-adds: 1 below
+// THRESHOLD, else OpenMP's. A function of the shapes only, so a cached
+// primitive always runs under the count it was created with.
+inline int threads_for(double macs, double threshold = kSmallMacs) {
+  return macs < threshold ? 1 : omp_get_max_threads();
+}
+
 // Caps the OpenMP threads of oneDNN primitives created and run on this
 // thread while in scope (per-thread ICV; restored on exit).
 class ThreadLimit {

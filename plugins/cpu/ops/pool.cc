@@ -4,6 +4,7 @@
 // Backward kernels gather a plane in a float (double for float64) buffer and
 // write it once.
 #include <cmath>
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -27,10 +28,13 @@ void for_float(hal_dtype_e dtype, F&& f) {
   sdk::kernel::dispatch_float(dtype, std::forward<F>(f));
 }
 
-// F(n, c) for every plane, in parallel.
+// F(n, c) for every plane, in parallel once there is enough work (~32K
+// window reads per chunk, PyTorch's grain): a small pool on a woken OpenMP
+// team cost ~100 µs (the CNN's max_pool2d).
 template <class F>
 void planes(const PoolGeometry& g, F&& f) {
-  parallel_for(g.n * g.c, 1, [&](int64_t lo, int64_t hi) {
+  const int64_t per_plane = std::max<int64_t>(1, g.out[0] * g.out[1] * g.kernel[0] * g.kernel[1]);
+  parallel_for(g.n * g.c, std::max<int64_t>(1, 32768 / per_plane), [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) f(t / g.c, t % g.c);
   });
 }
