@@ -75,8 +75,6 @@ class MappedKernel final : public c10::OperatorKernel {
     return Outcome::kRan;
   }
 
-  const std::string& name() const { return name_; }
-
  private:
   void resolve(const c10::OperatorHandle& op) {
     std::call_once(resolved_, [&] { conversion_ = std::make_unique<RowConversion>(row_, name_, op.schema()); });
@@ -98,7 +96,6 @@ class MappedKernel final : public c10::OperatorKernel {
     return true;
   }
 
- private:
   static c10::DeviceIndex device_of(c10::ArrayRef<c10::IValue> args) {
     for (const auto& a : args) {
       if (a.isTensor() && a.toTensor().is_privateuseone()) return a.toTensor().device().index();
