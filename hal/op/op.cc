@@ -145,7 +145,6 @@ hal_tensor_t detail::c_tensor(const std::string& what, const TensorView& v, cons
 
 namespace {
 
-// The C view of one call; valid while the vectors it was made from live.
 // The first N elements in the object, the rest on the heap: a launch's
 // descriptors are almost always a handful, and each heap vector per launch
 // cost a malloc/free pair (~4 per 1-element add). Not copyable: pointers
@@ -176,6 +175,7 @@ class InlineArray {
   size_t size_ = 0;
 };
 
+// The C view of one call; valid while the vectors it was made from live.
 struct CArgs {
   InlineArray<hal_tensor_t, 8> tensors;
   InlineArray<const hal_tensor_t*, 8> inputs, outputs;

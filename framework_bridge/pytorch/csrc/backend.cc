@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <sstream>

@@ -241,11 +241,11 @@ c10::IValue borrow(const c10::Scalar& s) { return c10::IValue(s); }
 template <class Ret, class... Args>
 class UnboxedEntry {
  public:
-  UnboxedEntry(std::shared_ptr<MappedKernel> kernel, c10::OperatorName name)
-      : kernel_(std::move(kernel)), name_(std::move(name)) {}
+  UnboxedEntry(std::shared_ptr<MappedKernel> kernel, c10::OperatorHandle op)
+      : kernel_(std::move(kernel)), op_(std::move(op)) {}
 
   Ret operator()(Args... args) const {
-    const c10::OperatorHandle& op = handle();
+    const c10::OperatorHandle& op = op_;
     std::array<c10::IValue, sizeof...(Args)> boxed{{borrow(args)...}};
     struct Release {  // borrowed tensors are released, not decremented
       std::array<c10::IValue, sizeof...(Args)>& b;
@@ -279,33 +279,27 @@ class UnboxedEntry {
     }
   }
 
-  const c10::OperatorHandle& handle() const {
-    std::call_once(*once_, [&] { *op_ = c10::Dispatcher::singleton().findOp(name_); });
-    return **op_;
-  }
-
   std::shared_ptr<MappedKernel> kernel_;
-  c10::OperatorName name_;
-  std::shared_ptr<std::once_flag> once_ = std::make_shared<std::once_flag>();
-  std::shared_ptr<std::optional<c10::OperatorHandle>> op_ = std::make_shared<std::optional<c10::OperatorHandle>>();
+  c10::OperatorHandle op_;  // handles live as long as the dispatcher
 };
 
 using CT = const at::Tensor&;
 using MT = at::Tensor&;
 using CS = const c10::Scalar&;
 
-// The unboxed registration of NAME when its schema has a supported shape.
-std::optional<torch::CppFunction> unboxed_function(const std::shared_ptr<MappedKernel>& k, const c10::OperatorName& name,
-                                                   const std::string& shape) {
+// The unboxed registration of OP when its schema has a supported shape (unboxed_shape).
+std::optional<torch::CppFunction> unboxed_function(const std::shared_ptr<MappedKernel>& k,
+                                                   const c10::OperatorHandle& op) {
+  const std::string shape = unboxed_shape(op.schema());
   auto make = [&](auto entry) { return std::optional<torch::CppFunction>(torch::CppFunction(std::move(entry))); };
-  if (shape == "T") return make(UnboxedEntry<at::Tensor, CT>(k, name));
-  if (shape == "TT") return make(UnboxedEntry<at::Tensor, CT, CT>(k, name));
-  if (shape == "TS") return make(UnboxedEntry<at::Tensor, CT, CS>(k, name));
-  if (shape == "TTS") return make(UnboxedEntry<at::Tensor, CT, CT, CS>(k, name));
-  if (shape == "M") return make(UnboxedEntry<at::Tensor&, MT>(k, name));
-  if (shape == "MT") return make(UnboxedEntry<at::Tensor&, MT, CT>(k, name));
-  if (shape == "MS") return make(UnboxedEntry<at::Tensor&, MT, CS>(k, name));
-  if (shape == "MTS") return make(UnboxedEntry<at::Tensor&, MT, CT, CS>(k, name));
+  if (shape == "T") return make(UnboxedEntry<at::Tensor, CT>(k, op));
+  if (shape == "TT") return make(UnboxedEntry<at::Tensor, CT, CT>(k, op));
+  if (shape == "TS") return make(UnboxedEntry<at::Tensor, CT, CS>(k, op));
+  if (shape == "TTS") return make(UnboxedEntry<at::Tensor, CT, CT, CS>(k, op));
+  if (shape == "M") return make(UnboxedEntry<at::Tensor&, MT>(k, op));
+  if (shape == "MT") return make(UnboxedEntry<at::Tensor&, MT, CT>(k, op));
+  if (shape == "MS") return make(UnboxedEntry<at::Tensor&, MT, CS>(k, op));
+  if (shape == "MTS") return make(UnboxedEntry<at::Tensor&, MT, CT, CS>(k, op));
   return std::nullopt;
 }
 
@@ -351,9 +345,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
         unregistered().push_back(name + ": " + why);
         continue;
       }
-      const c10::OperatorName op_name = aten_name(name);
-      const std::string shape = unboxed_shape(c10::Dispatcher::singleton().findOp(op_name)->schema());
-      if (auto unboxed = unboxed_function(std::make_shared<MappedKernel>(row, name), op_name, shape)) {
+      const c10::OperatorHandle op = *c10::Dispatcher::singleton().findOp(aten_name(name));  // registrable: found
+      if (auto unboxed = unboxed_function(std::make_shared<MappedKernel>(row, name), op)) {
         m.impl(name.c_str(), std::move(*unboxed));
       } else {
         m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<MappedKernel>(row, name)));

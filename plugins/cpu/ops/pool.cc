@@ -3,8 +3,8 @@
 // inputs are read through their strides; float16/bfloat16 compute in float.
 // Backward kernels gather a plane in a float (double for float64) buffer and
 // write it once.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 

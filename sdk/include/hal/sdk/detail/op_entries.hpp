@@ -6,8 +6,8 @@
 #define HAL_SDK_DETAIL_OP_ENTRIES_HPP_
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <string>
