@@ -116,13 +116,18 @@ struct OpCallBuilder {
   // catalog's dtype rules, shapes from its shape rule (which may override a
   // dtype). Throws what the rule throws.
   static std::vector<TensorMeta> expected_outputs(const OpCall& call, size_t output_count) {
+    std::vector<TensorMeta> expected;
+    expected_outputs_into(call, output_count, expected);
+    return expected;
+  }
+  // The same into EXPECTED (refilled; its capacity is kept).
+  static void expected_outputs_into(const OpCall& call, size_t output_count, std::vector<TensorMeta>& expected) {
     const OpSchema& schema = call.schema();
     bool variadic = variadic_outputs(schema);
-    std::vector<TensorMeta> expected(output_count);
+    expected.assign(output_count, TensorMeta{});
     for (size_t i = 0; i < expected.size(); ++i)
       expected[i].dtype = output_dtype(call, schema.outputs[variadic ? 0 : i]);
     schema.shape(call, expected);
-    return expected;
   }
 
   // Validates a call described by INPUTS (nullptr = an absent optional

@@ -33,8 +33,10 @@ struct OpCallBuilder : common::OpCallBuilder {
   // Validates ARGS against SCHEMA and copies them. NEED_BUFFERS: a launch
   // (buffers must be live, of DEVICE, and hold the tensors); else a check,
   // where buffers may be NULL.
+  // BATCH: the registry lock the caller holds (buffer lookups use it), or
+  // nullptr.
   static std::shared_ptr<const OpCall> build(const OpSchema& schema, Device& device, const hal_op_args_t& args,
-                                             bool need_buffers) {
+                                             bool need_buffers, const detail::Registry::Batch* batch = nullptr) {
     std::shared_ptr<OpCall> call = reusable_call();
     call->schema_ = &schema;
     call->device_ = &device;
@@ -59,7 +61,7 @@ struct OpCallBuilder : common::OpCallBuilder {
         continue;
       }
       Tensor& dst = call->inputs_[i];
-      parse_tensor(op, label, *t, device, need_buffers, dst);
+      parse_tensor(op, label, *t, device, need_buffers, dst, batch);
       check_input_dtype(schema, op, i, dst.dtype);
     }
 
@@ -78,9 +80,11 @@ struct OpCallBuilder : common::OpCallBuilder {
     for (size_t i = 0; i < args.output_count; ++i) {
       Role label{"output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i};
       if (args.outputs[i] == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, " is NULL");
-      parse_tensor(op, label, *args.outputs[i], device, need_buffers, call->outputs_[i]);
+      parse_tensor(op, label, *args.outputs[i], device, need_buffers, call->outputs_[i], batch);
     }
-    std::vector<TensorMeta> expected = expected_outputs(*call, args.output_count);
+    // Per-thread scratch: the shape rules do not launch, so nothing re-enters.
+    thread_local std::vector<TensorMeta> expected;
+    expected_outputs_into(*call, args.output_count, expected);
     for (size_t i = 0; i < expected.size(); ++i) {
       const Tensor& o = call->outputs_[i];
       Role label{"output", schema.outputs[variadic_out ? 0 : i].name, variadic_out, i};
@@ -125,10 +129,11 @@ struct OpCallBuilder : common::OpCallBuilder {
 
   // Validates T and copies it into DST (strides filled in); LABEL (anything
   // streamable) names it in messages. NEED_BUFFERS: the buffer must be a
-  // live buffer of DEVICE holding the tensor.
+  // live buffer of DEVICE holding the tensor. BATCH: the registry lock the
+  // caller holds, or nullptr.
   template <class Label>
   static void parse_tensor(const char* op, const Label& label, const hal_tensor_t& t, Device& device,
-                           bool need_buffers, Tensor& dst) {
+                           bool need_buffers, Tensor& dst, const detail::Registry::Batch* batch = nullptr) {
     if (!HAL_STRUCT_HAS_FIELD(&t, hal_tensor_t, strides))
       fail(HAL_STATUS_INVALID_ARGUMENT, op, ": ", label, ": hal_tensor_t.struct_size ", t.struct_size, " is too small");
     if (t.dtype == HAL_DTYPE_INVALID || t.dtype >= HAL_DTYPE_COUNT_)
@@ -177,7 +182,8 @@ struct OpCallBuilder : common::OpCallBuilder {
     }
     Buffer* buffer = nullptr;
     try {
-      buffer = detail::as<Buffer>(t.buffer, detail::Kind::kBuffer, "buffer");
+      buffer = batch != nullptr ? batch->get<Buffer>(t.buffer, detail::Kind::kBuffer, "buffer")
+                                : detail::as<Buffer>(t.buffer, detail::Kind::kBuffer, "buffer");
     } catch (const Error& e) {
       fail(e.code(), op, ": ", label, " ", e.what());
     }
@@ -313,16 +319,16 @@ inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_ar
   std::shared_ptr<const OpCall> call;
   {
     Registry::Batch batch(registry());  // one lock for the device's and every buffer's lookup
-    device = as<Device>(d, Kind::kDevice, "device");
+    device = batch.get<Device>(d, Kind::kDevice, "device");
     if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
     if (!HAL_STRUCT_HAS_FIELD(args, hal_op_args_t, attr_count))
       fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_args_t.struct_size ", args->struct_size, " is too small");
     common::require_well_formed_extension_chain(args->next, "hal_op_args_t.next");
-    Plugin* plugin = static_cast<Plugin*>(const_cast<void*>(registry().owner(device)));
+    Plugin* plugin = static_cast<Plugin*>(const_cast<void*>(batch.owner(device)));
     if (plugin == nullptr || args->op >= plugin->ops().size())
       fail(HAL_STATUS_INVALID_ARGUMENT, "op id ", args->op, " was not returned by op_resolve of this plugin");
     found = &plugin->ops().at(args->op);
-    call = OpCallBuilder::build(*found->schema, *device, *args, need_buffers);
+    call = OpCallBuilder::build(*found->schema, *device, *args, need_buffers, &batch);
   }
   const Kernel& kernel = *found;
   hal_dtype_e compute = call->common_dtype();
