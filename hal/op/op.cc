@@ -42,21 +42,21 @@ Attr Attr::s(std::string name, std::string v) {
   Attr a;
   a.name_ = std::move(name);
   a.type_ = HAL_ATTR_TYPE_STRING;
-  a.s_ = std::move(v);
+  a.payload_ = std::move(v);
   return a;
 }
 Attr Attr::ints(std::string name, std::vector<int64_t> v) {
   Attr a;
   a.name_ = std::move(name);
   a.type_ = HAL_ATTR_TYPE_INTS;
-  a.ints_ = std::move(v);
+  a.payload_ = std::move(v);
   return a;
 }
 Attr Attr::floats(std::string name, std::vector<double> v) {
   Attr a;
   a.name_ = std::move(name);
   a.type_ = HAL_ATTR_TYPE_FLOATS;
-  a.floats_ = std::move(v);
+  a.payload_ = std::move(v);
   return a;
 }
 Attr Attr::dtype(std::string name, hal_dtype_e v) {
@@ -72,9 +72,19 @@ hal_attr_t Attr::c_attr() const {
   a.type = type_;
   switch (type_) {
     case HAL_ATTR_TYPE_FLOAT: a.value.f = f_; break;
-    case HAL_ATTR_TYPE_STRING: a.value.s = s_.c_str(); break;
-    case HAL_ATTR_TYPE_INTS: a.value.ints = ints_.data(); a.count = ints_.size(); break;
-    case HAL_ATTR_TYPE_FLOATS: a.value.floats = floats_.data(); a.count = floats_.size(); break;
+    case HAL_ATTR_TYPE_STRING: a.value.s = std::get<std::string>(payload_).c_str(); break;
+    case HAL_ATTR_TYPE_INTS: {
+      const auto& v = std::get<std::vector<int64_t>>(payload_);
+      a.value.ints = v.data();
+      a.count = v.size();
+      break;
+    }
+    case HAL_ATTR_TYPE_FLOATS: {
+      const auto& v = std::get<std::vector<double>>(payload_);
+      a.value.floats = v.data();
+      a.count = v.size();
+      break;
+    }
     default: a.value.i = i_; break;
   }
   return a;
@@ -95,34 +105,55 @@ std::string dims(const std::vector<int64_t>& v) {
   return out + "]";
 }
 
-// Element offset of V's last element past its byte_offset; -1 when V has no
-// elements or malformed strides (negative, not one per dim, or overflowing:
-// the plugin names those).
-int64_t last_element(const TensorView& v) {
-  if (v.numel() <= 0 || (!v.strides.empty() && v.strides.size() != v.shape.size())) return -1;
+// Element offset of the last element past the view's byte_offset; -1 when
+// it has no elements or malformed strides (negative or overflowing: the
+// plugin names those). STRIDES nullptr: contiguous.
+int64_t last_element(size_t rank, const int64_t* shape, const int64_t* strides) {
   int64_t last = 0, stride = 1, step = 0;
-  for (size_t d = v.shape.size(); d-- > 0;) {
-    int64_t s = v.strides.empty() ? stride : v.strides[d];
-    if (s < 0 || __builtin_mul_overflow(v.shape[d] - 1, s, &step) || __builtin_add_overflow(last, step, &last) ||
-        __builtin_mul_overflow(stride, v.shape[d], &stride))
+  for (size_t d = 0; d < rank; ++d)
+    if (shape[d] <= 0) return -1;
+  for (size_t d = rank; d-- > 0;) {
+    int64_t s = strides == nullptr ? stride : strides[d];
+    if (s < 0 || __builtin_mul_overflow(shape[d] - 1, s, &step) || __builtin_add_overflow(last, step, &last) ||
+        __builtin_mul_overflow(stride, shape[d], &stride))
       return -1;
   }
   return last;
 }
 
+int64_t last_element(const TensorView& v) {
+  if (!v.strides.empty() && v.strides.size() != v.shape.size()) return -1;
+  return last_element(v.shape.size(), v.shape.data(), v.strides.empty() ? nullptr : v.strides.data());
+}
+
+std::string dims(size_t rank, const int64_t* v) { return v == nullptr ? "[]" : dims(std::vector<int64_t>(v, v + rank)); }
+
 // A view must stay inside the runtime Buffer it was made from: the plugin
 // only sees the (possibly larger) cached block behind it.
-void check_extent(const std::string& op, const TensorView& v, const char* role, size_t index) {
-  size_t elem = common::dtype_size(v.dtype);
-  int64_t last = last_element(v);
-  if (v.buffer_bytes == 0 || elem == 0 || last < 0) return;  // the plugin refuses what is malformed
-  uint64_t end = v.byte_offset + (static_cast<uint64_t>(last) + 1) * elem;
-  if (v.byte_offset > v.buffer_bytes || end > v.buffer_bytes)
-    throw Error(HAL_STATUS_OUT_OF_RANGE, op + ": " + role + " " + std::to_string(index) + " (shape " + dims(v.shape) +
-                                             ", strides " + dims(v.strides) + ", " + common::dtype_name(v.dtype) +
-                                             ") needs bytes [" + std::to_string(v.byte_offset) + ", " +
+void check_extent(const std::string& op, uint64_t buffer_bytes, uint64_t byte_offset, hal_dtype_e dtype,
+                  int64_t last, const char* role, size_t index, const std::string& shape, const std::string& strides) {
+  size_t elem = common::dtype_size(dtype);
+  if (buffer_bytes == 0 || elem == 0 || last < 0) return;  // the plugin refuses what is malformed
+  uint64_t end = byte_offset + (static_cast<uint64_t>(last) + 1) * elem;
+  if (byte_offset > buffer_bytes || end > buffer_bytes)
+    throw Error(HAL_STATUS_OUT_OF_RANGE, op + ": " + role + " " + std::to_string(index) + " (shape " + shape +
+                                             ", strides " + strides + ", " + common::dtype_name(dtype) +
+                                             ") needs bytes [" + std::to_string(byte_offset) + ", " +
                                              std::to_string(end) + ") but its buffer has " +
-                                             std::to_string(v.buffer_bytes) + " bytes");
+                                             std::to_string(buffer_bytes) + " bytes");
+}
+
+bool outside(uint64_t buffer_bytes, uint64_t byte_offset, hal_dtype_e dtype, int64_t last) {
+  size_t elem = common::dtype_size(dtype);
+  if (buffer_bytes == 0 || elem == 0 || last < 0) return false;
+  uint64_t end = byte_offset + (static_cast<uint64_t>(last) + 1) * elem;
+  return byte_offset > buffer_bytes || end > buffer_bytes;
+}
+
+void check_extent(const std::string& op, const TensorView& v, const char* role, size_t index) {
+  const int64_t last = last_element(v);
+  if (outside(v.buffer_bytes, v.byte_offset, v.dtype, last))
+    check_extent(op, v.buffer_bytes, v.byte_offset, v.dtype, last, role, index, dims(v.shape), dims(v.strides));
 }
 
 }  // namespace
@@ -140,6 +171,25 @@ hal_tensor_t detail::c_tensor(const std::string& what, const TensorView& v, cons
     throw Error(HAL_STATUS_INVALID_ARGUMENT, "TensorView has " + std::to_string(v.strides.size()) +
                                                  " strides for rank " + std::to_string(v.shape.size()));
   t.strides = v.strides.empty() ? nullptr : v.strides.data();
+  return t;
+}
+
+hal_tensor_t detail::c_tensor(const std::string& what, const TensorRef& v, const char* role, size_t index) {
+  if (v.rank > 0 && v.shape == nullptr)
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": " + role + " " + std::to_string(index) + " has rank " +
+                                                 std::to_string(v.rank) + " but no shape");
+  const int64_t last = last_element(v.rank, v.shape, v.strides);
+  if (outside(v.buffer_bytes, v.byte_offset, v.dtype, last))
+    check_extent(what, v.buffer_bytes, v.byte_offset, v.dtype, last, role, index, dims(v.rank, v.shape),
+                 v.strides == nullptr ? "[]" : dims(v.rank, v.strides));
+  hal_tensor_t t{};
+  t.struct_size = sizeof(t);
+  t.buffer = v.buffer;
+  t.byte_offset = v.byte_offset;
+  t.dtype = v.dtype;
+  t.rank = v.rank;
+  t.shape = v.rank == 0 ? nullptr : v.shape;
+  t.strides = v.rank == 0 ? nullptr : v.strides;
   return t;
 }
 
@@ -184,13 +234,18 @@ struct CArgs {
 
   CArgs(const std::string& op, hal_op_id_t id, const std::vector<const TensorView*>& in,
         const std::vector<const TensorView*>& out, const std::vector<Attr>& at)
-      : tensors(in.size() + out.size()), inputs(in.size()), outputs(out.size()), attrs(at.size()) {
-    auto add = [&](const TensorView* v, const char* role, size_t index) -> const hal_tensor_t* {
+      : CArgs(op, id, in.data(), in.size(), out.data(), out.size(), at) {}
+  // V: TensorView or TensorRef.
+  template <class V>
+  CArgs(const std::string& op, hal_op_id_t id, const V* const* in, size_t in_count, const V* const* out,
+        size_t out_count, const std::vector<Attr>& at)
+      : tensors(in_count + out_count), inputs(in_count), outputs(out_count), attrs(at.size()) {
+    auto add = [&](const V* v, const char* role, size_t index) -> const hal_tensor_t* {
       if (v == nullptr) return nullptr;
       return tensors.push_back(detail::c_tensor(op, *v, role, index));
     };
-    for (size_t i = 0; i < in.size(); ++i) inputs.push_back(add(in[i], "input", i));
-    for (size_t i = 0; i < out.size(); ++i) outputs.push_back(add(out[i], "output", i));
+    for (size_t i = 0; i < in_count; ++i) inputs.push_back(add(in[i], "input", i));
+    for (size_t i = 0; i < out_count; ++i) outputs.push_back(add(out[i], "output", i));
     for (const Attr& a : at) attrs.push_back(a.c_attr());
     args.struct_size = sizeof(args);
     args.op = id;
@@ -309,6 +364,48 @@ void OpRunner::launch(const std::vector<const TensorView*>& inputs, const std::v
       status->destroy(status);
       return launch_promoted(inputs, outputs, attrs, stream, compute);
     }
+  }
+  throw_if_error(status);
+}
+
+void OpRunner::launch(const TensorRef* const* inputs, size_t input_count, const TensorRef* const* outputs,
+                      size_t output_count, const std::vector<Attr>& attrs, const Stream* stream) const {
+  // A call that may need a cast takes the TensorView path (promotion reads
+  // views); the common call has every promoted input in one dtype.
+  auto as_views = [&] {
+    auto view = [](const TensorRef& r) {
+      TensorView v;
+      v.buffer = r.buffer;
+      v.buffer_bytes = r.buffer_bytes;
+      v.byte_offset = r.byte_offset;
+      v.dtype = r.dtype;
+      if (r.shape != nullptr) v.shape.assign(r.shape, r.shape + r.rank);
+      if (r.strides != nullptr) v.strides.assign(r.strides, r.strides + r.rank);
+      return v;
+    };
+    std::vector<TensorView> views;
+    views.reserve(input_count + output_count);
+    std::vector<const TensorView*> in, out;
+    for (size_t i = 0; i < input_count; ++i)
+      in.push_back(inputs[i] == nullptr ? nullptr : &views.emplace_back(view(*inputs[i])));
+    for (size_t i = 0; i < output_count; ++i) out.push_back(&views.emplace_back(view(*outputs[i])));
+    launch(in, out, attrs, stream);
+  };
+  if (promotion_state_) {
+    hal_dtype_e first = HAL_DTYPE_INVALID;
+    bool mixed = false;
+    for (size_t i = 0; i < input_count; ++i) {
+      if (inputs[i] == nullptr || !schema_->promotes_input(i)) continue;
+      if (first == HAL_DTYPE_INVALID) first = inputs[i]->dtype;
+      mixed |= inputs[i]->dtype != first;
+    }
+    if (mixed) return as_views();
+  }
+  CArgs c(name_, id_, inputs, input_count, outputs, output_count, attrs);
+  hal_status_t* status = op_api(*device_).op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr);
+  if (status != nullptr && status->code == HAL_STATUS_MIXED_DTYPES && promotion_state_) {
+    status->destroy(status);
+    return as_views();  // the plugin declined a call it did not announce: cast there
   }
   throw_if_error(status);
 }

@@ -22,6 +22,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "hal/common/op_schema.hpp"
@@ -57,6 +58,21 @@ struct TensorView {
   int64_t numel() const;
 };
 
+// A strided view like TensorView whose sizes live with the caller: SHAPE
+// and STRIDES point at RANK values (STRIDES may be nullptr: contiguous)
+// that must stay valid for the launch. For callers that already hold a
+// tensor's sizes (a framework's tensor): nothing is copied per launch.
+// Owns nothing; trivially copyable.
+struct TensorRef {
+  hal_buffer_t* buffer = nullptr;  // nullptr only when empty
+  uint64_t buffer_bytes = 0;       // as TensorView::buffer_bytes (0 = unknown)
+  uint64_t byte_offset = 0;
+  hal_dtype_e dtype = HAL_DTYPE_FLOAT32;
+  uint32_t rank = 0;
+  const int64_t* shape = nullptr;    // RANK sizes; nullptr only for rank 0
+  const int64_t* strides = nullptr;  // RANK element strides, or nullptr
+};
+
 // A named, typed attribute. Owns its value. Copyable.
 class Attr {
  public:
@@ -79,9 +95,10 @@ class Attr {
   uint32_t type_ = HAL_ATTR_TYPE_INVALID;
   int64_t i_ = 0;
   double f_ = 0;
-  std::string s_;
-  std::vector<int64_t> ints_;
-  std::vector<double> floats_;
+  // STRING, INTS, FLOATS values; empty for the scalar kinds, so making,
+  // moving and dropping a number attribute (the launch hot path) touches
+  // one object, not three.
+  std::variant<std::monostate, std::string, std::vector<int64_t>, std::vector<double>> payload_;
 };
 
 // How the plugin's op takes its inputs (hal_op_input_mode_e).
@@ -122,6 +139,13 @@ class OpRunner {
   // fallback device can cast an input (naming op, dtypes and plugin).
   void launch(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
               const std::vector<Attr>& attrs = {}, const Stream* stream = nullptr) const;
+  // The same for views given as TensorRef: INPUTS[0..INPUT_COUNT) (nullptr:
+  // an absent optional input) and OUTPUTS[0..OUTPUT_COUNT), which with
+  // what they point at must stay valid until this returns. The launch path
+  // of a framework bridge: no per-call copy of sizes. Same errors and
+  // guarantees, promotion included.
+  void launch(const TensorRef* const* inputs, size_t input_count, const TensorRef* const* outputs,
+              size_t output_count, const std::vector<Attr>& attrs, const Stream* stream = nullptr) const;
   // Whether the device would accept the call (buffers are not read):
   // nullptr when it would, else the reason. Asks the plugin as given: a
   // mixed call to a uniform op is HAL_STATUS_MIXED_DTYPES here even though
@@ -156,6 +180,8 @@ namespace detail {
 // reaches past its Buffer's size and INVALID_ARGUMENT for a strides/rank
 // mismatch; messages start with WHAT and name ROLE and INDEX ("input 1").
 hal_tensor_t c_tensor(const std::string& what, const TensorView& v, const char* role, size_t index);
+// The same for a TensorRef (also INVALID_ARGUMENT for a rank without a shape).
+hal_tensor_t c_tensor(const std::string& what, const TensorRef& v, const char* role, size_t index);
 }  // namespace detail
 
 // Names of the ops DEVICE's plugin implements (empty without an operator
