@@ -179,16 +179,23 @@ Counts& counts(c10::DeviceIndex index) {  // guarded by registry_mu; index >= 0
   return (*c)[static_cast<size_t>(index)];
 }
 
+// Freed Allocation objects kept for reuse (guarded by registry_mu, which
+// both ends hold anyway): a malloc/free pair less per tensor. Bounded.
+std::vector<std::unique_ptr<Allocation>>& spare_allocations() {
+  static auto* spare = new std::vector<std::unique_ptr<Allocation>>();
+  return *spare;
+}
+constexpr size_t kSpareAllocations = 256;
+
 void delete_allocation(void* ctx) {
-  auto* a = static_cast<Allocation*>(ctx);
-  {
-    std::lock_guard<std::mutex> lock(registry_mu);
-    registry().remove(a);
-    Counts& c = counts(a->device);
-    --c.live;
-    ++c.freed;
-  }
-  delete a;
+  std::unique_ptr<Allocation> a(static_cast<Allocation*>(ctx));
+  a->buffer = hal::Buffer();  // released outside the lock (it takes the device allocator's)
+  std::lock_guard<std::mutex> lock(registry_mu);
+  registry().remove(a.get());
+  Counts& c = counts(a->device);
+  --c.live;
+  ++c.freed;
+  if (spare_allocations().size() < kSpareAllocations) spare_allocations().push_back(std::move(a));
 }
 
 // The allocation holding address P and P's byte offset in it.
@@ -339,9 +346,9 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
   c10::Device where(c10::DeviceType::PrivateUse1, index);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   const auto& dev = device(index);
-  auto a = std::make_unique<Allocation>();
+  hal::Buffer buffer;
   try {
-    a->buffer = dev->allocate(nbytes, current_hal_stream(index));
+    buffer = dev->allocate(nbytes, current_hal_stream(index));
   } catch (const hal::Error& e) {
     if (e.code() == HAL_STATUS_OUT_OF_MEMORY) {
       {
@@ -361,13 +368,18 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
     }
     TORCH_CHECK(false, "torch_hal: allocating ", nbytes, " bytes on hal:", int(index), " failed: ", e.what());
   }
-  a->nbytes = nbytes;
-  a->device = index;
   // Round so the next token starts past this range; +1 page keeps neighbours apart.
-  a->token = next_token.fetch_add(((nbytes + 4095) & ~uintptr_t{4095}) + 4096);
-  Allocation* raw = a.release();
+  const uintptr_t token = next_token.fetch_add(((nbytes + 4095) & ~uintptr_t{4095}) + 4096);
+  Allocation* raw = nullptr;
   {
     std::lock_guard<std::mutex> lock(registry_mu);
+    auto& spare = spare_allocations();
+    raw = spare.empty() ? new Allocation() : spare.back().release();
+    if (!spare.empty()) spare.pop_back();
+    raw->buffer = std::move(buffer);
+    raw->nbytes = nbytes;
+    raw->device = index;
+    raw->token = token;
     registry().add(raw);
     Counts& c = counts(index);
     c.peak = std::max(c.peak, ++c.live);
@@ -410,25 +422,39 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
 
 // ---- tensors ----
 
-std::optional<hal_dtype_e> hal_dtype_of(c10::ScalarType type) noexcept {
-  switch (type) {
-    case c10::ScalarType::Float: return HAL_DTYPE_FLOAT32;
-    case c10::ScalarType::Half: return HAL_DTYPE_FLOAT16;
-    case c10::ScalarType::BFloat16: return HAL_DTYPE_BFLOAT16;
-    case c10::ScalarType::Double: return HAL_DTYPE_FLOAT64;
-    case c10::ScalarType::Char: return HAL_DTYPE_INT8;
-    case c10::ScalarType::Byte: return HAL_DTYPE_UINT8;
-    case c10::ScalarType::Short: return HAL_DTYPE_INT16;
-    case c10::ScalarType::Int: return HAL_DTYPE_INT32;
-    case c10::ScalarType::Long: return HAL_DTYPE_INT64;
-    case c10::ScalarType::Bool: return HAL_DTYPE_BOOL;
-    case c10::ScalarType::UInt16: return HAL_DTYPE_UINT16;
-    case c10::ScalarType::UInt32: return HAL_DTYPE_UINT32;
-    case c10::ScalarType::UInt64: return HAL_DTYPE_UINT64;
-    case c10::ScalarType::ComplexFloat: return HAL_DTYPE_COMPLEX64;
-    case c10::ScalarType::ComplexDouble: return HAL_DTYPE_COMPLEX128;
-    default: return std::nullopt;
+namespace {
+// [ScalarType] -> HAL dtype, HAL_DTYPE_INVALID where HAL has none: a load
+// instead of a switch (three per launch of a binary op).
+struct DtypeTable {
+  hal_dtype_e to_hal[static_cast<size_t>(c10::ScalarType::NumOptions)];
+  constexpr DtypeTable() : to_hal() {
+    for (auto& d : to_hal) d = HAL_DTYPE_INVALID;
+    using S = c10::ScalarType;
+    auto set = [&](S s, hal_dtype_e d) { to_hal[static_cast<size_t>(s)] = d; };
+    set(S::Float, HAL_DTYPE_FLOAT32);
+    set(S::Half, HAL_DTYPE_FLOAT16);
+    set(S::BFloat16, HAL_DTYPE_BFLOAT16);
+    set(S::Double, HAL_DTYPE_FLOAT64);
+    set(S::Char, HAL_DTYPE_INT8);
+    set(S::Byte, HAL_DTYPE_UINT8);
+    set(S::Short, HAL_DTYPE_INT16);
+    set(S::Int, HAL_DTYPE_INT32);
+    set(S::Long, HAL_DTYPE_INT64);
+    set(S::Bool, HAL_DTYPE_BOOL);
+    set(S::UInt16, HAL_DTYPE_UINT16);
+    set(S::UInt32, HAL_DTYPE_UINT32);
+    set(S::UInt64, HAL_DTYPE_UINT64);
+    set(S::ComplexFloat, HAL_DTYPE_COMPLEX64);
+    set(S::ComplexDouble, HAL_DTYPE_COMPLEX128);
   }
+};
+constexpr DtypeTable kDtypes;
+}  // namespace
+
+std::optional<hal_dtype_e> hal_dtype_of(c10::ScalarType type) noexcept {
+  const auto i = static_cast<size_t>(type);
+  if (i >= std::size(kDtypes.to_hal) || kDtypes.to_hal[i] == HAL_DTYPE_INVALID) return std::nullopt;
+  return kDtypes.to_hal[i];
 }
 
 hal_dtype_e to_hal_dtype(c10::ScalarType type) {
@@ -437,17 +463,18 @@ hal_dtype_e to_hal_dtype(c10::ScalarType type) {
   return *d;
 }
 
-void view_into(const at::Tensor& t, hal::TensorView* v) {
-  v->dtype = to_hal_dtype(t.scalar_type());
-  v->shape.assign(t.sizes().begin(), t.sizes().end());
-  v->strides.assign(t.strides().begin(), t.strides().end());
-  v->byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.element_size();
-  v->buffer = nullptr;
-  v->buffer_bytes = 0;
+hal::TensorRef ref_of(const at::Tensor& t) {
+  hal::TensorRef r;
+  r.dtype = to_hal_dtype(t.scalar_type());
+  r.rank = static_cast<uint32_t>(t.dim());
+  r.shape = t.sizes().data();
+  r.strides = t.strides().data();
+  r.byte_offset = static_cast<uint64_t>(t.storage_offset()) * t.element_size();
   if (Allocation* a = allocation_of(t.storage())) {
-    v->buffer = a->buffer.handle();
-    v->buffer_bytes = a->buffer.size();
+    r.buffer = a->buffer.handle();
+    r.buffer_bytes = a->buffer.size();
   }
+  return r;
 }
 
 std::pair<int64_t, int64_t> byte_span(const at::Tensor& t) {
@@ -462,8 +489,14 @@ bool same_view(const at::Tensor& a, const at::Tensor& b) {
 }
 
 hal::TensorView view_of(const at::Tensor& t) {
+  const hal::TensorRef r = ref_of(t);
   hal::TensorView v;
-  view_into(t, &v);
+  v.buffer = r.buffer;
+  v.buffer_bytes = r.buffer_bytes;
+  v.byte_offset = r.byte_offset;
+  v.dtype = r.dtype;
+  v.shape.assign(r.shape, r.shape + r.rank);
+  v.strides.assign(r.strides, r.strides + r.rank);
   return v;
 }
 

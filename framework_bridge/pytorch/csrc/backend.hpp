@@ -83,7 +83,7 @@ void synchronize_device(c10::DeviceIndex device);
 // ---- memory ----
 
 // One tensor allocation: owns the hal::Buffer, lives as the DataPtr's
-// context and is destroyed by its deleter. TOKEN is the DataPtr address.
+// context; its deleter releases the Buffer and keeps the object for reuse. TOKEN is the DataPtr address.
 struct Allocation {
   hal::Buffer buffer;
   uintptr_t token = 0;
@@ -128,9 +128,9 @@ std::optional<hal_dtype_e> hal_dtype_of(c10::ScalarType type) noexcept;
 // The strided descriptor of hal tensor T (no copy). T's storage must
 // outlive every launch using the view.
 hal::TensorView view_of(const at::Tensor& t);
-// view_of(T) written into *V (not null), reusing V's vectors' capacity: no
-// allocation once V has held a view of T's rank (the launch hot path).
-void view_into(const at::Tensor& t, hal::TensorView* v);
+// The same as a TensorRef pointing at T's own sizes and strides (the
+// launch hot path: nothing copied). Valid while T lives unchanged.
+hal::TensorRef ref_of(const at::Tensor& t);
 // The bytes of T's storage its view spans, [begin, end), from its storage
 // offset to its last element (T non-empty).
 std::pair<int64_t, int64_t> byte_span(const at::Tensor& t);
@@ -152,9 +152,10 @@ const hal::OpRunner& op_runner(c10::DeviceIndex device, const std::string& name)
 // the bridge goes through here. Throws hal::Error as OpRunner::launch does.
 void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<const hal::TensorView*>& inputs,
             const std::vector<const hal::TensorView*>& outputs, const std::vector<hal::Attr>& attrs = {});
-// The same with RUNNER (from op_runner(DEV, ...)) already resolved.
-void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorView*>& inputs,
-            const std::vector<const hal::TensorView*>& outputs, const std::vector<hal::Attr>& attrs = {});
+// RUNNER's op (from op_runner(DEV, ...)) on TensorRefs (ref_of), on hal:DEV's
+// current stream: the mapped kernels' launch.
+void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorRef*>& inputs,
+            const std::vector<const hal::TensorRef*>& outputs, const std::vector<hal::Attr>& attrs);
 // A contiguous CPU copy of hal tensor T (same dtype).
 at::Tensor download(const at::Tensor& t);
 // DST (hal) = SRC (CPU), with copy_'s dtype conversion and broadcast done on the CPU side.

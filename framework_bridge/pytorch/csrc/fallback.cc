@@ -7,8 +7,11 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
+#include <unistd.h>  // environ
+
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -183,10 +186,40 @@ std::mutex g_scoped_mu;
 std::string g_scoped;  // comma-separated regexes; guarded by g_scoped_mu
 std::atomic<bool> g_has_scoped{false};
 
+// getenv("HAL_FORCE_FALLBACK_OPS"), scanning the environment again only
+// when its array changed since this thread last looked (an O(1) check):
+// a getenv scan on every op was ~3% of a 1-element add. setenv, putenv and
+// unsetenv always change the array: adding a variable grows it (the entry
+// past the last seen one is no longer NULL, or the array moves), removing
+// one shifts the tail down (the last seen entry moves), and a new value is
+// a new entry pointer.
+const char* force_fallback_env() {
+  static constexpr char kName[] = "HAL_FORCE_FALLBACK_OPS=";
+  struct Seen {
+    char** base = nullptr;
+    size_t count = 0;
+    const char* last = nullptr;   // base[count - 1]
+    char** slot = nullptr;        // where the variable's entry is, or nullptr
+    const char* entry = nullptr;  // *slot when seen
+  };
+  thread_local Seen seen;
+  char** env = environ;
+  if (env != nullptr && env == seen.base && env[seen.count] == nullptr &&
+      (seen.count == 0 || env[seen.count - 1] == seen.last) && (seen.slot == nullptr || *seen.slot == seen.entry))
+    return seen.slot == nullptr ? nullptr : seen.entry + sizeof kName - 1;
+  seen = Seen{};
+  if (env == nullptr) return nullptr;
+  seen.base = env;
+  for (char** p = env; *p != nullptr; ++p, ++seen.count)
+    if (seen.slot == nullptr && std::strncmp(*p, kName, sizeof kName - 1) == 0) seen.slot = p, seen.entry = *p;
+  if (seen.count > 0) seen.last = env[seen.count - 1];
+  return seen.slot == nullptr ? nullptr : seen.entry + sizeof kName - 1;
+}
+
 }  // namespace
 
 bool forced_to_cpu(const std::string& op) {
-  const char* var = std::getenv("HAL_FORCE_FALLBACK_OPS");
+  const char* var = force_fallback_env();
   const bool scoped = g_has_scoped.load(std::memory_order_relaxed);
   if ((var == nullptr || *var == '\0') && !scoped) return false;
   std::string spec = var == nullptr ? "" : var;

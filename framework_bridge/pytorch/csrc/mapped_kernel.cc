@@ -117,7 +117,7 @@ class MappedKernel final : public c10::OperatorKernel {
       const at::Tensor& out = call.outputs[k];
       if (!out.defined() || out.numel() == 0) continue;
       for (const at::Tensor& in : call.inputs) {
-        if (!in.defined() || in.numel() == 0 || !out.is_alias_of(in)) continue;
+        if (!in.defined() || in.numel() == 0 || !shares_memory(out, in)) continue;
         const auto o = byte_span(out), i = byte_span(in);
         if (i.second <= o.first || o.second <= i.first) continue;
         if (same_view(in, out)) {
@@ -133,14 +133,27 @@ class MappedKernel final : public c10::OperatorKernel {
     return copies;
   }
 
+  // Whether A and B are views of one allocation (is_alias_of without its
+  // out-of-line shared-storage test: a hal allocation's token address is
+  // its own, so one memory is one data pointer).
+  static bool shares_memory(const at::Tensor& a, const at::Tensor& b) {
+    const c10::StorageImpl* sa = a.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
+    const c10::StorageImpl* sb = b.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
+    return sa == sb || (sa->data() != nullptr && sa->data() == sb->data());
+  }
+
   void launch_call(const Call& call) const {
     for (const auto& o : call.outputs)
       if (o.numel() == 0 && call.outputs.size() == 1) return;  // nothing to compute
     // Descriptors in per-thread scratch whose vectors keep their capacity:
     // no allocation per call. Nothing re-enters a kernel during a launch.
-    thread_local std::vector<hal::TensorView> views;
-    thread_local std::vector<const hal::TensorView*> ins, outs;
-    views.resize(std::max(views.size(), call.inputs.size() + call.outputs.size()));
+    struct Scratch {  // one thread_local: each costs a TLS lookup per access
+      std::vector<hal::TensorRef> refs;
+      std::vector<const hal::TensorRef*> ins, outs;
+    };
+    thread_local Scratch scratch;
+    auto& [refs, ins, outs] = scratch;
+    refs.resize(std::max(refs.size(), call.inputs.size() + call.outputs.size()));
     ins.clear();
     outs.clear();
     size_t next = 0;
@@ -149,12 +162,12 @@ class MappedKernel final : public c10::OperatorKernel {
         ins.push_back(nullptr);
         continue;
       }
-      view_into(t, &views[next]);
-      ins.push_back(&views[next++]);
+      refs[next] = ref_of(t);
+      ins.push_back(&refs[next++]);
     }
     for (const auto& t : call.outputs) {
-      view_into(t, &views[next]);
-      outs.push_back(&views[next++]);
+      refs[next] = ref_of(t);
+      outs.push_back(&refs[next++]);
     }
     try {
       std::optional<at::RecordFunction> range;  // "hal::<catalog op>" under a profiler (as the dispatcher's)

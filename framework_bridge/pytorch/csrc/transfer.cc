@@ -53,12 +53,12 @@ void host_copy(const at::Tensor& src, const at::Tensor& dst) {
 
 void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<const hal::TensorView*>& inputs,
             const std::vector<const hal::TensorView*>& outputs, const std::vector<hal::Attr>& attrs) {
-  launch(op_runner(dev, catalog), dev, inputs, outputs, attrs);
+  op_runner(dev, catalog).launch(inputs, outputs, attrs, current_hal_stream(dev));
 }
 
-void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorView*>& inputs,
-            const std::vector<const hal::TensorView*>& outputs, const std::vector<hal::Attr>& attrs) {
-  runner.launch(inputs, outputs, attrs, current_hal_stream(dev));
+void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorRef*>& inputs,
+            const std::vector<const hal::TensorRef*>& outputs, const std::vector<hal::Attr>& attrs) {
+  runner.launch(inputs.data(), inputs.size(), outputs.data(), outputs.size(), attrs, current_hal_stream(dev));
 }
 
 at::Tensor download(const at::Tensor& t) {
