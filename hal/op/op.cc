@@ -391,7 +391,7 @@ void OpRunner::launch(const TensorRef* const* inputs, size_t input_count, const 
     for (size_t i = 0; i < output_count; ++i) out.push_back(&views.emplace_back(view(*outputs[i])));
     launch(in, out, attrs, stream);
   };
-  if (promotion_state_) {
+  if (input_mode_ == InputMode::kUniform && promotion_state_) {
     hal_dtype_e first = HAL_DTYPE_INVALID;
     bool mixed = false;
     for (size_t i = 0; i < input_count; ++i) {

@@ -204,7 +204,7 @@ struct Decline {
 
 // The catalog "scalar" attribute NAME = V (int or float); throws c10::Error
 // for a complex V.
-hal::Attr scalar_attr(const std::string& name, const c10::Scalar& v);
+hal::Attr scalar_attr(std::string name, const c10::Scalar& v);
 
 // ---- fallback.cc ----
 

@@ -20,10 +20,10 @@ const c10::IValue& Call::arg(const char* name) const {
   return args[*i];
 }
 
-hal::Attr scalar_attr(const std::string& name, const c10::Scalar& v) {
-  if (v.isIntegral(/*includeBool=*/true)) return hal::Attr::i(name, v.toLong());
+hal::Attr scalar_attr(std::string name, const c10::Scalar& v) {
+  if (v.isIntegral(/*includeBool=*/true)) return hal::Attr::i(std::move(name), v.toLong());
   TORCH_CHECK(v.isFloatingPoint(), "torch_hal: attribute ", name, " = ", v, " is not a real scalar");
-  return hal::Attr::f(name, v.toDouble());
+  return hal::Attr::f(std::move(name), v.toDouble());
 }
 
 at::Tensor Call::optional_tensor(const char* name) const {

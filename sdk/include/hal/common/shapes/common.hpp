@@ -12,16 +12,18 @@ namespace hal::common::shape_rules {
 
 // NumPy broadcast of the defined tensors among TENSORS; throws naming the
 // op and the first pair of sizes that do not broadcast.
-inline std::vector<int64_t> broadcast_shapes(const OpCall& call, TensorList tensors) {
-  std::vector<int64_t> out;
-  const Tensor* first = nullptr;
+// The same into OUT's shape and rank (no allocation: every launch of an
+// elementwise op runs this).
+inline void broadcast_shape_into(const OpCall& call, TensorList tensors, TensorMeta& out) {
+  int rank = 0;
+  int64_t* shape = out.shape;  // right-aligned: dims [HAL_TENSOR_MAX_RANK - rank, HAL_TENSOR_MAX_RANK)
+  int64_t dims[HAL_TENSOR_MAX_RANK];
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (!t.defined) continue;
-    if (first == nullptr) first = &t;
-    if (static_cast<size_t>(t.rank) > out.size()) out.insert(out.begin(), t.rank - out.size(), 1);
+    for (; rank < t.rank; ++rank) dims[HAL_TENSOR_MAX_RANK - 1 - rank] = 1;
     for (int d = 0; d < t.rank; ++d) {
-      int64_t& o = out[out.size() - t.rank + d];
+      int64_t& o = dims[HAL_TENSOR_MAX_RANK - t.rank + d];
       int64_t s = t.shape[d];
       if (o == s || s == 1) continue;
       if (o == 1) {
@@ -29,11 +31,18 @@ inline std::vector<int64_t> broadcast_shapes(const OpCall& call, TensorList tens
         continue;
       }
       fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": input '", call.schema().inputs[std::min(i, call.schema().input_count - 1)].name,
-           "' of shape ", t.shape_str(), " does not broadcast with shape ", shape_string(out.data(), static_cast<int>(out.size())),
-           " (size ", s, " vs ", o, ")");
+           "' of shape ", t.shape_str(), " does not broadcast with shape ",
+           shape_string(dims + HAL_TENSOR_MAX_RANK - rank, rank), " (size ", s, " vs ", o, ")");
     }
   }
-  return out;
+  out.rank = rank;
+  for (int d = 0; d < rank; ++d) shape[d] = dims[HAL_TENSOR_MAX_RANK - rank + d];
+}
+
+inline std::vector<int64_t> broadcast_shapes(const OpCall& call, TensorList tensors) {
+  TensorMeta m;
+  broadcast_shape_into(call, tensors, m);
+  return std::vector<int64_t>(m.shape, m.shape + m.rank);
 }
 
 // Wraps DIM (may be negative) into [0, RANK); throws naming the op and ATTR.

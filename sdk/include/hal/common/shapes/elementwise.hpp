@@ -26,8 +26,12 @@ inline void same_all(const OpCall& call, std::vector<TensorMeta>& outputs) {
 
 // Outputs have the broadcast shape of all defined inputs.
 inline void broadcast(const OpCall& call, std::vector<TensorMeta>& outputs) {
-  std::vector<int64_t> shape = broadcast_shapes(call, call.inputs());
-  for (auto& o : outputs) o.set_shape(shape);
+  TensorMeta shape;
+  broadcast_shape_into(call, call.inputs(), shape);
+  for (auto& o : outputs) {
+    o.rank = shape.rank;
+    std::copy(shape.shape, shape.shape + shape.rank, o.shape);
+  }
 }
 
 }  // namespace hal::common::shape_rules
