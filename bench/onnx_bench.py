@@ -7,11 +7,15 @@ for each, and the ratio onnxruntime time / HAL time (> 1: HAL faster; issue 13's
 Threads: OMP_NUM_THREADS for HAL (set before hal is imported; the CPU plugin's oneDNN/OpenMP pool is
 process-wide) and intra_op_num_threads for onnxruntime, both --threads.
 
+--opencl: the same models on the OpenCL plugin (PoCL here), with its graph compiler fusing (the default)
+and without (GraphOptimizationLevel.ORT_DISABLE_ALL: every node op by op), the fused/unfused speed-up, and
+how many compiled groups and kernels the fused session runs.
+
 Compile time: a fresh process builds the session (load + translate + compile; not the imports),
 first with an empty compile cache (cold: $HAL_COMPILE_CACHE_DIR a new folder) and then again with the
 cache the first one filled (cached).
 
-    HAL_BUILD_DIR=<build> PYTHONPATH=<build>/python python bench/onnx_bench.py [--threads 2] [--json out.json]
+    HAL_BUILD_DIR=<build> PYTHONPATH=<build>/python python bench/onnx_bench.py [--threads 2] [--opencl] [--json out.json]
 """
 import argparse
 import importlib.util
@@ -69,6 +73,8 @@ def main():
     ap.add_argument("--models", default="mlp,resnet,encoder,decoder")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--seq", type=int, default=32, help="sequence length of the encoder and decoder")
+    ap.add_argument("--opencl", action="store_true",
+                    help="instead: the OpenCL plugin with fusion vs without (no onnxruntime column)")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before hal loads the CPU plugin
@@ -87,6 +93,12 @@ def main():
     ort_opts = onnxruntime.SessionOptions()
     ort_opts.intra_op_num_threads = args.threads
     ort_opts.inter_op_num_threads = 1
+
+    if args.opencl:
+        rows = opencl_fusion(args, models, testing, work)
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+        return
 
     rows = []
     print(f"threads {args.threads}, onnxruntime {onnxruntime.__version__}, sequence length {args.seq}")
@@ -117,6 +129,50 @@ def main():
                   f"{cold:14.2f} {cached:9.2f}", flush=True)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def opencl_fusion(args, models, testing, work):
+    """The OpenCL rows: each model with the plugin's graph compiler (fused) and without (op by op)."""
+    import numpy as np
+    import onnxruntime
+
+    import hal.onnx
+
+    config = testing.write_config(work, "opencl")
+    fused_opts, plain_opts = hal.onnx.SessionOptions(), hal.onnx.SessionOptions()
+    for o in (fused_opts, plain_opts):
+        o.hal_config = str(config)
+    plain_opts.graph_optimization_level = hal.onnx.GraphOptimizationLevel.ORT_DISABLE_ALL
+    rows = []
+    print(f"OpenCL plugin, onnxruntime {onnxruntime.__version__} for the reference outputs, sequence length {args.seq}")
+    print(f"{'model':9s} {'batch':>5s} {'fused ms':>9s} {'op-by-op ms':>11s} {'speed-up':>8s} {'groups':>6s} "
+          f"{'kernels':>7s} {'op nodes':>8s} {'nodes op-by-op':>14s}")
+    for name in args.models.split(","):
+        path = models.export(name, models.NEWEST)
+        try:
+            fused = hal.onnx.InferenceSession(str(path), fused_opts)
+            plain = hal.onnx.InferenceSession(str(path), plain_opts)
+        except hal.Error as e:
+            print(f"{name:9s} not run: {str(e).splitlines()[0][:200]}", flush=True)
+            continue
+        ort_sess = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        fs, ps = fused.compile_stats(), plain.compile_stats()
+        for batch in map(int, args.batches.split(",")):
+            feed = models.inputs(name, batch=batch, seq=args.seq)
+            ref = ort_sess.run(None, feed)[0]
+            for sess in (fused, plain):
+                np.testing.assert_allclose(sess.run(None, feed)[0], ref, rtol=1e-3, atol=1e-3,
+                                           err_msg=f"{name} batch {batch}")
+            t_fused = median_seconds(lambda: fused.run(None, feed))
+            t_plain = median_seconds(lambda: plain.run(None, feed))
+            row = dict(model=name, batch=batch, fused_ms=t_fused * 1e3, op_by_op_ms=t_plain * 1e3,
+                       speedup=t_plain / t_fused, groups=fs["groups"], kernels=fs["kernels"],
+                       op_nodes=fs["op_nodes"], op_nodes_unfused=ps["op_nodes"])
+            rows.append(row)
+            print(f"{name:9s} {batch:5d} {row['fused_ms']:9.3f} {row['op_by_op_ms']:11.3f} {row['speedup']:8.2f} "
+                  f"{row['groups']:6d} {row['kernels']:7d} {row['op_nodes']:8d} {row['op_nodes_unfused']:14d}",
+                  flush=True)
+    return rows
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ SharedExecutable::~SharedExecutable() {
 }
 
 std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
-                      const std::map<std::string, std::string>& options) {
+                      const std::map<std::string, std::string>& options, bool graph_compilers) {
   KeyBytes h;
   h.str("hal compile cache 1").pod(uint32_t{HAL_ABI_VERSION_MAJOR}).pod(uint32_t{HAL_ABI_VERSION_MINOR});
   h.str(g.hash());  // what the graph computes (names do not count)
@@ -87,6 +87,7 @@ std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>
   }
   h.pod(options.size());
   for (const auto& [k, v] : options) h.str(k).str(v);
+  if (!graph_compilers) h.str("no graph compilers");  // the default's key bytes stay as they were
   return sha256_hex(h.bytes());
 }
 

@@ -224,7 +224,7 @@ std::string group_label(const Graph& g, const Device& d, uint32_t gid, const std
 std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices,
                                               bool fallback, const CompileOptions& o, CacheSource* source) {
   const bool cached = o.memory_cache || o.disk_cache;
-  const std::string key = cached ? detail::cache_key(g, devices, fallback, o.options) : "";
+  const std::string key = cached ? detail::cache_key(g, devices, fallback, o.options, o.graph_compilers) : "";
   // In memory, executables belong to these Device objects (another runtime
   // loading the same plugin has others); entries keep them alive, so an
   // address is never reused for another device while its entry exists.
@@ -241,7 +241,7 @@ std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<
   auto plan = std::make_shared<CompiledPlan>();
   std::optional<detail::DiskEntry> entry;
   if (!folder.empty()) entry = detail::read_entry(folder, key, devices, g.nodes().size());
-  plan->placement = entry ? entry->placement : detail::partition(g, devices, fallback);
+  plan->placement = entry ? entry->placement : detail::partition(g, devices, fallback, o.graph_compilers);
   *source = entry ? CacheSource::kDisk : CacheSource::kCompiled;
   // Write when there was no entry, or when a group had to be compiled that
   // now has bytes (missing or refused on disk).

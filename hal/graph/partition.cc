@@ -91,7 +91,8 @@ std::string launch_refusal(const std::shared_ptr<Device>& device, const Graph& g
   }
 }
 
-Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback) {
+Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
+                    bool subgraphs) {
   const size_t n = g.nodes().size();
   constexpr uint32_t kUnplaced = UINT32_MAX;
   Placement p;
@@ -120,7 +121,7 @@ Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& 
         candidates.push_back(i);
         in_set[i] = true;
       }
-    if (k < claimers && api.graph_partition != nullptr && !candidates.empty()) {
+    if (subgraphs && k < claimers && api.graph_partition != nullptr && !candidates.empty()) {
       auto [inputs, outputs] = boundary(g, candidates, in_set);
       CGraph c(g, candidates, inputs, outputs);
       std::vector<uint32_t> local(candidates.size(), 0);

@@ -41,7 +41,9 @@ std::string launch_refusal(const std::shared_ptr<Device>& device, const Graph& g
 // node nobody runs, its op and each device's reason; a plugin's
 // graph_partition error as the plugin gave it (naming itself and the call);
 // FAILED_PRECONDITION for a group not convex in the subgraph the plugin saw.
-Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback);
+// SUBGRAPHS false: no device is asked for subgraphs (every node op by op).
+Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
+                    bool subgraphs = true);
 
 }  // namespace hal::detail
 

@@ -378,3 +378,26 @@ TEST_CASE("partition: a group convex in what the plugin saw but not across anoth
   out.at(0).buffer.copy_to_host(b.data(), 16);
   CHECK(b == std::vector<float>{6, 20, 42, 72});
 }
+
+TEST_CASE("partition: graph_compilers false runs every node op by op (no group), same results, its own cache key") {
+  TempDir dir;
+  auto rt = mixed(dir, "");
+  auto fx = rt->device("fixture_graph:0");
+  hal::CompileOptions o = options(fx, dir);
+  hal::CompiledGraph fused = hal::compile(add_mul_matmul(), o);
+  CHECK(fused.stats().groups == 1);  // add and mul as one group
+  o.graph_compilers = false;
+  hal::CompiledGraph plain = hal::compile(add_mul_matmul(), o);
+  const hal::CompiledGraphStats& s = plain.stats();
+  CHECK(s.cache == hal::CacheSource::kCompiled);  // not the fused entry from memory or disk
+  CHECK(s.groups == 0);
+  CHECK(s.kernel_count == 0);
+  CHECK(s.op_nodes == 3);
+  CHECK(s.fallback_nodes == 0);
+  CHECK(contains(plain.explain(), "node 0 ('add') op by op"));
+  CHECK(run(plain) == on_cpu());
+  CHECK(run(fused) == on_cpu());
+  // Compiled again with the flag on: the fused entry, from memory.
+  o.graph_compilers = true;
+  CHECK(hal::compile(add_mul_matmul(), o).stats().cache == hal::CacheSource::kMemory);
+}

@@ -195,14 +195,15 @@ PYBIND11_MODULE(_onnx, m) {
 
   py::class_<hal::onnx::Session>(m, "Session", "A model compiled for a HAL device")
       .def(py::init([](const hal::onnx::Model& model, const std::string& config, const std::string& device,
-                       const std::map<std::string, std::string>& options) {
-             hal::onnx::SessionOptions o{config, device, options};
+                       const std::map<std::string, std::string>& options, bool graph_compilers) {
+             hal::onnx::SessionOptions o{config, device, options, graph_compilers};
              py::gil_scoped_release release;
              return std::make_unique<hal::onnx::Session>(model, o);
            }),
            py::arg("model"), py::arg("config") = "", py::arg("device") = "",
-           py::arg("options") = std::map<std::string, std::string>{},
-           "Compiles MODEL for DEVICE ('hal:N', a plugin name, '' = default) of the runtime CONFIG names")
+           py::arg("options") = std::map<std::string, std::string>{}, py::arg("graph_compilers") = true,
+           "Compiles MODEL for DEVICE ('hal:N', a plugin name, '' = default) of the runtime CONFIG names; "
+           "GRAPH_COMPILERS false runs every node op by op (no plugin compiles a subgraph)")
       .def("run", &run, py::arg("output_names"), py::arg("feeds"),
            "feeds: [(name, dtype, shape, flat uint8 array)] -> [(dtype, shape, flat uint8 array)]")
       .def("explain", &hal::onnx::Session::explain, py::call_guard<py::gil_scoped_release>())

@@ -105,6 +105,7 @@ Session::Session(Model model, const SessionOptions& options) : impl_(std::make_u
   co.devices = claim_order(*impl_->runtime, impl_->device);
   co.fallback = impl_->runtime->fallback_device();
   co.options = options.options;
+  co.graph_compilers = options.graph_compilers;
   PipelineOptions po;
   po.supported = runs_somewhere(co.devices, co.fallback);
   po.fold_device = impl_->device.get();

@@ -142,6 +142,23 @@ def test_session_config_entries_and_provider_options(add_path, tmp_path, monkeyp
     np.testing.assert_array_equal(changed.run(None, {"x": X, "b": B})[0], X + B)
 
 
+def test_disable_all_runs_op_by_op(add_path, tmp_path, monkeypatch):
+    """GraphOptimizationLevel.ORT_DISABLE_ALL: no plugin compiles a subgraph (no fusion), every node runs op by
+    op, with the same results; it is a compile of its own, not the fused session's cached executables."""
+    monkeypatch.setenv("HAL_COMPILE_CACHE_DIR", str(tmp_path / "cache"))
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = str(write_config(tmp_path, "opencl"))
+    fused = hal.onnx.InferenceSession(str(add_path), opts)
+    assert (fused.compile_stats()["groups"], fused.compile_stats()["op_nodes"]) == (1, 0)
+    opts.graph_optimization_level = hal.onnx.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = hal.onnx.InferenceSession(str(add_path), opts)
+    stats = plain.compile_stats()
+    assert (stats["cache"], stats["groups"], stats["kernels"], stats["op_nodes"]) == ("compiled", 0, 0, 1)
+    assert stats["devices"][0]["device"] == "opencl:0" and stats["devices"][0]["op_nodes"] == 1
+    np.testing.assert_array_equal(plain.run(None, {"x": X, "b": B})[0], X + B)
+    np.testing.assert_array_equal(fused.run(None, {"x": X, "b": B})[0], X + B)
+
+
 def test_unavailable_onnxruntime_provider_is_skipped(add_path, cpu_options):
     with pytest.warns(UserWarning, match="CUDAExecutionProvider"):
         sess = hal.onnx.InferenceSession(str(add_path), cpu_options,

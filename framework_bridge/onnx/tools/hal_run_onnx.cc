@@ -49,6 +49,7 @@ int run(int argc, char** argv) {
       ("device", po::value(&device), "device: hal:N (runtime index) or a plugin name (default: the config's)")  //
       ("output-dir", po::value(&output_dir), "write each output to DIR/<output name>.npy")                  //
       ("bench", po::value(&bench)->default_value(0), "after the first run, time N more runs")              //
+      ("no-graph-compile", "plugins compile no subgraphs: every node runs op by op (no fusion)")           //
       ("explain", "print the model, device and partition in full");
   po::options_description hidden;
   hidden.add_options()("model", po::value(&model_path));
@@ -93,6 +94,7 @@ int run(int argc, char** argv) {
   hal::onnx::SessionOptions so;
   so.config = config;
   so.device = device;
+  so.graph_compilers = vm.count("no-graph-compile") == 0;
   t0 = Clock::now();
   hal::onnx::Session session(model, so);
   double compile_ms = ms_since(t0);

@@ -59,7 +59,9 @@ _PROVIDERS = {"CPUExecutionProvider": "cpu", "OpenCLExecutionProvider": "opencl"
 
 
 class GraphOptimizationLevel:
-    """onnxruntime's levels; HAL's graph pipeline (hal/graph) always runs, so they are recorded only."""
+    """onnxruntime's levels. ORT_DISABLE_ALL: no plugin compiles subgraphs (no fusion; every node runs op by
+    op, hal::CompileOptions::graph_compilers = false). The other levels compile them; HAL's graph pipeline
+    (hal/graph: decompositions, folding, CSE, DCE) runs at every level, as it decides what runs where."""
     ORT_DISABLE_ALL, ORT_ENABLE_BASIC, ORT_ENABLE_EXTENDED, ORT_ENABLE_ALL = 0, 1, 2, 99
 
 
@@ -208,8 +210,10 @@ class InferenceSession:
         self._outputs = [_node_arg(o) for o in self._model.outputs]
         self._input_dtypes = {i["name"]: i["dtype"] for i in self._model.inputs}
         config = self._sess_options.hal_config
+        level = self._sess_options.graph_optimization_level
         self._session = _onnx.Session(self._model, config=os.fspath(config) if config else "", device=device,
-                                      options=options)
+                                      options=options,
+                                      graph_compilers=int(level) != GraphOptimizationLevel.ORT_DISABLE_ALL)
 
     def get_inputs(self):
         return list(self._inputs)

@@ -38,6 +38,10 @@ struct CompileOptions {
   bool memory_cache = true;
   // Compile options: part of the cache key (a changed option recompiles).
   std::map<std::string, std::string> options;
+  // false: no device is asked to compile subgraphs (graph_partition), so
+  // every node runs op by op: the unfused baseline, as onnxruntime's
+  // ORT_DISABLE_ALL. Part of the cache key.
+  bool graph_compilers = true;
 };
 
 // What one device does in a compiled graph.

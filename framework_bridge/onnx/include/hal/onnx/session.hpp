@@ -31,6 +31,10 @@ struct SessionOptions {
   // Compile options: hal::CompileOptions::options (part of the compile
   // cache key; a changed option recompiles).
   std::map<std::string, std::string> options;
+  // false: plugins compile no subgraphs, every node runs op by op (no
+  // fusion): hal::CompileOptions::graph_compilers, onnxruntime's
+  // ORT_DISABLE_ALL in hal.onnx.
+  bool graph_compilers = true;
 };
 
 // A compiled model. Construction runs the graph pipeline (hal::run_pipeline:
