@@ -41,6 +41,13 @@ TEST_CASE("hal-run-onnx runs a model from .npy inputs and writes .npy outputs") 
   CHECK(ys[0] == 3.0f);
   CHECK(ys[1] == -4.0f);
   CHECK(ys[2] == 8.0f);
+  // --no-graph-compile: the same outputs, every node op by op.
+  std::string plain = std::string(HAL_TEST_RUN_ONNX) + " " + dir + "/m.onnx --input x=" + dir + "/x.npy --config " +
+                      config + " --output-dir " + dir + "/plain --no-graph-compile --explain > " + dir +
+                      "/plain.txt 2>&1";
+  REQUIRE(std::system(plain.c_str()) == 0);
+  HostTensor y2 = npy::read(dir + "/plain/doubled.npy");
+  CHECK(y2.data == y.data);
   // A wrong feed name fails with the session's message and exit code 1.
   std::string bad = std::string(HAL_TEST_RUN_ONNX) + " " + dir + "/m.onnx --input y=" + dir + "/x.npy --config " + config +
                     " > " + dir + "/bad.txt 2>&1";
