@@ -116,7 +116,7 @@ namespace {
 
 // Tokens are never reused, so address-range checks in PyTorch (overlap,
 // aliasing) see disjoint ranges for distinct allocations.
-std::atomic<uintptr_t> next_token{uintptr_t{1} << 44};
+uintptr_t next_token = uintptr_t{1} << 44;  // guarded by registry_mu
 
 // Bridge-side counts per device (the core allocator counts bytes, not live
 // tensors): allocation.{current,peak,allocated,freed} and num_ooms.
@@ -368,11 +368,12 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
     }
     TORCH_CHECK(false, "torch_hal: allocating ", nbytes, " bytes on hal:", int(index), " failed: ", e.what());
   }
-  // Round so the next token starts past this range; +1 page keeps neighbours apart.
-  const uintptr_t token = next_token.fetch_add(((nbytes + 4095) & ~uintptr_t{4095}) + 4096);
   Allocation* raw = nullptr;
   {
     std::lock_guard<std::mutex> lock(registry_mu);
+    // Round so the next token starts past this range; +1 page keeps neighbours apart.
+    const uintptr_t token = next_token;
+    next_token += ((nbytes + 4095) & ~uintptr_t{4095}) + 4096;
     auto& spare = spare_allocations();
     raw = spare.empty() ? new Allocation() : spare.back().release();
     if (!spare.empty()) spare.pop_back();
