@@ -506,7 +506,25 @@ TEST_CASE("hal-info: text and JSON agree - exit status reports requested failure
     CHECK(contains(p["graph"]["note"].get<std::string>(), minor1 ? "predates the graph entries" : ""));
   }
   CHECK(contains(hal::testing::run_command("'" + info + "' --plugin '" + fixture("graph") + "'").output,
-                 "graph compile: implemented"));
+                 "graph compile: implemented, executables "));
+  for (const auto& p : gj["plugins"]) CHECK(p["graph"]["serializable"].is_boolean());
+
+  {  // disabled_ops from hal.toml, in text and JSON
+    TempDir cfg_dir;
+    hal::testing::write_file(cfg_dir / "hal.toml", "discover = false\n[[plugin]]\npath = \"" + kCpu +
+                                                       "\"\ndisabled_ops = [\"gelu\", \"erf\"]\n");
+    auto dt = hal::testing::run_command("'" + info + "' --config '" + cfg_dir / "hal.toml" + "'");
+    CHECK(dt.exit_code == 0);
+    CHECK_MESSAGE(contains(dt.output, "    disabled by hal.toml: gelu erf\n"), dt.output);
+    auto dj = nlohmann::json::parse(
+        hal::testing::run_command("'" + info + "' --json --config '" + cfg_dir / "hal.toml" + "'").output);
+    REQUIRE(dj["plugins"].size() == 1);
+    CHECK(dj["plugins"][0]["disabled_ops"] == nlohmann::json({"gelu", "erf"}));
+    CHECK(dj["plugins"][0]["graph"]["serializable"] == false);  // the CPU plugin has no graph compiler
+    CHECK(nlohmann::json::parse(hal::testing::run_command("'" + info + "' --json --plugin '" + kCpu + "'").output)
+              ["plugins"][0]["disabled_ops"]
+              .empty());
+  }
 
   TempDir dir;
   hal::testing::write_file(dir / "hal.toml", "discover = 1\n");

@@ -56,7 +56,10 @@ ordered_json to_json(const hal::Runtime& rt, const std::string& config_path) {
                                            {"catalog_version", p->op_catalog_version()},
                                            {"note", p->op_note()}}},
                             {"warnings", p->startup_warnings()},
-                            {"graph", {{"implemented", p->has_graph()}, {"note", p->graph_note()}}},
+                            {"graph", {{"implemented", p->has_graph()},
+                                       {"serializable", p->serializes_executables()},
+                                       {"note", p->graph_note()}}},
+                            {"disabled_ops", p->disabled_ops()},
                             {"devices", devices}});
   }
   j["devices"] = ordered_json::array();
@@ -101,7 +104,12 @@ void print_text(const hal::Runtime& rt, const std::string& config_path, bool ver
     if (p->op_count() > 0) o << "    operators: " << p->op_count() << " (op catalog " << p->op_catalog_version() << ")\n";
     if (!p->op_note().empty()) o << "    " << p->op_note() << "\n";
     for (const auto& w : p->startup_warnings()) o << "    warning: " << w << "\n";
-    o << "    graph compile: " << (p->has_graph() ? "implemented" : "not implemented") << "\n";
+    o << "    graph compile: "
+      << (!p->has_graph()                ? "not implemented"
+          : p->serializes_executables() ? "implemented, executables serialisable (kept in the disk compile cache)"
+                                        : "implemented, executables not serialisable (compiled in each process)")
+      << "\n";
+    if (!p->disabled_ops().empty()) o << "    disabled by hal.toml: " << join(p->disabled_ops()) << "\n";
     if (!p->graph_note().empty()) o << "    " << p->graph_note() << "\n";
     if (verbose)
       o << "    interfaces: " << join(hal::capability_names(p->interfaces()))

@@ -73,6 +73,13 @@ class Plugin {
   // present), and why a graph table it has is not ("" otherwise).
   bool has_graph() const { return (interfaces() & HAL_CAPABILITY_GRAPH) != 0; }
   const std::string& graph_note() const;
+  // Whether its compiled executables can be serialised (ABI 1.5 entries):
+  // then the on-disk compile cache keeps them, else only the placement.
+  bool serializes_executables() const;
+  // hal.toml's disabled_ops for this plugin: catalog ops the core treats as
+  // not implemented by it (eager launches and graph partition), in the
+  // config's order; empty when none.
+  const std::vector<std::string>& disabled_ops() const;
   const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
 
   // The normalised C tables (zero-filled past the plugin's struct_size, so a
