@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -31,10 +32,13 @@ inline dnnl::stream& stream() {
 }
 
 // f32 memory descriptor of DIMS with element STRIDES (any non-negative
-// strides; size-1 dims get a harmless stride).
+// strides). A size-1 dim's stride is never stepped: it gets the dense one
+// (the next dim's extent). Not 1: oneDNN 2.6 makes a matmul primitive for
+// a 1-row product whose row stride is 1 like its column stride, then
+// refuses to execute it (invalid arguments, on every call).
 inline dnnl::memory::desc md(const std::vector<int64_t>& dims, std::vector<int64_t> strides) {
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (dims[d] == 1) strides[d] = 1;
+  for (size_t d = dims.size(); d-- > 0;)
+    if (dims[d] == 1) strides[d] = d + 1 < dims.size() ? std::max<int64_t>(1, dims[d + 1] * strides[d + 1]) : 1;
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32,
                             dnnl::memory::dims(strides.begin(), strides.end()));
 }
