@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <new>
+#include <stdexcept>
 
 #include "hal/runtime/error.hpp"
 #include "onnx/checker.h"
@@ -117,7 +118,11 @@ class ModelBuilder {
         t.unimplemented("domain '" + n.domain() + "' is not supported (HAL maps the default domain ai.onnx only)");
       if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
         t.unimplemented("control flow (subgraphs) is not supported");
-      detail::translate_node(t);
+      try {
+        detail::translate_node(t);
+      } catch (const std::logic_error& e) {  // an index or size a malformed model breaks: refused, never a crash
+        t.invalid(std::string("malformed operands (") + e.what() + ")");
+      }
     }
     std::vector<uint32_t> marked;
     for (const auto& o : g.output()) {

@@ -231,6 +231,11 @@ TEST_CASE("the fuzz seed corpus loads (torch-exported MLPs included)") {
       expect_error([&] { Model::load(entry.path().string()); }, HAL_STATUS_UNIMPLEMENTED, {"opset 11"});
       continue;
     }
+    if (name == "range_not_scalar.onnx") {  // a fuzzer find: it crashed the Range translation
+      expect_error([&] { Model::load(entry.path().string()); }, HAL_STATUS_INVALID_ARGUMENT,
+                   {"(Range", "input 'start' must be a scalar (one element), got rank 8"});
+      continue;
+    }
     Model m = Model::load(entry.path().string());
     CHECK(!m.graph().nodes().empty());
     CHECK(!m.outputs().empty());

@@ -778,7 +778,18 @@ void constant_of_shape(Translator& t, const OpRule&) {
 }
 
 void range(Translator& t, const OpRule&) {
+  static const char* const kNames[] = {"start", "limit", "delta"};
+  for (size_t i = 0; i < 3; ++i) {  // scalars: a malformed model may give an empty or longer tensor
+    const std::vector<int64_t>& shape = t.in(i).spec.shape;  // < 0: a symbol
+    const bool one = shape.empty() || (shape.size() == 1 && shape[0] == 1);
+    if (!one && !(shape.size() == 1 && shape[0] < 0))
+      t.invalid(std::string("input '") + kNames[i] + "' must be a scalar (one element), got rank " +
+                std::to_string(shape.size()) + (shape.size() == 1 ? " with " + std::to_string(shape[0]) + " elements" : ""));
+  }
   auto s = t.ints(0), l = t.ints(1), d = t.ints(2);
+  if (s && s->size() != 1) s.reset();  // known element-wise but not one element: as unknown
+  if (l && l->size() != 1) l.reset();
+  if (d && d->size() != 1) d.reset();
   hal_dtype_e dt = t.in(0).spec.dtype;
   if (s && l && d && (*s)[0].known() && (*l)[0].known() && (*d)[0].known()) {
     int64_t start = (*s)[0].value, limit = (*l)[0].value, delta = (*d)[0].value;
@@ -804,8 +815,10 @@ void range(Translator& t, const OpRule&) {
   }
   if (!s || !l || !d) {
     auto f0 = t.host(0), f1 = t.host(1), f2 = t.host(2);
-    if (f0 && f1 && f2) {
-      double a = (*float_values(*f0))[0], b = (*float_values(*f1))[0], c = (*float_values(*f2))[0];
+    auto v0 = f0 ? float_values(*f0) : std::nullopt, v1 = f1 ? float_values(*f1) : std::nullopt,
+         v2 = f2 ? float_values(*f2) : std::nullopt;
+    if (v0 && v1 && v2 && v0->size() == 1 && v1->size() == 1 && v2->size() == 1) {
+      double a = (*v0)[0], b = (*v1)[0], c = (*v2)[0];
       t.set_output(0, t.emit1("arange", {}, {Attr::scalar("start", a), Attr::scalar("end", b), Attr::scalar("step", c), Attr::dtype("dtype", dt)}));
       return;
     }
