@@ -13,6 +13,12 @@
 
 namespace hal {
 
+TensorView::TensorView(const TensorRef& r)
+    : buffer(r.buffer), buffer_bytes(r.buffer_bytes), byte_offset(r.byte_offset), dtype(r.dtype) {
+  if (r.shape != nullptr) shape.assign(r.shape, r.shape + r.rank);
+  if (r.strides != nullptr) strides.assign(r.strides, r.strides + r.rank);
+}
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
@@ -128,32 +134,43 @@ int64_t last_element(const TensorView& v) {
 
 std::string dims(size_t rank, const int64_t* v) { return v == nullptr ? "[]" : dims(std::vector<int64_t>(v, v + rank)); }
 
+
 // A view must stay inside the runtime Buffer it was made from: the plugin
-// only sees the (possibly larger) cached block behind it.
-void check_extent(const std::string& op, uint64_t buffer_bytes, uint64_t byte_offset, hal_dtype_e dtype,
-                  int64_t last, const char* role, size_t index, const std::string& shape, const std::string& strides) {
+// only sees the (possibly larger) cached block behind it. Throws
+// OUT_OF_RANGE when the view (RANK, SHAPE, STRIDES: nullptr = contiguous)
+// reaches past BUFFER_BYTES; messages name OP, ROLE and INDEX.
+void check_extent(const std::string& op, uint64_t buffer_bytes, uint64_t byte_offset, hal_dtype_e dtype, size_t rank,
+                  const int64_t* shape, const int64_t* strides, const char* role, size_t index) {
   size_t elem = common::dtype_size(dtype);
+  int64_t last = last_element(rank, shape, strides);
   if (buffer_bytes == 0 || elem == 0 || last < 0) return;  // the plugin refuses what is malformed
   uint64_t end = byte_offset + (static_cast<uint64_t>(last) + 1) * elem;
   if (byte_offset > buffer_bytes || end > buffer_bytes)
-    throw Error(HAL_STATUS_OUT_OF_RANGE, op + ": " + role + " " + std::to_string(index) + " (shape " + shape +
-                                             ", strides " + strides + ", " + common::dtype_name(dtype) +
-                                             ") needs bytes [" + std::to_string(byte_offset) + ", " +
-                                             std::to_string(end) + ") but its buffer has " +
-                                             std::to_string(buffer_bytes) + " bytes");
-}
-
-bool outside(uint64_t buffer_bytes, uint64_t byte_offset, hal_dtype_e dtype, int64_t last) {
-  size_t elem = common::dtype_size(dtype);
-  if (buffer_bytes == 0 || elem == 0 || last < 0) return false;
-  uint64_t end = byte_offset + (static_cast<uint64_t>(last) + 1) * elem;
-  return byte_offset > buffer_bytes || end > buffer_bytes;
+    throw Error(HAL_STATUS_OUT_OF_RANGE, op + ": " + role + " " + std::to_string(index) + " (shape " +
+                                             dims(rank, shape) + ", strides " + dims(rank, strides) + ", " +
+                                             common::dtype_name(dtype) + ") needs bytes [" +
+                                             std::to_string(byte_offset) + ", " + std::to_string(end) +
+                                             ") but its buffer has " + std::to_string(buffer_bytes) + " bytes");
 }
 
 void check_extent(const std::string& op, const TensorView& v, const char* role, size_t index) {
-  const int64_t last = last_element(v);
-  if (outside(v.buffer_bytes, v.byte_offset, v.dtype, last))
-    check_extent(op, v.buffer_bytes, v.byte_offset, v.dtype, last, role, index, dims(v.shape), dims(v.strides));
+  if (!v.strides.empty() && v.strides.size() != v.shape.size()) return;  // the plugin names it
+  check_extent(op, v.buffer_bytes, v.byte_offset, v.dtype, v.shape.size(), v.shape.data(),
+               v.strides.empty() ? nullptr : v.strides.data(), role, index);
+}
+
+// Whether the promoted inputs among INPUTS[0..N) (nullptr: absent) are of
+// more than one dtype: a uniform op's call then needs a cast. V: TensorView
+// or TensorRef.
+template <class V>
+bool mixed_promoted(const common::OpSchema& schema, const V* const* inputs, size_t n) {
+  hal_dtype_e first = HAL_DTYPE_INVALID;
+  for (size_t i = 0; i < n; ++i) {
+    if (inputs[i] == nullptr || !schema.promotes_input(i)) continue;
+    if (first == HAL_DTYPE_INVALID) first = inputs[i]->dtype;
+    if (inputs[i]->dtype != first) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -178,10 +195,7 @@ hal_tensor_t detail::c_tensor(const std::string& what, const TensorRef& v, const
   if (v.rank > 0 && v.shape == nullptr)
     throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": " + role + " " + std::to_string(index) + " has rank " +
                                                  std::to_string(v.rank) + " but no shape");
-  const int64_t last = last_element(v.rank, v.shape, v.strides);
-  if (outside(v.buffer_bytes, v.byte_offset, v.dtype, last))
-    check_extent(what, v.buffer_bytes, v.byte_offset, v.dtype, last, role, index, dims(v.rank, v.shape),
-                 v.strides == nullptr ? "[]" : dims(v.rank, v.strides));
+  check_extent(what, v.buffer_bytes, v.byte_offset, v.dtype, v.rank, v.shape, v.strides, role, index);
   hal_tensor_t t{};
   t.struct_size = sizeof(t);
   t.buffer = v.buffer;
@@ -320,14 +334,7 @@ OpRunner::OpRunner(std::shared_ptr<Device> device, const std::string& name, Prom
 hal_dtype_e OpRunner::cast_dtype(const std::vector<const TensorView*>& inputs) const {
   if (!promotion_state_) return HAL_DTYPE_INVALID;
   // The common launch: every promoted input of one dtype, nothing to cast.
-  hal_dtype_e first = HAL_DTYPE_INVALID;
-  bool mixed = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i] == nullptr || !schema_->promotes_input(i)) continue;
-    if (first == HAL_DTYPE_INVALID) first = inputs[i]->dtype;
-    mixed |= inputs[i]->dtype != first;
-  }
-  if (!mixed) return HAL_DTYPE_INVALID;
+  if (!mixed_promoted(*schema_, inputs.data(), inputs.size())) return HAL_DTYPE_INVALID;
   for (const TensorView* v : inputs)
     if (v != nullptr && !known_dtype(v->dtype)) return HAL_DTYPE_INVALID;
   hal_dtype_e compute =
@@ -373,34 +380,16 @@ void OpRunner::launch(const TensorRef* const* inputs, size_t input_count, const 
   // A call that may need a cast takes the TensorView path (promotion reads
   // views); the common call has every promoted input in one dtype.
   auto as_views = [&] {
-    auto view = [](const TensorRef& r) {
-      TensorView v;
-      v.buffer = r.buffer;
-      v.buffer_bytes = r.buffer_bytes;
-      v.byte_offset = r.byte_offset;
-      v.dtype = r.dtype;
-      if (r.shape != nullptr) v.shape.assign(r.shape, r.shape + r.rank);
-      if (r.strides != nullptr) v.strides.assign(r.strides, r.strides + r.rank);
-      return v;
-    };
     std::vector<TensorView> views;
     views.reserve(input_count + output_count);
     std::vector<const TensorView*> in, out;
     for (size_t i = 0; i < input_count; ++i)
-      in.push_back(inputs[i] == nullptr ? nullptr : &views.emplace_back(view(*inputs[i])));
-    for (size_t i = 0; i < output_count; ++i) out.push_back(&views.emplace_back(view(*outputs[i])));
+      in.push_back(inputs[i] == nullptr ? nullptr : &views.emplace_back(*inputs[i]));
+    for (size_t i = 0; i < output_count; ++i) out.push_back(&views.emplace_back(*outputs[i]));
     launch(in, out, attrs, stream);
   };
-  if (input_mode_ == InputMode::kUniform && promotion_state_) {
-    hal_dtype_e first = HAL_DTYPE_INVALID;
-    bool mixed = false;
-    for (size_t i = 0; i < input_count; ++i) {
-      if (inputs[i] == nullptr || !schema_->promotes_input(i)) continue;
-      if (first == HAL_DTYPE_INVALID) first = inputs[i]->dtype;
-      mixed |= inputs[i]->dtype != first;
-    }
-    if (mixed) return as_views();
-  }
+  if (input_mode_ == InputMode::kUniform && promotion_state_ && mixed_promoted(*schema_, inputs, input_count))
+    return as_views();
   CArgs c(name_, id_, inputs, input_count, outputs, output_count, attrs);
   hal_status_t* status = op_api(*device_).op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr);
   if (status != nullptr && status->code == HAL_STATUS_MIXED_DTYPES && promotion_state_) {

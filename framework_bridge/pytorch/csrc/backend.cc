@@ -375,8 +375,12 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
     const uintptr_t token = next_token;
     next_token += ((nbytes + 4095) & ~uintptr_t{4095}) + 4096;
     auto& spare = spare_allocations();
-    raw = spare.empty() ? new Allocation() : spare.back().release();
-    if (!spare.empty()) spare.pop_back();
+    if (spare.empty()) {
+      raw = new Allocation();
+    } else {
+      raw = spare.back().release();
+      spare.pop_back();
+    }
     raw->buffer = std::move(buffer);
     raw->nbytes = nbytes;
     raw->device = index;
@@ -490,15 +494,7 @@ bool same_view(const at::Tensor& a, const at::Tensor& b) {
 }
 
 hal::TensorView view_of(const at::Tensor& t) {
-  const hal::TensorRef r = ref_of(t);
-  hal::TensorView v;
-  v.buffer = r.buffer;
-  v.buffer_bytes = r.buffer_bytes;
-  v.byte_offset = r.byte_offset;
-  v.dtype = r.dtype;
-  v.shape.assign(r.shape, r.shape + r.rank);
-  v.strides.assign(r.strides, r.strides + r.rank);
-  return v;
+  return hal::TensorView(ref_of(t));
 }
 
 const hal::OpRunner& op_runner(c10::DeviceIndex index, const std::string& name) {

@@ -33,6 +33,21 @@
 
 namespace hal {
 
+// A strided view (TensorView, below) whose sizes live with the caller: SHAPE
+// and STRIDES point at RANK values (STRIDES may be nullptr: contiguous)
+// that must stay valid for the launch. For callers that already hold a
+// tensor's sizes (a framework's tensor): nothing is copied per launch.
+// Owns nothing; trivially copyable.
+struct TensorRef {
+  hal_buffer_t* buffer = nullptr;  // nullptr only when empty
+  uint64_t buffer_bytes = 0;       // as TensorView::buffer_bytes (0 = unknown)
+  uint64_t byte_offset = 0;
+  hal_dtype_e dtype = HAL_DTYPE_FLOAT32;
+  uint32_t rank = 0;
+  const int64_t* shape = nullptr;    // RANK sizes; nullptr only for rank 0
+  const int64_t* strides = nullptr;  // RANK element strides, or nullptr
+};
+
 // A strided view of device memory. Does not own the memory: the Buffer (or
 // plugin buffer) must outlive every launch that uses the view. Copyable.
 struct TensorView {
@@ -55,22 +70,9 @@ struct TensorView {
         dtype(dt),
         shape(std::move(sizes)),
         strides(std::move(st)) {}
+  // A copy of R's view (its sizes copied; R's pointers need not outlive it).
+  explicit TensorView(const TensorRef& r);
   int64_t numel() const;
-};
-
-// A strided view like TensorView whose sizes live with the caller: SHAPE
-// and STRIDES point at RANK values (STRIDES may be nullptr: contiguous)
-// that must stay valid for the launch. For callers that already hold a
-// tensor's sizes (a framework's tensor): nothing is copied per launch.
-// Owns nothing; trivially copyable.
-struct TensorRef {
-  hal_buffer_t* buffer = nullptr;  // nullptr only when empty
-  uint64_t buffer_bytes = 0;       // as TensorView::buffer_bytes (0 = unknown)
-  uint64_t byte_offset = 0;
-  hal_dtype_e dtype = HAL_DTYPE_FLOAT32;
-  uint32_t rank = 0;
-  const int64_t* shape = nullptr;    // RANK sizes; nullptr only for rank 0
-  const int64_t* strides = nullptr;  // RANK element strides, or nullptr
 };
 
 // A named, typed attribute. Owns its value. Copyable.
