@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "hal/runtime/error.hpp"
 
@@ -48,6 +49,7 @@ CachingAllocator::Block* CachingAllocator::allocate(uint64_t size, hal_stream_t*
   Block* block = nullptr;
   if (enabled_) {
     process_pending_locked();
+    process_returning_locked();
     auto it = free_.lower_bound({stream, rounded});
     if (it != free_.end() && it->first.first == stream && fits(it->first.second, rounded)) {
       block = it->second;
@@ -59,10 +61,11 @@ CachingAllocator::Block* CachingAllocator::allocate(uint64_t size, hal_stream_t*
     if (enabled_) collect_locked(rounded, stream);
     hal_buffer_t* buffer = nullptr;
     hal_status_t* status = memory_->buffer_allocate(device_, rounded, alignment_, &buffer);
-    if (status != nullptr && status->code == HAL_STATUS_OUT_OF_MEMORY && !free_.empty()) {
+    if (status != nullptr && status->code == HAL_STATUS_OUT_OF_MEMORY && (!free_.empty() || !returning_.empty())) {
       status->destroy(status);  // retry once with the cache returned to the plugin
       for (auto& [key, cached] : free_) free_block_locked(cached);
       free_.clear();
+      wait_returning_locked();
       status = memory_->buffer_allocate(device_, rounded, alignment_, &buffer);
     }
     throw_if_error(status);
@@ -180,34 +183,103 @@ void CachingAllocator::collect_locked(uint64_t incoming, hal_stream_t* stream) {
   // Without splitting, cached blocks of sizes no longer asked for would stay
   // reserved forever; on a miss (already a plugin call) the oldest go back
   // until the reserve is within kReserveLimit of what is in use.
-  const auto limit = [&] {
+  uint64_t taken = 0;
+  const auto over_limit = [&] {
     const long double in_use = static_cast<long double>(stats_.allocated_bytes + incoming);
-    return static_cast<long double>(stats_.reserved_bytes + incoming) > kReserveLimit * in_use;
+    const long double kept = static_cast<long double>(stats_.reserved_bytes - returning_bytes_ - taken + incoming);
+    return kept > kReserveLimit * in_use;
   };
   // Only STREAM's blocks: they are ordered before this request on its
   // stream, as a reuse would be.
-  bool synchronized = stream == nullptr;  // NULL stream: its work completed on return
-  while (limit()) {
+  std::vector<Block*> victims;
+  while (over_limit()) {
     auto first = free_.lower_bound({stream, 0}), last = free_.lower_bound({stream, UINT64_MAX});
     if (first == last) break;
-    if (!synchronized) {
-      // A cached block's last kernels may still be queued on STREAM: reuse
-      // would be ordered after them, but handing it back to the plugin is not.
-      if (streams_->stream_synchronize == nullptr) break;
-      hal_status_t* st = streams_->stream_synchronize(stream);
-      if (st != nullptr) {
-        st->destroy(st);
-        break;  // cannot prove the blocks idle: keep them
-      }
-      synchronized = true;
-    }
     auto oldest = first;
     for (auto it = first; it != last; ++it)
       if (it->second->released_at < oldest->second->released_at) oldest = it;
-    Block* b = oldest->second;
-    free_.erase(oldest);
+    victims.push_back(oldest->second);
+    taken += oldest->second->size;
+    spare_nodes_.push_back(free_.extract(oldest));
+  }
+  if (victims.empty()) return;
+  if (stream == nullptr) {  // NULL stream: its work completed on return
+    for (Block* b : victims) free_block_locked(b);
+    return;
+  }
+  // The victims' last kernels may still be queued on STREAM: reuse would be
+  // ordered after them, but handing them back to the plugin is not. An event
+  // behind that work frees them later without stalling this caller.
+  if (streams_->event_create && streams_->event_record && streams_->event_query) {
+    hal_event_t* e = nullptr;
+    try {
+      e = take_event_locked();
+    } catch (...) {
+      e = nullptr;
+    }
+    if (e != nullptr) {
+      hal_status_t* st = streams_->event_record(e, stream);
+      if (st == nullptr) {
+        returning_bytes_ += taken;
+        returning_.push_back({std::move(victims), e});
+        return;
+      }
+      st->destroy(st);
+      event_pool_.push_back(e);
+    }
+  }
+  hal_status_t* st = streams_->stream_synchronize ? streams_->stream_synchronize(stream) : nullptr;
+  if (streams_->stream_synchronize == nullptr || st != nullptr) {  // cannot prove the blocks idle: keep them
+    if (st != nullptr) st->destroy(st);
+    for (Block* b : victims) cache_locked(b);
+    return;
+  }
+  for (Block* b : victims) free_block_locked(b);
+}
+
+void CachingAllocator::finish_returning_locked(Returning& r) {
+  for (Block* b : r.blocks) {
+    returning_bytes_ -= b->size;
     free_block_locked(b);
   }
+  event_pool_.push_back(r.event);
+}
+
+void CachingAllocator::process_returning_locked() {
+  for (size_t i = 0; i < returning_.size();) {
+    bool complete = false;
+    hal_status_t* st = streams_->event_query(returning_[i].event, &complete);
+    if (st != nullptr) {
+      st->destroy(st);
+      complete = false;
+    }
+    if (complete) {
+      finish_returning_locked(returning_[i]);
+      returning_.erase(returning_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void CachingAllocator::wait_returning_locked() {
+  for (Returning& r : returning_) {
+    if (streams_->event_synchronize) {
+      hal_status_t* s = streams_->event_synchronize(r.event);
+      if (s) s->destroy(s);
+    } else {
+      for (bool complete = false; !complete;) {
+        hal_status_t* s = streams_->event_query(r.event, &complete);
+        if (s != nullptr) {
+          s->destroy(s);
+          break;
+        }
+        if (!complete) std::this_thread::yield();
+      }
+    }
+    finish_returning_locked(r);
+  }
+  returning_.clear();
 }
 
 void CachingAllocator::free_block_locked(Block* block) {
@@ -231,6 +303,7 @@ void CachingAllocator::empty_cache() {
     cache_locked(p.block);
   }
   pending_.clear();
+  wait_returning_locked();
   for (auto& [key, block] : free_) free_block_locked(block);
   free_.clear();
 }

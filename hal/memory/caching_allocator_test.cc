@@ -6,7 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
+#include <thread>
 
 #include "hal/sdk/status.hpp"
 #include "testing/test_util.hpp"
@@ -213,4 +215,52 @@ TEST_CASE_FIXTURE(Fixture, "a miss returns the oldest cached blocks while the re
   CHECK(Counting::frees == 10);
   CHECK(alloc->stats().cache_hits == 1);
   for (auto* b : big) alloc->release(b);
+}
+
+TEST_CASE_FIXTURE(Fixture, "collection does not wait for the stream: collected blocks go back once its work passes") {
+  auto alloc = make();
+  std::vector<CachingAllocator::Block*> small;
+  for (int i = 0; i < 10; ++i) small.push_back(alloc->allocate(4096, a.handle()));
+  for (auto* blk : small) alloc->release(blk);
+  // Stream a is busy until the test opens the gate; its cached blocks may
+  // still be read by the queued work, so they cannot go back yet.
+  std::promise<void> gate;
+  static std::atomic<bool> passed{false};
+  passed = false;
+  auto* wait_ctx = new std::shared_future<void>(gate.get_future().share());
+  a.enqueue_host_func([](void* p) {
+    auto* f = static_cast<std::shared_future<void>*>(p);
+    f->wait_for(std::chrono::seconds(30));
+    passed = true;
+    delete f;
+  }, wait_ctx);
+
+  CachingAllocator::Block* big = alloc->allocate(16384, a.handle());  // a miss that collects
+  CHECK_FALSE(passed.load());  // returned while a was still blocked
+  CHECK(Counting::frees == 0);
+  CHECK(alloc->stats().reserved_bytes == 10 * 4096 + 16384);  // still held, on their way back
+  // A further miss does not collect the same bytes twice.
+  CachingAllocator::Block* big2 = alloc->allocate(16384, a.handle());
+  CHECK(Counting::frees == 0);
+
+  gate.set_value();
+  a.synchronize();
+  alloc->release(alloc->allocate(512, nullptr));  // any allocation sees the event completed
+  CHECK(Counting::frees == 10);
+  CHECK(alloc->stats().reserved_bytes == 2 * 16384 + 512);
+  alloc->release(big);
+  alloc->release(big2);
+}
+
+TEST_CASE_FIXTURE(Fixture, "empty_cache waits for collected blocks still on their way back") {
+  auto alloc = make();
+  std::vector<CachingAllocator::Block*> small;
+  for (int i = 0; i < 10; ++i) small.push_back(alloc->allocate(4096, a.handle()));
+  for (auto* blk : small) alloc->release(blk);
+  a.enqueue_host_func([](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr);
+  CachingAllocator::Block* big = alloc->allocate(16384, a.handle());
+  alloc->release(big);
+  alloc->empty_cache();
+  CHECK(Counting::frees == 11);
+  CHECK(alloc->stats().reserved_bytes == 0);
 }

@@ -9,7 +9,10 @@
 // cached) exceeds kReserveLimit times what would then be in use, the least
 // recently freed cached blocks of the request's stream go back to the plugin
 // first, so reserved memory stays within that factor of peak use on a
-// single stream. Thread-safe.
+// single stream. Collection never blocks the caller: those blocks' last
+// kernels may still be queued on the stream, so they are freed once an event
+// recorded behind that work has completed (checked on later allocations, and
+// waited for by empty_cache). Thread-safe.
 #ifndef HAL_RUNTIME_CACHING_ALLOCATOR_HPP_
 #define HAL_RUNTIME_CACHING_ALLOCATOR_HPP_
 
@@ -81,11 +84,23 @@ class CachingAllocator {
     Block* block;
     std::vector<hal_event_t*> events;
   };
+  // Collected blocks on their way back to the plugin: freed once EVENT,
+  // recorded on their stream at collection, has completed.
+  struct Returning {
+    std::vector<Block*> blocks;
+    hal_event_t* event;
+  };
   void process_pending_locked();
+  void process_returning_locked();
   void cache_locked(Block* block);
-  // Frees STREAM's oldest cached blocks while reserving INCOMING more bytes
-  // would exceed kReserveLimit.
+  // Takes STREAM's oldest cached blocks out of the cache while reserving
+  // INCOMING more bytes would exceed kReserveLimit, and frees them (at once
+  // when STREAM is NULL, else behind an event on STREAM; see Returning).
   void collect_locked(uint64_t incoming, hal_stream_t* stream);
+  // Returns R's blocks to the plugin and its event to the pool.
+  void finish_returning_locked(Returning& r);
+  // Waits for every Returning's event and frees its blocks.
+  void wait_returning_locked();
   void free_block_locked(Block* block);
   hal_event_t* take_event_locked();
 
@@ -101,6 +116,8 @@ class CachingAllocator {
   // and its later release allocate and free no map node.
   std::vector<FreeMap::node_type> spare_nodes_;
   std::vector<Pending> pending_;
+  std::vector<Returning> returning_;
+  uint64_t returning_bytes_ = 0;  // in returning_, still counted as reserved
   std::vector<hal_event_t*> event_pool_;
   AllocatorStats stats_;
   uint64_t release_clock_ = 0;
