@@ -331,7 +331,9 @@ def test_time_measure_csv_lists_every_op_and_sums_to_the_step_time(tmp_path):
     assert {r["phase"] for r in rows} == {"forward", "backward"}
     totals = [float(r["total_ms"]) for r in rows]
     assert totals == sorted(totals, reverse=True)
-    assert 0.8 <= statistics.median(ratios) <= 1.2, ratios
+    # Same magnitude as the step (not a unit slip, not missing ops); the tool
+    # synchronises per op, so a loaded machine inflates it: the bound is loose.
+    assert 0.5 <= statistics.median(ratios) <= 2.0, ratios
     assert abs(sum(totals) - t.total_ms()) < 1e-3 * len(rows)
     assert sum(int(r["calls"]) for r in rows) == len(t.calls) == 7 * sum(called.values())
 
