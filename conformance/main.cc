@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "collectives/collective_suite.hpp"
 #include "runner/session.hpp"
 
 namespace po = boost::program_options;
@@ -71,7 +72,19 @@ int run(int argc, char** argv) {
                                            "cases always run contiguous)")
       ("show-values", "print every launch's inputs (dtype, shape, strides, values), expected and actual outputs")
       ("timeout", po::value<double>()->default_value(600), "seconds one test may take before it is failed as a "
-                                                          "hang and the run ends (0: no limit)");
+                                                          "hang and the run ends (0: no limit)")
+      ("collectives", "run the collective suite instead: spawns --world processes, one per rank, and checks "
+                      "every collective, dtype and size, then the fault scenarios (a killed rank, another job's "
+                      "or a stale unique id, mismatched arguments) and that no /dev/shm segment is left")
+      ("world", po::value<uint32_t>()->default_value(2), "with --collectives: the number of ranks")
+      ("collective-scenario", po::value<std::string>()->default_value("all"),
+       "with --collectives: all, suite, mismatch, foreign_id, stale_id or kill")
+      ("collective-max-bytes", po::value<uint64_t>()->default_value(64ull << 20),
+       "with --collectives: the largest message (a float32 allreduce and broadcast)")
+      ("collective-fault-timeout-ms", po::value<uint64_t>()->default_value(5000),
+       "with --collectives: the communicator timeout of the fault scenarios")
+      ("collective-rank", po::value<int>(), "(internal) run as this rank")
+      ("collective-store", po::value<std::string>(), "(internal) the ranks' FileStore directory");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -87,6 +100,28 @@ int run(int argc, char** argv) {
   if (vm.count("plugin") && vm.count("config")) {
     std::fprintf(stderr, "hal-conformance: --plugin and --config exclude each other\n");
     return 2;
+  }
+
+  hal::conformance::CollectiveOptions collective;
+  const bool collectives = vm.count("collectives") != 0;
+  if (collectives) {
+    collective.world = vm["world"].as<uint32_t>();
+    collective.scenario = vm["collective-scenario"].as<std::string>();
+    collective.max_bytes = vm["collective-max-bytes"].as<uint64_t>();
+    collective.fault_timeout = std::chrono::milliseconds(vm["collective-fault-timeout-ms"].as<uint64_t>());
+    if (collective.world == 0 || collective.world > 64) {
+      std::fprintf(stderr, "hal-conformance: --world %u is not in [1, 64]\n", collective.world);
+      return 2;
+    }
+    if (!vm.count("collective-rank")) {
+      // The parent: the children load the same plugins and device.
+      std::vector<std::string> child = {argv[0], "--collectives"};
+      for (const char* o : {"plugin", "config", "device"})
+        if (vm.count(o)) child.insert(child.end(), {std::string("--") + o, vm[o].as<std::string>()});
+      return hal::conformance::spawn_collectives(child, collective);
+    }
+    collective.rank = vm["collective-rank"].as<int>();
+    collective.store_dir = vm.count("collective-store") ? vm["collective-store"].as<std::string>() : "";
   }
 
   const bool through_core = vm.count("through-core") != 0;
@@ -188,6 +223,8 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "hal-conformance: %s\n", e.what());
     return 2;
   }
+
+  if (collectives) return hal::conformance::run_collective_rank(device, collective);
 
   Session session(device, opts);
   try {

@@ -36,6 +36,10 @@ struct LoadedPlugin {
   // and executable_deserialize only when >= 5 (ABI 1.5).
   hal_graph_api_t graph{};
   std::string graph_note;   // why a present graph table is not used ("" otherwise)
+  // Entries only when negotiated_minor >= 6 (ABI 1.6) and the table covers
+  // HAL_COLLECTIVE_API_1_6_SIZE; else all NULL.
+  hal_collective_api_t collective{};
+  std::string collective_note;  // why a present collective table is not used ("" otherwise)
   // hal.toml's disabled_ops for this plugin: ops the core treats as not
   // implemented (OpRunner refuses them, graph partition passes them on).
   std::vector<std::string> disabled_ops;

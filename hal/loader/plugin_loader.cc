@@ -247,13 +247,33 @@ LoadOutcome load_plugin(const LoadRequest& request) {
                                "executable_destroy or executable_execute";
     plugin->graph = hal_graph_api_t{};
   }
+  // Collective entries arrived in ABI 1.6, all at once: an older or partial
+  // table means "no collectives".
+  if (a.collective != nullptr) {
+    if (plugin->negotiated_minor < 6) {
+      plugin->collective_note = "collectives not used: the negotiated ABI 1." +
+                                std::to_string(plugin->negotiated_minor) + " predates them (1.6)";
+    } else if (a.collective->struct_size < HAL_COLLECTIVE_API_1_6_SIZE) {
+      plugin->collective_note = "collectives not used: hal_collective_api_t.struct_size " +
+                                std::to_string(a.collective->struct_size) + " is below ABI 1.6's " +
+                                std::to_string(HAL_COLLECTIVE_API_1_6_SIZE);
+    } else {
+      normalise(plugin->collective, a.collective);
+      const hal_collective_api_t& c = plugin->collective;
+      if (!c.comm_get_unique_id || !c.comm_init || !c.comm_destroy || !c.comm_abort || !c.comm_get_info ||
+          !c.comm_get_async_error || !c.collective || !c.barrier || !c.group_start || !c.group_end) {
+        plugin->collective_note = "collectives not used: the table lacks a required entry (all but comm_split are)";
+        plugin->collective = hal_collective_api_t{};
+      }
+    }
+  }
   if (plugin->device.device_count == nullptr || plugin->device.device_get == nullptr ||
       plugin->device.device_get_properties == nullptr || plugin->memory.buffer_allocate == nullptr ||
       plugin->memory.buffer_free == nullptr)
     return skip(SkipReason::kInvalidPlugin, "device or memory table lacks a required entry");
   plugin->interfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY;
   if (a.stream != nullptr) plugin->interfaces |= HAL_CAPABILITY_STREAM;
-  if (a.collective != nullptr) plugin->interfaces |= HAL_CAPABILITY_COLLECTIVE;
+  if (plugin->collective.collective != nullptr) plugin->interfaces |= HAL_CAPABILITY_COLLECTIVE;
   if (plugin->op.op_resolve != nullptr && plugin->op.op_launch != nullptr)
     plugin->interfaces |= HAL_CAPABILITY_OPERATOR;
   if (graph_usable) plugin->interfaces |= HAL_CAPABILITY_GRAPH;

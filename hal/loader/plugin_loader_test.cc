@@ -56,7 +56,8 @@ TEST_CASE("the CPU plugin loads and negotiates the current ABI") {
   CHECK(p.abi_major() == HAL_ABI_VERSION_MAJOR);
   CHECK(p.negotiated_minor() == HAL_ABI_VERSION_MINOR);
   CHECK(p.interfaces() ==
-        (HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR));
+        (HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_COLLECTIVE |
+         HAL_CAPABILITY_OPERATOR));
   REQUIRE(p.devices().size() == 1);
   round_trip(*p.devices()[0]);
 }

@@ -95,11 +95,13 @@ std::string Plugin::op_catalog_version() const {
 const std::string& Plugin::op_note() const { return loaded_->op_note; }
 const std::vector<std::string>& Plugin::startup_warnings() const { return loaded_->startup_warnings; }
 const std::string& Plugin::graph_note() const { return loaded_->graph_note; }
+const std::string& Plugin::collective_note() const { return loaded_->collective_note; }
 bool Plugin::serializes_executables() const {
   return has_graph() && loaded_->graph.executable_serialize != nullptr && loaded_->graph.executable_deserialize != nullptr;
 }
 const std::vector<std::string>& Plugin::disabled_ops() const { return loaded_->disabled_ops; }
 const hal_graph_api_t& Plugin::graph_api() const { return loaded_->graph; }
+const hal_collective_api_t& Plugin::collective_api() const { return loaded_->collective; }
 const hal_plugin_api_t& Plugin::api() const { return loaded_->api; }
 const hal_device_api_t& Plugin::device_api() const { return loaded_->device; }
 const hal_memory_api_t& Plugin::memory_api() const { return loaded_->memory; }

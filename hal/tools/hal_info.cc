@@ -59,6 +59,7 @@ ordered_json to_json(const hal::Runtime& rt, const std::string& config_path) {
                             {"graph", {{"implemented", p->has_graph()},
                                        {"serializable", p->serializes_executables()},
                                        {"note", p->graph_note()}}},
+                            {"collectives", {{"implemented", p->has_collectives()}, {"note", p->collective_note()}}},
                             {"disabled_ops", p->disabled_ops()},
                             {"devices", devices}});
   }
@@ -111,6 +112,8 @@ void print_text(const hal::Runtime& rt, const std::string& config_path, bool ver
       << "\n";
     if (!p->disabled_ops().empty()) o << "    disabled by hal.toml: " << join(p->disabled_ops()) << "\n";
     if (!p->graph_note().empty()) o << "    " << p->graph_note() << "\n";
+    o << "    collectives: " << (p->has_collectives() ? "implemented" : "not implemented") << "\n";
+    if (!p->collective_note().empty()) o << "    " << p->collective_note() << "\n";
     if (verbose)
       o << "    interfaces: " << join(hal::capability_names(p->interfaces()))
         << "  negotiated minor: " << p->negotiated_minor() << "  priority: " << p->priority() << "\n";

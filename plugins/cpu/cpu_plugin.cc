@@ -6,6 +6,7 @@
 //     first (how a vendor plugin with one-dtype kernels behaves: used to
 //     check and measure the core's promotion on the reference kernels).
 #include "cpu_device.hpp"
+#include "hal/sdk/collectives.hpp"
 #include "hal/sdk/ops.hpp"
 #include "ops/cpu_ops.hpp"
 
@@ -13,7 +14,7 @@ namespace hal::cpu {
 
 class CpuPlugin final : public sdk::Plugin {
  public:
-  static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM |
+  static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_COLLECTIVE |
                                          HAL_CAPABILITY_OPERATOR;
   explicit CpuPlugin(const sdk::Options& options) {
     options.require_known({"device_count", "input_mode"});

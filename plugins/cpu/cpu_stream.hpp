@@ -35,6 +35,7 @@ class CpuStream final : public sdk::Stream {
   bool idle() override;
   void enqueue_host_func(hal_host_func_t fn, void* user_data) override;
   void wait(sdk::Event& event) override;
+  void report_error(const sdk::Error& error) override { record_error(error); }
 
  private:
   void run();

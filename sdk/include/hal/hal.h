@@ -69,6 +69,13 @@
  *          reads them only when the negotiated MINOR is >= 5 and the graph
  *          table's struct_size covers them; without them executables are
  *          not serialisable (the host recompiles).
+ *     1.6  collectives (hal/collective.h): hal_collective_api_t's entries
+ *          (unique id, comm init/split/destroy/abort/info/async error,
+ *          collective, barrier, group start/end; one args struct each) and
+ *          status HAL_STATUS_ABORTED. A host reads the table only when the
+ *          negotiated MINOR is >= 6 and its struct_size covers
+ *          HAL_COLLECTIVE_API_1_6_SIZE; an older table means "no
+ *          collectives".
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

@@ -30,7 +30,10 @@ typedef enum hal_status_code_e {
    * (HAL_OP_INPUTS_UNIFORM) and this call has inputs of other dtypes. The
    * caller casts them and calls again (libhal does); nothing was run. */
   HAL_STATUS_MIXED_DTYPES = 13,
-  HAL_STATUS_CODE_COUNT_ = 14
+  /* ABI 1.6: the object was aborted (a collective communicator after
+   * comm_abort or a peer's failure); the message names who and why. */
+  HAL_STATUS_ABORTED = 14,
+  HAL_STATUS_CODE_COUNT_ = 15
 } hal_status_code_e;
 
 typedef struct hal_status_t hal_status_t;

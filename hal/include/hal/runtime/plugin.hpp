@@ -76,6 +76,10 @@ class Plugin {
   // Whether its compiled executables can be serialised (ABI 1.5 entries):
   // then the on-disk compile cache keeps them, else only the placement.
   bool serializes_executables() const;
+  // Whether the plugin's collective interface is used (ABI 1.6 entries
+  // present), and why a collective table it has is not ("" otherwise).
+  bool has_collectives() const { return (interfaces() & HAL_CAPABILITY_COLLECTIVE) != 0; }
+  const std::string& collective_note() const;
   // hal.toml's disabled_ops for this plugin: catalog ops the core treats as
   // not implemented by it (eager launches and graph partition), in the
   // config's order; empty when none.
@@ -89,6 +93,7 @@ class Plugin {
   const hal_memory_api_t& memory_api() const;
   const hal_stream_api_t& stream_api() const;
   const hal_graph_api_t& graph_api() const;
+  const hal_collective_api_t& collective_api() const;
   hal_plugin_t* handle() const;
 
   explicit Plugin(std::shared_ptr<detail::LoadedPlugin> loaded);

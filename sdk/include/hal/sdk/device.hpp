@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hal/hal.h"
 #include "hal/sdk/buffer.hpp"
+#include "hal/sdk/collective/communicator.hpp"
 #include "hal/sdk/event.hpp"
 #include "hal/sdk/graph.hpp"
 #include "hal/sdk/op_schema.hpp"
@@ -111,6 +113,17 @@ class Device {
     (void)graph;
     (void)bytes;
     fail(HAL_STATUS_UNIMPLEMENTED, "this device does not deserialise executables");
+  }
+
+  // Collectives (add HAL_CAPABILITY_COLLECTIVE to the plugin's kInterfaces
+  // and include "hal/sdk/collectives.hpp" next to HAL_SDK_PLUGIN). The
+  // defaults (nullopt / nullptr) select the SDK's host communicator, which
+  // works for any device; override both for a native one. INIT is
+  // validated (rank < world_size, a bootstrap when world_size > 1).
+  virtual std::optional<hal_comm_unique_id_t> create_unique_id() { return std::nullopt; }
+  virtual std::unique_ptr<Communicator> create_communicator(const CommInit& init) {
+    (void)init;
+    return nullptr;
   }
 
  private:

@@ -3,6 +3,7 @@
 #ifndef HAL_SDK_STREAM_HPP_
 #define HAL_SDK_STREAM_HPP_
 
+#include "hal/sdk/status.hpp"
 #include "hal/stream.h"
 
 namespace hal::sdk {
@@ -29,6 +30,11 @@ class Stream {
   virtual void enqueue_host_func(hal_host_func_t fn, void* user_data) = 0;
   // Later work waits until EVENT (of the same device; validated) completed.
   virtual void wait(Event& event) = 0;
+  // Work queued through enqueue_host_func failed (e.g. a collective):
+  // report ERROR at the stream's next synchronize, as a kernel's failure
+  // is. Called on the thread running that work. The default drops it
+  // (collectives keep it for comm_get_async_error as well).
+  virtual void report_error(const Error& error) { (void)error; }
 
  private:
   Device& device_;

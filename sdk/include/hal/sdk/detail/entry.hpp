@@ -81,6 +81,13 @@ struct GraphTable {
 };
 template <class P>
 struct GraphTable<P, true>;
+// Completed by hal/sdk/collectives.hpp.
+template <class P, bool = (P::kInterfaces & HAL_CAPABILITY_COLLECTIVE) != 0>
+struct CollectiveTable {
+  static const hal_collective_api_t* get() { return nullptr; }
+};
+template <class P>
+struct CollectiveTable<P, true>;
 
 template <class P>
 hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api,
@@ -96,7 +103,7 @@ hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api
                                        &kDeviceApi,
                                        &kMemoryApi,
                                        (P::kInterfaces & HAL_CAPABILITY_STREAM) ? &kStreamApi : nullptr,
-                                       nullptr,
+                                       CollectiveTable<P>::get(),
                                        OpTable<P>::get(),
                                        GraphTable<P>::get(),
                                        nullptr};

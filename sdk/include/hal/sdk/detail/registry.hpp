@@ -11,7 +11,7 @@
 
 namespace hal::sdk::detail {
 
-enum class Kind { kPlugin, kDevice, kBuffer, kStream, kEvent, kHostMemory, kExecutable };
+enum class Kind { kPlugin, kDevice, kBuffer, kStream, kEvent, kHostMemory, kExecutable, kComm };
 
 inline const char* kind_name(Kind k) {
   switch (k) {
@@ -22,6 +22,7 @@ inline const char* kind_name(Kind k) {
     case Kind::kEvent: return "event";
     case Kind::kHostMemory: return "host allocation";
     case Kind::kExecutable: return "executable";
+    case Kind::kComm: return "communicator";
   }
   return "handle";
 }

@@ -1,0 +1,334 @@
+#include "hal/runtime/communicator.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <tuple>
+#include <thread>
+
+#include "hal/common/dtype.hpp"
+#include "loader/loaded_plugin.hpp"
+
+namespace hal {
+namespace {
+
+// A status the plugin owns and frees through its destroy.
+struct HostStatus {
+  hal_status_t status;
+  std::string message;
+};
+hal_status_t* host_status(hal_status_code_e code, std::string message) noexcept {
+  try {
+    auto* s = new HostStatus{{sizeof(hal_status_t), static_cast<uint32_t>(code), nullptr,
+                              [](hal_status_t* p) { delete reinterpret_cast<HostStatus*>(p); }},
+                             std::move(message)};
+    s->status.message = s->message.c_str();
+    return &s->status;
+  } catch (...) {
+    static hal_status_t oom{sizeof(hal_status_t), HAL_STATUS_OUT_OF_MEMORY, "out of memory in the host's bootstrap",
+                            [](hal_status_t*) {}};
+    return &oom;
+  }
+}
+
+// hal_comm_bootstrap_t over a KeyValueStore; exceptions become statuses.
+hal_status_t* store_set(void* context, const char* key, const void* value, size_t size) {
+  try {
+    const auto* bytes = static_cast<const uint8_t*>(value);
+    static_cast<KeyValueStore*>(context)->set(key, std::vector<uint8_t>(bytes, bytes + size));
+    return nullptr;
+  } catch (const Error& e) {
+    return host_status(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return host_status(HAL_STATUS_INTERNAL, std::string("bootstrap store: ") + e.what());
+  }
+}
+hal_status_t* store_get(void* context, const char* key, uint64_t timeout_ms, void* out, size_t capacity,
+                        size_t* out_size) {
+  try {
+    auto value = static_cast<KeyValueStore*>(context)->get(key, std::chrono::milliseconds(timeout_ms));
+    if (!value)
+      return host_status(HAL_STATUS_TIMEOUT, std::string("key '") + key + "' did not appear within " +
+                                                 std::to_string(timeout_ms) + " ms");
+    std::memcpy(out, value->data(), std::min(capacity, value->size()));
+    *out_size = value->size();
+    return nullptr;
+  } catch (const Error& e) {
+    return host_status(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return host_status(HAL_STATUS_INTERNAL, std::string("bootstrap store: ") + e.what());
+  }
+}
+
+const hal_collective_api_t& collective_api_of(const Device& device) {
+  const hal_collective_api_t& api = device.plugin().collective;
+  if (api.comm_init == nullptr)
+    throw Error(HAL_STATUS_UNIMPLEMENTED,
+                device.plugin().name + ": collectives are not implemented by this plugin" +
+                    (device.plugin().collective_note.empty() ? "" : " (" + device.plugin().collective_note + ")"));
+  return api;
+}
+
+}  // namespace
+
+// ---- FileStore ----
+
+FileStore::FileStore(std::string directory) : dir_(std::move(directory)) {
+  if (!std::filesystem::is_directory(dir_))
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "FileStore: '" + dir_ + "' is not a directory");
+}
+
+std::string FileStore::path_of(const std::string& key) const {
+  std::string name;
+  for (char c : key) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return dir_ + "/" + name;
+}
+
+void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {
+  const std::string path = path_of(key), tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(value.data()), static_cast<std::streamsize>(value.size()));
+    if (!f) throw Error(HAL_STATUS_INTERNAL, "FileStore: cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(HAL_STATUS_INTERNAL, "FileStore: cannot rename '" + tmp + "': " + std::strerror(errno));
+}
+
+std::optional<std::vector<uint8_t>> FileStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  const std::string path = path_of(key);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::ifstream f(path, std::ios::binary);
+    if (f) return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// ---- Communicator ----
+
+CommUniqueId Communicator::unique_id(Device& device) {
+  const hal_collective_api_t& api = collective_api_of(device);
+  hal_comm_get_unique_id_args_t args{};
+  args.struct_size = sizeof(args);
+  args.device = device.handle();
+  CommUniqueId id{};
+  args.out_id = &id;
+  throw_if_error(api.comm_get_unique_id(&args));
+  return id;
+}
+
+Communicator::Communicator(std::shared_ptr<Device> device, uint32_t world_size, uint32_t rank, const CommUniqueId& id,
+                           KeyValueStore* store, std::chrono::milliseconds timeout)
+    : device_(std::move(device)) {
+  const hal_collective_api_t& api = collective_api_of(*device_);
+  hal_comm_bootstrap_t bootstrap{sizeof(hal_comm_bootstrap_t), store, &store_set, &store_get};
+  hal_comm_init_args_t args{};
+  args.struct_size = sizeof(args);
+  args.device = device_->handle();
+  args.world_size = world_size;
+  args.rank = rank;
+  args.id = &id;
+  args.bootstrap = store != nullptr ? &bootstrap : nullptr;
+  args.timeout_ms = static_cast<uint64_t>(timeout.count());
+  args.out_comm = &handle_;
+  throw_if_error(api.comm_init(&args));
+  world_size_ = world_size;
+  rank_ = rank;
+}
+
+Communicator::Communicator(std::shared_ptr<Device> device, hal_comm_t* handle)
+    : device_(std::move(device)), handle_(handle) {
+  hal_comm_info_t info{};
+  info.struct_size = sizeof(info);
+  hal_comm_get_info_args_t args{sizeof(args), nullptr, handle_, &info};
+  throw_if_error(api().comm_get_info(&args));
+  world_size_ = info.world_size;
+  rank_ = info.rank;
+}
+
+Communicator::Communicator(Communicator&& other) noexcept { *this = std::move(other); }
+
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    release();
+    device_ = std::move(other.device_);
+    handle_ = std::exchange(other.handle_, nullptr);
+    world_size_ = other.world_size_;
+    rank_ = other.rank_;
+  }
+  return *this;
+}
+
+Communicator::~Communicator() { release(); }
+
+void Communicator::release() noexcept {
+  if (handle_ == nullptr) return;
+  hal_comm_args_t args{sizeof(args), nullptr, handle_, nullptr};
+  if (hal_status_t* st = api().comm_destroy(&args)) st->destroy(st);  // nowhere to report from a destructor
+  handle_ = nullptr;
+}
+
+const hal_collective_api_t& Communicator::api() const {
+  if (handle_ == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, "the communicator was moved from or destroyed");
+  return device_->plugin().collective;
+}
+
+std::chrono::milliseconds Communicator::timeout() const {
+  hal_comm_info_t info{};
+  info.struct_size = sizeof(info);
+  hal_comm_get_info_args_t args{sizeof(args), nullptr, handle_, &info};
+  throw_if_error(api().comm_get_info(&args));
+  return std::chrono::milliseconds(info.timeout_ms);
+}
+
+std::string Communicator::transport() const {
+  hal_comm_info_t info{};
+  info.struct_size = sizeof(info);
+  hal_comm_get_info_args_t args{sizeof(args), nullptr, handle_, &info};
+  throw_if_error(api().comm_get_info(&args));
+  return info.transport != nullptr ? info.transport : "";
+}
+
+void Communicator::run(const CollectiveCall& call, const Stream* stream) {
+  const hal_collective_api_t& table = api();
+  const size_t world = world_size_;
+  const bool unequal = !call.send_counts.empty() || !call.send_displs.empty() || !call.recv_counts.empty() ||
+                       !call.recv_displs.empty();
+  if (unequal && (call.send_counts.size() != world || call.send_displs.size() != world ||
+                  call.recv_counts.size() != world || call.recv_displs.size() != world))
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "alltoall: send_counts, send_displs, recv_counts and recv_displs need " +
+                                                 std::to_string(world) + " entries each (the world size)");
+  // The plugin checks ranges against its allocation, which the caching
+  // allocator may have rounded up: check against what was asked for.
+  const uint64_t n = call.count, es = common::dtype_size(call.dtype);
+  const auto extent = [&](const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs) {
+    uint64_t end = 0;
+    for (size_t p = 0; p < counts.size() && p < displs.size(); ++p) end = std::max(end, counts[p] + displs[p]);
+    return end;
+  };
+  uint64_t send_elems = n, recv_elems = n;
+  if (call.kind == HAL_COLLECTIVE_ALLGATHER) recv_elems = n * world;
+  if (call.kind == HAL_COLLECTIVE_REDUCE_SCATTER) send_elems = n * world;
+  if (call.kind == HAL_COLLECTIVE_ALLTOALL) {
+    send_elems = unequal ? extent(call.send_counts, call.send_displs) : n * world;
+    recv_elems = unequal ? extent(call.recv_counts, call.recv_displs) : n * world;
+  }
+  for (auto [buffer, offset, elems, name] : {std::tuple{call.send, call.send_offset, send_elems, "send"},
+                                             std::tuple{call.recv, call.recv_offset, recv_elems, "recv"}}) {
+    if (buffer == nullptr || es == 0 || elems > UINT64_MAX / 64) continue;  // the plugin refuses these
+    if (offset > buffer->size() || elems * es > buffer->size() - offset)
+      throw Error(HAL_STATUS_OUT_OF_RANGE, std::string(name) + " range [offset " + std::to_string(offset) + ", +" +
+                                               std::to_string(elems * es) + ") exceeds the buffer's size " +
+                                               std::to_string(buffer->size()));
+  }
+  hal_collective_args_t args{};
+  args.struct_size = sizeof(args);
+  args.comm = handle_;
+  args.stream = stream != nullptr ? stream->handle() : nullptr;
+  args.kind = call.kind;
+  args.dtype = call.dtype;
+  args.op = call.op;
+  args.root = call.root;
+  args.count = call.count;
+  args.send = call.send != nullptr ? call.send->handle() : nullptr;
+  args.send_offset = call.send_offset;
+  args.recv = call.recv != nullptr ? call.recv->handle() : nullptr;
+  args.recv_offset = call.recv_offset;
+  if (unequal) {
+    args.send_counts = call.send_counts.data();
+    args.send_displs = call.send_displs.data();
+    args.recv_counts = call.recv_counts.data();
+    args.recv_displs = call.recv_displs.data();
+  }
+  throw_if_error(table.collective(&args));
+}
+
+void Communicator::allreduce(const Buffer& send, const Buffer& recv, uint64_t count, hal_dtype_e dtype,
+                             hal_reduce_op_e op, const Stream* stream) {
+  CollectiveCall c;
+  c.kind = HAL_COLLECTIVE_ALLREDUCE;
+  c.dtype = dtype;
+  c.op = op;
+  c.count = count;
+  c.send = &send;
+  c.recv = &recv;
+  run(c, stream);
+}
+
+void Communicator::broadcast(const Buffer& buffer, uint64_t count, hal_dtype_e dtype, uint32_t root,
+                             const Stream* stream) {
+  CollectiveCall c;
+  c.kind = HAL_COLLECTIVE_BROADCAST;
+  c.dtype = dtype;
+  c.root = root;
+  c.count = count;
+  c.send = &buffer;
+  c.recv = &buffer;
+  run(c, stream);
+}
+
+void Communicator::allgather(const Buffer& send, const Buffer& recv, uint64_t count, hal_dtype_e dtype,
+                             const Stream* stream) {
+  CollectiveCall c;
+  c.kind = HAL_COLLECTIVE_ALLGATHER;
+  c.dtype = dtype;
+  c.count = count;
+  c.send = &send;
+  c.recv = &recv;
+  run(c, stream);
+}
+
+void Communicator::barrier(const Stream* stream) {
+  hal_comm_args_t args{sizeof(args), nullptr, handle_, stream != nullptr ? stream->handle() : nullptr};
+  throw_if_error(api().barrier(&args));
+}
+
+void Communicator::group_start() {
+  hal_comm_args_t args{sizeof(args), nullptr, handle_, nullptr};
+  throw_if_error(api().group_start(&args));
+}
+
+void Communicator::group_end() {
+  hal_comm_args_t args{sizeof(args), nullptr, handle_, nullptr};
+  throw_if_error(api().group_end(&args));
+}
+
+std::unique_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
+  const hal_collective_api_t& table = api();
+  if (table.comm_split == nullptr)
+    throw Error(HAL_STATUS_UNIMPLEMENTED, device_->plugin().name + ": comm_split is not implemented by this plugin");
+  hal_comm_t* child = nullptr;
+  hal_comm_split_args_t args{sizeof(args), nullptr, handle_, color, key, &child};
+  throw_if_error(table.comm_split(&args));
+  if (child == nullptr) return nullptr;
+  return std::unique_ptr<Communicator>(new Communicator(device_, child));
+}
+
+void Communicator::abort() {
+  hal_comm_args_t args{sizeof(args), nullptr, handle_, nullptr};
+  throw_if_error(api().comm_abort(&args));
+}
+
+std::optional<Error> Communicator::async_error() const {
+  hal_status_t* error = nullptr;
+  hal_comm_get_async_error_args_t args{sizeof(args), nullptr, handle_, &error};
+  throw_if_error(api().comm_get_async_error(&args));
+  if (error == nullptr) return std::nullopt;
+  try {
+    throw_if_error(error);
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+}  // namespace hal
