@@ -412,6 +412,14 @@ Allocation* allocation_of(const c10::Storage& storage) {
   return static_cast<Allocation*>(p.get_context());
 }
 
+hal::Buffer& buffer_of(const at::Tensor& t) {
+  Allocation* a = allocation_of(t.storage());
+  TORCH_CHECK(a != nullptr, "torch_hal: the ", t.device(), " tensor of shape ", t.sizes(),
+              " has an empty storage (0 bytes: freed, or resized to 0) but its view needs ",
+              t.numel() * t.element_size(), " bytes");
+  return a->buffer;
+}
+
 void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "torch_hal: trying to resize a storage that is not resizable");
   const c10::DeviceIndex index = storage.device().index();

@@ -114,6 +114,9 @@ c10::Allocator* pinned_allocator();
 bool is_pinned_ptr(const void* p) noexcept;
 // The Allocation behind a hal storage; nullptr for an empty (0-byte) one.
 Allocation* allocation_of(const c10::Storage& storage);
+// The Buffer behind non-empty hal tensor T's storage; throws c10::Error
+// naming T when its storage is empty (freed, or resized to 0 as FSDP does).
+hal::Buffer& buffer_of(const at::Tensor& t);
 
 // Grows STORAGE to NBYTES (same device), keeping its old bytes. Used by
 // resize_ and the hooks' resizePrivateUse1Bytes.

@@ -2,6 +2,7 @@
 // torch.hal and torch_hal's own functions are thin Python over these).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -10,6 +11,7 @@
 #include <mutex>
 
 #include "backend.hpp"
+#include "distributed.hpp"
 #include "graph_lowering.hpp"
 #include "mapping.hpp"
 
@@ -44,6 +46,15 @@ PYBIND11_MODULE(_C, m) {
         "Sets the runtime's config/plugins; raises once the runtime has started.");
   m.def("_start", [] { torch_hal::runtime(); }, "Starts the runtime now; raises naming every skipped plugin.");
   m.def("is_initialized", &torch_hal::is_initialized);
+  // torch.distributed's "hal" backend (registered by torch_hal/distributed.py).
+  m.def("_create_distributed_backend",
+        [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeout_s) {
+          return torch_hal::create_distributed_backend(store, rank, size,
+                                                       std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+        },
+        py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_s"),
+        py::call_guard<py::gil_scoped_release>(),
+        "The c10d backend of one process group (blocks until every rank joined).");
   m.def("_drain_autograd_device_threads", &drain_autograd_device_threads,
         "At interpreter exit: waits until the autograd engine's hal worker threads hold no earlier backward's state.");
   m.def("device_count", [] { return static_cast<int>(torch_hal::device_count()); });

@@ -1,5 +1,5 @@
-// torch_hal storage ops: set_ onto a storage (torch.load and
-// UntypedStorage.copy_ build hal tensors this way) and record_stream.
+// torch_hal storage ops: set_ onto a storage or another tensor's (torch.load,
+// UntypedStorage.copy_ and FSDP's flat parameters use them) and record_stream.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -33,6 +33,20 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
                             c10::SymIntArrayRef());
 }
 
+// self.set_(source): SOURCE's storage, offset, sizes and strides (FSDP
+// swaps its flat parameters' storages this way).
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage_offset(self, source.storage(), source.sym_storage_offset(), source.sym_sizes(),
+                            source.sym_strides());
+}
+
+// self.set_(): an empty storage of self's dtype, size [0].
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, allocator(), /*resizable=*/true);
+  return set_storage_offset(self, std::move(empty), 0, c10::SymIntArrayRef({c10::SymInt(0)}), c10::SymIntArrayRef());
+}
+
 void record_stream(at::Tensor& self, c10::Stream stream) {
   allocator()->recordStream(self.storage().data_ptr(), stream);
 }
@@ -40,6 +54,8 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", set_storage_offset);
   m.impl("set_.source_Storage", set_storage);
+  m.impl("set_.source_Tensor", set_tensor);
+  m.impl("set_", set_empty);
   m.impl("record_stream", record_stream);
 }
 

@@ -22,7 +22,7 @@ void release_staging(void* tensor) { delete static_cast<at::Tensor*>(tensor); }
 void read_storage(const at::Tensor& t, void* host, uint64_t nbytes, uint64_t offset) {
   const c10::DeviceIndex dev = t.device().index();
   const hal::Stream* stream = current_hal_stream(dev);
-  allocation_of(t.storage())->buffer.copy_to_host(host, nbytes, offset, stream);
+  buffer_of(t).copy_to_host(host, nbytes, offset, stream);
   if (stream != nullptr) synchronize_stream(current_stream(dev));
 }
 
@@ -38,7 +38,7 @@ at::Tensor download_span(const at::Tensor& t) {
 void upload_span(const at::Tensor& span, const at::Tensor& t) {
   const c10::DeviceIndex dev = t.device().index();
   const hal::Stream* stream = current_hal_stream(dev);
-  allocation_of(t.storage())->buffer.copy_from_host(span.data_ptr(), span.nbytes(), byte_span(t).first, stream);
+  buffer_of(t).copy_from_host(span.data_ptr(), span.nbytes(), byte_span(t).first, stream);
   if (stream != nullptr) synchronize_stream(current_stream(dev));  // SPAN is freed on return
 }
 
@@ -81,8 +81,8 @@ void upload(const at::Tensor& src, const at::Tensor& dst) {
   if (stream != nullptr && staged.is_alias_of(src)) staged = staged.clone();
   at::Tensor dense = dst;
   if (!dst.is_contiguous()) dense = at::empty(dst.sizes(), dst.options());
-  allocation_of(dense.storage())
-      ->buffer.copy_from_host(staged.data_ptr(), staged.nbytes(), dense.storage_offset() * dense.element_size(),
+  buffer_of(dense)
+      .copy_from_host(staged.data_ptr(), staged.nbytes(), dense.storage_offset() * dense.element_size(),
                               stream);
   if (stream != nullptr) {
     auto* keep = new at::Tensor(std::move(staged));
@@ -115,8 +115,8 @@ void device_copy(const at::Tensor& src, const at::Tensor& dst) {
   }
   if (src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() && src.is_contiguous() &&
       dst.is_contiguous()) {
-    allocation_of(dst.storage())
-        ->buffer.copy_from(allocation_of(src.storage())->buffer, dst.nbytes(),
+    buffer_of(dst)
+        .copy_from(buffer_of(src), dst.nbytes(),
                            dst.storage_offset() * dst.element_size(), src.storage_offset() * src.element_size(),
                            current_hal_stream(dst.device().index()));
     return;

@@ -84,6 +84,10 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+from . import distributed as _distributed
+
+_distributed.register()
+
 # A backward's last state may still sit in the autograd engine's hal worker threads when the
 # script ends; let them drop it while the interpreter can still take it (csrc/module.cc).
 _atexit.register(_C._drain_autograd_device_threads)

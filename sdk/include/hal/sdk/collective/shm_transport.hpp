@@ -162,6 +162,19 @@ class Bootstrap {
   const hal_comm_bootstrap_t* b_;
 };
 
+// Whether process PID still runs: not gone, and not a zombie waiting for
+// its parent to reap it (it will never reach another step).
+inline bool process_alive(int32_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no procfs: assume alive
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  const char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
 // ---- futex ----
 
 inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::microseconds timeout) {
@@ -355,7 +368,7 @@ class ShmGroup {
       if (now >= next_liveness) {
         next_liveness = now + std::chrono::milliseconds(50);
         const int32_t pid = rank_control(peer).pid.load(std::memory_order_acquire);
-        if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+        if (pid > 0 && !process_alive(pid)) {
           std::string why = what + ": rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
                             ") exited while rank " + std::to_string(rank_) + " waited for it";
           abort(why);

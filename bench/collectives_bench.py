@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""allreduce through torch.distributed: the "hal" backend (hal tensors) against gloo (cpu tensors)
+in the same run, at 2 and 4 processes on this machine.
+
+    PYTHONPATH=<build>/python HAL_BUILD_DIR=<build> python bench/collectives_bench.py [--worlds 2,4]
+
+For each size it prints the median time per allreduce of float32 over --reps repetitions (after
+warm-up), the bus bandwidth (2 (n-1)/n x bytes / time, NCCL's definition), hal/gloo as a speed ratio
+(> 1: hal faster), and the bus bandwidth as a percentage of this machine's memcpy bandwidth
+(one process copying 64 MiB, measured first). Results go in docs/performance.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SIZES = [8, 4 << 10, 1 << 20, 64 << 20]
+
+
+def worker(backend, rank, world, store, sizes, reps):
+    import torch
+    import torch.distributed as dist
+
+    device = "cpu"
+    if backend == "hal":
+        import torch_hal  # noqa: F401
+
+        device = "hal"
+    dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    out = {}
+    for size in sizes:
+        x = torch.ones(max(size // 4, 2), device=device)
+        n = reps if size < (16 << 20) else max(3, reps // 10)
+        for _ in range(3):
+            dist.all_reduce(x)
+        times = []
+        for _ in range(n):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            if device == "hal":
+                torch.hal.synchronize()
+            times.append(time.perf_counter() - t0)
+        # Rank 0's times: an allreduce ends on a rank only once every rank contributed.
+        out[size] = statistics.median(times)
+    dist.destroy_process_group()
+    if rank == 0:
+        print(json.dumps(out), flush=True)
+
+
+def memcpy_bandwidth():
+    import torch
+
+    src, dst = torch.ones(16 << 20), torch.empty(16 << 20)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - t0)
+    return src.numel() * 4 / statistics.median(times)
+
+
+def run(backend, world, sizes, reps):
+    with tempfile.TemporaryDirectory() as d:
+        store = os.path.join(d, "store")
+        env = dict(os.environ, OMP_NUM_THREADS="1", HAL_FALLBACK_WARN="0")
+        procs = [subprocess.Popen([sys.executable, __file__, "--worker", backend, str(r), str(world), store,
+                                   ",".join(map(str, sizes)), str(reps)], env=env, stdout=subprocess.PIPE, text=True)
+                 for r in range(world)]
+        outs = [p.communicate()[0] for p in procs]
+        if any(p.returncode for p in procs):
+            raise SystemExit(f"{backend} world {world} failed")
+        return {int(k): v for k, v in json.loads(outs[0].strip().splitlines()[-1]).items()}
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        b, r, w, s, sizes, reps = sys.argv[2:8]
+        return worker(b, int(r), int(w), s, [int(x) for x in sizes.split(",")], int(reps))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--worlds", default="2,4")
+    p.add_argument("--reps", type=int, default=50)
+    args = p.parse_args()
+    copy_bw = memcpy_bandwidth()
+    print(f"memcpy bandwidth (one process, 64 MiB): {copy_bw / 1e9:.2f} GB/s")
+    print(f"{'world':>5} {'bytes':>10} {'hal us':>10} {'gloo us':>10} {'hal/gloo':>9} {'hal busbw GB/s':>15} "
+          f"{'gloo busbw':>11} {'hal % memcpy':>13}")
+    for world in (int(w) for w in args.worlds.split(",")):
+        hal = run("hal", world, SIZES, args.reps)
+        gloo = run("gloo", world, SIZES, args.reps)
+        for size in SIZES:
+            factor = 2 * (world - 1) / world * size
+            hb, gb = factor / hal[size], factor / gloo[size]
+            print(f"{world:>5} {size:>10} {hal[size] * 1e6:>10.1f} {gloo[size] * 1e6:>10.1f} "
+                  f"{gloo[size] / hal[size]:>9.2f} {hb / 1e9:>15.2f} {gb / 1e9:>11.2f} {100 * hb / copy_bw:>12.0f}%")
+
+
+if __name__ == "__main__":
+    main()

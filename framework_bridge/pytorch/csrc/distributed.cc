@@ -1,0 +1,486 @@
+// torch.distributed's "hal" backend: a c10d::Backend over hal::Communicator
+// (libhal's collectives, see docs/collectives.md), registered by torch_hal
+// with devices ["hal", "cpu"].
+//
+// hal tensors are used in place on the device's current stream (a
+// non-contiguous one through a contiguous copy written back); cpu tensors
+// are staged through a hal tensor. Every operation returns a HalWork whose
+// future a completion thread marks done when the HAL event recorded after
+// the operation completes (or with the communicator's error), so DDP's
+// comm hooks chain on it as on NCCL's. Work::wait() blocks the host.
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <ATen/ATen.h>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "backend.hpp"
+#include "distributed.hpp"
+#include "hal/runtime/communicator.hpp"
+
+namespace torch_hal {
+namespace {
+
+// hal::KeyValueStore over torch's Store (already prefixed per group).
+class TorchStore final : public hal::KeyValueStore {
+ public:
+  explicit TorchStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { store_->set(key, value); }
+  std::optional<std::vector<uint8_t>> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    try {
+      store_->wait({key}, std::max(timeout, std::chrono::milliseconds(1)));
+    } catch (const c10::Error&) {  // the store's timeout
+      if (!store_->check({key})) return std::nullopt;
+    }
+    return store_->get(key);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+hal_reduce_op_e reduce_op(const c10d::ReduceOp& op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return HAL_REDUCE_SUM;
+    case c10d::ReduceOp::PRODUCT: return HAL_REDUCE_PROD;
+    case c10d::ReduceOp::MIN: return HAL_REDUCE_MIN;
+    case c10d::ReduceOp::MAX: return HAL_REDUCE_MAX;
+    case c10d::ReduceOp::AVG: return HAL_REDUCE_AVG;
+    default:
+      TORCH_CHECK(false, "the hal backend does not support reduce op ", static_cast<int>(op.op_),
+                  " (SUM, PRODUCT, MIN, MAX and AVG are supported)");
+  }
+}
+
+class HalWork final : public c10d::Work {
+ public:
+  HalWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+      : c10d::Work(rank, type), outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override { return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  bool wait(std::chrono::milliseconds timeout) override {
+    (void)timeout;  // the communicator's own timeout bounds the operation
+    future_->wait();
+    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    return true;
+  }
+  void synchronize() override { wait(kNoTimeout); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  void finish(std::exception_ptr error) {
+    if (error) future_->setError(error);
+    else future_->markCompleted(c10::IValue(outputs_));
+  }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class HalBackend final : public c10d::Backend {
+ public:
+  HalBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
+      : c10d::Backend(rank, size), device_index_(current_device()), device_(device(device_index_)) {
+    TorchStore kv(store);
+    hal::CommUniqueId id{};
+    if (rank == 0) {
+      id = hal::Communicator::unique_id(*device_);
+      kv.set("hal_comm_unique_id", std::vector<uint8_t>(id.bytes, id.bytes + sizeof(id.bytes)));
+    } else {
+      auto bytes = kv.get("hal_comm_unique_id", timeout);
+      TORCH_CHECK(bytes && bytes->size() == sizeof(id.bytes), "hal backend: rank 0 did not publish its unique id within ",
+                  timeout.count(), " ms");
+      std::memcpy(id.bytes, bytes->data(), sizeof(id.bytes));
+    }
+    comm_ = std::make_unique<hal::Communicator>(device_, static_cast<uint32_t>(size), static_cast<uint32_t>(rank), id,
+                                                &kv, timeout);
+    completer_ = std::thread([this] { complete_loop(); });
+  }
+
+  ~HalBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    completer_.join();
+  }
+
+  const std::string getBackendName() const override { return "hal"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
+    return run(c10d::OpType::BROADCAST, tensors, [&](Operands& o) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_BROADCAST, o.in(i), o.in(i));
+        c.root = static_cast<uint32_t>(opts.rootRank);
+        c.send = rank_ == opts.rootRank ? c.send : nullptr;
+        c.recv = rank_ == opts.rootRank ? nullptr : c.recv;
+        o.issue(c);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
+    return run(c10d::OpType::ALLREDUCE, tensors, [&](Operands& o) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_ALLREDUCE, o.in(i), o.in(i));
+        c.op = op;
+        o.issue(c);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                      const c10d::AllreduceCoalescedOptions& opts) override {
+    return allreduce(tensors, opts);
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
+    return run(c10d::OpType::REDUCE, tensors, [&](Operands& o) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE, o.in(i), o.in(i));
+        c.op = op;
+        c.root = static_cast<uint32_t>(opts.rootRank);
+        o.issue(c);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "hal backend: allgather needs one output list per input");
+    std::vector<at::Tensor> flat_out;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      TORCH_CHECK(static_cast<int>(outputs[i].size()) == size_, "hal backend: allgather output list ", i, " has ",
+                  outputs[i].size(), " tensors, not the world size ", size_);
+      for (const at::Tensor& t : outputs[i])
+        TORCH_CHECK(t.numel() == inputs[i].numel() && t.scalar_type() == inputs[i].scalar_type(),
+                    "hal backend: allgather outputs must match the input's size and dtype");
+      flat_out.push_back(at::empty({static_cast<int64_t>(size_) * inputs[i].numel()},
+                                   inputs[i].options().device(c10::Device(c10::DeviceType::PrivateUse1, device_index_))));
+    }
+    std::vector<at::Tensor> all = inputs;
+    all.insert(all.end(), flat_out.begin(), flat_out.end());
+    auto work = run(c10d::OpType::ALLGATHER, all, [&](Operands& o) {
+      for (size_t i = 0; i < inputs.size(); ++i) o.issue(call(HAL_COLLECTIVE_ALLGATHER, o.in(i), o.in(inputs.size() + i)));
+    }, /*sync=*/true);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      for (int r = 0; r < size_; ++r)
+        outputs[i][r].copy_(flat_out[i].narrow(0, r * inputs[i].numel(), inputs[i].numel()).view(outputs[i][r].sizes()));
+    return work;
+  }
+
+  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(output.numel() == input.numel() * size_, "hal backend: all_gather output has ", output.numel(),
+                " elements, not world size x ", input.numel());
+    std::vector<at::Tensor> both = {input, output};
+    return run(c10d::OpType::_ALLGATHER_BASE, both,
+               [&](Operands& o) { o.issue(call(HAL_COLLECTIVE_ALLGATHER, o.in(0), o.in(1))); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "hal backend: one output per input");
+    std::vector<at::Tensor> all = inputs;
+    all.insert(all.end(), outputs.begin(), outputs.end());
+    return run(c10d::OpType::COALESCED, all, [&](Operands& o) {
+      for (size_t i = 0; i < inputs.size(); ++i) o.issue(call(HAL_COLLECTIVE_ALLGATHER, o.in(i), o.in(inputs.size() + i)));
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "hal backend: reduce_scatter needs one input list per output");
+    std::vector<at::Tensor> flat_in;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      TORCH_CHECK(static_cast<int>(inputs[i].size()) == size_, "hal backend: reduce_scatter input list ", i, " has ",
+                  inputs[i].size(), " tensors, not the world size ", size_);
+      std::vector<at::Tensor> parts;
+      for (const at::Tensor& t : inputs[i]) parts.push_back(t.reshape({-1}).to(outputs[i].device()));
+      flat_in.push_back(at::cat(parts));
+    }
+    std::vector<at::Tensor> all = flat_in;
+    all.insert(all.end(), outputs.begin(), outputs.end());
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
+    return run(c10d::OpType::REDUCE_SCATTER, all, [&](Operands& o) {
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE_SCATTER, o.in(i), o.in(outputs.size() + i));
+        c.op = op;
+        o.issue(c);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& output, at::Tensor& input,
+                                                       const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(input.numel() == output.numel() * size_, "hal backend: reduce_scatter input has ", input.numel(),
+                " elements, not world size x ", output.numel());
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
+    std::vector<at::Tensor> both = {input, output};
+    return run(c10d::OpType::_REDUCE_SCATTER_BASE, both, [&](Operands& o) {
+      hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE_SCATTER, o.in(0), o.in(1));
+      c.op = op;
+      o.issue(c);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "hal backend: one output per input");
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
+    std::vector<at::Tensor> all = inputs;
+    all.insert(all.end(), outputs.begin(), outputs.end());
+    return run(c10d::OpType::COALESCED, all, [&](Operands& o) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE_SCATTER, o.in(i), o.in(inputs.size() + i));
+        c.op = op;
+        o.issue(c);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                   std::vector<int64_t>& output_splits,
+                                                   std::vector<int64_t>& input_splits,
+                                                   const c10d::AllToAllOptions&) override {
+    std::vector<at::Tensor> both = {input, output};
+    return run(c10d::OpType::ALLTOALL_BASE, both, [&](Operands& o) {
+      hal::CollectiveCall c = call(HAL_COLLECTIVE_ALLTOALL, o.in(0), o.in(1));
+      if (output_splits.empty() && input_splits.empty()) {
+        TORCH_CHECK(input.numel() % size_ == 0 && output.numel() == input.numel(),
+                    "hal backend: all_to_all_single without splits needs equal sizes divisible by the world size");
+        c.count = static_cast<uint64_t>(input.numel() / size_);
+      } else {
+        // Splits are along dim 0: elements per split = split * row size.
+        const int64_t in_row = input.dim() ? input.numel() / std::max<int64_t>(input.size(0), 1) : 1;
+        const int64_t out_row = output.dim() ? output.numel() / std::max<int64_t>(output.size(0), 1) : 1;
+        const auto fill = [&](const std::vector<int64_t>& splits, int64_t row, int64_t numel,
+                              std::vector<uint64_t>& counts, std::vector<uint64_t>& displs, const char* which) {
+          std::vector<int64_t> s = splits;
+          if (s.empty()) s.assign(size_, numel / row / size_);
+          TORCH_CHECK(static_cast<int>(s.size()) == size_, "hal backend: ", which, " splits have ", s.size(),
+                      " entries, not the world size ", size_);
+          uint64_t at = 0;
+          for (int64_t x : s) {
+            TORCH_CHECK(x >= 0, "hal backend: negative ", which, " split");
+            counts.push_back(static_cast<uint64_t>(x * row));
+            displs.push_back(at);
+            at += static_cast<uint64_t>(x * row);
+          }
+          TORCH_CHECK(at <= static_cast<uint64_t>(numel), "hal backend: ", which, " splits cover ", at,
+                      " elements but the tensor has ", numel);
+        };
+        fill(input_splits, in_row, input.numel(), c.send_counts, c.send_displs, "input");
+        fill(output_splits, out_row, output.numel(), c.recv_counts, c.recv_displs, "output");
+        c.count = 0;
+      }
+      o.issue(c);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    (void)tag;  // messages between two ranks match in issue order
+    return run(c10d::OpType::SEND, tensors, [&](Operands& o) {
+      hal::CollectiveCall c = call(HAL_COLLECTIVE_SEND, o.in(0), nullptr);
+      c.root = static_cast<uint32_t>(dst);
+      o.issue(c);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    (void)tag;
+    return run(c10d::OpType::RECV, tensors, [&](Operands& o) {
+      hal::CollectiveCall c = call(HAL_COLLECTIVE_RECV, nullptr, o.in(0));
+      c.root = static_cast<uint32_t>(src);
+      o.issue(c);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
+    std::vector<at::Tensor> none;
+    return run(c10d::OpType::BARRIER, none, [&](Operands& o) { o.barrier(); });
+  }
+
+  void startCoalescing() override { comm_->group_start(); coalescing_ = true; }
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
+    coalescing_ = false;
+    comm_->group_end();
+    std::vector<at::Tensor> none;
+    return run(c10d::OpType::COALESCED, none, [](Operands&) {});
+  }
+
+ private:
+  // One operation's tensors as HAL operands on this backend's device.
+  struct Operand {
+    at::Tensor user;    // what the caller passed
+    at::Tensor device;  // contiguous, on hal: the user tensor or a copy
+    bool write_back = false;
+  };
+  class Operands {
+   public:
+    Operands(HalBackend& b, const std::vector<at::Tensor>& tensors) : b_(b) {
+      for (const at::Tensor& t : tensors) {
+        Operand o{t, t, false};
+        const bool on_hal = t.device().type() == c10::DeviceType::PrivateUse1;
+        TORCH_CHECK(on_hal || t.device().is_cpu(), "hal backend: tensors must be on hal or cpu, not ", t.device());
+        TORCH_CHECK(!on_hal || t.device().index() == b.device_index_, "hal backend: a tensor on ", t.device(),
+                    " but the process group runs on hal:", static_cast<int>(b.device_index_));
+        TORCH_CHECK(t.layout() == c10::kStrided, "hal backend: only dense tensors");
+        TORCH_CHECK(hal_dtype_of(t.scalar_type()).has_value(), "hal backend: dtype ", t.scalar_type(),
+                    " has no HAL dtype");
+        if (!on_hal || !t.is_contiguous()) {
+          o.device = t.to(c10::Device(c10::DeviceType::PrivateUse1, b.device_index_), t.scalar_type(), false, true,
+                          c10::MemoryFormat::Contiguous);
+          o.write_back = true;
+          any_staged_ = true;
+        }
+        ops_.push_back(std::move(o));
+      }
+    }
+    const at::Tensor* in(size_t i) const { return &ops_.at(i).device; }
+    void issue(const hal::CollectiveCall& c) { b_.comm_->run(c, current_hal_stream(b_.device_index_)); }
+    void barrier() { b_.comm_->barrier(current_hal_stream(b_.device_index_)); }
+    // Copies staged results back to the caller's tensors.
+    void finish() {
+      for (Operand& o : ops_)
+        if (o.write_back) o.user.copy_(o.device);
+    }
+    bool staged() const { return any_staged_; }
+
+   private:
+    HalBackend& b_;
+    std::vector<Operand> ops_;
+    bool any_staged_ = false;
+  };
+
+  hal::CollectiveCall call(hal_collective_kind_e kind, const at::Tensor* send, const at::Tensor* recv) const {
+    hal::CollectiveCall c;
+    c.kind = kind;
+    const at::Tensor& any = send != nullptr ? *send : *recv;
+    c.dtype = to_hal_dtype(any.scalar_type());
+    c.count = static_cast<uint64_t>(any.numel());
+    if (kind == HAL_COLLECTIVE_REDUCE_SCATTER) c.count /= static_cast<uint64_t>(size_);
+    const auto place = [](const at::Tensor* t, const hal::Buffer*& buffer, uint64_t& offset) {
+      if (t == nullptr) return;
+      static const hal::Buffer none;
+      buffer = t->numel() > 0 ? &buffer_of(*t) : &none;
+      offset = static_cast<uint64_t>(t->storage_offset()) * t->element_size();
+    };
+    place(send, c.send, c.send_offset);
+    place(recv, c.recv, c.recv_offset);
+    if (c.count == 0 && kind != HAL_COLLECTIVE_ALLTOALL) c.send = c.recv = nullptr;
+    return c;
+  }
+
+  template <class Body>
+  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::vector<at::Tensor>& tensors, Body&& body,
+                                     bool sync = false) {
+    Operands ops(*this, tensors);
+    const hal::Stream* stream = current_hal_stream(device_index_);
+    auto work = c10::make_intrusive<HalWork>(rank_, type, tensors);
+    try {
+      if (!coalescing_) throw_if_broken();
+      body(ops);
+      // The default stream is synchronous: the operation has completed. Staged
+      // results are read back now (which waits for the stream).
+      if (stream == nullptr || ops.staged() || sync || coalescing_) {
+        if (!coalescing_) {
+          ops.finish();
+          if (stream != nullptr) synchronize_stream(current_stream(device_index_));
+        }
+        work->finish(nullptr);
+        return work;
+      }
+    } catch (...) {
+      std::rethrow_exception(translate(std::current_exception()));
+    }
+    hal::Event event = device_->create_event();
+    event.record(*stream);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back({work, std::move(event)});
+    }
+    cv_.notify_one();
+    return work;
+  }
+
+  // An error of the communicator as torch's DistBackendError.
+  std::exception_ptr translate(std::exception_ptr e) const {
+    try {
+      std::rethrow_exception(e);
+    } catch (const c10::DistBackendError&) {
+      return std::current_exception();
+    } catch (const std::exception& x) {
+      std::string why = x.what();
+      if (auto broken = comm_->async_error()) why = broken->what();
+      return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                                           "hal backend (rank " + std::to_string(rank_) + "): " + why));
+    }
+  }
+
+  void throw_if_broken() const {
+    if (auto e = comm_->async_error())
+      throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                  "hal backend (rank " + std::to_string(rank_) + "): " + e->what());
+  }
+
+  void complete_loop() {
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+        if (pending_.empty()) return;
+        p = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        p.event.synchronize();
+        throw_if_broken();
+      } catch (...) {
+        error = translate(std::current_exception());
+      }
+      p.work->finish(error);
+    }
+  }
+
+  struct Pending {
+    c10::intrusive_ptr<HalWork> work;
+    hal::Event event;
+  };
+
+  c10::DeviceIndex device_index_;
+  std::shared_ptr<hal::Device> device_;
+  std::unique_ptr<hal::Communicator> comm_;
+  bool coalescing_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool stopping_ = false;
+  std::thread completer_;
+};
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Backend> create_distributed_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                             int size, std::chrono::milliseconds timeout) {
+  return c10::make_intrusive<HalBackend>(store, rank, size, timeout);
+}
+
+}  // namespace torch_hal

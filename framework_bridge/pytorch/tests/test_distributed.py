@@ -1,0 +1,98 @@
+"""torch.distributed's "hal" backend: every collective against expected values (hal and cpu
+tensors, 2 and 3 ranks), DDP and FSDP training against single-process training and against gloo,
+a killed rank, and bad input. Each test starts real processes (FileStore or torchrun)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+HERE = pathlib.Path(__file__).parent
+WORKER = HERE / "distributed_worker.py"
+DDP = HERE.parent / "examples" / "ddp_train.py"
+TORCHRUN = pathlib.Path(sys.executable).parent / "torchrun"
+
+
+def _env():
+    env = dict(os.environ)
+    env.setdefault("HAL_FALLBACK_WARN", "0")
+    env["OMP_NUM_THREADS"] = "1"  # several processes share the 2 cores
+    return env
+
+
+def _shm():
+    return {p.name for p in pathlib.Path("/dev/shm").iterdir() if p.name.startswith("hal-")}
+
+
+def _ranks(scenario, world, tmp_path, timeout=240):
+    before = _shm()
+    store = tmp_path / "store"
+    procs = [subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(world), str(store)], env=_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world)]
+    outs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{scenario}: a rank hung")
+        outs.append((p.returncode, out))
+    assert _shm() <= before, "a /dev/shm segment was left behind"
+    return outs
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_every_collective_on_hal_and_cpu_tensors(world, tmp_path):
+    for rank, (code, out) in enumerate(_ranks("collectives", world, tmp_path)):
+        assert code == 0, f"rank {rank}:\n{out}"
+
+
+def test_a_killed_rank_gives_the_others_an_error_within_the_timeout(tmp_path):
+    outs = _ranks("kill", 2, tmp_path)
+    assert outs[1][0] == 3, outs[1][1]  # the rank that died
+    assert outs[0][0] == 0, outs[0][1]
+    assert "error after" in outs[0][1] and "exited" in outs[0][1], outs[0][1]
+
+
+def test_mismatched_sizes_and_unsupported_ops_are_errors_not_hangs(tmp_path):
+    for rank, (code, out) in enumerate(_ranks("bad", 2, tmp_path)):
+        assert code == 0, f"rank {rank}:\n{out}"
+
+
+def _train(tmp_path, name, *args, nproc=None):
+    out = tmp_path / f"{name}.pt"
+    if nproc:  # --standalone: a local rendezvous on a free port
+        cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", str(nproc), str(DDP)]
+    else:
+        cmd = [sys.executable, str(DDP)]
+    r = subprocess.run(cmd + list(args) + ["--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return torch.load(out)
+
+
+def _max_diff(a, b):
+    assert sorted(a) == sorted(b)
+    return max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+
+
+@pytest.mark.parametrize("model", ["mlp", "decoder"])
+def test_ddp_on_hal_matches_one_process_and_gloo(model, tmp_path):
+    hal = _train(tmp_path, "hal", "--backend", "hal", "--model", model, "--steps", "20", nproc=2)
+    single = _train(tmp_path, "single", "--single", "--model", model, "--steps", "20")
+    gloo = _train(tmp_path, "gloo", "--backend", "gloo", "--model", model, "--steps", "20", nproc=2)
+    # Same arithmetic up to the order of the gradient sum (two halves vs one batch).
+    assert _max_diff(hal, single) < 1e-5
+    assert _max_diff(hal, gloo) < 1e-5
+
+
+def test_fsdp_full_shard_on_hal_matches_one_process_and_gloo(tmp_path):
+    args = ["--model", "decoder", "--steps", "5", "--fsdp"]
+    hal = _train(tmp_path, "hal", "--backend", "hal", *args, nproc=2)
+    single = _train(tmp_path, "single", "--single", "--model", "decoder", "--steps", "5")
+    gloo = _train(tmp_path, "gloo", "--backend", "gloo", *args, nproc=2)
+    assert _max_diff(hal, single) < 1e-5
+    assert _max_diff(hal, gloo) < 1e-5
