@@ -7,7 +7,8 @@ in the same run, at 2 and 4 processes on this machine.
 For each size it prints the median time per allreduce of float32 over --reps repetitions (after
 warm-up), the bus bandwidth (2 (n-1)/n x bytes / time, NCCL's definition), hal/gloo as a speed ratio
 (> 1: hal faster), and the bus bandwidth as a percentage of this machine's memcpy bandwidth
-(one process copying 64 MiB, measured first). Results go in docs/performance.md.
+(one process copying 64 MiB, measured first). --ddp also times DistributedDataParallel training
+steps (examples/ddp_train.py, 2 processes) on hal against gloo. Results go in docs/performance.md.
 """
 
 import argparse
@@ -89,6 +90,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--worlds", default="2,4")
     p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--ddp", action="store_true", help="also time DDP training steps, hal vs gloo")
     args = p.parse_args()
     copy_bw = memcpy_bandwidth()
     print(f"memcpy bandwidth (one process, 64 MiB): {copy_bw / 1e9:.2f} GB/s")
@@ -102,6 +104,26 @@ def main():
             hb, gb = factor / hal[size], factor / gloo[size]
             print(f"{world:>5} {size:>10} {hal[size] * 1e6:>10.1f} {gloo[size] * 1e6:>10.1f} "
                   f"{gloo[size] / hal[size]:>9.2f} {hb / 1e9:>15.2f} {gb / 1e9:>11.2f} {100 * hb / copy_bw:>12.0f}%")
+    if args.ddp:
+        ddp_step_times()
+
+
+def ddp_step_times():
+    """Mean step time of DDP training (steps 2..40) on 2 processes: hal device + hal backend
+    against PyTorch CPU + gloo, the same script and data."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "framework_bridge", "pytorch",
+                          "examples", "ddp_train.py")
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    env = dict(os.environ, OMP_NUM_THREADS="1", HAL_FALLBACK_WARN="0")
+    print(f"{'model':>8} {'hal ms':>8} {'gloo ms':>8} {'hal/gloo speed':>15}")
+    for model in ("mlp", "decoder"):
+        ms = {}
+        for backend in ("hal", "gloo"):
+            out = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", script, "--backend", backend,
+                                  "--model", model, "--steps", "40", "--time"], env=env, capture_output=True,
+                                 text=True, check=True).stdout
+            ms[backend] = float(out.split("mean step time:")[1].split()[0])
+        print(f"{model:>8} {ms['hal']:>8.3f} {ms['gloo']:>8.3f} {ms['gloo'] / ms['hal']:>15.2f}")
 
 
 if __name__ == "__main__":

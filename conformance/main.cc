@@ -83,6 +83,8 @@ int run(int argc, char** argv) {
        "with --collectives: the largest message (a float32 allreduce and broadcast)")
       ("collective-fault-timeout-ms", po::value<uint64_t>()->default_value(5000),
        "with --collectives: the communicator timeout of the fault scenarios")
+      ("mixed-plugin", po::value<std::string>(), "with --collectives --plugin: odd ranks load this plugin file "
+                                                 "instead (a job mixing devices of two plugins)")
       ("collective-rank", po::value<int>(), "(internal) run as this rank")
       ("collective-store", po::value<std::string>(), "(internal) the ranks' FileStore directory");
   po::variables_map vm;
@@ -118,7 +120,15 @@ int run(int argc, char** argv) {
       std::vector<std::string> child = {argv[0], "--collectives"};
       for (const char* o : {"plugin", "config", "device"})
         if (vm.count(o)) child.insert(child.end(), {std::string("--") + o, vm[o].as<std::string>()});
-      return hal::conformance::spawn_collectives(child, collective);
+      std::vector<std::string> odd = child;
+      if (vm.count("mixed-plugin")) {
+        if (!vm.count("plugin")) {
+          std::fprintf(stderr, "hal-conformance: --mixed-plugin goes with --plugin\n");
+          return 2;
+        }
+        odd = {argv[0], "--collectives", "--plugin", vm["mixed-plugin"].as<std::string>()};
+      }
+      return hal::conformance::spawn_collectives(child, odd, collective);
     }
     collective.rank = vm["collective-rank"].as<int>();
     collective.store_dir = vm.count("collective-store") ? vm["collective-store"].as<std::string>() : "";

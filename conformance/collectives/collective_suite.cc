@@ -560,7 +560,8 @@ int run_collective_rank(const std::shared_ptr<hal::Device>& device, const Collec
   }
 }
 
-int spawn_collectives(const std::vector<std::string>& argv, const CollectiveOptions& opts) {
+int spawn_collectives(const std::vector<std::string>& argv, const std::vector<std::string>& odd_argv,
+                      const CollectiveOptions& opts) {
   std::vector<std::string> scenarios;
   if (opts.scenario == "all") scenarios = {"suite", "mismatch", "foreign_id", "stale_id", "kill"};
   else scenarios = {opts.scenario};
@@ -578,7 +579,7 @@ int spawn_collectives(const std::vector<std::string>& argv, const CollectiveOpti
     const std::string dir = tmpl;
     std::vector<pid_t> pids;
     for (uint32_t r = 0; r < opts.world; ++r) {
-      std::vector<std::string> args = argv;
+      std::vector<std::string> args = r % 2 ? odd_argv : argv;
       for (const std::string& extra :
            {std::string("--collective-rank"), std::to_string(r), std::string("--collective-store"), dir,
             std::string("--collective-scenario"), scenario, std::string("--world"), std::to_string(opts.world),

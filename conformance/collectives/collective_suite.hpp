@@ -30,10 +30,11 @@ struct CollectiveOptions {
 int run_collective_rank(const std::shared_ptr<hal::Device>& device, const CollectiveOptions& opts);
 
 // Parent: runs the scenario(s) OPTS names, each with OPTS.world children
-// started as ARGV (the parent's own command line, which must select the
-// plugin and device) plus the child options. Returns 0 when all passed, 1
-// otherwise.
-int spawn_collectives(const std::vector<std::string>& argv, const CollectiveOptions& opts);
+// started as ARGV (even ranks) or ODD_ARGV (odd ranks) plus the child
+// options; each selects the plugin and device its ranks use. Returns 0
+// when all passed, 1 otherwise.
+int spawn_collectives(const std::vector<std::string>& argv, const std::vector<std::string>& odd_argv,
+                      const CollectiveOptions& opts);
 
 }  // namespace hal::conformance
 

@@ -29,6 +29,17 @@ void ClStream::synchronize() {
     dirty_ = false;
   }
   check_queue_status(queue_);
+  std::unique_ptr<sdk::Error> error;
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    error = std::move(error_);
+  }
+  if (error) throw *error;
+}
+
+void ClStream::report_error(const sdk::Error& error) {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  if (!error_) error_ = std::make_unique<sdk::Error>(error);
 }
 
 void ClStream::note_work() {

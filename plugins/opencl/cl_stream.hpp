@@ -6,6 +6,7 @@
 #ifndef HAL_PLUGINS_OPENCL_CL_STREAM_HPP_
 #define HAL_PLUGINS_OPENCL_CL_STREAM_HPP_
 
+#include <memory>
 #include <mutex>
 
 #include "cl_queue.hpp"
@@ -23,6 +24,8 @@ class ClStream final : public sdk::Stream {
   bool idle() override;
   void enqueue_host_func(hal_host_func_t fn, void* user_data) override;
   void wait(sdk::Event& event) override;
+  // Kept and thrown once by the next synchronize (host functions' failures).
+  void report_error(const sdk::Error& error) override;
   const Queue& queue() const { return queue_; }
   // Bookkeeping for idle(): work was queued (its end is unknown), or a
   // marker (an event's record) is now the queue's last command.
@@ -34,6 +37,8 @@ class ClStream final : public sdk::Stream {
   // What idle() knows of the queue's end: nothing queued since the last
   // synchronize (TAIL_ null, DIRTY false), a marker that is its last command
   // (TAIL_), or unknown (DIRTY).
+  std::mutex error_mutex_;
+  std::unique_ptr<sdk::Error> error_;
   std::mutex tail_mutex_;
   cl_event tail_ = nullptr;
   bool dirty_ = false;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cl_device.hpp"
+#include "hal/sdk/collectives.hpp"
 #include "hal/sdk/ops.hpp"
 #include "ops/opencl_ops.hpp"
 
@@ -56,8 +57,8 @@ cl_device_type parse_device_type(const std::string& v) {
 class OpenClPlugin final : public sdk::Plugin {
  public:
   static constexpr uint32_t kInterfaces =
-      HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_OPERATOR |
-                                       HAL_CAPABILITY_GRAPH;
+      HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_COLLECTIVE |
+      HAL_CAPABILITY_OPERATOR | HAL_CAPABILITY_GRAPH;
 
   explicit OpenClPlugin(const sdk::Options& options) {
     options.require_known({"platform", "device_type", "max_devices", "cache_dir"});

@@ -27,10 +27,10 @@ def _shm():
     return {p.name for p in pathlib.Path("/dev/shm").iterdir() if p.name.startswith("hal-")}
 
 
-def _ranks(scenario, world, tmp_path, timeout=240):
+def _ranks(scenario, world, tmp_path, timeout=240, env=None):
     before = _shm()
     store = tmp_path / "store"
-    procs = [subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(world), str(store)], env=_env(),
+    procs = [subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(world), str(store)], env=env or _env(),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world)]
     outs = []
     for p in procs:
@@ -48,6 +48,16 @@ def _ranks(scenario, world, tmp_path, timeout=240):
 @pytest.mark.parametrize("world", [2, 3])
 def test_every_collective_on_hal_and_cpu_tensors(world, tmp_path):
     for rank, (code, out) in enumerate(_ranks("collectives", world, tmp_path)):
+        assert code == 0, f"rank {rank}:\n{out}"
+
+
+def test_every_collective_on_the_opencl_plugin_chosen_by_hal_toml(tmp_path):
+    plugin = pathlib.Path(os.environ["HAL_BUILD_DIR"]) / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so"
+    config = tmp_path / "opencl.toml"
+    config.write_text(f'discover = false\n\n[[plugin]]\nname = "opencl"\npath = "{plugin}"\n')
+    env = dict(_env(), HAL_CONFIG=str(config))
+    env.pop("HAL_PLUGIN_PATH", None)
+    for rank, (code, out) in enumerate(_ranks("collectives", 2, tmp_path, env=env)):
         assert code == 0, f"rank {rank}:\n{out}"
 
 

@@ -153,7 +153,18 @@ class HostCommunicator final : public Communicator {
   void launch(std::vector<CollectiveCall> calls, Stream* stream) override {
     throw_if_broken();
     if (stream == nullptr) return run(calls);
-    auto* task = new Task{this, std::move(calls), stream};
+    // Device memory without a host address is staged by stream-ordered
+    // copies around the host function, which then makes no device call (an
+    // OpenCL callback must not block on the device).
+    std::shared_ptr<std::vector<HostView>> staged;
+    for (const CollectiveCall& c : calls)
+      if ((c.send != nullptr && c.send->host_pointer() == nullptr) ||
+          (c.recv != nullptr && c.recv->host_pointer() == nullptr))
+        staged = std::make_shared<std::vector<HostView>>();
+    if (staged) {
+      for (const CollectiveCall& c : calls) staged->push_back(view(c, stream));
+    }
+    auto* task = new Task{this, std::move(calls), stream, staged};
     {
       std::lock_guard<std::mutex> lock(inflight_mu_);
       ++inflight_;
@@ -164,6 +175,13 @@ class HostCommunicator final : public Communicator {
       delete task;
       finish_one();
       throw;
+    }
+    if (staged) {
+      // TASK may be gone by now: write back from the shared views.
+      for (const HostView& v : *staged) write_back(v, stream);
+      // The staging lives until the stream has passed the copies.
+      auto* keep = new std::shared_ptr<std::vector<HostView>>(staged);
+      stream->enqueue_host_func([](void* p) { delete static_cast<std::shared_ptr<std::vector<HostView>>*>(p); }, keep);
     }
   }
 
@@ -247,15 +265,27 @@ class HostCommunicator final : public Communicator {
     uint32_t reserved;
   };
 
+  // Host views of a call's buffers (staged when not host-addressable).
+  struct HostView {
+    const unsigned char* send = nullptr;
+    unsigned char* recv = nullptr;
+    std::vector<unsigned char> send_stage, recv_stage;
+    // Where a staged receive buffer goes back to (write_back).
+    Buffer* recv_buffer = nullptr;
+    uint64_t recv_offset = 0;
+    bool skip_write_back = false;  // a non-root of reduce
+  };
+
   struct Task {
     HostCommunicator* comm;
     std::vector<CollectiveCall> calls;
     Stream* stream;
+    std::shared_ptr<std::vector<HostView>> staged;  // prepared views, or null
     static void run(void* p) {
       std::unique_ptr<Task> t(static_cast<Task*>(p));
       try {
         t->comm->throw_if_broken();
-        t->comm->run(t->calls);
+        t->comm->run(t->calls, t->staged.get());
       } catch (const Error& e) {
         t->stream->report_error(e);
       } catch (const std::exception& e) {
@@ -281,13 +311,6 @@ class HostCommunicator final : public Communicator {
   }
 
   // ---- running calls ----
-
-  // Host views of a call's buffers (staged when not host-addressable).
-  struct HostView {
-    const unsigned char* send = nullptr;
-    unsigned char* recv = nullptr;
-    std::vector<unsigned char> send_stage, recv_stage;
-  };
 
   static uint64_t recv_elements(const CollectiveCall& c, uint32_t world) {
     switch (c.kind) {
@@ -316,8 +339,13 @@ class HostCommunicator final : public Communicator {
     }
   }
 
-  HostView view(const CollectiveCall& c) {
+  // Host views of C's buffers; device memory is copied to staging on
+  // STREAM (nullptr: now).
+  HostView view(const CollectiveCall& c, Stream* stream = nullptr) {
     HostView v;
+    v.recv_buffer = c.recv;
+    v.recv_offset = c.recv_offset;
+    v.skip_write_back = c.kind == CollectiveCall::kReduce && c.root != group_->rank();
     const uint64_t es = common::dtype_size(c.dtype), world = group_->world();
     if (c.send != nullptr) {
       const uint64_t bytes = send_elements(c, static_cast<uint32_t>(world)) * es;
@@ -325,7 +353,7 @@ class HostCommunicator final : public Communicator {
         v.send = p + c.send_offset;
       } else {
         v.send_stage.resize(bytes);
-        if (bytes) device_.copy_device_to_host(v.send_stage.data(), *c.send, c.send_offset, bytes, nullptr);
+        if (bytes) device_.copy_device_to_host(v.send_stage.data(), *c.send, c.send_offset, bytes, stream);
         v.send = v.send_stage.data();
       }
     }
@@ -337,25 +365,29 @@ class HostCommunicator final : public Communicator {
         // Staged receive buffers start as the device's bytes: parts the
         // operation does not write (gaps between alltoall blocks) keep them.
         v.recv_stage.resize(bytes);
-        if (bytes) device_.copy_device_to_host(v.recv_stage.data(), *c.recv, c.recv_offset, bytes, nullptr);
+        if (bytes) device_.copy_device_to_host(v.recv_stage.data(), *c.recv, c.recv_offset, bytes, stream);
         v.recv = v.recv_stage.data();
         if (c.send == c.recv && c.send_offset == c.recv_offset) v.send = v.recv;
       }
     }
     return v;
   }
-  void write_back(const CollectiveCall& c, HostView& v) {
-    if (c.recv == nullptr || v.recv_stage.empty()) return;
-    if (c.kind == CollectiveCall::kReduce && c.root != group_->rank()) return;
-    device_.copy_host_to_device(*c.recv, c.recv_offset, v.recv_stage.data(), v.recv_stage.size(), nullptr);
+  void write_back(const HostView& v, Stream* stream) {
+    if (v.recv_buffer == nullptr || v.recv_stage.empty() || v.skip_write_back) return;
+    device_.copy_host_to_device(*v.recv_buffer, v.recv_offset, v.recv_stage.data(), v.recv_stage.size(), stream);
   }
 
-  void run(std::vector<CollectiveCall>& calls) {
+  // Runs CALLS now on this thread, with PREPARED views (staged on a stream
+  // by launch) or views made and written back here.
+  void run(std::vector<CollectiveCall>& calls, std::vector<HostView>* prepared = nullptr) {
     std::lock_guard<std::mutex> lock(run_mu_);
     try {
-      std::vector<HostView> views;
-      views.reserve(calls.size());
-      for (CollectiveCall& c : calls) views.push_back(view(c));
+      std::vector<HostView> own;
+      if (prepared == nullptr) {
+        own.reserve(calls.size());
+        for (CollectiveCall& c : calls) own.push_back(view(c));
+      }
+      std::vector<HostView>& views = prepared != nullptr ? *prepared : own;
       std::vector<size_t> p2p;
       for (size_t i = 0; i < calls.size(); ++i) {
         if (calls[i].kind == CollectiveCall::kSend || calls[i].kind == CollectiveCall::kRecv) {
@@ -365,7 +397,8 @@ class HostCommunicator final : public Communicator {
         run_collective(calls[i], views[i]);
       }
       if (!p2p.empty()) run_p2p(calls, views, p2p);
-      for (size_t i = 0; i < calls.size(); ++i) write_back(calls[i], views[i]);
+      if (prepared == nullptr)
+        for (const HostView& v : views) write_back(v, nullptr);
     } catch (const Error& e) {
       // A mismatch found at a step leaves every rank in step: the
       // communicator stays usable. Anything else broke it.
