@@ -17,6 +17,7 @@ HAL_APT_PACKAGES=(
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libtomlplusplus-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libssl-dev
   libdnnl-dev libonnx-dev libprotobuf-dev protobuf-compiler clang libclang-rt-14-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd python3 python3-venv python3-dev
+  libgloo-dev iproute2
 )
 HAL_VENV=$HAL_CACHE/venv
 HAL_PYTHON=$HAL_VENV/bin/python

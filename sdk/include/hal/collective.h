@@ -139,8 +139,8 @@ typedef struct hal_comm_info_t {
   uint32_t rank;
   hal_device_t* device;
   uint64_t timeout_ms; /* the effective timeout */
-  /* The transports in use ("shm", "shm+tcp"); NUL-terminated, static in
-   * the plugin. */
+  /* The transport in use ("shm", "tcp"); NUL-terminated, static in the
+   * plugin. */
   const char* transport;
 } hal_comm_info_t;
 

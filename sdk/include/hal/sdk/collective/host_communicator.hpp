@@ -42,6 +42,9 @@
 #include "hal/sdk/collective/communicator.hpp"
 #include "hal/sdk/collective/reduce.hpp"
 #include "hal/sdk/collective/shm_transport.hpp"
+#ifdef HAL_SDK_WITH_GLOO
+#include "hal/sdk/collective/gloo_transport.hpp"
+#endif
 #include "hal/sdk/device.hpp"
 #include "hal/sdk/status.hpp"
 
@@ -83,7 +86,8 @@ class HostCommunicator final : public Communicator {
     if (a.world_size == 1) {
       auto g = ShmGroup::map_segment("", 1, 0, true, timeout, what);
       g->join(what, [](const std::vector<uint32_t>&) {});
-      return std::unique_ptr<HostCommunicator>(new HostCommunicator(*a.device, std::move(g), prefix));
+      return std::unique_ptr<HostCommunicator>(
+          new HostCommunicator(*a.device, std::move(g), prefix, 0, 1, timeout, nullptr));
     }
     Bootstrap bs(a.bootstrap);
     PeerRecord me{};
@@ -94,6 +98,17 @@ class HostCommunicator final : public Communicator {
     me.pid = static_cast<int32_t>(getpid());
     bs.set("hal/rank/" + std::to_string(a.rank), &me, sizeof(me));
     std::unique_ptr<ShmGroup> g;
+    if (!all_on_this_host(bs, a, id, me, timeout, what)) {
+#ifdef HAL_SDK_WITH_GLOO
+      auto gloo = std::make_unique<GlooTransport>(bs, a.rank, a.world_size, timeout, what);
+      return std::unique_ptr<HostCommunicator>(
+          new HostCommunicator(*a.device, nullptr, prefix, a.rank, a.world_size, timeout, std::move(gloo)));
+#else
+      fail(HAL_STATUS_UNIMPLEMENTED, what,
+           ": some rank is on another host (or network namespace), and this build of the plugin has only the "
+           "shared-memory transport (built without Gloo)");
+#endif
+    }
     if (a.rank == 0) {
       g = ShmGroup::map_segment(prefix, a.world_size, 0, true, timeout, what);
       bs.set("hal/root", &me, sizeof(me));
@@ -110,10 +125,6 @@ class HostCommunicator final : public Communicator {
              "...): it is another job's, or a stale one; every rank must pass the id rank 0 uses");
       if (root.world_size != a.world_size)
         fail(HAL_STATUS_INVALID_ARGUMENT, what, ": world size ", a.world_size, " but rank 0 has ", root.world_size);
-      if (root.host != me.host)
-        fail(HAL_STATUS_UNIMPLEMENTED, what,
-             ": rank 0 is on another host (or network namespace), and this plugin's only transport is shared "
-             "memory between the processes of one host");
       g = ShmGroup::map_segment(prefix, a.world_size, a.rank, false, timeout, what);
     }
     g->join(what, [&](const std::vector<uint32_t>& missing) {
@@ -131,12 +142,10 @@ class HostCommunicator final : public Communicator {
         if (std::memcmp(peer.nonce, id.nonce, sizeof(id.nonce)) != 0)
           fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r,
                " holds a different unique id (another job's, or a stale one)");
-        if (peer.host != me.host)
-          fail(HAL_STATUS_UNIMPLEMENTED, what, ": rank ", r,
-               " is on another host (or network namespace); this plugin's only transport is shared memory");
       }
     });
-    return std::unique_ptr<HostCommunicator>(new HostCommunicator(*a.device, std::move(g), prefix));
+    return std::unique_ptr<HostCommunicator>(
+        new HostCommunicator(*a.device, std::move(g), prefix, a.rank, a.world_size, timeout, nullptr));
   }
 
   ~HostCommunicator() override {
@@ -145,10 +154,10 @@ class HostCommunicator final : public Communicator {
   }
 
   Device& device() const override { return device_; }
-  uint32_t rank() const override { return group_->rank(); }
-  uint32_t world_size() const override { return group_->world(); }
-  std::chrono::milliseconds timeout() const override { return group_->timeout(); }
-  const char* transport() const override { return "shm"; }
+  uint32_t rank() const override { return rank_; }
+  uint32_t world_size() const override { return world_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  const char* transport() const override { return group_ ? "shm" : "tcp"; }
 
   void launch(std::vector<CollectiveCall> calls, Stream* stream) override {
     throw_if_broken();
@@ -187,9 +196,10 @@ class HostCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> split(int32_t color, int32_t key) override {
     throw_if_broken();
+    if (!group_) fail(HAL_STATUS_UNIMPLEMENTED, "comm_split: not implemented on the TCP transport");
     std::lock_guard<std::mutex> lock(run_mu_);
     const std::string what = "comm_split #" + std::to_string(splits_);
-    const uint32_t world = group_->world(), me = group_->rank();
+    const uint32_t world = world_, me = rank_;
     const uint32_t h = next_half();
     post(h, OpDescriptor{sequence_++, 0, kSplitKind, 0, 0, 0}, what);
     const int32_t mine[2] = {color, key};
@@ -233,18 +243,20 @@ class HostCommunicator final : public Communicator {
     }
     if (failure) throw *failure;
     if (color < 0) return nullptr;
-    return std::unique_ptr<Communicator>(new HostCommunicator(device_, std::move(child), name));
+    const uint32_t child_world = size;
+    return std::unique_ptr<Communicator>(new HostCommunicator(device_, std::move(child), name, new_rank, child_world,
+                                                              group_->timeout(), nullptr));
   }
 
   void abort(const std::string& why) override {
-    set_error(Error(HAL_STATUS_ABORTED, "rank " + std::to_string(group_->rank()) + " aborted the communicator: " + why));
-    group_->abort("comm_abort by rank " + std::to_string(group_->rank()) + ": " + why);
+    set_error(Error(HAL_STATUS_ABORTED, "rank " + std::to_string(rank_) + " aborted the communicator: " + why));
+    if (group_) group_->abort("comm_abort by rank " + std::to_string(rank_) + ": " + why);
   }
 
   std::optional<Error> async_error() const override {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (error_) return error_;
-    if (group_->aborted()) {
+    if (group_ && group_->aborted()) {
       try {
         group_->throw_if_aborted("communicator");
       } catch (const Error& e) {
@@ -295,8 +307,45 @@ class HostCommunicator final : public Communicator {
     }
   };
 
-  HostCommunicator(Device& device, std::unique_ptr<ShmGroup> group, std::string prefix)
-      : device_(device), group_(std::move(group)), prefix_(std::move(prefix)) {}
+#ifdef HAL_SDK_WITH_GLOO
+  using Tcp = GlooTransport;
+#else
+  struct Tcp {};
+#endif
+  HostCommunicator(Device& device, std::unique_ptr<ShmGroup> group, std::string prefix, uint32_t rank, uint32_t world,
+                   std::chrono::milliseconds timeout, std::unique_ptr<Tcp> tcp)
+      : device_(device), group_(std::move(group)), prefix_(std::move(prefix)), rank_(rank), world_(world),
+        timeout_(timeout), tcp_(std::move(tcp)) {}
+
+  // Whether every rank runs on this host: reads every rank's record (each
+  // rank reads the same records, so all choose the same transport), and
+  // refuses a rank holding another unique id.
+  static bool all_on_this_host(const Bootstrap& bs, const CommInit& a, const IdRecord& id, const PeerRecord& me,
+                               std::chrono::milliseconds timeout, const std::string& what) {
+    bool local = true;
+    for (uint32_t r = 0; r < a.world_size; ++r) {
+      if (r == a.rank) continue;
+      std::vector<uint8_t> bytes;
+      try {
+        bytes = bs.get("hal/rank/" + std::to_string(r), timeout);
+      } catch (const Error& e) {
+        fail(e.code(), what, ": rank ", r, " did not join within ", timeout.count(), " ms (", e.what(), ")");
+      }
+      PeerRecord peer{};
+      if (bytes.size() != sizeof(peer))
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r, "'s bootstrap record has ", bytes.size(), " bytes");
+      std::memcpy(&peer, bytes.data(), sizeof(peer));
+      if (std::memcmp(peer.nonce, id.nonce, sizeof(id.nonce)) != 0)
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r, "'s unique id (", hex(peer.nonce, 4),
+             "...) differs from this rank's (", hex(id.nonce, 4),
+             "...): one of them is another job's, or a stale one; every rank must pass the id rank 0 uses");
+      if (peer.world_size != a.world_size)
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": world size ", a.world_size, " but rank ", r, " has ",
+             peer.world_size);
+      if (peer.host != me.host) local = false;
+    }
+    return local;
+  }
 
   void finish_one() {
     std::lock_guard<std::mutex> lock(inflight_mu_);
@@ -345,8 +394,8 @@ class HostCommunicator final : public Communicator {
     HostView v;
     v.recv_buffer = c.recv;
     v.recv_offset = c.recv_offset;
-    v.skip_write_back = c.kind == CollectiveCall::kReduce && c.root != group_->rank();
-    const uint64_t es = common::dtype_size(c.dtype), world = group_->world();
+    v.skip_write_back = c.kind == CollectiveCall::kReduce && c.root != rank_;
+    const uint64_t es = common::dtype_size(c.dtype), world = world_;
     if (c.send != nullptr) {
       const uint64_t bytes = send_elements(c, static_cast<uint32_t>(world)) * es;
       if (auto* p = static_cast<unsigned char*>(c.send->host_pointer())) {
@@ -394,9 +443,29 @@ class HostCommunicator final : public Communicator {
           p2p.push_back(i);
           continue;
         }
-        run_collective(calls[i], views[i]);
+        if (group_) {
+          run_collective(calls[i], views[i]);
+          continue;
+        }
+#ifdef HAL_SDK_WITH_GLOO
+        const std::string what = std::string(kind_name(calls[i].kind)) + " #" + std::to_string(sequence_++);
+        tcp_->run(calls[i], views[i].send, views[i].recv, what);
+#endif
       }
-      if (!p2p.empty()) run_p2p(calls, views, p2p);
+      if (!p2p.empty() && group_) run_p2p(calls, views, p2p);
+#ifdef HAL_SDK_WITH_GLOO
+      if (!p2p.empty() && !group_) {
+        std::vector<const CollectiveCall*> cs;
+        std::vector<const unsigned char*> sends;
+        std::vector<unsigned char*> recvs;
+        for (size_t i : p2p) {
+          cs.push_back(&calls[i]);
+          sends.push_back(views[i].send);
+          recvs.push_back(views[i].recv);
+        }
+        tcp_->run_p2p(cs, sends, recvs, p2p.size() > 1 ? "group of send/recv" : kind_name(calls[p2p[0]].kind));
+      }
+#endif
       if (prepared == nullptr)
         for (const HostView& v : views) write_back(v, nullptr);
     } catch (const Error& e) {
@@ -411,17 +480,17 @@ class HostCommunicator final : public Communicator {
 
   void post(uint32_t half, const OpDescriptor& d, const std::string& what) {
     group_->throw_if_aborted(what);
-    group_->descriptor(group_->rank(), half) = d;
+    group_->descriptor(rank_, half) = d;
   }
   // Steps, then compares every rank's descriptor with this rank's: a
   // mismatch is seen by all ranks alike, so all throw.
   void checked_step(uint32_t half, const std::string& what) {
     group_->step(what);
-    const OpDescriptor& mine = group_->descriptor(group_->rank(), half);
-    for (uint32_t r = 0; r < group_->world(); ++r) {
+    const OpDescriptor& mine = group_->descriptor(rank_, half);
+    for (uint32_t r = 0; r < world_; ++r) {
       const OpDescriptor& theirs = group_->descriptor(r, half);
       if (theirs == mine) continue;
-      fail(HAL_STATUS_INVALID_ARGUMENT, what, ": ranks disagree: rank ", group_->rank(), " called ", describe(mine),
+      fail(HAL_STATUS_INVALID_ARGUMENT, what, ": ranks disagree: rank ", rank_, " called ", describe(mine),
            " but rank ", r, " called ", describe(theirs));
     }
   }
@@ -484,7 +553,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void reduce_all(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
+    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
     const bool all = c.kind == CollectiveCall::kAllreduce, receives = all || c.root == me;
     std::vector<const void*> in(world);
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
@@ -514,7 +583,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void broadcast(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), me = group_->rank();
+    const uint64_t es = common::dtype_size(c.dtype), me = rank_;
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
       if (me == c.root) std::memcpy(group_->slot(c.root, h), v.send + off * es, n * es);
       checked_step(h, what);
@@ -523,7 +592,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void allgather(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
+    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
       std::memcpy(group_->slot(static_cast<uint32_t>(me), h), v.send + off * es, n * es);
       checked_step(h, what);
@@ -533,7 +602,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void reduce_scatter(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
+    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
     const uint64_t piece = std::max<uint64_t>(1, group_->half_bytes() / es / world);
     std::vector<const void*> in(world);
     rounds(c.count, piece, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
@@ -546,7 +615,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void alltoall(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what, bool unequal) {
-    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
+    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
     const uint64_t piece = std::max<uint64_t>(1, group_->half_bytes() / es / world);
     // Per pair (from p to q): element count, and the offsets at both ends.
     std::vector<uint64_t> counts(world * world, c.count);  // counts[p * world + q]
@@ -666,7 +735,7 @@ class HostCommunicator final : public Communicator {
       if (moved) continue;
       group_->throw_if_aborted(what);
       if (Clock::now() > deadline) {
-        const std::string why = what + ": rank " + std::to_string(group_->rank()) + " timed out after " +
+        const std::string why = what + ": rank " + std::to_string(rank_) + " timed out after " +
                                 std::to_string(group_->timeout().count()) + " ms waiting for its peer(s)";
         group_->abort(why);
         fail(HAL_STATUS_TIMEOUT, why);
@@ -676,8 +745,11 @@ class HostCommunicator final : public Communicator {
   }
 
   Device& device_;
-  std::unique_ptr<ShmGroup> group_;
+  std::unique_ptr<ShmGroup> group_;  // null on the TCP transport
   std::string prefix_;  // shm name prefix for splits
+  uint32_t rank_, world_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Tcp> tcp_;  // the transport between hosts, when some rank is remote
   std::mutex run_mu_;   // one operation at a time (streams may differ)
   uint64_t round_ = 0, sequence_ = 0, splits_ = 0;
   mutable std::mutex error_mu_;
