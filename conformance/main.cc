@@ -78,7 +78,7 @@ int run(int argc, char** argv) {
                       "or a stale unique id, mismatched arguments) and that no /dev/shm segment is left")
       ("world", po::value<uint32_t>()->default_value(2), "with --collectives: the number of ranks")
       ("collective-scenario", po::value<std::string>()->default_value("all"),
-       "with --collectives: all, suite, mismatch, foreign_id, stale_id or kill")
+       "with --collectives: all, suite, mismatch, abort, foreign_id, stale_id, kill or tcp")
       ("collective-max-bytes", po::value<uint64_t>()->default_value(64ull << 20),
        "with --collectives: the largest message (a float32 allreduce and broadcast)")
       ("collective-fault-timeout-ms", po::value<uint64_t>()->default_value(5000),

@@ -162,6 +162,7 @@ class Rank {
   int foreign_id_scenario();
   int stale_id_scenario();
   int mismatch_scenario();
+  int abort_scenario();
 
   int summary(const char* scenario) {
     std::printf("rank %d: %s: %d checks, %d failed\n", o_.rank, scenario, checks_, failed_);
@@ -506,6 +507,36 @@ int Rank::stale_id_scenario() {
   return summary("stale_id");
 }
 
+int Rank::abort_scenario() {
+  hal::Communicator comm = join("abort/id", std::chrono::seconds(60));  // long: the abort must end the wait
+  comm.barrier();
+  check("comm_abort from another thread unblocks this rank and its peers with ABORTED", [&] {
+    std::thread aborter;
+    if (o_.rank == 0)
+      aborter = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        comm.abort();
+      });
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // arrives after the abort
+    const auto start = Clock::now();
+    std::string failure;
+    try {
+      comm.barrier();
+      failure = "the barrier succeeded";
+    } catch (const hal::Error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      if (e.code() != HAL_STATUS_ABORTED) failure = std::string("wrong error: ") + e.what();
+      else if (ms > 2000) failure = "took " + std::to_string(ms) + " ms";
+      else std::printf("rank %d: aborted after %lld ms: %s\n", o_.rank, static_cast<long long>(ms), e.what());
+    }
+    if (aborter.joinable()) aborter.join();
+    if (!failure.empty()) throw std::runtime_error(failure);
+    if (!comm.async_error()) throw std::runtime_error("async_error() reports nothing after the abort");
+  });
+  return summary("abort");
+}
+
 int Rank::mismatch_scenario() {
   hal::Communicator comm = join("mismatch/id", o_.fault_timeout);
   hal::Buffer b = upload(std::vector<uint8_t>(64 * 4, 0));
@@ -559,6 +590,7 @@ int run_collective_rank(const std::shared_ptr<hal::Device>& device, const Collec
     if (opts.scenario == "foreign_id") return rank.foreign_id_scenario();
     if (opts.scenario == "stale_id") return rank.stale_id_scenario();
     if (opts.scenario == "mismatch") return rank.mismatch_scenario();
+    if (opts.scenario == "abort") return rank.abort_scenario();
     std::fprintf(stderr, "hal-conformance: unknown collective scenario '%s'\n", opts.scenario.c_str());
     return 2;
   } catch (const std::exception& e) {
@@ -570,7 +602,7 @@ int run_collective_rank(const std::shared_ptr<hal::Device>& device, const Collec
 int spawn_collectives(const std::vector<std::string>& argv, const std::vector<std::string>& odd_argv,
                       const CollectiveOptions& opts) {
   std::vector<std::string> scenarios;
-  if (opts.scenario == "all") scenarios = {"suite", "mismatch", "foreign_id", "stale_id", "kill"};
+  if (opts.scenario == "all") scenarios = {"suite", "mismatch", "abort", "foreign_id", "stale_id", "kill"};
   else scenarios = {opts.scenario};
   if (opts.world < 2)  // the fault scenarios need a peer
     scenarios.erase(std::remove_if(scenarios.begin(), scenarios.end(), [](const std::string& s) { return s != "suite"; }),
