@@ -96,12 +96,6 @@ bool close(hal_dtype_e d, cplx got, cplx want) {
   return std::abs(got - want) <= tol * std::max(1.0, std::abs(want));
 }
 
-std::string shell_join(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
-  return s;
-}
-
 // ---- one rank ----
 
 class Rank {
@@ -688,7 +682,6 @@ int spawn_collectives(const std::vector<std::string>& argv, const std::vector<st
     std::fflush(stdout);
     if (!ok) ++failures;
   }
-  (void)shell_join;
   return failures == 0 ? 0 : 1;
 }
 

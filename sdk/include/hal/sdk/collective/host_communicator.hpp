@@ -646,8 +646,7 @@ class HostCommunicator final : public Communicator {
     for (uint64_t x : counts) longest = std::max(longest, x);
     const auto send_at = [&](uint64_t q) { return unequal ? c.send_displs[q] : q * c.count; };
     const auto recv_at = [&](uint64_t p) { return unequal ? c.recv_displs[p] : p * c.count; };
-    OpDescriptor dd = d;
-    rounds(longest, piece, dd, what, [&](uint64_t off, uint64_t, uint32_t h, bool first) {
+    rounds(longest, piece, d, what, [&](uint64_t off, uint64_t, uint32_t h, bool first) {
       unsigned char* mine = group_->slot(static_cast<uint32_t>(me), h);
       for (uint64_t q = 0; q < world; ++q) {
         const uint64_t total = counts[me * world + q];

@@ -426,7 +426,7 @@ class ShmGroup {
     const uint64_t head = c.head.load(std::memory_order_relaxed), tail = c.tail.load(std::memory_order_acquire);
     const size_t n = std::min<uint64_t>(size, chan_ - (head - tail));
     if (n == 0) return 0;
-    copy_ring(ring(rank_, dst), head, data, n, true);
+    ring_write(ring(rank_, dst), head, data, n);
     c.head.store(head + n, std::memory_order_release);
     c.head_seq.fetch_add(1, std::memory_order_release);
     futex_wake_all(&c.head_seq);
@@ -438,7 +438,7 @@ class ShmGroup {
     const uint64_t tail = c.tail.load(std::memory_order_relaxed), head = c.head.load(std::memory_order_acquire);
     const size_t n = std::min<uint64_t>(size, head - tail);
     if (n == 0) return 0;
-    copy_ring(ring(src, rank_), tail, data, n, false);
+    ring_read(ring(src, rank_), tail, data, n);
     c.tail.store(tail + n, std::memory_order_release);
     c.tail_seq.fetch_add(1, std::memory_order_release);
     futex_wake_all(&c.tail_seq);
@@ -477,15 +477,17 @@ class ShmGroup {
   RankControl& rank_control(uint32_t r) const {
     return *reinterpret_cast<RankControl*>(base_ + ranks_ + r * sizeof(RankControl));
   }
-  void copy_ring(unsigned char* ring, uint64_t pos, const unsigned char* data, size_t n, bool in) const {
+  // Copies N bytes into the ring at monotonic position POS (wrapping).
+  void ring_write(unsigned char* ring, uint64_t pos, const unsigned char* data, size_t n) const {
     const size_t at = static_cast<size_t>(pos % chan_), first = std::min<size_t>(n, chan_ - at);
-    if (in) {
-      std::memcpy(ring + at, data, first);
-      std::memcpy(ring, data + first, n - first);
-    } else {
-      std::memcpy(const_cast<unsigned char*>(data), ring + at, first);
-      std::memcpy(const_cast<unsigned char*>(data) + first, ring, n - first);
-    }
+    std::memcpy(ring + at, data, first);
+    std::memcpy(ring, data + first, n - first);
+  }
+  // Copies N bytes out of the ring from monotonic position POS (wrapping).
+  void ring_read(const unsigned char* ring, uint64_t pos, unsigned char* data, size_t n) const {
+    const size_t at = static_cast<size_t>(pos % chan_), first = std::min<size_t>(n, chan_ - at);
+    std::memcpy(data, ring + at, first);
+    std::memcpy(data + first, ring, n - first);
   }
 
   unsigned char* base_ = nullptr;
