@@ -147,12 +147,17 @@ Communicator::Communicator(std::shared_ptr<Device> device, uint32_t world_size, 
 
 Communicator::Communicator(std::shared_ptr<Device> device, hal_comm_t* handle)
     : device_(std::move(device)), handle_(handle) {
+  const hal_comm_info_t i = info();
+  world_size_ = i.world_size;
+  rank_ = i.rank;
+}
+
+hal_comm_info_t Communicator::info() const {
   hal_comm_info_t info{};
   info.struct_size = sizeof(info);
   hal_comm_get_info_args_t args{sizeof(args), nullptr, handle_, &info};
   throw_if_error(api().comm_get_info(&args));
-  world_size_ = info.world_size;
-  rank_ = info.rank;
+  return info;
 }
 
 Communicator::Communicator(Communicator&& other) noexcept { *this = std::move(other); }
@@ -182,20 +187,11 @@ const hal_collective_api_t& Communicator::api() const {
   return device_->plugin().collective;
 }
 
-std::chrono::milliseconds Communicator::timeout() const {
-  hal_comm_info_t info{};
-  info.struct_size = sizeof(info);
-  hal_comm_get_info_args_t args{sizeof(args), nullptr, handle_, &info};
-  throw_if_error(api().comm_get_info(&args));
-  return std::chrono::milliseconds(info.timeout_ms);
-}
+std::chrono::milliseconds Communicator::timeout() const { return std::chrono::milliseconds(info().timeout_ms); }
 
 std::string Communicator::transport() const {
-  hal_comm_info_t info{};
-  info.struct_size = sizeof(info);
-  hal_comm_get_info_args_t args{sizeof(args), nullptr, handle_, &info};
-  throw_if_error(api().comm_get_info(&args));
-  return info.transport != nullptr ? info.transport : "";
+  const hal_comm_info_t i = info();
+  return i.transport != nullptr ? i.transport : "";
 }
 
 void Communicator::run(const CollectiveCall& call, const Stream* stream) {

@@ -118,6 +118,7 @@ class Communicator {
  private:
   Communicator(std::shared_ptr<Device> device, hal_comm_t* handle);
   const hal_collective_api_t& api() const;
+  hal_comm_info_t info() const;  // comm_get_info
   void release() noexcept;
   std::shared_ptr<Device> device_;
   hal_comm_t* handle_ = nullptr;
