@@ -13,6 +13,7 @@
 #include <tuple>
 #include <thread>
 
+#include "hal/common/collective_extent.hpp"
 #include "hal/common/dtype.hpp"
 #include "loader/loaded_plugin.hpp"
 
@@ -205,19 +206,12 @@ void Communicator::run(const CollectiveCall& call, const Stream* stream) {
                                                  std::to_string(world) + " entries each (the world size)");
   // The plugin checks ranges against its allocation, which the caching
   // allocator may have rounded up: check against what was asked for.
-  const uint64_t n = call.count, es = common::dtype_size(call.dtype);
-  const auto extent = [&](const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs) {
-    uint64_t end = 0;
-    for (size_t p = 0; p < counts.size() && p < displs.size(); ++p) end = std::max(end, counts[p] + displs[p]);
-    return end;
-  };
-  uint64_t send_elems = n, recv_elems = n;
-  if (call.kind == HAL_COLLECTIVE_ALLGATHER) recv_elems = n * world;
-  if (call.kind == HAL_COLLECTIVE_REDUCE_SCATTER) send_elems = n * world;
-  if (call.kind == HAL_COLLECTIVE_ALLTOALL) {
-    send_elems = unequal ? extent(call.send_counts, call.send_displs) : n * world;
-    recv_elems = unequal ? extent(call.recv_counts, call.recv_displs) : n * world;
-  }
+  const uint64_t es = common::dtype_size(call.dtype);
+  const common::CollectiveExtent extent = common::collective_extent(
+      call.kind, call.count, static_cast<uint32_t>(world), unequal ? call.send_counts.data() : nullptr,
+      unequal ? call.send_displs.data() : nullptr, unequal ? call.recv_counts.data() : nullptr,
+      unequal ? call.recv_displs.data() : nullptr);
+  const uint64_t send_elems = extent.send, recv_elems = extent.recv;
   for (auto [buffer, offset, elems, name] : {std::tuple{call.send, call.send_offset, send_elems, "send"},
                                              std::tuple{call.recv, call.recv_offset, recv_elems, "recv"}}) {
     if (buffer == nullptr || es == 0 || elems > UINT64_MAX / 64) continue;  // the plugin refuses these

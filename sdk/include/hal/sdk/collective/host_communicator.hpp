@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "hal/collective.h"
+#include "hal/common/collective_extent.hpp"
 #include "hal/common/dtype.hpp"
 #include "hal/sdk/collective/communicator.hpp"
 #include "hal/sdk/collective/reduce.hpp"
@@ -361,31 +362,11 @@ class HostCommunicator final : public Communicator {
 
   // ---- running calls ----
 
-  static uint64_t recv_elements(const CollectiveCall& c, uint32_t world) {
-    switch (c.kind) {
-      case CollectiveCall::kAllgather: return c.count * world;
-      case CollectiveCall::kAlltoall:
-        if (!c.recv_counts.empty()) {
-          uint64_t end = 0;
-          for (uint32_t p = 0; p < world; ++p) end = std::max(end, c.recv_displs[p] + c.recv_counts[p]);
-          return end;
-        }
-        return c.count * world;
-      default: return c.count;
-    }
-  }
-  static uint64_t send_elements(const CollectiveCall& c, uint32_t world) {
-    switch (c.kind) {
-      case CollectiveCall::kReduceScatter: return c.count * world;
-      case CollectiveCall::kAlltoall:
-        if (!c.send_counts.empty()) {
-          uint64_t end = 0;
-          for (uint32_t p = 0; p < world; ++p) end = std::max(end, c.send_displs[p] + c.send_counts[p]);
-          return end;
-        }
-        return c.count * world;
-      default: return c.count;
-    }
+  static common::CollectiveExtent extent(const CollectiveCall& c, uint32_t world) {
+    const bool unequal = !c.send_counts.empty();
+    return common::collective_extent(c.kind, c.count, world, unequal ? c.send_counts.data() : nullptr,
+                                     unequal ? c.send_displs.data() : nullptr, unequal ? c.recv_counts.data() : nullptr,
+                                     unequal ? c.recv_displs.data() : nullptr);
   }
 
   // Host views of C's buffers; device memory is copied to staging on
@@ -397,7 +378,7 @@ class HostCommunicator final : public Communicator {
     v.skip_write_back = c.kind == CollectiveCall::kReduce && c.root != rank_;
     const uint64_t es = common::dtype_size(c.dtype), world = world_;
     if (c.send != nullptr) {
-      const uint64_t bytes = send_elements(c, static_cast<uint32_t>(world)) * es;
+      const uint64_t bytes = extent(c, static_cast<uint32_t>(world)).send * es;
       if (auto* p = static_cast<unsigned char*>(c.send->host_pointer())) {
         v.send = p + c.send_offset;
       } else {
@@ -407,7 +388,7 @@ class HostCommunicator final : public Communicator {
       }
     }
     if (c.recv != nullptr) {
-      const uint64_t bytes = recv_elements(c, static_cast<uint32_t>(world)) * es;
+      const uint64_t bytes = extent(c, static_cast<uint32_t>(world)).recv * es;
       if (auto* p = static_cast<unsigned char*>(c.recv->host_pointer())) {
         v.recv = p + c.recv_offset;
       } else {

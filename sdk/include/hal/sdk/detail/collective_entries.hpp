@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hal/collective.h"
+#include "hal/common/collective_extent.hpp"
 #include "hal/common/dtype.hpp"
 #include "hal/common/extension.hpp"
 #include "hal/sdk/collective/communicator.hpp"
@@ -194,7 +195,6 @@ inline CollectiveCall collective_call(const hal_collective_args_t* a, Communicat
   const uint64_t n = a->count;
   if (n > UINT64_MAX / world / 16) fail(HAL_STATUS_INVALID_ARGUMENT, name, ": count ", n, " is too large");
   Device& device = comm.device();
-  uint64_t send_elems = n, recv_elems = n;
   bool needs_send = true, needs_recv = true;
   switch (c.kind) {
     case CollectiveCall::kBroadcast:
@@ -202,39 +202,35 @@ inline CollectiveCall collective_call(const hal_collective_args_t* a, Communicat
       needs_recv = me != a->root;
       break;
     case CollectiveCall::kReduce: needs_recv = me == a->root; break;
-    case CollectiveCall::kAllgather: recv_elems = n * world; break;
-    case CollectiveCall::kReduceScatter: send_elems = n * world; break;
     case CollectiveCall::kSend: needs_recv = false; break;
     case CollectiveCall::kRecv: needs_send = false; break;
     case CollectiveCall::kAlltoall: {
       const bool any = a->send_counts || a->send_displs || a->recv_counts || a->recv_displs;
-      if (any) {
-        if (!a->send_counts || !a->send_displs || !a->recv_counts || !a->recv_displs)
-          fail(HAL_STATUS_INVALID_ARGUMENT, name,
-               ": send_counts, send_displs, recv_counts and recv_displs must all be set, or none");
-        c.send_counts.assign(a->send_counts, a->send_counts + world);
-        c.send_displs.assign(a->send_displs, a->send_displs + world);
-        c.recv_counts.assign(a->recv_counts, a->recv_counts + world);
-        c.recv_displs.assign(a->recv_displs, a->recv_displs + world);
-        send_elems = recv_elems = 0;
-        for (uint32_t p = 0; p < world; ++p) {
-          for (auto [counts, displs, label] : {std::tuple{&c.send_counts, &c.send_displs, "send"},
-                                               std::tuple{&c.recv_counts, &c.recv_displs, "recv"}}) {
-            const uint64_t cnt = (*counts)[p], at = (*displs)[p];
-            if (cnt > UINT64_MAX / 32 || at > UINT64_MAX / 32)
-              fail(HAL_STATUS_INVALID_ARGUMENT, name, ": ", label, " block ", p, " (count ", cnt, " at ", at,
-                   ") is too large");
-            uint64_t& end = std::string(label) == "send" ? send_elems : recv_elems;
-            end = std::max(end, at + cnt);
-          }
+      if (!any) break;
+      if (!a->send_counts || !a->send_displs || !a->recv_counts || !a->recv_displs)
+        fail(HAL_STATUS_INVALID_ARGUMENT, name,
+             ": send_counts, send_displs, recv_counts and recv_displs must all be set, or none");
+      c.send_counts.assign(a->send_counts, a->send_counts + world);
+      c.send_displs.assign(a->send_displs, a->send_displs + world);
+      c.recv_counts.assign(a->recv_counts, a->recv_counts + world);
+      c.recv_displs.assign(a->recv_displs, a->recv_displs + world);
+      for (uint32_t p = 0; p < world; ++p)
+        for (auto [counts, displs, label] : {std::tuple{&c.send_counts, &c.send_displs, "send"},
+                                             std::tuple{&c.recv_counts, &c.recv_displs, "recv"}}) {
+          const uint64_t cnt = (*counts)[p], at = (*displs)[p];
+          if (cnt > UINT64_MAX / 32 || at > UINT64_MAX / 32)
+            fail(HAL_STATUS_INVALID_ARGUMENT, name, ": ", label, " block ", p, " (count ", cnt, " at ", at,
+                 ") is too large");
         }
-      } else {
-        send_elems = recv_elems = n * world;
-      }
       break;
     }
     default: break;
   }
+  const bool unequal = !c.send_counts.empty();
+  const common::CollectiveExtent extent = common::collective_extent(
+      c.kind, n, world, unequal ? c.send_counts.data() : nullptr, unequal ? c.send_displs.data() : nullptr,
+      unequal ? c.recv_counts.data() : nullptr, unequal ? c.recv_displs.data() : nullptr);
+  const uint64_t send_elems = extent.send, recv_elems = extent.recv;
   if (needs_send) {
     c.send = collective_buffer(a->send, a->send_offset, send_elems, c.dtype, device, "send");
     c.send_offset = a->send_offset;
