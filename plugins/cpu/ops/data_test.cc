@@ -114,6 +114,20 @@ TEST_CASE("copy refuses shapes that do not broadcast and partly overlapping outp
   expect_error(t, "copy", {&lo}, {&hi}, {}, HAL_STATUS_INVALID_ARGUMENT, "overlaps input 'self'", &buf);
 }
 
+TEST_CASE("column slices of one buffer are not an overlap; slices sharing a column are") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  auto buf = t.tensor({3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  TensorView left = buf.view, right = buf.view;  // columns [0, 2) and [2, 4) of each row
+  left.shape = right.shape = {3, 2};
+  left.strides = right.strides = {4, 1};
+  right.byte_offset = 2 * sizeof(float);
+  t.run("copy", {&left}, {&right});
+  CHECK(t.read<float>(buf) == std::vector<float>{0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9});
+  TensorView mid = right;  // columns [1, 3): shares column 1 with left
+  mid.byte_offset = sizeof(float);
+  expect_error(t, "copy", {&left}, {&mid}, {}, HAL_STATUS_INVALID_ARGUMENT, "overlaps input 'self'", &buf);
+}
+
 TEST_CASE("fill writes a converted value into any dtype and layout") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto i = t.empty(HAL_DTYPE_INT32, {2, 2});

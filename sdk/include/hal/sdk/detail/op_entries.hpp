@@ -226,6 +226,33 @@ struct OpCallBuilder : common::OpCallBuilder {
     return false;
   }
 
+  // Whether A and B, whose byte ranges overlap, still share no byte: for
+  // some period P (a byte stride of A), every dim of each either steps by a
+  // multiple of P or stays inside one period, and the two occupy disjoint
+  // byte intervals of the period. Column slices of one parent (the q, k and
+  // v views of a fused projection, written in place) pass; anything less
+  // regular stays refused.
+  static bool disjoint_columns(const Tensor& a, const Tensor& b) {
+    auto columns = [](const Tensor& t, uint64_t p, uint64_t* lo, uint64_t* hi) {
+      const uint64_t size = t.element_size();
+      uint64_t span = size;
+      for (int d = 0; d < t.rank; ++d) {
+        const uint64_t step = static_cast<uint64_t>(t.strides[d]) * size;
+        if (t.shape[d] > 1 && step % p != 0) span += static_cast<uint64_t>(t.shape[d] - 1) * step;
+      }
+      *lo = t.byte_offset % p;
+      *hi = *lo + span;
+      return *hi <= p;
+    };
+    for (int d = 0; d < a.rank; ++d) {
+      if (a.shape[d] <= 1 || a.strides[d] <= 0) continue;
+      const uint64_t p = static_cast<uint64_t>(a.strides[d]) * a.element_size();
+      uint64_t alo, ahi, blo, bhi;
+      if (columns(a, p, &alo, &ahi) && columns(b, p, &blo, &bhi) && (ahi <= blo || bhi <= alo)) return true;
+    }
+    return false;
+  }
+
   static void check_aliasing(const OpSchema& schema, const OpCall& call, bool variadic_in, bool variadic_out) {
     for (size_t o = 0; o < call.output_count(); ++o) {
       const Tensor& out = call.output(o);
@@ -240,6 +267,7 @@ struct OpCallBuilder : common::OpCallBuilder {
         bool exact = in.byte_offset == out.byte_offset && in.dtype == out.dtype && in.sizes() == out.sizes() &&
                      std::equal(in.strides, in.strides + in.rank, out.strides);
         if (exact && schema.alias == Alias::kExact) continue;
+        if (!exact && disjoint_columns(out, in)) continue;
         fail(HAL_STATUS_INVALID_ARGUMENT, schema.name, ": ", olabel, " (bytes [", ro.first, ", ", ro.second,
              ")) overlaps ", Role{"input", schema.inputs[variadic_in ? 0 : i].name, variadic_in, i}, " (bytes [",
              ri.first, ", ", ri.second, ")) of the same buffer; ",
@@ -250,7 +278,7 @@ struct OpCallBuilder : common::OpCallBuilder {
         const Tensor& other = call.output(p);
         if (other.buffer != out.buffer || other.numel() == 0) continue;
         auto rp = byte_range(other);
-        if (rp.second <= ro.first || ro.second <= rp.first) continue;
+        if (rp.second <= ro.first || ro.second <= rp.first || disjoint_columns(out, other)) continue;
         fail(HAL_STATUS_INVALID_ARGUMENT, schema.name, ": ", olabel, " overlaps output ", p, " of the same buffer");
       }
     }
