@@ -476,6 +476,12 @@ hal_dtype_e to_hal_dtype(c10::ScalarType type) {
   return *d;
 }
 
+c10::ScalarType scalar_type_of(hal_dtype_e dtype) {
+  for (size_t i = 0; i < std::size(kDtypes.to_hal); ++i)
+    if (kDtypes.to_hal[i] == dtype) return static_cast<c10::ScalarType>(i);
+  TORCH_CHECK(false, "torch_hal: HAL dtype ", static_cast<int>(dtype), " has no PyTorch dtype");
+}
+
 hal::TensorRef ref_of(const at::Tensor& t) {
   hal::TensorRef r;
   r.dtype = to_hal_dtype(t.scalar_type());

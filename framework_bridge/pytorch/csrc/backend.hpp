@@ -128,6 +128,8 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
 hal_dtype_e to_hal_dtype(c10::ScalarType type);
 // The HAL dtype of TYPE, or nullopt when HAL has none (ComplexHalf, Float8...).
 std::optional<hal_dtype_e> hal_dtype_of(c10::ScalarType type) noexcept;
+// The PyTorch dtype of a HAL dtype; throws c10::Error for one PyTorch lacks.
+c10::ScalarType scalar_type_of(hal_dtype_e dtype);
 // The strided descriptor of hal tensor T (no copy). T's storage must
 // outlive every launch using the view.
 hal::TensorView view_of(const at::Tensor& t);

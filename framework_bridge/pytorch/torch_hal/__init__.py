@@ -31,6 +31,7 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
     )
 
 from ._fallback import ExplainEntry, FallbackStats, explain, fallback_stats, reset_fallback_stats
+from . import llm  # torch.ops.hal.<op>: the catalog's fused inference ops
 
 
 def compile_backend(gm, example_inputs, options=None):
