@@ -15,6 +15,7 @@ void register_index_ops(sdk::OpRegistry& ops);
 void register_data_ops(sdk::OpRegistry& ops);
 void register_random_ops(sdk::OpRegistry& ops);
 void register_transformer_ops(sdk::OpRegistry& ops);
+void register_llm_ops(sdk::OpRegistry& ops);
 
 inline void register_all_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
@@ -25,6 +26,7 @@ inline void register_all_ops(sdk::OpRegistry& ops) {
   register_data_ops(ops);
   register_random_ops(ops);
   register_transformer_ops(ops);
+  register_llm_ops(ops);
 }
 
 }  // namespace hal::cpu
