@@ -119,18 +119,18 @@ __kernel void llm_add_rms_norm(__global const T* x, long xo, __global const T* r
 // what it writes, so y may be x).
 __kernel void llm_rotary(__global const T* x, long xo, __global T* y, long yo, __global const A* cs, long co,
                          __global const A* sn, long sno, __global const long* pos, long po, long rows, long H, long D,
-                         long half, int interleaved, __global const long* status) {
-  long per = D - half, id = get_global_id(0);
+                         long nh, int interleaved, __global const long* status) {
+  long per = D - nh, id = get_global_id(0);
   if (id >= rows * per || status[0] != 0) return;
   long r = id / per, j = id % per, base = r * D;
-  if (j >= half) {
-    long e = half + j;  // 2·half + (j - half)
+  if (j >= nh) {
+    long e = nh + j;  // 2·nh + (j - nh): the copied dims
     y[yo + base + e] = x[xo + base + e];
     return;
   }
   long p = pos[po + r / H];
-  A c = cs[co + p * half + j], n = sn[sno + p * half + j];
-  long ia = base + (interleaved ? 2 * j : j), ib = base + (interleaved ? 2 * j + 1 : j + half);
+  A c = cs[co + p * nh + j], n = sn[sno + p * nh + j];
+  long ia = base + (interleaved ? 2 * j : j), ib = base + (interleaved ? 2 * j + 1 : j + nh);
   A a = (A)x[xo + ia], b = (A)x[xo + ib];
   y[yo + ia] = (T)(a * c - b * n);
   y[yo + ib] = (T)(b * c + a * n);
@@ -173,11 +173,13 @@ __kernel void llm_attention(__global const T* q, long qo, __global const T* k, l
   __local A red[WG];
   __local A p[WG];
   __local long krow[WG];
-  if (status[0] != 0) return;
+  // No early return: every item must reach the barriers (PoCL).
+  const bool live = status[0] == 0;
   long row = get_group_id(0), t = row / Hq, h = row % Hq, kh = h / (Hq / Hk);
   int l = get_local_id(0);
-  long b = t, len, pos, start = 0;
-  if (mode == 0) {
+  long b = t, len = 0, pos = 0, start = 0;
+  if (!live) {
+  } else if (mode == 0) {
     len = lens[lo + b];
     pos = len - 1;
   } else if (mode == 1) {
@@ -224,7 +226,8 @@ __kernel void llm_attention(__global const T* q, long qo, __global const T* k, l
     barrier(CLK_LOCAL_MEM_FENCE);  // p and krow are rewritten by the next tile
   }
   A inv = sum > 0 ? (A)1 / sum : (A)0;
-  for (long e = l; e < Dv; e += WG) out[oo + row * Dv + e] = (T)(acc[e] * inv);
+  if (live)
+    for (long e = l; e < Dv; e += WG) out[oo + row * Dv + e] = (T)(acc[e] * inv);
 }
 
 // moe_gating_topk_softmax of token get_global_id(0): softmax over E, then K
