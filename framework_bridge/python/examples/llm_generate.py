@@ -142,7 +142,7 @@ class HalEngine:
         t = x.shape[0]
         qd, kd = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
         residual = x
-        h = F.rms_norm(x, (cfg.hidden,), w["0.attn_norm"], cfg.eps)
+        h, _ = torch.ops.hal.rms_norm(x, w["0.attn_norm"], [cfg.hidden], cfg.eps)
         for i in range(cfg.layers):
             if i > 0:
                 h, residual = torch.ops.hal.add_rms_norm(m, residual, w[f"{i}.attn_norm"], cfg.eps)

@@ -22,7 +22,7 @@ namespace {
 
 // How one custom op's arguments reach its catalog op.
 struct Plan {
-  enum class Kind { kTensor, kFloat, kInt, kBool };
+  enum class Kind { kTensor, kFloat, kInt, kBool, kInts };
   struct Arg {
     Kind kind;
     std::string name;
@@ -53,6 +53,9 @@ Plan make_plan(const c10::FunctionSchema& schema) {
       arg.kind = Plan::Kind::kInt;
     } else if (type->kind() == c10::TypeKind::BoolType) {
       arg.kind = Plan::Kind::kBool;
+    } else if (type->kind() == c10::TypeKind::ListType &&
+               type->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::IntType) {
+      arg.kind = Plan::Kind::kInts;
     } else {
       TORCH_CHECK(false, "torch_hal: ", p.qualified, ": argument '", a.name(), "' has type ", type->str(),
                   " that no catalog attribute takes");
@@ -105,6 +108,7 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
       case Plan::Kind::kFloat: attrs.push_back(hal::Attr::f(a.name, v.toDouble())); continue;
       case Plan::Kind::kInt: attrs.push_back(hal::Attr::i(a.name, v.toInt())); continue;
       case Plan::Kind::kBool: attrs.push_back(hal::Attr::b(a.name, v.toBool())); continue;
+      case Plan::Kind::kInts: attrs.push_back(hal::Attr::ints(a.name, v.toIntVector())); continue;
       case Plan::Kind::kTensor: break;
     }
     at::Tensor t = v.isNone() ? at::Tensor() : v.toTensor();
@@ -186,6 +190,9 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
 // Schemas: tensor arguments in the catalog's input order, attributes by their
 // catalog names with its defaults; an in-place op returns nothing.
 TORCH_LIBRARY(hal, m) {
+  // The catalog's rms_norm (group nn) too: F.rms_norm reaches the device as
+  // its decomposition (pow, mean, rsqrt, mul); engines call the fused op.
+  m.def("rms_norm(Tensor input, Tensor? weight, int[] normalized_shape, float eps=-1.0) -> (Tensor, Tensor)");
   m.def("add_rms_norm(Tensor input, Tensor residual, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)");
   m.def("apply_rotary_pos_emb(Tensor(a!) query, Tensor(b!) key, Tensor cos, Tensor sin, Tensor position_ids, "
         "bool interleaved=False) -> ()");
@@ -207,7 +214,7 @@ TORCH_LIBRARY(hal, m) {
 }
 
 TORCH_LIBRARY_IMPL(hal, PrivateUse1, m) {
-  for (const char* name : {"add_rms_norm", "apply_rotary_pos_emb", "silu_and_mul", "fill_kv_cache",
+  for (const char* name : {"rms_norm", "add_rms_norm", "apply_rotary_pos_emb", "silu_and_mul", "fill_kv_cache",
                            "paged_decode_attention", "paged_prefill_attention", "prefill_attention",
                            "moe_gating_topk_softmax", "fused_moe", "dynamic_quant", "linear_w8a16"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&llm_kernel>());

@@ -95,6 +95,16 @@ def test_add_rms_norm_matches_add_then_rms_norm_and_works_in_place(dtype):
     assert torch.equal(xh.cpu(), x) and torch.equal(rh.cpu(), r)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_is_the_fused_catalog_op_with_rstd(dtype):
+    x, w = torch.randn(3, 4, 80, generator=gen(12)).to(dtype), torch.randn(80, generator=gen(13)).to(dtype)
+    out, rstd = torch.ops.hal.rms_norm(hal(x), hal(w), [80], 1e-5)
+    close(out, F.rms_norm(x.double(), (80,), w.double(), 1e-5), dtype)
+    close(rstd, torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-5), dtype)
+    out, _ = torch.ops.hal.rms_norm(hal(x), None, [4, 80])  # no weight, eps = the dtype's machine epsilon
+    close(out, F.rms_norm(x.double(), (4, 80), eps=torch.finfo(dtype).eps), dtype)
+
+
 def complex_rotary(x, cos, sin, interleaved):
     """Rotation as complex multiplication by e^{iθ} (a formula independent of the kernels')."""
     half = cos.shape[-1]

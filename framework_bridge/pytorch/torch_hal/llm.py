@@ -1,6 +1,7 @@
 """torch.ops.hal.<op>: fused operators for large-model inference (the op catalog's "llm" group).
 
     import torch, torch_hal
+    out, rstd = torch.ops.hal.rms_norm(x, weight, [hidden], 1e-6)           # the catalog's rms_norm, fused
     out, residual = torch.ops.hal.add_rms_norm(x, residual, weight, 1e-6)
     torch.ops.hal.apply_rotary_pos_emb(q, k, cos, sin, positions)          # in place on q and k
     torch.ops.hal.fill_kv_cache(k, v, key_cache, value_cache, slot_mapping)  # in place on the caches
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 
 from . import _C  # noqa: F401  (defines the hal:: schemas)
 
-OPS = ("add_rms_norm", "apply_rotary_pos_emb", "silu_and_mul", "fill_kv_cache", "paged_decode_attention",
+OPS = ("rms_norm", "add_rms_norm", "apply_rotary_pos_emb", "silu_and_mul", "fill_kv_cache", "paged_decode_attention",
        "paged_prefill_attention", "prefill_attention", "moe_gating_topk_softmax", "fused_moe", "dynamic_quant",
        "linear_w8a16")
 
@@ -48,6 +49,20 @@ def _index_check(name, arg, values, lo, hi):
 
 
 # ---- CPU reference implementations ----
+
+def _rms_norm(input, weight, normalized_shape, eps=-1.0):
+    acc = _acc(input.dtype)
+    dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
+    _check(list(input.shape[input.dim() - len(normalized_shape):]) == list(normalized_shape),
+           f"torch.ops.hal.rms_norm: 'input' of shape {list(input.shape)} does not end in normalized_shape "
+           f"{list(normalized_shape)}")
+    x = input.to(acc)
+    rstd = torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + (torch.finfo(input.dtype).eps if eps < 0 else eps))
+    out = x * rstd
+    if weight is not None:
+        out = out * weight.to(acc)
+    return out.to(input.dtype), rstd.to(input.dtype)
+
 
 def _add_rms_norm(input, residual, weight, eps=1e-6):
     _check(input.shape == residual.shape, f"torch.ops.hal.add_rms_norm: 'residual' has shape "
@@ -222,6 +237,11 @@ def _linear_w8a16(input, weight, scale, bias=None):
 
 # ---- fake (meta) kernels: output shapes for Dynamo / FakeTensor ----
 
+def _fake_rms_norm(input, weight, normalized_shape, eps=-1.0):
+    rstd = [1 if d >= input.dim() - len(normalized_shape) else s for d, s in enumerate(input.shape)]
+    return torch.empty_like(input), input.new_empty(rstd)
+
+
 def _fake_add_rms_norm(input, residual, weight, eps=1e-6):
     return torch.empty_like(input), torch.empty_like(input)
 
@@ -262,6 +282,7 @@ def _fake_linear_w8a16(input, weight, scale, bias=None):
 
 
 _IMPLS = {
+    "rms_norm": (_rms_norm, _fake_rms_norm),
     "add_rms_norm": (_add_rms_norm, _fake_add_rms_norm),
     "apply_rotary_pos_emb": (_apply_rotary_pos_emb, _fake_none),
     "silu_and_mul": (_silu_and_mul, _fake_silu_and_mul),
