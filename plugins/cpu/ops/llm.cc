@@ -461,13 +461,13 @@ HAL_CPU_KERNEL(fill_kv_cache_kernel, fill_kv_cache_body)
 
 // ---- attention ----------------------------------------------------------------------------
 
-// The key and value rows of one kv head of one sequence: paged (through the
-// sequence's block table row) or packed (consecutive tokens).
+// The key and value rows of one sequence from kv head H0 on: paged (through
+// the sequence's block table row) or packed (consecutive tokens).
 template <class T>
 struct KvRows {
-  const T* k = nullptr;  // offset to the kv head (and, packed, to the sequence's first token)
+  const T* k = nullptr;  // offset to kv head H0 (and, packed, to the sequence's first token)
   const T* v = nullptr;
-  int64_t k_blk = 0, k_row = 0, v_blk = 0, v_row = 0;  // element strides of [block, row] (packed: row only)
+  int64_t k_blk = 0, k_row = 0, k_head = 0, v_blk = 0, v_row = 0, v_head = 0;  // element strides
   int64_t bs = 1;
   const int64_t* table = nullptr;  // nullptr: packed
   HAL_LLM_INLINE const T* key(int64_t j) const {
@@ -479,25 +479,32 @@ struct KvRows {
 };
 
 constexpr int64_t kChunk = 64;  // keys per online-softmax step
+constexpr int64_t kAhead = 12;  // key positions prefetched ahead (blocks are scattered: no hardware stream)
 
-// N query rows attending together (the query heads of one kv head, for one
-// or a few tokens): row r reads keys [lo[r], hi[r]) with alibi bias
-// slope[r]·(j - pos[r]). Holds the running max, sum and output of each row.
+// Prefetches BYTES from P (cache lines).
+HAL_LLM_INLINE void prefetch_span(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
+}
+
+// N query rows attending together, head-major over NH kv heads: rows
+// [hh·N/NH, (hh+1)·N/NH) read kv head H0 + hh (the query heads of that kv
+// head, for one or a few tokens). Row r reads keys [lo[r], hi[r]) with alibi
+// bias slope[r]·(j - pos[r]). Holds each row's running max, sum and output.
 template <class A>
 struct RowSet {
-  int64_t n = 0, d = 0, dv = 0;
+  int64_t n = 0, nh = 1, d = 0, dv = 0;
   A scale = 1;
   std::vector<A> q;  // [n, d]
   std::vector<int64_t> lo, hi, pos;
   std::vector<A> slope;  // empty: no alibi
   std::vector<A> m, l, acc;  // [n], [n], [n, dv]
-  std::vector<A> s, kbuf, vbuf;  // scratch: scores [n, kChunk], converted K and V rows
+  std::vector<A> s, kbuf, vbuf;  // scratch: scores [n, kChunk], one converted K and V row
 
-  RowSet(int64_t rows, int64_t d_, int64_t dv_, A scale_, bool alibi)
-      : n(rows), d(d_), dv(dv_), scale(scale_), q(static_cast<size_t>(rows * d_)), lo(rows), hi(rows), pos(rows),
-        slope(alibi ? rows : 0), m(rows), l(rows), acc(static_cast<size_t>(rows * dv_)),
-        s(static_cast<size_t>(rows * kChunk)), kbuf(static_cast<size_t>(kChunk * d_)),
-        vbuf(static_cast<size_t>(dv_)) {}
+  RowSet(int64_t rows, int64_t heads, int64_t d_, int64_t dv_, A scale_, bool alibi)
+      : n(rows), nh(heads), d(d_), dv(dv_), scale(scale_), q(static_cast<size_t>(rows * d_)), lo(rows), hi(rows),
+        pos(rows), slope(alibi ? rows : 0), m(rows), l(rows), acc(static_cast<size_t>(rows * dv_)),
+        s(static_cast<size_t>(rows * kChunk)), kbuf(static_cast<size_t>(d_)), vbuf(static_cast<size_t>(dv_)) {}
   void reset() {
     std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
     std::fill(l.begin(), l.end(), A(0));
@@ -505,32 +512,42 @@ struct RowSet {
   }
 };
 
-// One online-softmax pass of the rows over keys [J0, J1).
+// One online-softmax pass of the rows over keys [J0, J1). Per key position
+// the NH heads' rows are adjacent in a paged cache, so they are read
+// together, in address order.
 template <class T, class A>
 void attend(RowSet<A>& rs, const KvRows<T>& kv, int64_t j0, int64_t j1) {
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
-  const int64_t n = rs.n, d = rs.d, dv = rs.dv;
-  const A* kp[kChunk];
+  const int64_t n = rs.n, d = rs.d, dv = rs.dv, rph = n / rs.nh;
+  // Bytes of one position's rows (all NH heads).
+  const int64_t k_span = ((rs.nh - 1) * kv.k_head + d) * static_cast<int64_t>(sizeof(T));
+  const int64_t v_span = ((rs.nh - 1) * kv.v_head + dv) * static_cast<int64_t>(sizeof(T));
+  for (int64_t jj = j0; jj < std::min(j1, j0 + kAhead); ++jj) prefetch_span(kv.key(jj), k_span);
   for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
     const int64_t cn = std::min(kChunk, j1 - c0);
+    // Scores, four query rows per key row load. Prefetched ahead: the
+    // chunk's next key rows, then (near its end) its first value rows.
     for (int64_t jj = 0; jj < cn; ++jj) {
-      const T* row = kv.key(c0 + jj);
-      if constexpr (std::is_same_v<T, A>) {
-        kp[jj] = row;
-      } else {
-        convert_row(row, rs.kbuf.data() + jj * d, d);
-        kp[jj] = rs.kbuf.data() + jj * d;
+      if (jj + kAhead < cn) prefetch_span(kv.key(c0 + jj + kAhead), k_span);
+      else if (jj + kAhead - cn < cn) prefetch_span(kv.value(c0 + jj + kAhead - cn), v_span);
+      const T* krow = kv.key(c0 + jj);
+      for (int64_t hh = 0; hh < rs.nh; ++hh) {
+        const A* kp;
+        if constexpr (std::is_same_v<T, A>) {
+          kp = krow + hh * kv.k_head;
+        } else {
+          convert_row(krow + hh * kv.k_head, rs.kbuf.data(), d);
+          kp = rs.kbuf.data();
+        }
+        int64_t r = hh * rph;
+        const int64_t r_end = r + rph;
+        A raw[4];
+        for (; r + 4 <= r_end; r += 4) {
+          dot4(rs.q.data() + r * d, d, kp, d, raw);
+          for (int64_t u = 0; u < 4; ++u) rs.s[(r + u) * kChunk + jj] = raw[u];
+        }
+        for (; r < r_end; ++r) rs.s[r * kChunk + jj] = dot(rs.q.data() + r * d, kp, d);
       }
-    }
-    // Scores, four query rows per key row load.
-    for (int64_t jj = 0; jj < cn; ++jj) {
-      int64_t r = 0;
-      A raw[4];
-      for (; r + 4 <= n; r += 4) {
-        dot4(rs.q.data() + r * d, d, kp[jj], d, raw);
-        for (int64_t u = 0; u < 4; ++u) rs.s[(r + u) * kChunk + jj] = raw[u];
-      }
-      for (; r < n; ++r) rs.s[r * kChunk + jj] = dot(rs.q.data() + r * d, kp[jj], d);
     }
     for (int64_t r = 0; r < n; ++r) {
       A* sr = rs.s.data() + r * kChunk;
@@ -572,19 +589,23 @@ void attend(RowSet<A>& rs, const KvRows<T>& kv, int64_t j0, int64_t j1) {
       }
       rs.l[r] += sum;
     }
-    // out += P·V, each value row read once for all rows.
+    // out += P·V, each value row read once for all its rows.
     for (int64_t jj = 0; jj < cn; ++jj) {
-      const T* row = kv.value(c0 + jj);
-      const A* vp;
-      if constexpr (std::is_same_v<T, A>) {
-        vp = row;
-      } else {
-        convert_row(row, rs.vbuf.data(), dv);
-        vp = rs.vbuf.data();
-      }
-      for (int64_t r = 0; r < n; ++r) {
-        const A p = rs.s[r * kChunk + jj];
-        if (p != A(0)) axpy(p, vp, rs.acc.data() + r * dv, dv);
+      if (jj + kAhead < cn) prefetch_span(kv.value(c0 + jj + kAhead), v_span);
+      else if (c0 + jj + kAhead < j1) prefetch_span(kv.key(c0 + jj + kAhead), k_span);
+      const T* vrow = kv.value(c0 + jj);
+      for (int64_t hh = 0; hh < rs.nh; ++hh) {
+        const A* vp;
+        if constexpr (std::is_same_v<T, A>) {
+          vp = vrow + hh * kv.v_head;
+        } else {
+          convert_row(vrow + hh * kv.v_head, rs.vbuf.data(), dv);
+          vp = rs.vbuf.data();
+        }
+        for (int64_t r = hh * rph; r < (hh + 1) * rph; ++r) {
+          const A p = rs.s[r * kChunk + jj];
+          if (p != A(0)) axpy(p, vp, rs.acc.data() + r * dv, dv);
+        }
       }
     }
   }
@@ -657,28 +678,42 @@ void paged_decode_attention_body(const OpCall& c) {
     std::vector<unsigned char> sq;
     const T* q = contiguous_as<T>(query, query.dtype, tq, sq);
     RowSource<T> ks(kc), vs(c.input(2));
-    // Work items (sequence, kv head, partition); partials [item][g][dv + 2].
+    // Work items (sequence, partition of its context, group of kv heads):
+    // a whole group reads each cache row [group, D] in one sweep. Heads are
+    // split into groups only when sequences × partitions leave cores idle.
+    std::vector<int64_t> start(static_cast<size_t>(B));
+    int64_t parts = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      start[b] = ap.window > 0 ? std::max<int64_t>(0, lens[b] - ap.window) : 0;
+      if (lens[b] > start[b]) parts += (lens[b] - 1) / kPartition - start[b] / kPartition + 1;
+    }
+    const int64_t want = 4 * static_cast<int64_t>(omp_get_max_threads());
+    const int64_t groups = std::min<int64_t>(hk, parts >= want ? 1 : (want + std::max<int64_t>(parts, 1) - 1) /
+                                                                        std::max<int64_t>(parts, 1));
+    const int64_t per_group = (hk + groups - 1) / groups;
     struct Item {
-      int64_t b, h, j0, j1;
+      int64_t b, h0, h1, j0, j1, offset;  // offset: of its rows' partials
     };
     std::vector<Item> items;
-    std::vector<int64_t> first(static_cast<size_t>(B * hk + 1));
+    std::vector<int64_t> first(static_cast<size_t>(B + 1));
+    int64_t offset = 0;
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t start = ap.window > 0 ? std::max<int64_t>(0, lens[b] - ap.window) : 0;
-      for (int64_t h = 0; h < hk; ++h) {
-        first[b * hk + h] = static_cast<int64_t>(items.size());
-        for (int64_t j0 = start; j0 < lens[b]; j0 = (j0 / kPartition + 1) * kPartition)
-          items.push_back({b, h, j0, std::min(lens[b], (j0 / kPartition + 1) * kPartition)});
-      }
+      first[b] = static_cast<int64_t>(items.size());
+      for (int64_t j0 = start[b]; j0 < lens[b]; j0 = (j0 / kPartition + 1) * kPartition)
+        for (int64_t h0 = 0; h0 < hk; h0 += per_group) {
+          const int64_t h1 = std::min(hk, h0 + per_group);
+          items.push_back({b, h0, h1, j0, std::min(lens[b], (j0 / kPartition + 1) * kPartition), offset});
+          offset += (h1 - h0) * g * (dv + 2);
+        }
     }
-    first[B * hk] = static_cast<int64_t>(items.size());
-    const int64_t stride = g * (dv + 2);
-    std::vector<A> partial(items.size() * static_cast<size_t>(stride));
+    first[B] = static_cast<int64_t>(items.size());
+    std::vector<A> partial(static_cast<size_t>(offset));  // per row: max, sum, acc[dv]
     parallel_items(static_cast<int64_t>(items.size()), [&](int64_t i) {
       const Item& it = items[i];
-      RowSet<A> rs(g, d, dv, ap.scale, !ap.slopes.empty());
-      for (int64_t r = 0; r < g; ++r) {
-        const int64_t h = it.h * g + r;
+      const int64_t n = (it.h1 - it.h0) * g;
+      RowSet<A> rs(n, it.h1 - it.h0, d, dv, ap.scale, !ap.slopes.empty());
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t h = it.h0 * g + r;
         load_query(q, it.b, h, hq, d, rs.q.data() + r * d);
         rs.lo[r] = it.j0;
         rs.hi[r] = it.j1;
@@ -687,17 +722,19 @@ void paged_decode_attention_body(const OpCall& c) {
       }
       rs.reset();
       KvRows<T> kv;
-      kv.k = ks.p + it.h * ks.st[2];
-      kv.v = vs.p + it.h * vs.st[2];
+      kv.k = ks.p + it.h0 * ks.st[2];
+      kv.v = vs.p + it.h0 * vs.st[2];
       kv.k_blk = ks.st[0];
       kv.k_row = ks.st[1];
+      kv.k_head = ks.st[2];
       kv.v_blk = vs.st[0];
       kv.v_row = vs.st[1];
+      kv.v_head = vs.st[2];
       kv.bs = bs;
       kv.table = tables.data() + it.b * mb;
       attend(rs, kv, it.j0, it.j1);
-      A* p = partial.data() + i * stride;
-      for (int64_t r = 0; r < g; ++r) {
+      A* p = partial.data() + it.offset;
+      for (int64_t r = 0; r < n; ++r) {
         p[r * (dv + 2)] = rs.m[r];
         p[r * (dv + 2) + 1] = rs.l[r];
         std::copy(rs.acc.begin() + r * dv, rs.acc.begin() + (r + 1) * dv, p + r * (dv + 2) + 2);
@@ -709,15 +746,17 @@ void paged_decode_attention_body(const OpCall& c) {
     parallel_for(B * hq, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, dv)), [&](int64_t lo, int64_t hi) {
       std::vector<A> acc(static_cast<size_t>(dv));
       for (int64_t bh = lo; bh < hi; ++bh) {
-        const int64_t b = bh / hq, h = bh % hq, kvh = h / g, r = h % g;
-        const int64_t i0 = first[b * hk + kvh], i1 = first[b * hk + kvh + 1];
+        const int64_t b = bh / hq, h = bh % hq, kvh = h / g;
+        auto row_of = [&](const Item& it) { return partial.data() + it.offset + (h - it.h0 * g) * (dv + 2); };
         A mx = -std::numeric_limits<A>::infinity();
-        for (int64_t i = i0; i < i1; ++i) mx = std::max(mx, partial[i * stride + r * (dv + 2)]);
+        for (int64_t i = first[b]; i < first[b + 1]; ++i)
+          if (kvh >= items[i].h0 && kvh < items[i].h1) mx = std::max(mx, row_of(items[i])[0]);
         std::fill(acc.begin(), acc.end(), A(0));
         A l = 0;
         if (mx != -std::numeric_limits<A>::infinity()) {
-          for (int64_t i = i0; i < i1; ++i) {
-            const A* p = partial.data() + i * stride + r * (dv + 2);
+          for (int64_t i = first[b]; i < first[b + 1]; ++i) {
+            if (kvh < items[i].h0 || kvh >= items[i].h1) continue;
+            const A* p = row_of(items[i]);
             if (p[1] == A(0)) continue;
             const A w = exp_a(p[0] - mx);
             l += p[1] * w;
@@ -752,7 +791,7 @@ void prefill(const T* q, int64_t hq, int64_t d, int64_t dv, int64_t hk, const At
   parallel_items(static_cast<int64_t>(items.size()), [&](int64_t i) {
     const Item& it = items[i];
     const int64_t n = (it.t1 - it.t0) * g, len = lens[it.b], qlen = qs[it.b + 1] - qs[it.b];
-    RowSet<A> rs(n, d, dv, ap.scale, !ap.slopes.empty());
+    RowSet<A> rs(n, 1, d, dv, ap.scale, !ap.slopes.empty());
     int64_t j0 = len, j1 = 0;
     for (int64_t t = it.t0; t < it.t1; ++t)
       for (int64_t r = 0; r < g; ++r) {
