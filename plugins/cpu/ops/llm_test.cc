@@ -245,6 +245,32 @@ TEST_CASE("add_rms_norm: swapped aliases and strided operands") {
     for (int64_t j = 0; j < N; ++j) CHECK(p[i * (N + 3) + j] == doctest::Approx(want_out[i * N + j]).epsilon(1e-12));
 }
 
+TEST_CASE("add_rms_norm: a large float32 call (streaming stores, unaligned rows) equals the in-place one") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  const int64_t R = 2048, N = 4097;  // 32 MiB and more per output
+  auto x = random_values(R * N, 90), r = random_values(R * N, 91), w = random_values(N, 92);
+  auto tx = make(t, kF32, {R, N}, x), tr = make(t, kF32, {R, N}, r), tw = make(t, kF32, {N}, w);
+  auto out = t.empty(kF32, {R, N}), res = t.empty(kF32, {R, N});
+  t.run("add_rms_norm", {&tx.view, &tr.view, &tw.view}, {&out.view, &res.view});
+  t.run("add_rms_norm", {&tx.view, &tr.view, &tw.view}, {&tx.view, &tr.view});
+  CHECK(t.read<float>(out) == t.read<float>(tx));
+  CHECK(t.read<float>(res) == t.read<float>(tr));
+  // Spot rows against the reference.
+  auto got = t.read<float>(out);
+  for (int64_t i : {int64_t{0}, int64_t{1}, R / 2 + 1, R - 1}) {
+    double ss = 0;
+    for (int64_t j = 0; j < N; ++j) {
+      double s = static_cast<float>(static_cast<float>(x[i * N + j]) + static_cast<float>(r[i * N + j]));
+      ss += s * s;
+    }
+    double rstd = 1 / std::sqrt(ss / N + 1e-6);
+    for (int64_t j = 0; j < N; j += 97) {
+      double s = static_cast<float>(static_cast<float>(x[i * N + j]) + static_cast<float>(r[i * N + j]));
+      CHECK(got[i * N + j] == doctest::Approx(s * rstd * static_cast<float>(w[j])).epsilon(1e-5));
+    }
+  }
+}
+
 TEST_CASE("silu_and_mul in every float dtype, with a strided input") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   const int64_t R = 3, N = 21;
