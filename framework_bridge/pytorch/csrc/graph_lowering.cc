@@ -19,6 +19,7 @@
 
 #include "backend.hpp"
 #include "hal/runtime/graph_passes.hpp"
+#include "llm_ops.hpp"
 #include "mapping.hpp"
 #include "row_conversion.hpp"
 
@@ -98,6 +99,7 @@ class SegmentBuilder {
   // ones), or a str: why the node does not lower.
   py::object lower(const std::string& name, const py::tuple& args, const py::dict& kwargs,
                    const std::vector<std::vector<SymDim>>& out_sizes) {
+    if (name.rfind("hal::", 0) == 0) return lower_hal_op(name, args, kwargs, out_sizes);
     const Mapping* row = find_mapping(name);
     if (row == nullptr) return py::str("no mapping-table row for aten::" + name);
     const auto dot = name.find('.');
@@ -133,12 +135,47 @@ class SegmentBuilder {
         if (call.outputs[k].is_same(call.returns[r])) return_output[r] = static_cast<int>(k);
       if (return_output[r] < 0) return py::str("return " + std::to_string(r) + " is not a catalog output");
     }
-    for (const at::Tensor& out : call.outputs)
+    return add(call.catalog, call.inputs, call.attrs, call.outputs, call.returns, return_output, out_sizes);
+  }
+
+  // A torch.ops.hal op (llm_ops.cc) NAME ("hal::silu_and_mul") on ARGS/KWARGS:
+  // its catalog op as one node (dlinfer's graph mode). Output metas from the
+  // op's fake kernel. In-place ops stay eager.
+  py::object lower_hal_op(const std::string& name, const py::tuple& args, const py::dict& kwargs,
+                          const std::vector<std::vector<SymDim>>& out_sizes) {
+    auto op = c10::Dispatcher::singleton().findSchema({name, ""});
+    if (!op) return py::str("no such op " + name);
+    for (const c10::Argument& a : op->schema().arguments())
+      if (a.alias_info() != nullptr && a.alias_info()->isWrite()) return py::str("writes its argument in place");
+    torch::jit::Stack stack = torch::jit::createStackForSchema(
+        op->schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
+    HalOpCall call = hal_op_call(*op, stack);
+    for (const at::Tensor& t : call.inputs)
+      if (t.defined() && !t.is_meta()) return py::str("a tensor argument is not a graph value");
+    op->callBoxed(&stack);  // the fake kernel on the metas: the outputs
+    std::vector<at::Tensor> outputs;
+    std::vector<int> return_output;
+    for (const c10::IValue& v : stack) {
+      if (!v.isTensor()) return py::str("returns a non-tensor");
+      return_output.push_back(static_cast<int>(outputs.size()));
+      outputs.push_back(v.toTensor());
+    }
+    return add(call.catalog, call.inputs, std::move(call.attrs), outputs, outputs, return_output, out_sizes);
+  }
+
+  // Adds catalog op CATALOG on INPUTS (meta tensors standing for values,
+  // declared tensors, or CPU constants; undefined = absent) and ATTRS, whose
+  // outputs are the metas OUTPUTS; returns RETURNS' metas (RETURN_OUTPUT[r]:
+  // which output return r is, -1 none) or a str: why it does not lower.
+  py::object add(const std::string& catalog, c10::ArrayRef<at::Tensor> inputs, std::vector<hal::Attr> attrs,
+                 c10::ArrayRef<at::Tensor> outputs, c10::ArrayRef<at::Tensor> returns,
+                 const std::vector<int>& return_output, const std::vector<std::vector<SymDim>>& out_sizes) {
+    for (const at::Tensor& out : outputs)
       if (out.defined() && !out.is_meta()) return py::str("an output is not a new tensor");
     // Inputs: known values, declared tensors (new graph inputs), constants.
     std::vector<hal::Graph::Value> ins;
     std::vector<const hal::ValueSpec*> in_specs;
-    for (const at::Tensor& t : call.inputs) {
+    for (const at::Tensor& t : inputs) {
       if (!t.defined()) {
         ins.emplace_back();
         continue;
@@ -164,15 +201,14 @@ class SegmentBuilder {
       ins.push_back(v);
     }
     for (const auto& v : ins) in_specs.push_back(v.valid() ? &graph_.values()[v.id] : nullptr);
-    std::vector<hal::Attr> attrs = call.attrs;
-    if (call.catalog == "reshape" && !reshape_attrs(attrs, in_specs[0], out_sizes.at(0)))
+    if (catalog == "reshape" && !reshape_attrs(attrs, in_specs[0], out_sizes.at(0)))
       return py::str("a reshape to more than one size only known at run time");
     // The catalog's rules for the outputs (declared for copy, whose output is
     // the caller's choice), checked against PyTorch's.
     std::vector<hal::ValueSpec> specs;
     try {
-      if (call.catalog == "copy") {
-        specs.push_back({to_hal_dtype(call.outputs[0].scalar_type()), symbolic(out_sizes.at(0))});
+      if (catalog == "copy") {
+        specs.push_back({to_hal_dtype(outputs[0].scalar_type()), symbolic(out_sizes.at(0))});
         std::vector<const hal::ValueSpec*> given{&specs[0]};
         hal::infer_node("copy", in_specs, attrs, 1, {}, given);
       } else {
@@ -181,13 +217,13 @@ class SegmentBuilder {
         ctx.fresh_symbol = [&](size_t o, size_t d) {
           return graph_.symbol("node" + std::to_string(node) + "_o" + std::to_string(o) + "_d" + std::to_string(d));
         };
-        specs = hal::infer_node(call.catalog, in_specs, attrs, call.outputs.size(), ctx);
+        specs = hal::infer_node(catalog, in_specs, attrs, outputs.size(), ctx);
       }
     } catch (const hal::Error& e) {
-      return py::str("catalog op " + call.catalog + " refused: " + e.what());
+      return py::str("catalog op " + catalog + " refused: " + e.what());
     }
-    for (size_t k = 0; k < call.outputs.size(); ++k) {
-      const at::Tensor& o = call.outputs[k];
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const at::Tensor& o = outputs[k];
       bool same = specs[k].dtype == to_hal_dtype(o.scalar_type()) && specs[k].shape.size() == size_t(o.dim());
       for (size_t d = 0; same && d < specs[k].shape.size(); ++d) {
         const bool torch_symbolic = k < out_sizes.size() && d < out_sizes[k].size() &&
@@ -195,18 +231,18 @@ class SegmentBuilder {
         same = torch_symbolic ? specs[k].shape[d] < 0 : specs[k].shape[d] == o.size(static_cast<int64_t>(d));
       }
       if (!same)
-        return py::str("catalog op " + call.catalog + " gives output " + std::to_string(k) + " " +
+        return py::str("catalog op " + catalog + " gives output " + std::to_string(k) + " " +
                        graph_.shape_string(specs[k].shape) + " where PyTorch gives " + c10::str(o.sizes()) + " " +
                        c10::toString(o.scalar_type()));
     }
-    const std::vector<hal::Graph::Value> outs = graph_.add_node(call.catalog, ins, attrs, specs);
+    const std::vector<hal::Graph::Value> outs = graph_.add_node(catalog, ins, attrs, specs);
     py::list result;
-    for (size_t r = 0; r < call.returns.size(); ++r) {
+    for (size_t r = 0; r < returns.size(); ++r) {
       if (return_output[r] < 0) {
         result.append(py::none());
         continue;
       }
-      const at::Tensor& t = call.returns[r];
+      const at::Tensor& t = returns[r];
       values_[t.unsafeGetTensorImpl()] = outs[return_output[r]];
       keep_.push_back(t);
       result.append(py::cast(t));

@@ -15,6 +15,7 @@
 
 #include "backend.hpp"
 #include "hal/runtime/shape_inference.hpp"
+#include "llm_ops.hpp"
 #include "mapping.hpp"
 
 namespace torch_hal {
@@ -96,46 +97,29 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
   const size_t n = p.args.size();
   auto args = torch::jit::last(*stack, n);
 
-  std::vector<at::Tensor> inputs;
-  std::vector<at::Tensor> outputs;
-  std::vector<hal::Attr> attrs;
+  HalOpCall call = hal_op_call(op, args);
+  std::vector<at::Tensor>& inputs = call.inputs;
+  std::vector<at::Tensor> outputs = std::move(call.mutated);
+  std::vector<hal::Attr>& attrs = call.attrs;
+  // Every tensor on one hal device; a CPU tensor is a caller's mistake (a
+  // silent copy would hide a host transfer per step).
   c10::DeviceIndex dev = -1;
   const std::string* dev_arg = nullptr;
-  for (size_t i = 0; i < n; ++i) {
-    const Plan::Arg& a = p.args[i];
-    const c10::IValue& v = args[i];
-    switch (a.kind) {
-      case Plan::Kind::kFloat: attrs.push_back(hal::Attr::f(a.name, v.toDouble())); continue;
-      case Plan::Kind::kInt: attrs.push_back(hal::Attr::i(a.name, v.toInt())); continue;
-      case Plan::Kind::kBool: attrs.push_back(hal::Attr::b(a.name, v.toBool())); continue;
-      case Plan::Kind::kInts: attrs.push_back(hal::Attr::ints(a.name, v.toIntVector())); continue;
-      case Plan::Kind::kTensor: break;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (!t.defined() || !t.is_privateuseone()) continue;
+    if (dev < 0) {
+      dev = t.device().index();
+      dev_arg = call.input_names[i];
     }
-    at::Tensor t = v.isNone() ? at::Tensor() : v.toTensor();
-    if (t.defined()) {
-      if (!t.is_privateuseone()) {
-        // Every tensor on the same hal device; a CPU tensor is a caller's
-        // mistake (a silent copy would hide a per-step host transfer).
-        TORCH_CHECK_VALUE(dev_arg == nullptr, p.display, ": argument '", a.name, "' is on ",
-                          t.device(), " but '", *dev_arg, "' is on hal:", int(dev),
-                          " (every tensor argument must be on the same hal device)");
-      } else if (dev < 0) {
-        dev = t.device().index();
-        dev_arg = &a.name;
-      } else {
-        TORCH_CHECK_VALUE(t.device().index() == dev, p.display, ": argument '", a.name,
-                          "' is on ", t.device(), " but '", *dev_arg, "' is on hal:", int(dev));
-      }
-    }
-    inputs.push_back(t);
-    if (a.mutated) outputs.push_back(t);
+    TORCH_CHECK_VALUE(t.device().index() == dev, p.display, ": argument '", *call.input_names[i], "' is on ",
+                      t.device(), " but '", *dev_arg, "' is on hal:", int(dev));
   }
   TORCH_CHECK(dev >= 0, p.display, ": no argument is on the hal device");
-  for (size_t i = 0; i < n; ++i)  // a CPU tensor given before the first hal one
-    if (p.args[i].kind == Plan::Kind::kTensor && !args[i].isNone() && !args[i].toTensor().is_privateuseone())
-      TORCH_CHECK_VALUE(false, p.display, ": argument '", p.args[i].name, "' is on ",
-                        args[i].toTensor().device(), " but '", *dev_arg, "' is on hal:", int(dev),
-                        " (every tensor argument must be on the same hal device)");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TORCH_CHECK_VALUE(!inputs[i].defined() || inputs[i].is_privateuseone(), p.display, ": argument '",
+                      *call.input_names[i], "' is on ", inputs[i].device(), " but '", *dev_arg, "' is on hal:",
+                      int(dev), " (every tensor argument must be on the same hal device)");
 
   if (explaining()) record_catalog_run(p.qualified, p.catalog, dev);
   try {
@@ -186,6 +170,27 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
 }
 
 }  // namespace
+
+HalOpCall hal_op_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const Plan& p = plan_of(op);
+  HalOpCall call;
+  call.catalog = p.catalog;
+  for (size_t i = 0; i < p.args.size(); ++i) {
+    const Plan::Arg& a = p.args[i];
+    const c10::IValue& v = args[i];
+    switch (a.kind) {
+      case Plan::Kind::kFloat: call.attrs.push_back(hal::Attr::f(a.name, v.toDouble())); continue;
+      case Plan::Kind::kInt: call.attrs.push_back(hal::Attr::i(a.name, v.toInt())); continue;
+      case Plan::Kind::kBool: call.attrs.push_back(hal::Attr::b(a.name, v.toBool())); continue;
+      case Plan::Kind::kInts: call.attrs.push_back(hal::Attr::ints(a.name, v.toIntVector())); continue;
+      case Plan::Kind::kTensor: break;
+    }
+    call.inputs.push_back(v.isNone() ? at::Tensor() : v.toTensor());
+    call.input_names.push_back(&a.name);
+    if (a.mutated) call.mutated.push_back(call.inputs.back());
+  }
+  return call;
+}
 
 // Schemas: tensor arguments in the catalog's input order, attributes by their
 // catalog names with its defaults; an in-place op returns nothing.

@@ -317,6 +317,7 @@ def test_the_ops_are_single_nodes_of_dynamo_graphs_for_the_hal_backend():
     args = [torch.randn(4, 32, generator=g), torch.randn(4, 32, generator=g), torch.randn(32, generator=g),
             torch.randn(64, 32, generator=g)]
     torch._dynamo.reset()
+    torch_hal.dynamo.reset_stats()
     got = torch.compile(mlp_block, backend=capture)(*map(hal, args))
     want = mlp_block(*args)
     for a, b in zip(got, want):
@@ -324,6 +325,29 @@ def test_the_ops_are_single_nodes_of_dynamo_graphs_for_the_hal_backend():
     targets = [n.target for gm in graphs for n in gm.graph.nodes if n.op == "call_function"]
     for op in (torch.ops.hal.add_rms_norm, torch.ops.hal.silu_and_mul):  # one node each (packet or overload)
         assert sum(t in (op, op.default) for t in targets) == 1, targets
+    # ... lowered into the HAL graph as their catalog ops (graph mode), nothing eager but a weight view
+    stats = torch_hal.dynamo.stats()
+    assert stats["segments"] == 1 and stats["lowered_nodes"] >= 3, stats  # add_rms_norm, the linear, silu_and_mul
+    assert set(stats["eager_reasons"]) <= {"view of a graph input (free in eager)"}, stats["eager_reasons"]
+
+
+def test_in_place_ops_in_a_compiled_function_write_their_arguments():
+    def step(k, v, kc, vc, slots, q, cos, sin, pos):
+        torch.ops.hal.apply_rotary_pos_emb(q, k, cos, sin, pos)
+        torch.ops.hal.fill_kv_cache(k, v, kc, vc, slots)
+        return q * 2
+
+    g = gen(14)
+    args = [torch.randn(2, 2, 8, generator=g), torch.randn(2, 2, 8, generator=g), torch.zeros(4, 4, 2, 8),
+            torch.zeros(4, 4, 2, 8), torch.tensor([5, 9]), torch.randn(2, 4, 8, generator=g),
+            torch.rand(16, 4, generator=g), torch.rand(16, 4, generator=g), torch.tensor([1, 3])]
+    on_hal = [hal(a) for a in args]
+    torch._dynamo.reset()
+    got = torch.compile(step, backend="hal")(*on_hal)
+    want = step(*args)  # the CPU references, in place on ARGS
+    close(got, want, torch.float32)
+    for name, h, c in zip(("k", "v", "key_cache", "value_cache", "slots", "q"), on_hal, args):
+        torch.testing.assert_close(h.cpu(), c, msg=name)
 
 
 # ---- the generation loop ----
