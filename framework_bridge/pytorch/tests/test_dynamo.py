@@ -127,6 +127,22 @@ def _forward_backward(model, x, params):
     return out.detach().cpu(), {k: p.grad.detach().cpu() for k, p in params.named_parameters()}
 
 
+def test_python_numbers_in_tensor_arguments_lower_as_constants_with_eager_promotion():
+    # AOTAutograd keeps `x * 2` as mul.Tensor(x, 2): the number is a wrapped scalar, not an eager node
+    def f(x, y):
+        return torch.relu(x) * 2 + 1, y * 2.5, y + True, x - 0.5
+
+    x, y = torch.randn(5), torch.arange(5, dtype=torch.int32)
+    torch._dynamo.reset()
+    torch_hal.dynamo.reset_stats()
+    got = torch.compile(f, backend="hal")(x.to("hal"), y.to("hal"))
+    for g, w in zip(got, f(x, y)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w)
+    stats = torch_hal.dynamo.stats()
+    assert stats["eager_nodes"] == 0 and stats["segments"] == 1, stats["eager_reasons"]
+
+
 def test_graph_break_model_compiles_and_matches_eager():
     torch.manual_seed(0)
     ref = _Branchy()

@@ -34,11 +34,40 @@ _VIEWS = {"view", "_unsafe_view", "squeeze", "squeeze.dim", "squeeze.dims", "uns
 
 
 def _overload_name(target):
+    """"add.Tensor" for an aten overload, "hal::silu_and_mul" for a torch.ops.hal op (its catalog op
+    as one node), None for anything else."""
     schema = target._schema
     ns, name = schema.name.split("::", 1)
+    if ns == "hal" and not schema.overload_name:
+        return schema.name
     if ns != "aten":
         return None
     return name + ("." + schema.overload_name if schema.overload_name else "")
+
+
+def _wrapped_number(v):
+    """A Python number where the schema wants a Tensor (AOTAutograd keeps `x * 2` as mul.Tensor(x, 2)):
+    the 0-dim CPU tensor PyTorch's wrapped numbers are (floats in the default dtype, so they promote as
+    in eager); the lowering makes it a graph constant."""
+    dtype = torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) else torch.get_default_dtype()
+    with unset_fake_temporarily():
+        return torch.tensor(v, dtype=dtype)
+
+
+def _wrap_numbers(target, args, kwargs):
+    def wants_tensor(a):
+        return isinstance(a.type, torch.TensorType)
+
+    def number(v):
+        return isinstance(v, (int, float, bool)) and not isinstance(v, torch.SymInt)
+
+    schema = target._schema.arguments
+    args = tuple(_wrapped_number(v) if i < len(schema) and wants_tensor(schema[i]) and number(v) else v
+                 for i, v in enumerate(args))
+    by_name = {a.name: a for a in schema}
+    kwargs = {k: _wrapped_number(v) if k in by_name and wants_tensor(by_name[k]) and number(v) else v
+              for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def _dim(s):
@@ -208,7 +237,7 @@ class GraphRunner:
         name = _overload_name(n.target)
         reason = None
         if name is None:
-            reason = "not an aten op"
+            reason = "not an aten or torch.ops.hal op"
         elif name == "alias":  # of a value the segment does not make (a graph input, an eager result)
             reason = "alias of a value outside the segment (free in eager)"
         elif n.target in _SLICES:  # _lower_slice did not take it
@@ -257,6 +286,7 @@ class GraphRunner:
         if reason is None:
             args = torch.fx.node.map_aggregate(n.args, lambda a: arg(a))
             kwargs = torch.fx.node.map_aggregate(n.kwargs, lambda a: arg(a))
+            args, kwargs = _wrap_numbers(n.target, args, kwargs)
             if reason is None and symbolic_attr and name not in _SYMBOLIC_SIZE_OK:
                 reason = "a symbolic attribute"
         if reason is None:
