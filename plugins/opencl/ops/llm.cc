@@ -229,6 +229,32 @@ struct Attention {
   double scale = 1;
   bool causal = true;
   int64_t window = 0;
+
+  // QUERY [tokens, Hq, D] over KEY / VALUE ([.., Hk, D] and [.., Dv]: caches
+  // or packed rows) with the scale attribute SCALE_ATTR.
+  Attention(int m, const Tensor& query, const Tensor& key, const Tensor& value, double scale_attr, bool is_causal,
+            int64_t sliding_window)
+      : mode(m), tokens(query.shape[0]), hq(query.shape[1]), hk(key.shape[key.rank - 2]), d(query.shape[2]),
+        dv(value.shape[value.rank - 1]), scale(attention_scale(scale_attr, d)), causal(is_causal),
+        window(sliding_window) {}
+  // The paged layout: KEY is a cache [num_blocks, block_size, Hk, D] read
+  // through block table BT [B, max_blocks].
+  Attention& paged(const Tensor& key, const Tensor& bt) {
+    block_size = key.shape[1];
+    max_blocks = bt.shape[1];
+    return *this;
+  }
+  // The sequences' bounds checks of a paged call over cache KEY.
+  Seqs seqs(const char* starts_arg, int64_t batch, int64_t num_blocks) const {
+    Seqs s;
+    s.starts_arg = starts_arg;
+    s.B = batch;
+    s.T = tokens;
+    s.max_blocks = max_blocks;
+    s.block_size = block_size;
+    s.num_blocks = num_blocks;
+    return s;
+  }
 };
 
 // QUERY [tokens, Hq, D] over K / V (caches or packed rows) into OUT.
@@ -254,22 +280,8 @@ void paged_decode_attention_kernel(const CallPtr& call, sdk::Stream* stream) {
   const Tensor& query = a::query(c);
   const Tensor& kc = a::key_cache(c);
   const Tensor& bt = a::block_tables(c);
-  Attention s;
-  s.mode = 0;
-  s.tokens = query.shape[0];
-  s.hq = query.shape[1];
-  s.d = query.shape[2];
-  s.hk = kc.shape[2];
-  s.dv = a::value_cache(c).shape[3];
-  s.block_size = kc.shape[1];
-  s.max_blocks = bt.shape[1];
-  s.scale = attention_scale(a::scale(c), s.d);
-  s.window = a::sliding_window(c);
-  Seqs seqs;
-  seqs.B = s.tokens;
-  seqs.max_blocks = s.max_blocks;
-  seqs.block_size = s.block_size;
-  seqs.num_blocks = kc.shape[0];
+  Attention s = Attention(0, query, kc, a::value_cache(c), a::scale(c), true, a::sliding_window(c)).paged(kc, bt);
+  Seqs seqs = s.seqs(nullptr, s.tokens, kc.shape[0]);
   ClDevice& device = device_of(c);
   std::string source = llm_source(query.dtype);
   device.submit(stream, [&](const Queue& q) {
@@ -290,25 +302,9 @@ void paged_prefill_attention_kernel(const CallPtr& call, sdk::Stream* stream) {
   const Tensor& query = a::query(c);
   const Tensor& kc = a::key_cache(c);
   const Tensor& bt = a::block_tables(c);
-  Attention s;
-  s.mode = 1;
-  s.tokens = query.shape[0];
-  s.hq = query.shape[1];
-  s.d = query.shape[2];
-  s.hk = kc.shape[2];
-  s.dv = a::value_cache(c).shape[3];
-  s.block_size = kc.shape[1];
-  s.max_blocks = bt.shape[1];
-  s.scale = attention_scale(a::scale(c), s.d);
-  s.causal = a::causal(c);
-  s.window = a::sliding_window(c);
-  Seqs seqs;
-  seqs.starts_arg = "query_start_loc";
-  seqs.B = bt.shape[0];
-  seqs.T = s.tokens;
-  seqs.max_blocks = s.max_blocks;
-  seqs.block_size = s.block_size;
-  seqs.num_blocks = kc.shape[0];
+  Attention s =
+      Attention(1, query, kc, a::value_cache(c), a::scale(c), a::causal(c), a::sliding_window(c)).paged(kc, bt);
+  Seqs seqs = s.seqs("query_start_loc", bt.shape[0], kc.shape[0]);
   ClDevice& device = device_of(c);
   std::string source = llm_source(query.dtype);
   device.submit(stream, [&](const Queue& q) {
@@ -328,20 +324,8 @@ void prefill_attention_kernel(const CallPtr& call, sdk::Stream* stream) {
   const OpCall& c = *call;
   using a = op::prefill_attention;
   const Tensor& query = a::query(c);
-  Attention s;
-  s.mode = 2;
-  s.tokens = query.shape[0];
-  s.hq = query.shape[1];
-  s.d = query.shape[2];
-  s.hk = a::key(c).shape[1];
-  s.dv = a::value(c).shape[2];
-  s.scale = attention_scale(a::scale(c), s.d);
-  s.causal = a::causal(c);
-  s.window = a::sliding_window(c);
-  Seqs seqs;
-  seqs.starts_arg = "cu_seqlens";
-  seqs.B = a::cu_seqlens(c).shape[0] - 1;
-  seqs.T = s.tokens;
+  Attention s(2, query, a::key(c), a::value(c), a::scale(c), a::causal(c), a::sliding_window(c));
+  Seqs seqs = s.seqs("cu_seqlens", a::cu_seqlens(c).shape[0] - 1, 0);
   ClDevice& device = device_of(c);
   std::string source = llm_source(query.dtype);
   device.submit(stream, [&](const Queue& q) {
