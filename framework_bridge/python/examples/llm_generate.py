@@ -130,10 +130,16 @@ class HalEngine:
     def _table(self, seqs):
         width = max(len(s.blocks) for s in seqs)
         # Unused entries are -1: the ops read only the blocks a context length covers.
-        return torch.tensor([s.blocks + [-1] * (width - len(s.blocks)) for s in seqs], dtype=torch.int32)
+        return [b for s in seqs for b in s.blocks + [-1] * (width - len(s.blocks))], width
 
-    def _upload(self, *tensors):
-        return [t.to(self.dev) for t in tensors]
+    def _upload(self, *lists):
+        """The step's integer inputs (lists) in one host-to-device copy: int64 views of one tensor."""
+        packed = torch.tensor([v for values in lists for v in values]).to(self.dev)
+        views, at = [], 0
+        for values in lists:
+            views.append(packed[at:at + len(values)])
+            at += len(values)
+        return views
 
     # -- the model --
 
@@ -185,10 +191,10 @@ class HalEngine:
                 starts.append(starts[-1] + n)
                 lens.append(s.length + n)
                 last.append(starts[-1] - 1)
-            ids_t, pos_t, slots_t, starts_t, lens_t, last_t = self._upload(
-                torch.tensor(ids), torch.tensor(pos), torch.tensor(slots), torch.tensor(starts, dtype=torch.int32),
-                torch.tensor(lens, dtype=torch.int32), torch.tensor(last))
-            table = self._upload(self._table([s for _, s in active]))[0]
+            table, width = self._table([s for _, s in active])
+            ids_t, pos_t, slots_t, starts_t, lens_t, last_t, table = self._upload(ids, pos, slots, starts, lens, last,
+                                                                                 table)
+            table = table.view(len(active), width)
 
             def attend(q, k, v, kc, vc):
                 if fresh:  # nothing cached before this chunk: attention over the packed chunk itself
@@ -211,9 +217,9 @@ class HalEngine:
             pos.append(s.length)
             slots += self._slots(s, s.length, 1)
             s.length += 1
-        pos_t, slots_t, lens_t = self._upload(torch.tensor(pos), torch.tensor(slots),
-                                              torch.tensor([s.length for s in seqs], dtype=torch.int32))
-        table = self._upload(self._table(seqs))[0]
+        table, width = self._table(seqs)
+        pos_t, slots_t, lens_t, table = self._upload(pos, slots, [s.length for s in seqs], table)
+        table = table.view(len(seqs), width)
 
         def attend(q, k, v, kc, vc):
             return torch.ops.hal.paged_decode_attention(q, kc, vc, table, lens_t)
@@ -327,9 +333,12 @@ def run(model="dense", lengths=(3, 17, 40), new_tokens=64, seed=0):
     cfg = Config(experts=4 if model == "moe" else 0)
     weights = make_weights(cfg, seed)
     prompts = make_prompts(cfg, lengths, seed + 1)
+    engine, ref = HalEngine(cfg, weights), Reference(cfg, weights)
+    engine.generate(prompts, 4)  # warm-up: first-call costs (kernel set-up, allocator) stay out of the timing
+    ref.generate(prompts, 4)
     hal_t, ref_t = [], []
-    got = HalEngine(cfg, weights).generate(prompts, new_tokens, hal_t)
-    want = Reference(cfg, weights).generate(prompts, new_tokens, ref_t)
+    got = engine.generate(prompts, new_tokens, hal_t)
+    want = ref.generate(prompts, new_tokens, ref_t)
     return got, want, hal_t[0], ref_t[0]
 
 
@@ -346,8 +355,8 @@ def main():
     props = torch.hal.get_device_properties(0)
     steps = args.new_tokens - 1
     print(f"model {args.model}, prompts {args.lengths}, {args.new_tokens} new tokens on hal:0 ({props})")
-    print(f"decode tokens/s: hal {len(args.lengths) * steps / hal_s:.1f}, PyTorch reference "
-          f"{len(args.lengths) * steps / ref_s:.1f}")
+    print(f"decode tokens/s (one run after a warm-up; bench/llm_bench.py measures): hal "
+          f"{len(args.lengths) * steps / hal_s:.1f}, PyTorch reference {len(args.lengths) * steps / ref_s:.1f}")
     print(f"CPU fallbacks: {fallbacks or 'none'}")
     same = torch.equal(got, want)
     for i, n in enumerate(args.lengths):
