@@ -44,8 +44,9 @@ def timeit(fn, min_time=0.3, repeats=7):
 
 
 class Bench:
-    def __init__(self, dev):
+    def __init__(self, dev, rounds=1):
         self.dev = dev
+        self.rounds = rounds
         self.rows = []
 
     def compare(self, name, hal_op, hal_in, attrs, torch_fn, torch_in, out_like, work, unit):
@@ -54,18 +55,26 @@ class Bench:
         hin = [None if x is None else tu.to_hal(dev, x) for x in hal_in]
         hout = [tu.to_hal(dev, o) for o in out_like]
         op = hal.Op(dev, hal_op)
-        t_hal = timeit(lambda: op(hin, hout, attrs))
         touts = [torch.empty_like(o) for o in out_like]
-        t_torch = timeit(lambda: torch_fn(*torch_in, *touts))
+        # ROUNDS alternating HAL / torch timings; the ratio is the median of the per-round ratios.
+        t_hals, t_torches = [], []
+        for _ in range(self.rounds):
+            t_hals.append(timeit(lambda: op(hin, hout, attrs)))
+            t_torches.append(timeit(lambda: torch_fn(*torch_in, *touts)))
+        t_hal, t_torch = statistics.median(t_hals), statistics.median(t_torches)
+        ratios = [t / h for h, t in zip(t_hals, t_torches)]
         # Same answer, or the comparison means nothing.
         torch_fn(*torch_in, *touts)
         for h, t in zip(hout, touts):
             torch.testing.assert_close(tu.to_torch(h).float(), t.float(), rtol=2e-3, atol=2e-3)
-        row = {"name": name, "hal_s": t_hal, "torch_s": t_torch, "ratio": t_torch / t_hal, "unit": unit,
+        row = {"name": name, "hal_s": t_hal, "torch_s": t_torch, "ratio": statistics.median(ratios), "unit": unit,
                "hal_rate": work / t_hal / 1e9, "torch_rate": work / t_torch / 1e9}
+        if self.rounds > 1:
+            row["round_ratios"] = ratios
         self.rows.append(row)
+        spread = f"  (rounds {min(ratios):.2f}-{max(ratios):.2f}x)" if self.rounds > 1 else ""
         print(f"{name:44s} HAL {row['hal_rate']:8.2f} {unit}  torch {row['torch_rate']:8.2f} {unit}  "
-              f"HAL/torch {row['ratio']:5.2f}x", flush=True)
+              f"HAL/torch {row['ratio']:5.2f}x{spread}", flush=True)
         return row
 
 
@@ -74,11 +83,14 @@ def main():
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--only", help="substring filter on benchmark names")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time HAL and torch alternately this many times per benchmark; report medians "
+                         "(a shared or busy machine drifts between the two sides of one round)")
     args = ap.parse_args()
 
     rt = hal.Runtime(plugins=[args.plugin])
     dev = rt.device("cpu")
-    b = Bench(dev)
+    b = Bench(dev, max(1, args.rounds))
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} threads; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')}")
 

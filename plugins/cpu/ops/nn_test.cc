@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "hal/testing/op_test_util.hpp"
@@ -135,6 +136,44 @@ TEST_CASE("a long softmax row matches double precision (vectorised exp)") {
     // float's rounding of x - max (|x - max| <= 60) bounds the relative error.
     CHECK(std::abs(got[i] - ref) <= 1e-5 * ref + 1e-30);
     CHECK(std::abs(lgot[i] - std::log(ref)) <= 2e-5 * (1 + std::abs(std::log(ref))));
+  }
+}
+
+TEST_CASE("float softmax rows of every SIMD tail length: masked -inf gives 0, a NaN row NaN, in place") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 2, 3, 7, 15, 16, 17, 31, 33, 47, 64}) {
+    CAPTURE(n);
+    std::vector<double> v = pseudo_random(static_cast<size_t>(2 * n), static_cast<uint64_t>(n), -20, 20);
+    std::vector<float> f(v.begin(), v.end());
+    if (n > 2) f[0] = f[n - 1] = -inf;  // masked: first and last (a tail lane) entries of row 0
+    f[n + n / 2] = std::nanf("");      // row 1 holds a NaN
+    auto x = t.tensor({2, n}, f);
+    auto out = t.empty(HAL_DTYPE_FLOAT32, {2, n});
+    auto lout = t.empty(HAL_DTYPE_FLOAT32, {2, n});
+    t.run("softmax", {&x.view}, {&out.view}, {Attr::i("dim", 1)});
+    t.run("log_softmax", {&x.view}, {&lout.view}, {Attr::i("dim", 1)});
+    double m = -1e300, s = 0;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, double(f[i]));
+    for (int64_t i = 0; i < n; ++i) s += std::exp(double(f[i]) - m);
+    std::vector<float> got = t.read<float>(out), lgot = t.read<float>(lout);
+    for (int64_t i = 0; i < n; ++i) {
+      if (f[i] == -inf) {
+        CHECK(got[i] == 0.0f);
+        CHECK(lgot[i] == -inf);
+        continue;
+      }
+      double ref = std::exp(double(f[i]) - m) / s;
+      CHECK(std::abs(got[i] - ref) <= 1e-5 * ref + 1e-30);
+      CHECK(std::abs(lgot[i] - std::log(ref)) <= 2e-5 * (1 + std::abs(std::log(ref))));
+    }
+    for (int64_t i = n; i < 2 * n; ++i) {
+      CHECK(std::isnan(got[i]));
+      CHECK(std::isnan(lgot[i]));
+    }
+    t.run("softmax", {&x.view}, {&x.view}, {Attr::i("dim", 1)});  // in place: same values
+    std::vector<float> inplace = t.read<float>(x);
+    for (int64_t i = 0; i < n; ++i) CHECK(inplace[i] == got[i]);
   }
 }
 
