@@ -11,7 +11,7 @@
 //   read once for all of them), with an online softmax over chunks of keys;
 //   decode also splits long contexts into partitions whose partial results
 //   are combined at the end (vLLM's paged attention v2), so one sequence
-//   keeps every core busy.
+//   keeps every core busy. Calls with little work run on the calling thread.
 // - fused_moe groups tokens by expert and linear_w8a16 dequantises weight
 //   tiles, both into oneDNN sgemms for float32/float16/bfloat16.
 #include <algorithm>
@@ -29,6 +29,7 @@
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
 #include "random_layout.hpp"
+#include "stream_store.hpp"
 #include "vector_math.hpp"
 
 namespace hal::cpu {
@@ -42,6 +43,14 @@ using sdk::kernel::Half;
 
 // Forced into the row loops so those vectorise whole.
 #define HAL_LLM_INLINE inline __attribute__((always_inline))
+// Compute-heavy loops in 512-bit vectors where the ISA has them (GCC's
+// default tuning for AVX-512 CPUs prefers 256-bit ones): silu_and_mul's
+// exp and division per element, attention's dot products.
+#if defined(__GNUC__) && !defined(__clang__)
+#define HAL_LLM_WIDE __attribute__((target("prefer-vector-width=512")))
+#else
+#define HAL_LLM_WIDE
+#endif
 
 // ---- element helpers ---------------------------------------------------------------
 
@@ -107,10 +116,49 @@ HAL_LLM_INLINE void dot4(const A* q, int64_t ld, const A* k, int64_t n, A* out) 
   out[2] = s2;
   out[3] = s3;
 }
+#if defined(__AVX512F__)
+// float32 rows of a multiple of 16: four zmm accumulators, each reduced by
+// a shuffle tree (GCC's "omp simd" reduction spills the lanes and adds them
+// one by one, a 16-deep chain per dot product).
+template <>
+HAL_LLM_INLINE void dot4<float>(const float* q, int64_t ld, const float* k, int64_t n, float* out) {
+  if (n % 16 != 0) {
+    for (int u = 0; u < 4; ++u) out[u] = dot(q + u * ld, k, n);
+    return;
+  }
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t e = 0; e < n; e += 16) {
+    const __m512 kv = _mm512_loadu_ps(k + e);
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + e), kv, s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + ld + e), kv, s1);
+    s2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 2 * ld + e), kv, s2);
+    s3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 3 * ld + e), kv, s3);
+  }
+  out[0] = _mm512_reduce_add_ps(s0);
+  out[1] = _mm512_reduce_add_ps(s1);
+  out[2] = _mm512_reduce_add_ps(s2);
+  out[3] = _mm512_reduce_add_ps(s3);
+}
+#endif
 template <class A>
 HAL_LLM_INLINE void axpy(A alpha, const A* x, A* y, int64_t n) {
 #pragma omp simd
   for (int64_t e = 0; e < n; ++e) y[e] += alpha * x[e];
+}
+// Y += P[0]·X[0] + ... + P[3]·X[3], summed in that order (as four axpys).
+template <class A>
+HAL_LLM_INLINE void axpy4(const A* p, const A* const* x, A* y, int64_t n) {
+  const A p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+  const A *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+#pragma omp simd
+  for (int64_t e = 0; e < n; ++e) {
+    A t = y[e];
+    t += p0 * x0[e];
+    t += p1 * x1[e];
+    t += p2 * x2[e];
+    t += p3 * x3[e];
+    y[e] = t;
+  }
 }
 template <class T>
 HAL_LLM_INLINE void convert_row(const T* src, acc_t<T>* dst, int64_t n) {
@@ -142,13 +190,19 @@ void gemm_nt(int64_t m, int64_t n, int64_t k, const A* a, const A* b, A* c, int6
   }
 }
 
+// Below this many multiply-adds (tens of µs on one core) a call runs on the
+// calling thread: waking OpenMP's sleeping workers (OMP_WAIT_POLICY=PASSIVE)
+// costs more than the work (tiny-model decode steps: ~65 µs -> a few).
+constexpr int64_t kSerialMacs = int64_t{1} << 19;
+
 // Calls FN(i) for i in [0, N), items handed out one at a time to all cores
-// (work items of very different sizes: sequences of different lengths).
+// (work items of very different sizes: sequences of different lengths);
+// MACS estimates the total work.
 template <class Fn>
-void parallel_items(int64_t n, Fn&& fn) {
+void parallel_items(int64_t n, int64_t macs, Fn&& fn) {
   if (n <= 0) return;
   const int threads = omp_get_max_threads();
-  if (n == 1 || threads <= 1 || omp_in_parallel()) {
+  if (n == 1 || threads <= 1 || omp_in_parallel() || macs < kSerialMacs) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
@@ -251,38 +305,8 @@ void check_starts(const OpCall& c, const char* arg, const std::vector<int64_t>& 
               " must be ", total, " (the number of tokens)");
 }
 
-// Outputs at least this large (bytes) that alias no input are written with
-// streaming stores: a destination not in cache then costs no
-// read-for-ownership (what memcpy does); smaller ones stay cached for the
-// next op. (Tried on silu_and_mul: slower there, 21 -> 16 GB/s, which computes an exp per element.)
-constexpr int64_t kStreamBytes = int64_t{32} << 20;
-
-// DST[0, N) = SRC[0, N) with non-temporal stores where the ISA has them.
-HAL_LLM_INLINE void stream_copy(float* dst, const float* src, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__) || defined(__AVX__)
-#if defined(__AVX512F__)
-  constexpr int64_t kW = 16;
-#else
-  constexpr int64_t kW = 8;
-#endif
-  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & (kW * 4 - 1)) != 0; ++i) dst[i] = src[i];
-  for (; i + kW <= n; i += kW) {
-#if defined(__AVX512F__)
-    _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
-#else
-    _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
-#endif
-  }
-#endif
-  for (; i < n; ++i) dst[i] = src[i];
-}
-// Orders this thread's streaming stores before what follows.
-HAL_LLM_INLINE void stream_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
+// Large float32 outputs that alias no input use streaming stores
+// (stream_store.hpp).
 
 // ---- add_rms_norm --------------------------------------------------------------------
 
@@ -349,32 +373,52 @@ HAL_CPU_KERNEL(add_rms_norm_kernel, add_rms_norm_body)
 
 // ---- silu_and_mul ----------------------------------------------------------------------
 
+// O[e] = silu(A[e])·B[e] for e in [0, LEN).
+template <class T, class A = acc_t<T>>
+HAL_LLM_WIDE void silu_mul_piece(const T* a, const T* b, T* o, int64_t len) {
+#pragma omp simd
+  for (int64_t e = 0; e < len; ++e) {
+    const A av = load(a[e]);
+    o[e] = store<T>(av / (A(1) + exp_a(-av)) * load(b[e]));
+  }
+}
+
 void silu_and_mul_body(const OpCall& c) {
   const Tensor& x = c.input(0);
   const int64_t n = x.shape[x.rank - 1] / 2;
   const int64_t rows = n == 0 ? 0 : x.numel() / (2 * n);
   sdk::kernel::dispatch_float(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
     Tensor tx;
     std::vector<unsigned char> sx;
     const T* px = contiguous_as<T>(x, x.dtype, tx, sx);
     ContiguousOut<T> out(c.output(0));
     T* po = out.data();
+    const bool stream = std::is_same_v<T, float> && static_cast<const void*>(po) != static_cast<const void*>(px) &&
+                        rows * n * 4 >= kStreamBytes;
     parallel_for(rows * n, 16384, [&](int64_t lo, int64_t hi) {
+      // Streaming: pieces of kPiece computed into a cached buffer, then
+      // streamed out (streamed straight from the loop it measured slower,
+      // 21 -> 16 GB/s).
+      constexpr int64_t kPiece = 1024;
+      alignas(64) T buf[kPiece];
       // [lo, hi) over the flattened output; walk it row piece by row piece.
       for (int64_t i = lo; i < hi;) {
-        const int64_t row = i / n, col = i % n, len = std::min(n - col, hi - i);
+        const int64_t row = i / n, col = i % n;
+        const int64_t len = std::min(std::min(n - col, hi - i), stream ? kPiece : hi - i);
         const T* a = px + row * 2 * n + col;
-        const T* b = a + n;
-        T* o = po + i;
-#pragma omp simd
-        for (int64_t e = 0; e < len; ++e) {
-          const A av = load(a[e]);
-          o[e] = store<T>(av / (A(1) + exp_a(-av)) * load(b[e]));
+        if constexpr (std::is_same_v<T, float>) {
+          if (stream) {
+            silu_mul_piece<T>(a, a + n, buf, len);
+            stream_copy(po + i, buf, len);
+            i += len;
+            continue;
+          }
         }
+        silu_mul_piece<T>(a, a + n, po + i, len);
         i += len;
       }
+      if (stream) stream_fence();
     });
     out.finish();
   });
@@ -548,12 +592,12 @@ struct RowSet {
   std::vector<int64_t> lo, hi, pos;
   std::vector<A> slope;  // empty: no alibi
   std::vector<A> m, l, acc;  // [n], [n], [n, dv]
-  std::vector<A> s, kbuf, vbuf;  // scratch: scores [n, kChunk], one converted K and V row
+  std::vector<A> s, kbuf, vbuf;  // scratch: scores [n, kChunk], one converted K row, four V rows
 
   RowSet(int64_t rows, int64_t heads, int64_t d_, int64_t dv_, A scale_, bool alibi)
       : n(rows), nh(heads), d(d_), dv(dv_), scale(scale_), q(static_cast<size_t>(rows * d_)), lo(rows), hi(rows),
         pos(rows), slope(alibi ? rows : 0), m(rows), l(rows), acc(static_cast<size_t>(rows * dv_)),
-        s(static_cast<size_t>(rows * kChunk)), kbuf(static_cast<size_t>(d_)), vbuf(static_cast<size_t>(dv_)) {}
+        s(static_cast<size_t>(rows * kChunk)), kbuf(static_cast<size_t>(d_)), vbuf(static_cast<size_t>(4 * dv_)) {}
   void reset() {
     std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
     std::fill(l.begin(), l.end(), A(0));
@@ -565,7 +609,7 @@ struct RowSet {
 // the NH heads' rows are adjacent in a paged cache, so they are read
 // together, in address order.
 template <class T, class A>
-void attend(RowSet<A>& rs, const KvRows<T>& kv, int64_t j0, int64_t j1) {
+HAL_LLM_WIDE void attend(RowSet<A>& rs, const KvRows<T>& kv, int64_t j0, int64_t j1) {
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t n = rs.n, d = rs.d, dv = rs.dv, rph = n / rs.nh;
   // Bytes of one position's rows (all NH heads).
@@ -638,22 +682,37 @@ void attend(RowSet<A>& rs, const KvRows<T>& kv, int64_t j0, int64_t j1) {
       }
       rs.l[r] += sum;
     }
-    // out += P·V, each value row read once for all its rows.
-    for (int64_t jj = 0; jj < cn; ++jj) {
-      if (jj + kAhead < cn) prefetch_span(kv.value(c0 + jj + kAhead), v_span);
-      else if (c0 + jj + kAhead < j1) prefetch_span(kv.key(c0 + jj + kAhead), k_span);
-      const T* vrow = kv.value(c0 + jj);
+    // out += P·V, four positions at a time: each accumulator element is
+    // loaded and stored once per four value rows (the same sums in the same
+    // order as one position at a time). Positions whose p is 0 (masked)
+    // are skipped, so their values (even inf/NaN) never reach the sum.
+    for (int64_t jj = 0; jj < cn; jj += 4) {
+      const int64_t np = std::min<int64_t>(4, cn - jj);
+      for (int64_t u = 0; u < np; ++u) {
+        if (jj + u + kAhead < cn) prefetch_span(kv.value(c0 + jj + u + kAhead), v_span);
+        else if (c0 + jj + u + kAhead < j1) prefetch_span(kv.key(c0 + jj + u + kAhead), k_span);
+      }
+      const T* vrow[4];
+      for (int64_t u = 0; u < 4; ++u) vrow[u] = kv.value(c0 + jj + std::min(u, np - 1));
       for (int64_t hh = 0; hh < rs.nh; ++hh) {
-        const A* vp;
-        if constexpr (std::is_same_v<T, A>) {
-          vp = vrow + hh * kv.v_head;
-        } else {
-          convert_row(vrow + hh * kv.v_head, rs.vbuf.data(), dv);
-          vp = rs.vbuf.data();
+        const A* vp[4];
+        for (int64_t u = 0; u < np; ++u) {
+          if constexpr (std::is_same_v<T, A>) {
+            vp[u] = vrow[u] + hh * kv.v_head;
+          } else {
+            convert_row(vrow[u] + hh * kv.v_head, rs.vbuf.data() + u * dv, dv);
+            vp[u] = rs.vbuf.data() + u * dv;
+          }
         }
         for (int64_t r = hh * rph; r < (hh + 1) * rph; ++r) {
-          const A p = rs.s[r * kChunk + jj];
-          if (p != A(0)) axpy(p, vp, rs.acc.data() + r * dv, dv);
+          const A* p = rs.s.data() + r * kChunk + jj;
+          A* acc = rs.acc.data() + r * dv;
+          if (np == 4 && p[0] != A(0) && p[1] != A(0) && p[2] != A(0) && p[3] != A(0)) {
+            axpy4(p, vp, acc, dv);
+            continue;
+          }
+          for (int64_t u = 0; u < np; ++u)
+            if (p[u] != A(0)) axpy(p[u], vp[u], acc, dv);
         }
       }
     }
@@ -757,7 +816,9 @@ void paged_decode_attention_body(const OpCall& c) {
     }
     first[B] = static_cast<int64_t>(items.size());
     std::vector<A> partial(static_cast<size_t>(offset));  // per row: max, sum, acc[dv]
-    parallel_items(static_cast<int64_t>(items.size()), [&](int64_t i) {
+    int64_t macs = 0;
+    for (const Item& it : items) macs += (it.j1 - it.j0) * (it.h1 - it.h0) * g * (d + dv);
+    parallel_items(static_cast<int64_t>(items.size()), macs, [&](int64_t i) {
       const Item& it = items[i];
       const int64_t n = (it.h1 - it.h0) * g;
       RowSet<A> rs(n, it.h1 - it.h0, d, dv, ap.scale, !ap.slopes.empty());
@@ -837,7 +898,9 @@ void prefill(const T* q, int64_t hq, int64_t d, int64_t dv, int64_t hk, const At
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < hk; ++h)
       for (int64_t t0 = qs[b]; t0 < qs[b + 1]; t0 += tile) items.push_back({b, h, t0, std::min(qs[b + 1], t0 + tile)});
-  parallel_items(static_cast<int64_t>(items.size()), [&](int64_t i) {
+  int64_t macs = 0;  // (a bound: causal rows read fewer keys)
+  for (const Item& it : items) macs += (it.t1 - it.t0) * g * lens[it.b] * (d + dv);
+  parallel_items(static_cast<int64_t>(items.size()), macs, [&](int64_t i) {
     const Item& it = items[i];
     const int64_t n = (it.t1 - it.t0) * g, len = lens[it.b], qlen = qs[it.b + 1] - qs[it.b];
     RowSet<A> rs(n, 1, d, dv, ap.scale, !ap.slopes.empty());

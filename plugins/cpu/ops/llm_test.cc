@@ -305,6 +305,23 @@ TEST_CASE("silu_and_mul in every float dtype, with a strided input") {
     }
 }
 
+TEST_CASE("silu_and_mul: a large float32 call (streaming stores, unaligned rows) equals small calls row by row") {
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  const int64_t R = 2048, N = 4099;  // 32 MiB and more of output
+  auto x = random_values(R * 2 * N, 93, -6, 6);
+  auto tx = make(t, kF32, {R, 2 * N}, x);
+  auto out = t.empty(kF32, {R, N});
+  t.run("silu_and_mul", {&tx.view}, {&out.view});
+  const std::vector<float> got = t.read<float>(out);
+  for (int64_t i : {int64_t{0}, int64_t{1}, R / 2 + 1, R - 1}) {
+    CAPTURE(i);
+    auto row = make(t, kF32, {1, 2 * N}, std::vector<double>(x.begin() + i * 2 * N, x.begin() + (i + 1) * 2 * N));
+    auto small = t.empty(kF32, {1, N});
+    t.run("silu_and_mul", {&row.view}, {&small.view});
+    CHECK(t.read<float>(small) == std::vector<float>(got.begin() + i * N, got.begin() + (i + 1) * N));
+  }
+}
+
 // ---- apply_rotary_pos_emb -----------------------------------------------------------------------
 
 TEST_CASE("apply_rotary_pos_emb: neox and interleaved pairs, partial rotary dim, GQA heads, in place") {

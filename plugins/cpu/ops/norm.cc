@@ -3,12 +3,14 @@
 // statistics accumulate in float (double for float64; double for the
 // per-channel sums of batch_norm and group_norm, which span whole batches).
 // Per-feature parameters are read into local vectors before any output is
-// written, so an output may alias them (batch_norm's running stats).
+// written, so an output may alias them (batch_norm's running stats). Large
+// float32 layer_norm / rms_norm outputs use streaming stores.
 #include <array>
 
 #include "cpu_ops.hpp"
 #include "hal/sdk/kernel/rows.hpp"
 #include "nn_common.hpp"
+#include "stream_store.hpp"
 
 namespace hal::cpu::nn {
 namespace {
@@ -51,9 +53,20 @@ HAL_NN_INLINE void norm_row(const T* x, const A* w, const A* b, T* y, T* mean_ou
   *rstd_out = static_cast<T>(rstd);
 }
 
+// STREAM: each row is computed into a cached buffer and streamed out (a
+// large output that aliases no input: no read-for-ownership of its lines).
 template <bool kRms>
 void norm_rows_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
-                   int64_t n, float eps) {
+                   int64_t n, float eps, bool stream) {
+  if (stream) {
+    std::vector<float> buf(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      norm_row<kRms, float, float>(x + r * n, w, b, buf.data(), kRms ? nullptr : mean + r, rstd + r, n, eps);
+      stream_copy(y + r * n, buf.data(), n);
+    }
+    stream_fence();
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r)
     norm_row<kRms, float, float>(x + r * n, w, b, y + r * n, kRms ? nullptr : mean + r, rstd + r, n, eps);
 }
@@ -83,10 +96,12 @@ void norm_forward(const OpCall& c, size_t normalized_dims, double eps_attr) {
     T* pm = kRms ? nullptr : mean.ptr<T>();
     T* pr = rstd.ptr<T>();
     int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(rows.d, 1));
+    // (The op allows no aliasing: the output never is the input.)
+    const bool stream = rows.m * rows.d * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
     parallel_for(rows.m, grain, [&](int64_t lo, int64_t hi) {
       if constexpr (std::is_same_v<T, float>) {
         norm_rows_f32<kRms>(px + lo * rows.d, w.data(), b.data(), py + lo * rows.d, kRms ? nullptr : pm + lo,
-                            pr + lo, hi - lo, rows.d, eps);
+                            pr + lo, hi - lo, rows.d, eps, stream);
       } else {
         for (int64_t r = lo; r < hi; ++r)
           norm_row<kRms, T, A>(px + r * rows.d, w.data(), b.data(), py + r * rows.d, kRms ? nullptr : pm + r, pr + r,
