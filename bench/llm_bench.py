@@ -12,9 +12,12 @@
    - add_rms_norm [4096, 4096] float32: 2 reads + 2 writes; rms_norm (torch.ops.hal.rms_norm): 1 + 1;
    - silu_and_mul [4096, 8192] -> [4096, 4096] float32: 1 read + 1 half-size write.
    Each with PyTorch CPU's time for the same result in plain ops, for reference.
+3. One call of each attention op at the example model's decode / prefill sizes (µs, median), where
+   fixed per-call costs (thread wake-ups, scratch) dominate.
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=<build>/python python bench/llm_bench.py \\
-        --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--threads N] [--json out.json]
+        --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--threads N] [--json out.json] \\
+        [--parts 2,3] [--rows rms_norm,silu_and_mul]
 """
 import argparse
 import importlib.util
@@ -47,7 +50,10 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--runs", type=int, default=3, help="alternated generation runs per side")
     ap.add_argument("--json")
+    ap.add_argument("--parts", default="1,2,3", help="parts to run, comma-separated (1 generation, 2 kernels GB/s, 3 tiny calls)")
+    ap.add_argument("--rows", help="part 2: only these kernels, comma-separated")
     args = ap.parse_args()
+    parts = {int(p) for p in args.parts.split(",")}
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
     import torch.nn.functional as F
@@ -64,7 +70,20 @@ def main():
     results = {"threads": args.threads}
     print(f"{args.threads} threads on both sides; torch {torch.__version__}")
 
-    # ---- 1. generation ----
+    if 1 in parts:
+        generation(args, torch, gen, results)
+    if 2 in parts:
+        kernels(torch, F, sync, results, set(args.rows.split(",")) if args.rows else None)
+    if 3 in parts:
+        tiny_calls(torch, sync, results)
+    print(f"\nCPU fallbacks: {dict(torch_hal.fallback_stats()) or 'none'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+
+def generation(args, torch, gen, results):
     sizes = {
         "tiny": (gen.Config(), (3, 17, 40), 64),
         "small": (gen.Config(vocab=4096, hidden=1024, layers=4, heads=16, kv_heads=4, head_dim=64,
@@ -93,7 +112,8 @@ def main():
             print(f"{name:14} {h:10.1f} {r:10.1f} {h / r:6.2f}x  {same}")
             results[f"decode_{model}_{size}"] = {"hal_tok_s": h, "torch_tok_s": r, "ratio": h / r, "identical": same}
 
-    # ---- 2. memory-bound kernels ----
+
+def kernels(torch, F, sync, results, wanted):
     src = torch.randn(64 * MiB)  # 256 MiB
     dst = torch.empty_like(src)
     copy_s = timed(lambda: dst.copy_(src), lambda: None, 7)
@@ -104,6 +124,8 @@ def main():
     print(f"{'kernel':26} {'hal GB/s':>9} {'of copy':>8} {'PyTorch ms':>11} {'hal ms':>8}")
 
     def row(name, nbytes, hal_fn, torch_fn):
+        if wanted and name not in wanted:
+            return
         h = timed(hal_fn, sync, 9)
         t = timed(torch_fn, lambda: None, 5)
         gbs = nbytes / h / 1e9
@@ -136,10 +158,39 @@ def main():
         g_ = g.to("hal")
         row("silu_and_mul", g.nbytes * 3 // 2, lambda: torch.ops.hal.silu_and_mul(g_),
             lambda: F.silu(g[:, :4096]) * g[:, 4096:])
-    print(f"\nCPU fallbacks: {dict(torch_hal.fallback_stats()) or 'none'}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+
+
+def tiny_calls(torch, sync, results):
+    """Latency of one call at decode-step sizes of the tiny model, where fixed costs dominate."""
+    print("\ntiny calls (the example model's sizes: 3 sequences, 8 query heads over 2 kv heads, D 16)")
+    print(f"{'kernel':26} {'hal us':>8}")
+    reps = 200
+    with torch.inference_mode():
+        b, hq, hk, d, bs, lens = 3, 8, 2, 16, 16, [60, 57, 63]
+        mb = 4
+        nblocks = b * mb
+        kc, vc = torch.randn(nblocks, bs, hk, d), torch.randn(nblocks, bs, hk, d)
+        table = torch.arange(nblocks, dtype=torch.int32).view(b, mb)
+        ctx = torch.tensor(lens, dtype=torch.int32)
+        q = torch.randn(b, hq, d)
+        chunk = torch.randn(sum(lens), hq, d)
+        kp, vp = torch.randn(sum(lens), hk, d), torch.randn(sum(lens), hk, d)
+        cu = torch.tensor([0, lens[0], lens[0] + lens[1], sum(lens)], dtype=torch.int32)
+        qs = torch.tensor([0, 5, 10, 15], dtype=torch.int32)
+        pq = torch.randn(15, hq, d)
+        h = {k: v.to("hal") for k, v in dict(q=q, kc=kc, vc=vc, table=table, ctx=ctx, chunk=chunk, kp=kp, vp=vp,
+                                              cu=cu, qs=qs, pq=pq).items()}
+        cases = {
+            "paged_decode_attention": lambda: torch.ops.hal.paged_decode_attention(h["q"], h["kc"], h["vc"], h["table"],
+                                                                                   h["ctx"]),
+            "paged_prefill_attention": lambda: torch.ops.hal.paged_prefill_attention(h["pq"], h["kc"], h["vc"],
+                                                                                     h["table"], h["qs"], h["ctx"]),
+            "prefill_attention": lambda: torch.ops.hal.prefill_attention(h["chunk"], h["kp"], h["vp"], h["cu"]),
+        }
+        for name, fn in cases.items():
+            t = timed(fn, sync, reps)
+            print(f"{name:26} {t * 1e6:8.1f}")
+            results[f"tiny_{name}"] = {"hal_us": t * 1e6}
 
 
 if __name__ == "__main__":
