@@ -24,10 +24,10 @@
 #include <vector>
 
 #include <immintrin.h>
-#include <oneapi/dnnl/dnnl.h>
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "onednn_util.hpp"
 #include "random_layout.hpp"
 #include "stream_store.hpp"
 #include "vector_math.hpp"
@@ -120,6 +120,8 @@ HAL_LLM_INLINE void dot4(const A* q, int64_t ld, const A* k, int64_t n, A* out) 
 // float32 rows of a multiple of 16: four zmm accumulators, each reduced by
 // a shuffle tree (GCC's "omp simd" reduction spills the lanes and adds them
 // one by one, a 16-deep chain per dot product).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's own _mm512_reduce_add_ps (avx512fintrin.h)
 template <>
 HAL_LLM_INLINE void dot4<float>(const float* q, int64_t ld, const float* k, int64_t n, float* out) {
   if (n % 16 != 0) {
@@ -139,6 +141,7 @@ HAL_LLM_INLINE void dot4<float>(const float* q, int64_t ld, const float* k, int6
   out[2] = _mm512_reduce_add_ps(s2);
   out[3] = _mm512_reduce_add_ps(s3);
 }
+#pragma GCC diagnostic pop
 #endif
 template <class A>
 HAL_LLM_INLINE void axpy(A alpha, const A* x, A* y, int64_t n) {
@@ -166,12 +169,7 @@ HAL_LLM_INLINE void convert_row(const T* src, acc_t<T>* dst, int64_t n) {
   for (int64_t e = 0; e < n; ++e) dst[e] = load(src[e]);
 }
 
-void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
-    sdk::fail(HAL_STATUS_DEVICE_ERROR, "dnnl_sgemm failed (", m, "x", n, "x", k, ")");
-}
+using onednn::sgemm;
 
 // C[M, N] (ldc) = A[M, K] · B[N, K]ᵀ: oneDNN for float, loops for double.
 template <class A>

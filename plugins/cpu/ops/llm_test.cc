@@ -30,12 +30,6 @@ std::vector<double> random_values(size_t n, unsigned seed, double lo = -1.0, dou
   for (double& x : v) x = dist(gen);
   return v;
 }
-size_t count(const std::vector<int64_t>& shape) {
-  size_t n = 1;
-  for (int64_t s : shape) n *= static_cast<size_t>(s);
-  return n;
-}
-
 // V rounded to DT (what the kernel will read).
 double round_to(hal_dtype_e dt, double v) {
   switch (dt) {

@@ -18,7 +18,20 @@
 #include <utility>
 #include <vector>
 
+#include "hal/sdk/status.hpp"
+
 namespace hal::cpu::onednn {
+
+// C[m, n] = alpha·op(A)·op(B) + beta·C, row-major (dnnl_sgemm's arguments:
+// TA/TB 'N' or 'T', leading dims in elements); nothing for an empty product.
+// Runs on the calling thread's OpenMP team. Throws DEVICE_ERROR naming the
+// sizes when oneDNN refuses.
+inline void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
+    sdk::fail(HAL_STATUS_DEVICE_ERROR, "dnnl_sgemm failed (", m, "x", n, "x", k, ")");
+}
 
 inline dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <limits>
 
-#include <oneapi/dnnl/dnnl.h>
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "onednn_util.hpp"
 #include "random_layout.hpp"
 
 namespace hal::cpu {
@@ -224,11 +224,7 @@ void attention_forward_loops(const Attention<A>& at, A* out, A* lse) {
   });
 }
 
-void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
-    sdk::fail(HAL_STATUS_DEVICE_ERROR, "dnnl_sgemm failed (", m, "x", n, "x", k, ")");
-}
+using onednn::sgemm;
 
 // float32 version: per tile of kGemmRows query rows and block of kGemmKeys
 // keys, scores = scale·Q·Kᵀ and out += P·V are oneDNN sgemms.
