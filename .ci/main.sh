@@ -30,3 +30,6 @@ hal_log "an ONNX model through the HAL vs onnxruntime (framework_bridge/onnx/exa
 # exits non-zero when an output disagrees.
 PYTHONPATH="$B/python" "$HAL_PYTHON" "$HAL_SRC/framework_bridge/onnx/examples/run_exported.py" \
   --config "$HAL_SRC/hal/config/hal.toml"
+hal_log "LLM generation with a paged KV cache through torch.ops.hal vs a PyTorch reference (framework_bridge/python/examples/llm_generate.py)"
+HAL_FALLBACK_WARN=0 HAL_CONFIG="$HAL_SRC/hal/config/hal.toml" PYTHONPATH="$B/python" "$HAL_PYTHON" \
+  "$HAL_SRC/framework_bridge/python/examples/llm_generate.py" --model moe
