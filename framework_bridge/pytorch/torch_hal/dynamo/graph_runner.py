@@ -115,6 +115,36 @@ class _Slot:
         self.index = index
 
 
+def _has_slot(a):
+    if isinstance(a, _Slot):
+        return True
+    if isinstance(a, (tuple, list)):
+        return any(_has_slot(x) for x in a)
+    if isinstance(a, dict):
+        return any(_has_slot(x) for x in a.values())
+    return False
+
+
+def _filler(a):
+    """A function env -> _fill(a, env), planned once: a flat tuple or list of slots and constants
+    (nearly every call's arguments) is a copy of a template with the slots' values put in; nested
+    slots take the general _fill."""
+    if isinstance(a, (tuple, list)) and not any(_has_slot(x) for x in a if not isinstance(x, _Slot)):
+        template = [None if isinstance(x, _Slot) else _fill(x, None) for x in a]  # plain lists
+        slots = [(k, x.index) for k, x in enumerate(a) if isinstance(x, _Slot)]
+        as_tuple = isinstance(a, tuple)
+        if not slots:
+            return (lambda env, c=tuple(template): c) if as_tuple else (lambda env: list(template))
+
+        def fill(env, template=template, slots=slots, as_tuple=as_tuple):
+            out = template.copy()
+            for k, i in slots:
+                out[k] = env[i]
+            return tuple(out) if as_tuple else out
+        return fill
+    return lambda env: _fill(a, env)
+
+
 def _fill(a, env):
     if isinstance(a, _Slot):
         return env[a.index]
@@ -186,6 +216,7 @@ class GraphRunner:
                 continue
             if n.op == "output":
                 self.output = torch.fx.node.map_arg(n.args[0], lambda m: _Slot(self.slot[m]))
+                self._output = _filler(self.output)
                 continue
             if seg is None:
                 seg = _Segment(self.device, self.frozen)
@@ -435,21 +466,27 @@ class GraphRunner:
         out_slots = [self.slot[n] for n in outputs]
         self.segments.append((seg, compiled, outputs))
 
-        def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots, aliased=aliased):
+        def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots, aliased=aliased,
+                 alias=torch.ops.aten.alias.default._op):
             for s, t in zip(out_slots, run([env[i] for i in in_slots])):
                 env[s] = t
             for a, s in aliased:
-                env[a] = torch.ops.aten.alias.default(env[s])
+                env[a] = alias(env[s])
         self.steps.append(step)
 
     def _eager_step(self, n):
         fn = n.target
-        args = torch.fx.node.map_arg(n.args, lambda m: _Slot(self.slot[m]))
+        if isinstance(fn, torch._ops.OpOverload):
+            fn = fn._op  # the C++ callable OpOverload.__call__ forwards to: one Python frame less per call
+        args = _filler(torch.fx.node.map_arg(n.args, lambda m: _Slot(self.slot[m])))
         kwargs = torch.fx.node.map_arg(n.kwargs, lambda m: _Slot(self.slot[m]))
         out = self.slot[n]
-
-        def step(env, fn=fn, args=args, kwargs=kwargs, out=out):
-            env[out] = fn(*_fill(args, env), **_fill(kwargs, env))
+        if not kwargs:
+            def step(env, fn=fn, args=args, out=out):
+                env[out] = fn(*args(env))
+        else:
+            def step(env, fn=fn, args=args, kwargs=kwargs, out=out):
+                env[out] = fn(*args(env), **_fill(kwargs, env))
         self.steps.append(step)
 
     # ---- running ----
@@ -464,7 +501,7 @@ class GraphRunner:
         for step in self.steps:
             step(env)
         counters.add("segment_launches", self.launches_per_run)
-        return list(_fill(self.output, env))
+        return list(self._output(env))
 
     def explain(self):
         lines = [f"== {self.kind} graph: {len(self.segments)} HAL segment(s), {len(self.eager)} eager node(s)"]
