@@ -121,6 +121,7 @@ struct CompiledGraph::Impl {
   std::vector<size_t> value_device;  // per value: the device producing it (inputs: home)
   std::vector<bool> aliased;         // per node: run as a Step::kAlias
   std::vector<int64_t> into_output;  // per value: the output whose buffer it is written into (-1: none)
+  std::vector<bool> executable_reads;  // per value: an executable step reads it (so it must be contiguous)
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
 
@@ -150,6 +151,13 @@ CompiledGraph::~CompiledGraph() = default;
 const CompiledGraphStats& CompiledGraph::stats() const { return impl_->stats; }
 uint64_t CompiledGraph::last_copy_bytes() const { return impl_->last_copy_bytes; }
 Device& CompiledGraph::device() const { return *impl_->devices[0]; }
+bool CompiledGraph::accepts_strided_input(size_t i) const {
+  const Graph& g = impl_->graph;
+  if (i >= g.inputs().size())
+    throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::accepts_strided_input: input " + std::to_string(i) +
+                                                 " of a graph with " + std::to_string(g.inputs().size()));
+  return !impl_->executable_reads[g.inputs()[i]];
+}
 
 namespace {
 
@@ -493,6 +501,10 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
   }
   for (uint32_t v : g.outputs())
     if (present.emplace(0, v).second) output_copy(v);
+  impl->executable_reads.assign(g.values().size(), false);
+  for (const Step& st : impl->steps)
+    if (st.kind == Step::kExecutable)
+      for (uint32_t v : st.inputs) impl->executable_reads[v] = true;
   stats.copy_bytes = copy_bytes_known ? copy_bytes : 0;
   // Drop devices that run nothing from the stats unless listed.
   if (impl->fallback && stats.devices.back().op_nodes == 0) stats.devices.pop_back();
@@ -517,17 +529,27 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
                                                  " inputs and " + std::to_string(outputs.size()) +
                                                  " outputs but the graph has " + std::to_string(g.inputs().size()) +
                                                  " and " + std::to_string(g.outputs().size()));
-  // Bind the symbols from the caller's views; check every view.
-  std::map<int64_t, std::pair<int64_t, std::string>> symbols;  // symbol -> size, who bound it
+  // Bind the symbols from the caller's views; check every view. Messages
+  // are built only on the way to an error (a run repeats this per view).
+  struct Binder {
+    int64_t size;
+    const char* role;
+    size_t index;
+    uint32_t id;
+  };
+  auto place_of = [](const char* role, size_t i, uint32_t id) {
+    return std::string(role) + " " + std::to_string(i) + " (value " + std::to_string(id) + ")";
+  };
+  std::map<int64_t, Binder> symbols;  // symbol -> size, who bound it
   const size_t ndev = impl_->devices.size();
   std::vector<std::vector<TensorView>> views(ndev, std::vector<TensorView>(g.values().size()));
   std::vector<bool> have(g.values().size(), false);  // on the home device, from the caller
   auto bind = [&](const char* role, size_t i, uint32_t id, const TensorView* view) {
-    const std::string place = std::string(role) + " " + std::to_string(i) + " (value " + std::to_string(id) + ")";
-    if (view == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place + " is null");
+    if (view == nullptr)
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place_of(role, i, id) + " is null");
     const ValueSpec& v = g.values()[id];
     auto fail = [&](const std::string& what) {
-      throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place + what);
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place_of(role, i, id) + what);
     };
     if (view->dtype != v.dtype)
       fail(std::string(" has dtype ") + common::dtype_name(view->dtype) + " but the value's is " + common::dtype_name(v.dtype));
@@ -538,10 +560,11 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
       if (want >= 0 && got != want)
         fail(" has shape " + dims(view->shape) + " but the value's is " + dims(v.shape) + " (dim " + std::to_string(d) + ")");
       if (want >= 0) continue;
-      auto [it, fresh] = symbols.emplace(want, std::make_pair(got, place));
-      if (!fresh && it->second.first != got)
+      auto [it, fresh] = symbols.emplace(want, Binder{got, role, i, id});
+      if (!fresh && it->second.size != got)
         fail(": dim " + std::to_string(d) + " is " + std::to_string(got) + " but symbol " + std::to_string(want) +
-             " is " + std::to_string(it->second.first) + " (bound by " + it->second.second + ")");
+             " is " + std::to_string(it->second.size) + " (bound by " +
+             place_of(it->second.role, it->second.index, it->second.id) + ")");
     }
   };
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -568,7 +591,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
       if (d >= 0) continue;
       auto it = symbols.find(d);
       if (it != symbols.end()) {
-        d = it->second.first;
+        d = it->second.size;
         continue;
       }
       if (!inferred) {

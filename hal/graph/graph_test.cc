@@ -305,9 +305,19 @@ TEST_CASE("graph runtime: claimed add-mul group plus op-by-op matmul equals op b
   auto got = evaluate(fx, &compiled);
   check_close(got.first, expected.first);
   check_close(got.second, expected.second);
+  // Inputs the group reads must be contiguous; only the matmul reads w.
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    bool group_reads = false;
+    for (const auto& n : g.nodes())
+      for (uint32_t v : n.inputs) group_reads = group_reads || (v == g.inputs()[i] && n.op != "matmul");
+    CHECK(compiled.accepts_strided_input(i) == !group_reads);
+  }
+  CHECK_THROWS_WITH_AS(compiled.accepts_strided_input(g.inputs().size()),
+                       doctest::Contains("accepts_strided_input: input"), hal::Error);
 
   // The same graph on a plugin without a graph interface runs op by op.
   hal::CompiledGraph on_cpu = hal::compile(*cpu.device(), g);
+  for (size_t i = 0; i < g.inputs().size(); ++i) CHECK(on_cpu.accepts_strided_input(i));
   CHECK(on_cpu.stats().groups == 0);
   CHECK(on_cpu.stats().kernel_count == 0);
   CHECK(on_cpu.stats().op_nodes == 3);

@@ -29,28 +29,54 @@ namespace torch_hal {
 
 Segment::Segment(hal::Graph graph, hal::CompiledGraph compiled, std::vector<c10::ScalarType> out_dtypes,
                  c10::DeviceIndex dev)
-    : graph_(std::move(graph)), compiled_(std::move(compiled)), out_dtypes_(std::move(out_dtypes)), dev_(dev) {}
+    : graph_(std::move(graph)), compiled_(std::move(compiled)), out_dtypes_(std::move(out_dtypes)), dev_(dev) {
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) strided_ok_.push_back(compiled_.accepts_strided_input(i));
+}
+
+std::shared_ptr<const std::vector<std::vector<int64_t>>> Segment::output_shapes(
+    const std::vector<std::vector<int64_t>>& in) const {
+  {
+    std::lock_guard<std::mutex> lock(shapes_mu_);
+    if (last_out_ && in == last_in_) return last_out_;
+  }
+  // The graph's own inference binds the symbols (it names a bad input).
+  const std::vector<std::vector<int64_t>> all = hal::infer_shapes(graph_, in);
+  auto out = std::make_shared<std::vector<std::vector<int64_t>>>();
+  for (uint32_t id : graph_.outputs()) out->push_back(all[id]);
+  std::lock_guard<std::mutex> lock(shapes_mu_);
+  last_in_ = in;
+  last_out_ = out;
+  return out;
+}
 
 std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs) const {
   const c10::Device dev(at::kPrivateUse1, dev_);
   std::vector<at::Tensor> ins;
   std::vector<std::vector<int64_t>> shapes;
   ins.reserve(inputs.size());
-  for (const at::Tensor& t : inputs) {
-    ins.push_back(t.device() == dev ? t.contiguous() : t.to(dev).contiguous());
+  shapes.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    at::Tensor on = t.device() == dev ? t : t.to(dev);
+    // Op-by-op nodes take strided views (a weight's transpose) as eager
+    // kernels do: no copy; a compiled group's input is made contiguous.
+    if (i >= strided_ok_.size() || !strided_ok_[i]) on = on.contiguous();
+    ins.push_back(std::move(on));
     shapes.push_back(ins.back().sizes().vec());
   }
-  // The graph's own inference binds the symbols (it names a bad input).
-  const std::vector<std::vector<int64_t>> all = hal::infer_shapes(graph_, shapes);
+  const auto out_shapes = output_shapes(shapes);
   std::vector<at::Tensor> outs;
-  std::vector<hal::TensorView> views(ins.size() + graph_.outputs().size());
+  outs.reserve(out_shapes->size());
+  std::vector<hal::TensorView> views(ins.size() + out_shapes->size());
   std::vector<const hal::TensorView*> in_views, out_views;
+  in_views.reserve(ins.size());
+  out_views.reserve(out_shapes->size());
   for (size_t i = 0; i < ins.size(); ++i) {
     views[i] = view_of(ins[i]);
     in_views.push_back(&views[i]);
   }
-  for (size_t j = 0; j < graph_.outputs().size(); ++j) {
-    outs.push_back(at::empty(all[graph_.outputs()[j]], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
+  for (size_t j = 0; j < out_shapes->size(); ++j) {
+    outs.push_back(at::empty((*out_shapes)[j], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
     views[ins.size() + j] = view_of(outs.back());
     out_views.push_back(&views[ins.size() + j]);
   }

@@ -11,6 +11,7 @@
 #include <c10/core/Device.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -36,7 +37,8 @@ class Segment {
           c10::DeviceIndex dev);
   // Runs the segment on the current torch_hal stream of its device. INPUTS
   // are in graph input order (hal tensors, or 0-dim CPU tensors, which are
-  // uploaded); non-contiguous ones are made contiguous. The outputs are new
+  // uploaded); non-contiguous ones are made contiguous where a compiled
+  // group reads them (op-by-op nodes take strided views). The outputs are new
   // hal tensors from torch's allocator with the shapes the catalog rules
   // give for the inputs' shapes. Throws hal::Error INVALID_ARGUMENT naming
   // the input for a count, dtype or shape mismatch (nothing runs), and the
@@ -46,10 +48,19 @@ class Segment {
   const hal::Graph& graph() const { return graph_; }
 
  private:
+  // The outputs' shapes for the inputs' shapes (infer_shapes, which re-runs
+  // every node's rule), remembering the last answer: runs repeat shapes.
+  std::shared_ptr<const std::vector<std::vector<int64_t>>> output_shapes(
+      const std::vector<std::vector<int64_t>>& in) const;
+
   hal::Graph graph_;
   hal::CompiledGraph compiled_;
   std::vector<c10::ScalarType> out_dtypes_;
   c10::DeviceIndex dev_;
+  std::vector<bool> strided_ok_;  // per input: CompiledGraph::accepts_strided_input
+  mutable std::mutex shapes_mu_;
+  mutable std::vector<std::vector<int64_t>> last_in_;
+  mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_out_;
 };
 
 // Adds this area's classes to torch_hal._C: _SegmentBuilder (declare,

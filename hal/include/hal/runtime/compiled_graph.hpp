@@ -117,6 +117,12 @@ class CompiledGraph {
   std::vector<OwnedTensor> run_allocating(const std::vector<const TensorView*>& inputs,
                                           const Stream* stream = nullptr) const;
 
+  // Whether graph input I may be fed a strided view: only op-by-op nodes,
+  // reshapes and copies between devices read it, and they take strides. An
+  // input a compiled group (an executable) reads must be contiguous (the
+  // graph-compile interface leaves strides to the plugin). Throws
+  // INVALID_ARGUMENT for I out of range.
+  bool accepts_strided_input(size_t i) const;
   const CompiledGraphStats& stats() const;
   // Bytes copied between devices by the last run (0 before any).
   uint64_t last_copy_bytes() const;
