@@ -258,6 +258,16 @@ class GraphRunner:
             seg.nodes.append(n)
             counters.add("aliased_nodes")
             return True
+        if (n.target is torch.ops.aten.alias.default and isinstance(src, torch.fx.Node) and src.op == "placeholder"
+                and src not in self.frozen and isinstance(src.meta.get("val"), torch.Tensor)
+                and src.meta["val"].layout == torch.strided and not src.meta["val"].is_complex()):
+            # An alias of a graph input (a saved activation in a backward graph) read by the segment is
+            # that input: no eager step; read outside, it is made (a view) from the input after the run.
+            seg.metas[n] = seg.arg(src)
+            seg.aliases[n] = src
+            seg.nodes.append(n)
+            counters.add("aliased_nodes")
+            return True
         if n.target in _SLICES and n.args[0] in seg.metas and n.args[0] not in self.frozen:
             lowered = self._lower_slice(seg, n)
             if lowered:
@@ -420,7 +430,7 @@ class GraphRunner:
         return True
 
     def _flush(self, seg):
-        lowered = [n for n in seg.nodes if n.target is not operator.getitem]
+        lowered = [n for n in seg.nodes if n.target is not operator.getitem and n not in seg.aliases]
         if not lowered:
             for n in seg.nodes:
                 self._eager_step(n)
@@ -441,8 +451,8 @@ class GraphRunner:
             meta = seg.metas.get(n)
             if isinstance(meta, torch.Tensor) and any(u not in inside for u in n.users):
                 output(n)
-        aliased = [(self.slot[a], self.slot[output(src)]) for a, src in seg.aliases.items()
-                   if any(u not in inside for u in a.users)]
+        aliased = [(self.slot[a], self.slot[src if src.op == "placeholder" else output(src)])
+                   for a, src in seg.aliases.items() if any(u not in inside for u in a.users)]
         try:
             compiled = seg.builder.compile(fold=bool(seg.frozen))
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
