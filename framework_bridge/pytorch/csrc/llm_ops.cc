@@ -123,7 +123,8 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
 
   if (explaining()) record_catalog_run(p.qualified, p.catalog, dev);
   try {
-    op_runner(dev, p.catalog);  // UNIMPLEMENTED (-> the CPU fallback) before anything is allocated
+    // UNIMPLEMENTED (-> the CPU fallback) here, before anything is allocated.
+    const hal::OpRunner& runner = op_runner(dev, p.catalog);
     if (p.returns > 0) {
       std::vector<hal::ValueSpec> specs(inputs.size());
       std::vector<const hal::ValueSpec*> in;
@@ -139,34 +140,29 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
       for (const hal::ValueSpec& s : hal::infer_node(p.catalog, in, attrs, 0))
         outputs.push_back(empty_dense(s.shape, scalar_type_of(s.dtype), dev));
     }
-    std::vector<hal::TensorView> views;
-    views.reserve(inputs.size() + outputs.size());
-    std::vector<const hal::TensorView*> ins, outs;
+    // Descriptors over the tensors' own sizes (they outlive the launch).
+    std::vector<hal::TensorRef> refs;
+    refs.reserve(inputs.size() + outputs.size());
+    std::vector<const hal::TensorRef*> ins, outs;
     for (const at::Tensor& t : inputs) {
       if (!t.defined()) {
         ins.push_back(nullptr);
         continue;
       }
-      views.push_back(view_of(t));
-      ins.push_back(&views.back());
+      refs.push_back(ref_of(t));
+      ins.push_back(&refs.back());
     }
     for (const at::Tensor& t : outputs) {
-      views.push_back(view_of(t));
-      outs.push_back(&views.back());
+      refs.push_back(ref_of(t));
+      outs.push_back(&refs.back());
     }
-    launch(dev, p.catalog, ins, outs, attrs);
+    launch(runner, dev, ins, outs, attrs);
   } catch (const hal::Error& e) {
     if (declined(e)) return run_on_cpu(op, stack, e.what());
     raise(p, dev, e);
   }
   torch::jit::drop(*stack, n);
-  if (p.returns == 0) return;
-  const size_t first = outputs.size() - p.returns;
-  if (p.returns == 1) {
-    stack->emplace_back(std::move(outputs[first]));
-    return;
-  }
-  for (size_t r = first; r < outputs.size(); ++r) stack->emplace_back(std::move(outputs[r]));
+  for (size_t r = outputs.size() - p.returns; r < outputs.size(); ++r) stack->emplace_back(std::move(outputs[r]));
 }
 
 }  // namespace
