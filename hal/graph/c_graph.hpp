@@ -84,6 +84,24 @@ class CGraph {
       nodes_.push_back(c);
     }
     for (uint32_t id : outputs) outputs_.push_back(local(id));
+    // Constant inputs (ABI 1.7): their bytes, so a plugin may pre-pack them.
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (g.is_constant(inputs[i])) {
+        const std::vector<uint8_t>& bytes = *g.constant_data(inputs[i]);
+        constant_inputs_.push_back(i);
+        constant_data_.push_back(bytes.data());
+        constant_sizes_.push_back(bytes.size());
+      }
+    if (!constant_inputs_.empty()) {
+      constants_.base.struct_size = sizeof(constants_);
+      constants_.base.type = HAL_EXTENSION_TYPE_GRAPH_CONSTANTS;
+      constants_.base.next = nullptr;
+      constants_.count = constant_inputs_.size();
+      constants_.input_indices = constant_inputs_.data();
+      constants_.data = constant_data_.data();
+      constants_.sizes = constant_sizes_.data();
+      graph_.next = &constants_;
+    }
     for (const auto& v : values_) value_ptrs_.push_back(&v);
     for (const auto& n : nodes_) node_ptrs_.push_back(&n);
     graph_.struct_size = sizeof(graph_);
@@ -108,6 +126,10 @@ class CGraph {
   std::vector<const hal_graph_value_t*> value_ptrs_;
   std::vector<const hal_graph_node_t*> node_ptrs_;
   std::vector<uint32_t> inputs_, outputs_;
+  std::vector<size_t> constant_inputs_;
+  std::vector<const void*> constant_data_;
+  std::vector<uint64_t> constant_sizes_;
+  hal_graph_constants_t constants_{};
   hal_graph_t graph_{};
 };
 

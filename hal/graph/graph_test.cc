@@ -315,8 +315,11 @@ TEST_CASE("graph runtime: claimed add-mul group plus op-by-op matmul equals op b
   CHECK_THROWS_WITH_AS(compiled.accepts_strided_input(g.inputs().size()),
                        doctest::Contains("accepts_strided_input: input"), hal::Error);
 
-  // The same graph on a plugin without a graph interface runs op by op.
-  hal::CompiledGraph on_cpu = hal::compile(*cpu.device(), g);
+  // The same graph with graph compilers off runs op by op.
+  hal::CompileOptions op_by_op;
+  op_by_op.devices = {cpu.device()};
+  op_by_op.graph_compilers = false;
+  hal::CompiledGraph on_cpu = hal::compile(g, op_by_op);
   for (size_t i = 0; i < g.inputs().size(); ++i) CHECK(on_cpu.accepts_strided_input(i));
   CHECK(on_cpu.stats().groups == 0);
   CHECK(on_cpu.stats().kernel_count == 0);
@@ -488,7 +491,10 @@ TEST_CASE("graph runtime: reshapes cost no launch unless they read a strided vie
   g.mark_output(o3);
   g.mark_output(r4);
   OpTester cpu(kCpu);
-  hal::CompiledGraph c = hal::compile(*cpu.device(), g);
+  hal::CompileOptions op_by_op;  // the core's own reshape handling: no plugin group
+  op_by_op.devices = {cpu.device()};
+  op_by_op.graph_compilers = false;
+  hal::CompiledGraph c = hal::compile(g, op_by_op);
   CHECK(c.stats().alias_nodes == 3);
   CHECK(c.stats().op_nodes == 4);  // add, mul, neg, r4
   CHECK(contains(c.explain(), "node 1 ('reshape') aliases its input (no launch)"));

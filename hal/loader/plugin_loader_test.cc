@@ -57,7 +57,7 @@ TEST_CASE("the CPU plugin loads and negotiates the current ABI") {
   CHECK(p.negotiated_minor() == HAL_ABI_VERSION_MINOR);
   CHECK(p.interfaces() ==
         (HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_COLLECTIVE |
-         HAL_CAPABILITY_OPERATOR));
+         HAL_CAPABILITY_OPERATOR | HAL_CAPABILITY_GRAPH));
   REQUIRE(p.devices().size() == 1);
   round_trip(*p.devices()[0]);
 }
@@ -188,9 +188,9 @@ TEST_CASE("graph negotiation: the graph entries are used only from ABI 1.2 on") 
     CHECK(rt->plugins()[0]->negotiated_minor() == 1);
     CHECK_FALSE(rt->plugins()[0]->has_graph());
   }
-  SUBCASE("a plugin without a graph table has no graph and no note") {
+  SUBCASE("a current plugin's graph table is used, with no note") {
     auto rt = load_only({kCpu});
-    CHECK_FALSE(rt->plugins().at(0)->has_graph());
+    CHECK(rt->plugins().at(0)->has_graph());
     CHECK(rt->plugins().at(0)->graph_note().empty());
   }
 }
@@ -497,7 +497,7 @@ TEST_CASE("hal-info: text and JSON agree - exit status reports requested failure
   auto probe = hal::testing::run_command("'" + info + "' --plugin '" + kCpu + "'");
   CHECK(probe.exit_code == 0);
   CHECK(contains(probe.output, "cpu:0"));
-  CHECK(contains(probe.output, "graph compile: not implemented"));
+  CHECK(contains(probe.output, "graph compile: implemented, executables serialisable"));
   auto graph = hal::testing::run_command("'" + info + "' --json --plugin '" + fixture("graph_minor1") + "' --plugin '" +
                                          fixture("graph") + "'");
   auto gj = nlohmann::json::parse(graph.output);
@@ -521,7 +521,7 @@ TEST_CASE("hal-info: text and JSON agree - exit status reports requested failure
         hal::testing::run_command("'" + info + "' --json --config '" + cfg_dir / "hal.toml" + "'").output);
     REQUIRE(dj["plugins"].size() == 1);
     CHECK(dj["plugins"][0]["disabled_ops"] == nlohmann::json({"gelu", "erf"}));
-    CHECK(dj["plugins"][0]["graph"]["serializable"] == false);  // the CPU plugin has no graph compiler
+    CHECK(dj["plugins"][0]["graph"]["serializable"] == true);  // the CPU plugin's host-graph executables
     CHECK(nlohmann::json::parse(hal::testing::run_command("'" + info + "' --json --plugin '" + kCpu + "'").output)
               ["plugins"][0]["disabled_ops"]
               .empty());

@@ -48,7 +48,7 @@ sdk::DeviceProperties CpuDevice::properties() {
   p.vendor = cpuinfo_field("vendor_id");
   struct utsname u {};
   uname(&u);
-  p.driver_version = std::string("hal-cpu 0.1.0 on Linux ") + u.release;
+  p.driver_version = std::string("hal-cpu 0.2.0 on Linux ") + u.release;
   p.total_memory_bytes =
       static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   p.compute_units = std::max(1u, std::thread::hardware_concurrency());

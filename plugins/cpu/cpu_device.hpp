@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "hal/sdk/plugin.hpp"
 
@@ -23,6 +24,10 @@ class CpuBuffer final : public sdk::Buffer {
 
 class CpuDevice final : public sdk::Device {
  public:
+  // OPS: the plugin's kernels (filled after construction, read-only once
+  // the plugin is built), which its graph executables run. GRAPH_COMPILE
+  // false: partition_graph claims nothing (every node op by op).
+  CpuDevice(const sdk::OpRegistry& ops, bool graph_compile) : ops_(ops), graph_compile_(graph_compile) {}
   sdk::DeviceProperties properties() override;
   std::unique_ptr<sdk::Buffer> allocate(uint64_t size, uint64_t alignment) override;
   void copy_host_to_device(sdk::Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size,
@@ -36,6 +41,16 @@ class CpuDevice final : public sdk::Device {
   sdk::MemoryInfo memory_info() override;
   std::unique_ptr<sdk::Stream> create_stream() override;
   std::unique_ptr<sdk::Event> create_event() override;
+  // Graph compile (graph/graph_hooks.cc): the nodes its kernels run, as
+  // host-graph executables with oneDNN fusions.
+  std::vector<uint32_t> partition_graph(const sdk::Graph& graph) override;
+  std::unique_ptr<sdk::Executable> compile_graph(const sdk::Graph& graph) override;
+  std::unique_ptr<sdk::Executable> deserialize_graph(const sdk::Graph& graph,
+                                                     const std::vector<uint8_t>& bytes) override;
+
+ private:
+  const sdk::OpRegistry& ops_;
+  const bool graph_compile_;
 };
 
 }  // namespace hal::cpu

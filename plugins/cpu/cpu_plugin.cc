@@ -5,6 +5,9 @@
 //     themselves; "uniform": every op declines mixed calls, so libhal casts
 //     first (how a vendor plugin with one-dtype kernels behaves: used to
 //     check and measure the core's promotion on the reference kernels).
+//   graph_compile = false: the devices claim no subgraphs (graph_partition
+//     takes nothing; every node runs op by op). Default true: they compile
+//     the nodes their kernels run into host-graph executables.
 #include "cpu_device.hpp"
 #include "hal/sdk/collectives.hpp"
 #include "hal/sdk/ops.hpp"
@@ -15,14 +18,17 @@ namespace hal::cpu {
 class CpuPlugin final : public sdk::Plugin {
  public:
   static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_COLLECTIVE |
-                                         HAL_CAPABILITY_OPERATOR;
+                                         HAL_CAPABILITY_OPERATOR | HAL_CAPABILITY_GRAPH;
   explicit CpuPlugin(const sdk::Options& options) {
-    options.require_known({"device_count", "input_mode"});
+    options.require_known({"device_count", "input_mode", "graph_compile"});
     auto count = options.get_int("device_count", 1, 1, 64);
     std::string mode = options.get("input_mode", "mixed");
     if (mode != "mixed" && mode != "uniform")
       sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "option input_mode = '", mode, "' must be 'mixed' or 'uniform'");
-    for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>());
+    std::string graph = options.get("graph_compile", "true");
+    if (graph != "true" && graph != "false")
+      sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "option graph_compile = '", graph, "' must be true or false");
+    for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>(ops(), graph == "true"));
     ops().set_default_input_mode(mode == "mixed" ? sdk::InputMode::kMixed : sdk::InputMode::kUniform);
     register_all_ops(ops());
   }
@@ -30,4 +36,4 @@ class CpuPlugin final : public sdk::Plugin {
 
 }  // namespace hal::cpu
 
-HAL_SDK_PLUGIN(hal::cpu::CpuPlugin, "cpu", "HAL project", "0.1.0")
+HAL_SDK_PLUGIN(hal::cpu::CpuPlugin, "cpu", "HAL project", "0.2.0")

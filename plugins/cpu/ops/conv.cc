@@ -6,9 +6,11 @@
 // attributes. float16/bfloat16 are staged through float32. float64 (and
 // zero-size shapes, which oneDNN refuses) use direct loops.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "cpu_kernel.hpp"
+#include "fused.hpp"
 #include "hal/sdk/kernel/matrix.hpp"
 #include "linalg_util.hpp"
 #include "onednn_util.hpp"
@@ -481,7 +483,122 @@ void conv_transpose2d_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(conv_transpose2d_kernel, conv_transpose2d_body)
 
+// The fused conv2d step (fused.hpp): one primitive made for its shapes, its
+// memories bound once; a run re-points the caller's buffers and executes.
+class Conv2dStep final : public sdk::HostGraphStep {
+ public:
+  Conv2dStep(const OpCall& c, bool residual, bool relu, bool weights_constant)
+      : g_(sdk::shape_rules::conv_geometry(c, 2, false)),
+        bias_(c.optional_input(2) != nullptr),
+        residual_(residual),
+        weights_constant_(weights_constant) {
+    if (!g_.batched || g_.empty())
+      sdk::fail(HAL_STATUS_UNIMPLEMENTED, "fused conv2d: an unbatched or empty convolution");
+    dn::ThreadLimit limit(dn::threads_for(conv_macs(g_)));
+    auto& eng = dn::engine();
+    Tensor y = c.input(0);  // the output's shape, contiguous
+    y.shape[1] = g_.c_out;
+    y.shape[2] = g_.out[0];
+    y.shape[3] = g_.out[1];
+    y.set_contiguous_strides();
+    Tensor x = c.input(0), w = c.input(1);
+    x.set_contiguous_strides();
+    w.set_contiguous_strides();
+    auto xm = act_md(x, g_), wm = weight_md(w, g_, false), ym = act_md(y, g_);
+    auto bm = bias_ ? dense(vec_md(c.input(2))) : dnnl::memory::desc();
+    ConvParams p = conv_params(g_);
+    // Every operand in the primitive's chosen layout (oneDNN's row-major
+    // convolutions are several times slower): activations reordered per run,
+    // the weights once when constant; the residual is reordered into the
+    // destination, which the sum post-op adds to.
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      any_like(xm), any_like(wm), bm, any_like(ym), p.strides, p.dilates, p.pad_l,
+                                      p.pad_r);
+    dnnl::post_ops ops;
+    if (residual_) ops.append_sum(1.0f);
+    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    dnnl::primitive_attr attr = user_scratchpad();
+    attr.set_post_ops(ops);
+    dnnl::convolution_forward::primitive_desc pd;
+    try {
+      pd = dnnl::convolution_forward::primitive_desc(d, attr, eng);
+    } catch (const dnnl::error& e) {
+      sdk::fail(HAL_STATUS_DEVICE_ERROR, "fused conv2d: oneDNN refused the convolution (", e.what(), ")");
+    }
+    prim_ = dnnl::convolution_forward(pd);
+    x_user_ = dnnl::memory(xm, eng, DNNL_MEMORY_NONE);
+    y_user_ = dnnl::memory(ym, eng, DNNL_MEMORY_NONE);
+    w_user_ = dnnl::memory(wm, eng, DNNL_MEMORY_NONE);
+    x_ = pd.src_desc() == xm ? x_user_ : dnnl::memory(pd.src_desc(), eng);
+    y_ = pd.dst_desc() == ym ? y_user_ : dnnl::memory(pd.dst_desc(), eng);
+    w_ = pd.weights_desc() == wm ? w_user_ : dnnl::memory(pd.weights_desc(), eng);
+    if (x_ != x_user_) x_in_ = dnnl::reorder(x_user_, x_);
+    if (w_ != w_user_) w_reorder_ = dnnl::reorder(w_user_, w_);
+    if (y_ != y_user_) {
+      y_out_ = dnnl::reorder(y_, y_user_);
+      if (residual_) r_in_ = dnnl::reorder(y_user_, y_);
+    }
+    if (residual_) r_user_ = dnnl::memory(ym, eng, DNNL_MEMORY_NONE);
+    scratchpad_ = dnnl::memory(pd.scratchpad_desc(), eng);
+    args_ = {{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, y_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    if (bias_) {
+      b_ = dnnl::memory(bm, eng, DNNL_MEMORY_NONE);
+      args_.emplace(DNNL_ARG_BIAS, b_);
+    }
+  }
+
+  void run(const Tensor* const* in, const Tensor* const* out) override {
+    dn::ThreadLimit limit(dn::threads_for(conv_macs(g_)));
+    auto& strm = dn::stream();
+    // Strided operands (a graph input's view) are copied to row-major first.
+    Tensor tmp[4];
+    std::vector<unsigned char> storage[4];
+    auto dense_data = [&](int i) {
+      const Tensor& t = *in[i];
+      if (t.is_contiguous()) return t.data;
+      tmp[i] = cast_contiguous(t, t.dtype, storage[i]);
+      return tmp[i].data;
+    };
+    x_user_.set_data_handle(dense_data(0));
+    if (x_ != x_user_) x_in_.execute(strm, x_user_, x_);
+    y_user_.set_data_handle(out[0]->data);
+    if (bias_) b_.set_data_handle(dense_data(2));
+    if (residual_) {  // the sum post-op adds to what the destination holds
+      if (y_ == y_user_) {
+        std::memcpy(out[0]->data, dense_data(3), y_.get_desc().get_size());
+      } else {
+        r_user_.set_data_handle(dense_data(3));
+        r_in_.execute(strm, r_user_, y_);
+      }
+    }
+    if (w_ == w_user_) {
+      w_user_.set_data_handle(dense_data(1));
+    } else if (!packed_ || !weights_constant_) {
+      w_user_.set_data_handle(dense_data(1));
+      w_reorder_.execute(strm, w_user_, w_);
+      packed_ = true;
+    }
+    prim_.execute(strm, args_);
+    if (y_ != y_user_) y_out_.execute(strm, y_, y_user_);
+    strm.wait();
+  }
+
+ private:
+  Geom g_;
+  bool bias_, residual_, weights_constant_;
+  bool packed_ = false;
+  dnnl::convolution_forward prim_;
+  dnnl::memory x_user_, x_, w_user_, w_, b_, r_user_, y_user_, y_, scratchpad_;
+  dnnl::reorder x_in_, w_reorder_, r_in_, y_out_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
 }  // namespace
+
+std::unique_ptr<sdk::HostGraphStep> make_conv2d_step(const sdk::OpCall& call, bool residual, bool relu,
+                                                     bool weights_constant) {
+  return std::make_unique<Conv2dStep>(call, residual, relu, weights_constant);
+}
 
 void register_conv_ops(sdk::OpRegistry& ops) {
   ops.add<op::conv1d>(&conv1d_kernel, sdk::kFloatDtypes);

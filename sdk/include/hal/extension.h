@@ -59,7 +59,9 @@ typedef enum hal_extension_type_e {
   /* Never a valid type: an element carrying it (typically a zero-filled
    * struct whose type was never set) makes the chain malformed. */
   HAL_EXTENSION_TYPE_INVALID = 0,
-  HAL_EXTENSION_TYPE_COUNT_ = 1 /* one past the last standard id this header knows */
+  /* ABI 1.7: hal_graph_constants_t on hal_graph_t.next (hal/graph.h). */
+  HAL_EXTENSION_TYPE_GRAPH_CONSTANTS = 1,
+  HAL_EXTENSION_TYPE_COUNT_ = 2 /* one past the last standard id this header knows */
 } hal_extension_type_e;
 
 /* Ids in [HAL_EXTENSION_TYPE_VENDOR_FIRST, HAL_EXTENSION_TYPE_VENDOR_LAST]

@@ -50,6 +50,15 @@
  * entries only when the negotiated MINOR is >= 5 and the table's
  * struct_size covers them; a 1.2-1.4 plugin's table means "executables are
  * not serialisable" (the host compiles every time).
+ *
+ * CONSTANT INPUTS (ABI 1.7). A host may hang a hal_graph_constants_t on
+ * hal_graph_t.next (graph_partition, graph_compile, executable_deserialize):
+ * it names graph inputs whose contents are fixed (a model's weights) and
+ * gives their bytes. The host still passes those inputs at every execute,
+ * with exactly these bytes, for the executable's whole life; a plugin may
+ * copy or pre-pack them at compile (a blocked weight layout) and read its
+ * copy instead. A plugin that does not know the extension skips it (the
+ * extension rules) and sees ordinary inputs.
  */
 #ifndef HAL_GRAPH_H_
 #define HAL_GRAPH_H_
@@ -119,6 +128,24 @@ typedef struct hal_graph_t {
   const uint32_t* outputs;
   size_t output_count;
 } hal_graph_t;
+
+/* ABI 1.7: the constant inputs of a graph (see CONSTANT INPUTS). Owned by
+ * the caller; read only during the call it is passed to (a plugin copies
+ * what it keeps). Readers refuse with INVALID_ARGUMENT (naming the entry):
+ * an index out of range or listed twice, a value whose shape has a
+ * symbolic dim, SIZES[k] other than the value's byte size, DATA[k] NULL
+ * when SIZES[k] > 0. */
+typedef struct hal_graph_constants_t {
+  hal_extension_base_t base; /* type = HAL_EXTENSION_TYPE_GRAPH_CONSTANTS */
+  size_t count;
+  /* COUNT indices into hal_graph_t.inputs (not value ids). */
+  const size_t* input_indices;
+  /* COUNT pointers: the input's elements, row-major and contiguous. */
+  const void* const* data;
+  /* COUNT byte counts: each the value's element count times its dtype's
+   * size. */
+  const uint64_t* sizes;
+} hal_graph_constants_t;
 
 /* What an executable is. Filled by executable_get_info up to the caller's
  * struct_size. */

@@ -76,6 +76,13 @@
  *          negotiated MINOR is >= 6 and its struct_size covers
  *          HAL_COLLECTIVE_API_1_6_SIZE; an older table means "no
  *          collectives".
+ *     1.7  constant graph inputs (hal/graph.h): the extension
+ *          hal_graph_constants_t (HAL_EXTENSION_TYPE_GRAPH_CONSTANTS) on
+ *          hal_graph_t.next lists the inputs whose bytes never change
+ *          (weights) and hands over those bytes at partition, compile and
+ *          deserialise, so a plugin may pre-pack them. An older plugin
+ *          skips the element (unknown type) and reads them as ordinary
+ *          inputs, which the host still passes at every execute.
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

@@ -32,6 +32,7 @@
 #define HAL_SDK_GRAPH_HPP_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,17 @@ struct GraphNode {
   const char* op() const { return schema->name; }
 };
 
+// The bytes of a constant input (ABI 1.7, hal_graph_constants_t):
+// row-major, contiguous, SIZE = element count x dtype size. DATA is the
+// host's memory, valid only during partition_graph, compile_graph and
+// deserialize_graph (the SDK empties Graph::constants afterwards): copy or
+// pre-pack what an executable keeps. The input is still fed at every
+// execute, with these bytes.
+struct GraphConstant {
+  const void* data = nullptr;
+  uint64_t size = 0;
+};
+
 // A validated graph, owned (copied from the C graph). Nodes are in
 // topological order; a value id indexes VALUES.
 struct Graph {
@@ -79,6 +91,15 @@ struct Graph {
   std::vector<GraphNode> nodes;
   std::vector<uint32_t> inputs;   // value ids fed at execute, in order
   std::vector<uint32_t> outputs;  // value ids written at execute, in order
+  // Constant inputs by value id (empty when the host gave none; see
+  // GraphConstant for how long DATA lives).
+  std::map<uint32_t, GraphConstant> constants;
+
+  // The bytes of constant value V, or nullptr.
+  const GraphConstant* constant(uint32_t v) const {
+    auto it = constants.find(v);
+    return it == constants.end() ? nullptr : &it->second;
+  }
 };
 
 // A compiled graph. Destroyed by the SDK on executable_destroy (the caller

@@ -26,7 +26,7 @@ namespace hal::sdk {
 struct GraphBuilder {
   // Validates G (see hal/sdk/graph.hpp for what is checked) and copies it.
   // Messages name the node ("node 2 ('mul')") or value and what is wrong.
-  static std::shared_ptr<const Graph> build(const hal_graph_t* g, Device& device) {
+  static std::shared_ptr<Graph> build(const hal_graph_t* g, Device& device) {
     if (g == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "graph is NULL");
     if (!HAL_STRUCT_HAS_FIELD(g, hal_graph_t, output_count))
       fail(HAL_STATUS_INVALID_ARGUMENT, "hal_graph_t.struct_size ", g->struct_size, " is too small");
@@ -62,6 +62,7 @@ struct GraphBuilder {
              ", which is neither a graph input nor produced by a node");
       graph->outputs.push_back(id);
     }
+    parse_constants(g, *graph);
     return graph;
   }
 
@@ -125,6 +126,38 @@ struct GraphBuilder {
     if (id >= value_count)
       fail(HAL_STATUS_INVALID_ARGUMENT, where..., " is value ", id, ", out of range (the graph has ", value_count,
            " values)");
+  }
+
+  // The ABI 1.7 constant-inputs extension into GRAPH.constants.
+  static void parse_constants(const hal_graph_t* g, Graph& graph) {
+    const auto* base = common::find_extension(g->next, HAL_EXTENSION_TYPE_GRAPH_CONSTANTS);
+    if (base == nullptr) return;
+    if (base->struct_size < sizeof(hal_graph_constants_t))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_graph_constants_t.base.struct_size ", base->struct_size, " is too small");
+    const auto* c = reinterpret_cast<const hal_graph_constants_t*>(base);
+    check_array(c->input_indices, c->count, "hal_graph_constants_t.input_indices");
+    check_array(c->data, c->count, "hal_graph_constants_t.data");
+    check_array(c->sizes, c->count, "hal_graph_constants_t.sizes");
+    for (size_t k = 0; k < c->count; ++k) {
+      const size_t i = c->input_indices[k];
+      if (i >= graph.inputs.size())
+        fail(HAL_STATUS_INVALID_ARGUMENT, "constant ", k, ": input index ", i, " is out of range (the graph has ",
+             graph.inputs.size(), " inputs)");
+      const uint32_t v = graph.inputs[i];
+      const GraphValue& value = graph.values[v];
+      if (!value.is_concrete())
+        fail(HAL_STATUS_INVALID_ARGUMENT, "constant ", k, ": input ", i, " (value ", v, ") has symbolic shape ",
+             shape_string(value.shape.data(), value.rank()));
+      uint64_t bytes = dtype_size(value.dtype);
+      for (int64_t d : value.shape) bytes *= static_cast<uint64_t>(d);
+      if (c->sizes[k] != bytes)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "constant ", k, ": input ", i, " (value ", v, ") has ", c->sizes[k],
+             " bytes but its dtype and shape make ", bytes);
+      if (bytes > 0 && c->data[k] == nullptr)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "constant ", k, ": input ", i, " (value ", v, ") has NULL data");
+      if (!graph.constants.emplace(v, GraphConstant{c->data[k], bytes}).second)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "constant ", k, ": input ", i, " is listed twice");
+    }
   }
 
   static void parse_value(size_t v, const hal_graph_value_t* c, GraphValue& dst) {
@@ -299,10 +332,12 @@ inline hal_status_t* graph_compile(hal_device_t* d, const hal_graph_t* g, hal_ex
     if (out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "out_executable is NULL");
     auto exe = std::make_unique<CompiledExecutable>();
     exe->device = device;
-    exe->graph = GraphBuilder::build(g, *device);
-    if (exe->graph->nodes.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, "the graph has no nodes");
-    exe->impl = device->compile_graph(*exe->graph);
+    auto graph = GraphBuilder::build(g, *device);
+    if (graph->nodes.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, "the graph has no nodes");
+    exe->impl = device->compile_graph(*graph);
     if (exe->impl == nullptr) fail(HAL_STATUS_INTERNAL, "the device's compile_graph returned no executable");
+    graph->constants.clear();  // the caller's bytes: valid during this call only
+    exe->graph = std::move(graph);
     registry().add(exe.get(), Kind::kExecutable, device);
     *out = reinterpret_cast<hal_executable_t*>(exe.release());
   });
@@ -474,12 +509,14 @@ inline hal_status_t* executable_deserialize(const hal_executable_deserialize_arg
     if (args->data == nullptr && args->size > 0) fail(HAL_STATUS_INVALID_ARGUMENT, "data is NULL but size is ", args->size);
     auto exe = std::make_unique<CompiledExecutable>();
     exe->device = device;
-    exe->graph = GraphBuilder::build(args->subgraph, *device);
-    if (exe->graph->nodes.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, "the graph has no nodes");
+    auto graph = GraphBuilder::build(args->subgraph, *device);
+    if (graph->nodes.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, "the graph has no nodes");
     std::vector<uint8_t> payload =
-        SerializedExecutable::unwrap(static_cast<const uint8_t*>(args->data), args->size, *exe->graph);
-    exe->impl = device->deserialize_graph(*exe->graph, payload);
+        SerializedExecutable::unwrap(static_cast<const uint8_t*>(args->data), args->size, *graph);
+    exe->impl = device->deserialize_graph(*graph, payload);
     if (exe->impl == nullptr) fail(HAL_STATUS_INTERNAL, "the device's deserialize_graph returned no executable");
+    graph->constants.clear();  // the caller's bytes: valid during this call only
+    exe->graph = std::move(graph);
     registry().add(exe.get(), Kind::kExecutable, device);
     *args->out_executable = reinterpret_cast<hal_executable_t*>(exe.release());
   });

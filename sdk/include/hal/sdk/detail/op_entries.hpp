@@ -102,6 +102,29 @@ struct OpCallBuilder : common::OpCallBuilder {
     return call;
   }
 
+  // A call assembled from parts a graph compiler already validated (a node
+  // of a hal::sdk::Graph run through the plugin's own kernel): INPUTS in
+  // catalog order (an undefined Tensor for an absent optional input), ATTRS
+  // as GraphNode::attrs (every attribute, defaults applied), OUTPUTS.
+  // Computes the common dtype and checks nothing else. The caller owns the
+  // new call.
+  static std::shared_ptr<OpCall> assemble(const OpSchema& schema, Device& device, std::vector<Tensor> inputs,
+                                          std::vector<AttrValue> attrs, std::vector<Tensor> outputs) {
+    auto call = std::make_shared<OpCall>();
+    call->schema_ = &schema;
+    call->device_ = &device;
+    call->inputs_ = std::move(inputs);
+    call->outputs_ = std::move(outputs);
+    call->attrs_ = std::move(attrs);
+    call->common_dtype_ = common_dtype(schema, call->inputs_);
+    return call;
+  }
+  // The tensors of an assembled CALL, to set its outputs once their shapes
+  // are known and to point them at other memory between runs. Only while no
+  // kernel holds CALL.
+  static std::vector<Tensor>& inputs_of(OpCall& call) { return call.inputs_; }
+  static std::vector<Tensor>& outputs_of(OpCall& call) { return call.outputs_; }
+
   // This thread's previous call object when nothing else holds it any more,
   // emptied (its vectors keep their capacity), else a new one: once warm, a
   // launch allocates no OpCall, tensor or attribute storage. A kernel that

@@ -1,0 +1,204 @@
+// The CPU plugin's graph compile: host-graph executables over its kernels
+// (hal/sdk/host_graph.hpp) with oneDNN conv fusions, checked against the
+// same graphs run op by op; symbolic shapes planned per input shape from
+// one compile; constant inputs (ABI 1.7) pre-packed; the graph_compile
+// option; refusals of bad tensors and bad constant extensions.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "hal/runtime/compiled_graph.hpp"
+#include "hal/runtime/graph.hpp"
+#include "hal/loader/loaded_plugin.hpp"
+#include "hal/testing/op_test_util.hpp"
+#include "hal/testing/test_util.hpp"
+
+namespace {
+const std::string kCpu = HAL_TEST_CPU_PLUGIN;
+constexpr hal_dtype_e F32 = HAL_DTYPE_FLOAT32;
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 0.5f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+  return std::vector<uint8_t>(p, p + v.size() * sizeof(float));
+}
+
+// A ResNet basic block with a downsample, batch symbolic, weights constant:
+// conv+relu, conv+add+relu (residual = the downsample conv), then a mul so
+// the block's result is an intermediate.
+hal::Graph basic_block() {
+  hal::Graph g;
+  const int64_t n = g.symbol("batch");
+  auto x = g.input(F32, {n, 3, 8, 8}, "x");
+  auto w1 = g.constant(F32, {4, 3, 3, 3}, bytes_of(random_floats(108, 1)), "w1");
+  auto b1 = g.constant(F32, {4}, bytes_of(random_floats(4, 2)), "b1");
+  auto w2 = g.constant(F32, {4, 4, 3, 3}, bytes_of(random_floats(144, 3)), "w2");
+  auto wd = g.constant(F32, {4, 3, 1, 1}, bytes_of(random_floats(12, 4)), "wd");
+  auto pad = hal::Attr::ints("padding", {1, 1});
+  auto c1 = g.add_op("conv2d", {x, w1, b1}, {pad});
+  auto r1 = g.add_op("relu", {c1});
+  auto c2 = g.add_op("conv2d", {r1, w2}, {pad});
+  auto ds = g.add_op("conv2d", {x, wd});
+  auto s = g.add_op("add", {c2, ds});
+  auto o = g.add_op("relu", {s});
+  g.mark_output(g.add_op("mul", {o, o}), "y");
+  return g;
+}
+
+std::vector<float> run_block(hal::testing::OpTester& t, const hal::CompiledGraph& c, int64_t batch) {
+  auto x = t.tensor({batch, 3, 8, 8}, random_floats(static_cast<size_t>(batch) * 192, 7));
+  auto out = c.run_allocating({&x.view});
+  REQUIRE(out.size() == 1);
+  std::vector<float> y(static_cast<size_t>(batch) * 256);
+  out[0].buffer.copy_to_host(y.data(), y.size() * 4);
+  return y;
+}
+
+hal::CompileOptions opts(const std::shared_ptr<hal::Device>& d, bool graph_compilers) {
+  hal::CompileOptions o;
+  o.devices = {d};
+  o.disk_cache = false;
+  o.memory_cache = false;
+  o.graph_compilers = graph_compilers;
+  return o;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::fabs(got[i] - want[i]) > 1e-4f + 1e-4f * std::fabs(want[i])) ++bad;
+  CHECK(bad == 0);
+}
+}  // namespace
+
+TEST_CASE("cpu graph: a basic block compiles to one group with fused convolutions and matches op by op") {
+  hal::testing::OpTester t(kCpu);
+  hal::CompiledGraph fused = hal::compile(basic_block(), opts(t.device(), true));
+  hal::CompiledGraph plain = hal::compile(basic_block(), opts(t.device(), false));
+  CHECK(fused.stats().groups == 1);
+  CHECK(fused.stats().compiled == 1);
+  CHECK(fused.stats().devices[0].op_nodes == 0);
+  // conv+relu, conv+add+relu, the downsample conv, the mul: 7 nodes, 4 kernels.
+  CHECK(fused.stats().kernel_count == 4);
+  REQUIRE(fused.stats().descriptions.size() == 1);
+  CHECK(fused.stats().descriptions[0].find("conv2d+add+relu") != std::string::npos);
+  CHECK(plain.stats().groups == 0);
+  CHECK(plain.stats().devices[0].op_nodes == 7);
+  // Two batch sizes through the one executable (one plan each), twice each:
+  // the second run reuses the plan, the arena and the packed weights.
+  for (int64_t batch : {1, 3, 1, 3}) check_close(run_block(t, fused, batch), run_block(t, plain, batch));
+}
+
+TEST_CASE("cpu graph: intermediates share the arena without clobbering live values; reshapes alias") {
+  hal::testing::OpTester t(kCpu);
+  hal::Graph g;
+  auto a = g.input(F32, {4, 6}, "a");
+  auto v = a;
+  std::vector<hal::Graph::Value> kept;
+  for (int i = 0; i < 12; ++i) {
+    v = g.add_op(i % 3 == 0 ? "exp" : i % 3 == 1 ? "tanh" : "neg", {v});
+    if (i % 4 == 0) kept.push_back(v);  // read again at the end: must survive
+    if (i % 5 == 0) v = g.add_op("reshape", {v}, {hal::Attr::ints("shape", i % 2 ? std::vector<int64_t>{4, 6} : std::vector<int64_t>{24})});
+  }
+  v = g.add_op("reshape", {v}, {hal::Attr::ints("shape", {4, 6})});
+  for (auto k : kept) v = g.add_op("add", {v, g.add_op("reshape", {k}, {hal::Attr::ints("shape", {4, 6})})});
+  g.mark_output(v, "out");
+  hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
+  hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
+  CHECK(fused.stats().groups == 1);
+  CHECK(fused.stats().kernel_count == 15);  // 12 unary ops + 3 adds: the 7 reshapes launch nothing
+  auto x = t.tensor({4, 6}, random_floats(24, 5));
+  std::vector<float> got(24), want(24);
+  fused.run_allocating({&x.view})[0].buffer.copy_to_host(got.data(), 96);
+  plain.run_allocating({&x.view})[0].buffer.copy_to_host(want.data(), 96);
+  check_close(got, want);
+}
+
+TEST_CASE("cpu graph: the graph_compile option off claims nothing") {
+  hal::testing::TempDir dir;
+  auto rt = hal::testing::load_config(dir, "[[plugin]]\npath = \"" + kCpu +
+                                               "\"\n[plugin.options]\ngraph_compile = \"false\"\n");
+  hal::CompiledGraph c = hal::compile(basic_block(), opts(rt->device("cpu:0"), true));
+  CHECK(c.stats().groups == 0);
+  CHECK(c.stats().devices[0].op_nodes == 7);
+}
+
+TEST_CASE("cpu graph: a tensor of the wrong shape is refused naming the value, and nothing is written") {
+  hal::testing::OpTester t(kCpu);
+  hal::CompiledGraph c = hal::compile(basic_block(), opts(t.device(), true));
+  auto x = t.tensor({2, 3, 9, 8}, random_floats(432, 1));
+  auto y = t.tensor({2, 4, 8, 8}, std::vector<float>(512, 42.0f));
+  CHECK_THROWS_WITH_AS(c.run({&x.view}, {&y.view}), doctest::Contains("dim 2"), hal::Error);
+  std::vector<float> after(512);
+  y.buffer.copy_to_host(after.data(), after.size() * 4);
+  CHECK(after == std::vector<float>(512, 42.0f));
+}
+
+TEST_CASE("cpu graph: a malformed constant-inputs extension (ABI 1.7) is refused naming the entry") {
+  hal::testing::OpTester t(kCpu);
+  const hal::detail::LoadedPlugin& plugin = t.device()->plugin();
+  REQUIRE(static_cast<bool>(plugin.graph.graph_compile));
+  const int64_t shape[] = {4};
+  hal_graph_value_t value{sizeof(hal_graph_value_t), F32, 1, shape};
+  hal_graph_value_t out_value = value;
+  const hal_graph_value_t* values[] = {&value, &out_value};
+  const uint32_t in_ids[] = {0}, out_ids[] = {1};
+  hal_graph_node_t node{};
+  node.struct_size = sizeof(node);
+  node.op = "relu";
+  node.inputs = in_ids;
+  node.input_count = 1;
+  node.outputs = out_ids;
+  node.output_count = 1;
+  const hal_graph_node_t* nodes[] = {&node};
+  const float data[4] = {1, -2, 3, -4};
+  const void* ptrs[] = {data};
+  size_t index = 0;
+  uint64_t size = 16;
+  hal_graph_constants_t ext{};
+  ext.base = {sizeof(ext), HAL_EXTENSION_TYPE_GRAPH_CONSTANTS, nullptr};
+  ext.count = 1;
+  ext.input_indices = &index;
+  ext.data = ptrs;
+  ext.sizes = &size;
+  hal_graph_t g{};
+  g.struct_size = sizeof(g);
+  g.next = &ext;
+  g.values = values;
+  g.value_count = 2;
+  g.nodes = nodes;
+  g.node_count = 1;
+  g.inputs = in_ids;
+  g.input_count = 1;
+  g.outputs = out_ids;
+  g.output_count = 1;
+  auto compile = [&]() -> std::string {
+    hal_executable_t* exe = nullptr;
+    hal_status_t* st = plugin.graph.graph_compile(t.device()->handle(), &g, &exe);
+    if (st == nullptr) {
+      REQUIRE(plugin.graph.executable_destroy(exe) == nullptr);
+      return "";
+    }
+    std::string msg = st->message;
+    st->destroy(st);
+    return msg;
+  };
+  CHECK(compile().empty());  // well-formed
+  index = 1;
+  CHECK(compile().find("constant 0: input index 1 is out of range") != std::string::npos);
+  index = 0;
+  size = 12;
+  CHECK(compile().find("has 12 bytes but its dtype and shape make 16") != std::string::npos);
+  size = 16;
+  ptrs[0] = nullptr;
+  CHECK(compile().find("NULL data") != std::string::npos);
+}

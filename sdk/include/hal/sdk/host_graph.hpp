@@ -1,0 +1,506 @@
+// HAL C++ SDK: graph compile from a plugin's own kernels, for devices whose
+// memory the host addresses (Buffer::host_pointer non-null, kernels that run
+// synchronously when given no stream). What an executable saves over op by
+// op: one stream task per execute instead of one launch per node, calls
+// validated once per input shape instead of per launch, intermediate values
+// in one arena planned by liveness (a value's bytes are reused once its last
+// reader ran; a reshape of an intermediate is that intermediate's bytes)
+// instead of an allocation each, and a plugin's fused steps in place of the
+// nodes they cover (HostGraphFusion).
+//
+//   std::vector<uint32_t> MyDevice::partition_graph(const Graph& g) {
+//     return hal::sdk::partition_host_graph(plugin_ops, *this, g);
+//   }
+//   std::unique_ptr<Executable> MyDevice::compile_graph(const Graph& g) {
+//     return std::make_unique<hal::sdk::HostGraphExecutable>(*this, plugin_ops, g);
+//   }
+//
+// Header-only; reached through hal/sdk/ops.hpp's pieces, so include it in
+// the TU that defines the device's graph entries.
+#ifndef HAL_SDK_HOST_GRAPH_HPP_
+#define HAL_SDK_HOST_GRAPH_HPP_
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hal/sdk/detail/op_entries.hpp"
+#include "hal/sdk/graph.hpp"
+#include "hal/sdk/op_registry.hpp"
+#include "hal/sdk/stream.hpp"
+
+namespace hal::sdk {
+
+// A data-less tensor of DTYPE and SHAPE (RANK dims; symbols kept as given),
+// row-major strides: what shape rules and check_op read.
+inline Tensor meta_tensor(hal_dtype_e dtype, const int64_t* shape, int rank) {
+  Tensor t;
+  t.defined = true;
+  t.dtype = dtype;
+  t.rank = rank;
+  for (int d = 0; d < rank; ++d) t.shape[d] = shape[d];
+  t.set_contiguous_strides();
+  return t;
+}
+inline Tensor meta_tensor(const GraphValue& v) { return meta_tensor(v.dtype, v.shape.data(), v.rank()); }
+
+// Why the kernels of OPS cannot run node N of G inside a HostGraphExecutable
+// on DEVICE ("" when they can): no kernel for the op, a compute dtype no
+// kernel implements, mixed inputs for a uniform kernel, or the device's
+// check_op refusing the node (checked for nodes whose shapes are concrete).
+// Pure apart from check_op; thread-safe when check_op is.
+inline std::string host_graph_refusal(const OpRegistry& ops, Device& device, const Graph& g, size_t n) {
+  const GraphNode& node = g.nodes.at(n);
+  const int64_t id = ops.find(node.op());
+  if (id < 0) return "no kernel for '" + std::string(node.op()) + "'";
+  const Kernel& kernel = ops.at(static_cast<size_t>(id));
+  std::vector<Tensor> in(node.inputs.size());
+  bool concrete = true;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    in[i] = meta_tensor(g.values[node.inputs[i]]);
+    concrete = concrete && g.values[node.inputs[i]].is_concrete();
+  }
+  const hal_dtype_e compute = common::OpCallBuilder::common_dtype(*node.schema, in);
+  if (compute != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(compute)) == 0)
+    return std::string("no kernel for dtype ") + dtype_name(compute);
+  if (compute == HAL_DTYPE_INVALID && kernel.first == nullptr) return "no kernel";
+  if (kernel.input_mode == InputMode::kUniform)
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i].defined && in[i].dtype != compute && node.schema->promotes_input(i))
+        return std::string("mixed input dtypes (") + dtype_name(in[i].dtype) + " in a " + dtype_name(compute) +
+               " call) for a uniform kernel";
+  for (uint32_t v : node.outputs) concrete = concrete && g.values[v].is_concrete();
+  if (!concrete) return "";
+  std::vector<Tensor> out;
+  for (uint32_t v : node.outputs) out.push_back(meta_tensor(g.values[v]));
+  try {
+    device.check_op(*OpCallBuilder::assemble(*node.schema, device, std::move(in), node.attrs, std::move(out)));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The groups a device whose kernels are OPS takes from G: each run of
+// consecutive nodes host_graph_refusal accepts is one group (a run of
+// consecutive nodes of a topological order is convex). 0 for the others.
+inline std::vector<uint32_t> partition_host_graph(const OpRegistry& ops, Device& device, const Graph& g) {
+  std::vector<uint32_t> group(g.nodes.size(), 0);
+  uint32_t current = 0;
+  bool open = false;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!host_graph_refusal(ops, device, g, n).empty()) {
+      open = false;
+      continue;
+    }
+    if (!open) ++current;
+    open = true;
+    group[n] = current;
+  }
+  return group;
+}
+
+// A plugin's own step in place of some nodes (a fused kernel), made for one
+// set of concrete shapes.
+class HostGraphStep {
+ public:
+  virtual ~HostGraphStep() = default;
+  // Computes the fusion's OUTPUTS from its INPUTS (HostGraphFusion's order;
+  // nullptr for an absent optional value). Called on the stream's thread,
+  // never concurrently for one step. Throw (hal::sdk::fail) to fail the
+  // execution.
+  virtual void run(const Tensor* const* inputs, const Tensor* const* outputs) = 0;
+};
+
+// Nodes a plugin runs as one HostGraphStep. NODES must not produce a value
+// read outside them other than OUTPUTS (which the last node produces or
+// which are graph outputs); the step runs where the last of NODES would.
+struct HostGraphFusion {
+  std::vector<size_t> nodes;      // node indices, ascending
+  std::vector<uint32_t> inputs;   // values the step reads (kNoValue: absent)
+  std::vector<uint32_t> outputs;  // values the step writes
+  uint32_t kernel_count = 1;      // device kernels one run of the step launches
+  std::string label;              // "conv2d+add+relu"
+  // Makes the step for the shapes of INPUTS and OUTPUTS (dtype, shape,
+  // contiguous strides; no data). Called once per distinct input shape of
+  // the executable, on the thread that calls execute.
+  std::function<std::unique_ptr<HostGraphStep>(const std::vector<Tensor>& inputs,
+                                               const std::vector<Tensor>& outputs)>
+      make;
+};
+
+// An executable running G's nodes through the kernels of OPS (every node
+// accepted by host_graph_refusal) and the FUSIONS' steps, on DEVICE.
+// Thread-safe: executions of one input shape run one at a time (they share
+// that shape's arena).
+class HostGraphExecutable : public Executable {
+ public:
+  // Throws UNIMPLEMENTED naming a node the kernels cannot run, and
+  // INVALID_ARGUMENT for a fusion that covers a node twice or writes a value
+  // it does not produce.
+  HostGraphExecutable(Device& device, const OpRegistry& ops, const Graph& g,
+                      std::vector<HostGraphFusion> fusions = {})
+      : device_(device), ops_(ops), g_(g), fusions_(std::move(fusions)) {
+    std::vector<int64_t> fused_by(g_.nodes.size(), -1);
+    for (size_t f = 0; f < fusions_.size(); ++f)
+      for (size_t n : fusions_[f].nodes) {
+        if (n >= g_.nodes.size() || fused_by[n] >= 0)
+          fail(HAL_STATUS_INVALID_ARGUMENT, "fusion ", f, " ('", fusions_[f].label, "') covers node ", n,
+               n >= g_.nodes.size() ? " (out of range)" : " twice");
+        fused_by[n] = static_cast<int64_t>(f);
+      }
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      if (fused_by[n] >= 0) {
+        const HostGraphFusion& f = fusions_[static_cast<size_t>(fused_by[n])];
+        if (n == f.nodes.back()) {
+          order_.push_back(Unit{true, static_cast<size_t>(fused_by[n])});
+          kernels_ += f.kernel_count;
+        }
+        continue;
+      }
+      std::string why = host_graph_refusal(ops_, device_, g_, n);
+      if (!why.empty())
+        fail(HAL_STATUS_UNIMPLEMENTED, "node ", n, " ('", g_.nodes[n].op(), "'): ", why);
+      order_.push_back(Unit{false, n});
+      if (!aliasable(n)) ++kernels_;
+    }
+    for (uint32_t v : g_.outputs) {
+      bool produced = false;
+      for (const GraphNode& node : g_.nodes)
+        for (uint32_t o : node.outputs) produced = produced || o == v;
+      if (!produced) fail(HAL_STATUS_UNIMPLEMENTED, "graph output value ", v, " is a graph input (no node makes it)");
+    }
+  }
+
+  void execute(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, Stream* stream) override {
+    std::shared_ptr<Plan> plan = plan_for(inputs, outputs);
+    if (stream == nullptr) return run(*plan, inputs, outputs);
+    auto* task = new Task{this, std::move(plan), inputs, outputs, stream};
+    stream->enqueue_host_func(&Task::invoke, task);
+  }
+
+  uint32_t kernel_count() const override { return kernels_; }
+  std::string description() const override {
+    std::string out = std::to_string(g_.nodes.size()) + " nodes, " + std::to_string(kernels_) + " kernels";
+    for (const HostGraphFusion& f : fusions_) out += ", " + f.label;
+    return out;
+  }
+  // The plan depends on the graph only (the SDK's envelope binds it to
+  // this graph, plugin and version): the bytes are a format tag.
+  std::vector<uint8_t> serialize() const override { return {'H', 'G', 'X', '1'}; }
+  static bool accepts(const std::vector<uint8_t>& bytes) { return bytes == std::vector<uint8_t>{'H', 'G', 'X', '1'}; }
+
+ private:
+  struct Unit {
+    bool fused;
+    size_t index;  // node or fusion
+  };
+  // Where a value's bytes are during a run.
+  struct Home {
+    enum Kind : uint8_t { kNone, kInput, kOutput, kArena } kind = kNone;
+    size_t index = 0;     // input / output index
+    uint64_t offset = 0;  // arena byte offset
+  };
+  struct Step {
+    bool fused = false;
+    KernelFn fn = nullptr;
+    std::shared_ptr<OpCall> call;  // a node's call, its tensors re-pointed each run
+    std::shared_ptr<const OpCall> ccall;
+    std::unique_ptr<HostGraphStep> step;  // a fusion's
+    std::vector<Tensor> in, out;           // a fusion's tensors, re-pointed each run
+    std::vector<uint32_t> in_values, out_values;
+  };
+  struct Plan {
+    std::vector<std::vector<int64_t>> key;  // the input shapes it was made for
+    std::vector<Home> home;                  // per value
+    std::vector<Step> steps;
+    uint64_t arena_bytes = 0;
+    std::mutex mu;  // held by a run: the arena and the calls are shared
+    std::unique_ptr<unsigned char, decltype(&std::free)> arena{nullptr, &std::free};
+  };
+  struct Task {
+    HostGraphExecutable* self;
+    std::shared_ptr<Plan> plan;
+    std::vector<Tensor> inputs, outputs;
+    Stream* stream;
+    static void invoke(void* p) {
+      std::unique_ptr<Task> t(static_cast<Task*>(p));
+      try {
+        t->self->run(*t->plan, t->inputs, t->outputs);
+      } catch (const Error& e) {
+        t->stream->report_error(e);
+      } catch (const std::exception& e) {
+        t->stream->report_error(Error(HAL_STATUS_INTERNAL, std::string("graph execute: ") + e.what()));
+      }
+    }
+  };
+  static constexpr uint64_t kAlign = 64;
+  static constexpr size_t kMaxPlans = 16;
+
+  // A reshape's output can be its input's bytes (row-major) when both live
+  // in the arena; decided per plan, this only says whether it may be.
+  bool aliasable(size_t n) const {
+    const GraphNode& node = g_.nodes[n];
+    return std::strcmp(node.op(), "reshape") == 0 && node.inputs.size() == 1 && node.outputs.size() == 1 &&
+           g_.values[node.inputs[0]].dtype == g_.values[node.outputs[0]].dtype;
+  }
+
+  std::shared_ptr<Plan> plan_for(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+    std::vector<std::vector<int64_t>> key;
+    key.reserve(inputs.size());
+    for (const Tensor& t : inputs) key.push_back(t.sizes());
+    {
+      std::lock_guard<std::mutex> lock(plans_mu_);
+      for (const auto& p : plans_)
+        if (p->key == key) return p;
+    }
+    auto plan = make_plan(std::move(key), inputs, outputs);
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
+    plans_.push_back(plan);
+    return plan;
+  }
+
+  // Shapes of every value for these inputs, homes, the arena layout and
+  // the steps' calls. Throws INVALID_ARGUMENT naming the node whose rule
+  // refuses the shapes or whose result disagrees with the graph.
+  std::shared_ptr<Plan> make_plan(std::vector<std::vector<int64_t>> key, const std::vector<Tensor>& inputs,
+                                  const std::vector<Tensor>& outputs) {
+    auto plan = std::make_shared<Plan>();
+    plan->key = std::move(key);
+    const size_t nv = g_.values.size();
+    std::vector<Tensor> meta(nv);
+    std::map<int64_t, int64_t> symbols;  // bound by the inputs (validated by the SDK)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const uint32_t v = g_.inputs[i];
+      meta[v] = meta_tensor(inputs[i].dtype, inputs[i].shape, inputs[i].rank);
+      for (int d = 0; d < inputs[i].rank; ++d)
+        if (g_.values[v].shape[d] < 0) symbols[g_.values[v].shape[d]] = inputs[i].shape[d];
+    }
+    plan->home.assign(nv, Home{});
+    for (size_t i = 0; i < inputs.size(); ++i) plan->home[g_.inputs[i]] = Home{Home::kInput, i, 0};
+    for (size_t j = 0; j < outputs.size(); ++j) plan->home[g_.outputs[j]] = Home{Home::kOutput, j, 0};
+
+    // Shapes, node by node (fused nodes too: their steps get the shapes).
+    std::vector<std::shared_ptr<OpCall>> calls(g_.nodes.size());
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      const GraphNode& node = g_.nodes[n];
+      std::vector<Tensor> in(node.inputs.size());
+      for (size_t i = 0; i < in.size(); ++i)
+        if (node.inputs[i] != kNoValue) in[i] = meta[node.inputs[i]];
+      auto call = OpCallBuilder::assemble(*node.schema, device_, std::move(in), node.attrs, {});
+      std::vector<TensorMeta> shapes;
+      try {
+        try {
+          common::OpCallBuilder::expected_outputs_into(*call, node.outputs.size(), shapes);
+        } catch (const std::out_of_range&) {  // the output is the caller's choice: the graph's, symbols bound
+          shapes.assign(node.outputs.size(), TensorMeta{});
+          for (size_t o = 0; o < node.outputs.size(); ++o) {
+            const GraphValue& v = g_.values[node.outputs[o]];
+            std::vector<int64_t> dims;
+            for (int64_t d : v.shape) {
+              if (d < 0 && symbols.count(d) == 0)
+                fail(HAL_STATUS_INVALID_ARGUMENT, "output ", o, " of the node has an unbound symbolic dim");
+              dims.push_back(d < 0 ? symbols[d] : d);
+            }
+            shapes[o].dtype = v.dtype;
+            shapes[o].set_shape(dims);
+          }
+        }
+      } catch (const Error& e) {
+        fail(e.code(), "node ", n, " ('", node.op(), "'): ", e.what());
+      }
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        const uint32_t v = node.outputs[o];
+        const GraphValue& gv = g_.values[v];
+        bool agrees = shapes[o].dtype == gv.dtype && shapes[o].rank == gv.rank();
+        for (int d = 0; agrees && d < gv.rank(); ++d) {
+          const int64_t want = gv.shape[d] >= 0 ? gv.shape[d] : symbols.count(gv.shape[d]) ? symbols[gv.shape[d]] : -1;
+          if (want >= 0 && want != shapes[o].shape[d]) agrees = false;
+          if (want < 0) symbols[gv.shape[d]] = shapes[o].shape[d];
+        }
+        if (!agrees)
+          fail(HAL_STATUS_INVALID_ARGUMENT, "node ", n, " ('", node.op(), "'): output ", o, " comes out ",
+               dtype_name(shapes[o].dtype), " ", shape_string(shapes[o].shape, shapes[o].rank), " but value ", v,
+               " is ", dtype_name(gv.dtype), " ", shape_string(gv.shape.data(), gv.rank()));
+        meta[v] = meta_tensor(shapes[o].dtype, shapes[o].shape, shapes[o].rank);
+        if (plan->home[v].kind == Home::kOutput) {
+          const Tensor& given = outputs[plan->home[v].index];
+          if (given.sizes() != meta[v].sizes())
+            fail(HAL_STATUS_INVALID_ARGUMENT, "node ", n, " ('", node.op(), "'): output ", o, " comes out ",
+                 meta[v].shape_str(), " but graph output ", plan->home[v].index, " is ", given.shape_str());
+        }
+      }
+      calls[n] = std::move(call);
+    }
+
+    // Each value's last step (the step making it when nothing reads it);
+    // arena offsets by liveness. A step's outputs are placed before its
+    // inputs are released: no kernel runs in place.
+    std::vector<int64_t> last_use(nv, -1);
+    std::vector<int64_t> alias_of(nv, -1);  // reshape outputs sharing their input's bytes
+    for (size_t s = 0; s < order_.size(); ++s) {
+      for (uint32_t v : unit_outputs(order_[s])) last_use[v] = static_cast<int64_t>(s);
+      for (uint32_t v : unit_inputs(order_[s]))
+        if (v != kNoValue) last_use[v] = std::max<int64_t>(last_use[v], static_cast<int64_t>(s));
+    }
+    auto root = [&](uint32_t v) {
+      while (alias_of[v] >= 0) v = static_cast<uint32_t>(alias_of[v]);
+      return v;
+    };
+    for (const Unit& u : order_)
+      if (!u.fused && aliasable(u.index)) {
+        const GraphNode& node = g_.nodes[u.index];
+        const uint32_t in = node.inputs[0], out = node.outputs[0];
+        if (plan->home[in].kind == Home::kNone && plan->home[out].kind == Home::kNone) alias_of[out] = in;
+      }
+    for (size_t v = nv; v-- > 0;)  // an alias keeps its root alive
+      if (alias_of[v] >= 0) {
+        const uint32_t r = root(static_cast<uint32_t>(v));
+        last_use[r] = std::max(last_use[r], last_use[v]);
+      }
+    std::vector<std::vector<uint32_t>> release_at(order_.size());
+    for (size_t v = 0; v < nv; ++v)
+      if (alias_of[v] < 0 && last_use[v] >= 0) release_at[static_cast<size_t>(last_use[v])].push_back(static_cast<uint32_t>(v));
+    std::vector<std::pair<uint64_t, uint64_t>> free_blocks;  // offset, size; sorted, merged
+    auto rounded = [](uint64_t bytes) { return (std::max<uint64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; };
+    auto take = [&](uint64_t bytes) {
+      bytes = rounded(bytes);
+      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
+        if (it->second >= bytes) {
+          const uint64_t at = it->first;
+          it->first += bytes;
+          it->second -= bytes;
+          if (it->second == 0) free_blocks.erase(it);
+          return at;
+        }
+      const uint64_t at = plan->arena_bytes;
+      plan->arena_bytes += bytes;
+      return at;
+    };
+    auto give = [&](uint64_t at, uint64_t bytes) {
+      free_blocks.emplace_back(at, rounded(bytes));
+      std::sort(free_blocks.begin(), free_blocks.end());
+      for (size_t i = 1; i < free_blocks.size();)
+        if (free_blocks[i - 1].first + free_blocks[i - 1].second == free_blocks[i].first) {
+          free_blocks[i - 1].second += free_blocks[i].second;
+          free_blocks.erase(free_blocks.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+          ++i;
+        }
+    };
+    auto bytes_of = [&](uint32_t v) { return static_cast<uint64_t>(meta[v].numel()) * dtype_size(meta[v].dtype); };
+    for (size_t s = 0; s < order_.size(); ++s) {
+      for (uint32_t v : unit_outputs(order_[s])) {
+        if (plan->home[v].kind != Home::kNone) continue;
+        plan->home[v].kind = Home::kArena;
+        if (alias_of[v] < 0) plan->home[v].offset = take(bytes_of(v));
+      }
+      for (uint32_t v : release_at[s])
+        if (plan->home[v].kind == Home::kArena) give(plan->home[v].offset, bytes_of(v));
+    }
+    for (size_t v = 0; v < nv; ++v)
+      if (alias_of[v] >= 0) plan->home[v] = plan->home[root(static_cast<uint32_t>(v))];
+
+    // Steps.
+    for (const Unit& u : order_) {
+      Step st;
+      if (u.fused) {
+        const HostGraphFusion& f = fusions_[u.index];
+        st.fused = true;
+        st.in_values = f.inputs;
+        st.out_values = f.outputs;
+        for (uint32_t v : f.inputs) st.in.push_back(v == kNoValue ? Tensor{} : meta[v]);
+        for (uint32_t v : f.outputs) st.out.push_back(meta[v]);
+        st.step = f.make(st.in, st.out);
+      } else {
+        const GraphNode& node = g_.nodes[u.index];
+        if (aliasable(u.index) && alias_of[node.outputs[0]] >= 0) continue;  // no launch
+        st.call = calls[u.index];
+        std::vector<Tensor>& outs = OpCallBuilder::outputs_of(*st.call);
+        for (uint32_t v : node.outputs) outs.push_back(meta[v]);
+        st.ccall = st.call;
+        st.fn = ops_.at(static_cast<size_t>(ops_.find(node.op()))).fn(st.call->common_dtype());
+        st.in_values = node.inputs;
+        st.out_values = node.outputs;
+      }
+      plan->steps.push_back(std::move(st));
+    }
+    return plan;
+  }
+
+  const std::vector<uint32_t>& unit_inputs(const Unit& u) const {
+    return u.fused ? fusions_[u.index].inputs : g_.nodes[u.index].inputs;
+  }
+  const std::vector<uint32_t>& unit_outputs(const Unit& u) const {
+    return u.fused ? fusions_[u.index].outputs : g_.nodes[u.index].outputs;
+  }
+
+  // Points T at value V's bytes for this run.
+  static void bind(Tensor& t, const Plan& plan, uint32_t v, const std::vector<Tensor>& inputs,
+                   const std::vector<Tensor>& outputs, unsigned char* arena) {
+    const Home& h = plan.home[v];
+    if (h.kind == Home::kInput) {
+      t = inputs[h.index];
+    } else if (h.kind == Home::kOutput) {
+      t = outputs[h.index];
+    } else {
+      t.buffer = nullptr;
+      t.byte_offset = 0;
+      t.data = arena + h.offset;
+    }
+  }
+
+  void run(Plan& plan, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+    std::lock_guard<std::mutex> lock(plan.mu);
+    if (!plan.arena && plan.arena_bytes > 0) {
+      plan.arena.reset(static_cast<unsigned char*>(std::aligned_alloc(kAlign, plan.arena_bytes)));
+      if (!plan.arena) fail(HAL_STATUS_OUT_OF_MEMORY, "graph execute: ", plan.arena_bytes, " bytes of intermediates");
+    }
+    unsigned char* arena = plan.arena.get();
+    for (Step& st : plan.steps) {
+      if (st.fused) {
+        std::vector<const Tensor*> in(st.in.size()), out(st.out.size());
+        for (size_t i = 0; i < st.in.size(); ++i) {
+          if (st.in_values[i] == kNoValue) continue;
+          bind(st.in[i], plan, st.in_values[i], inputs, outputs, arena);
+          in[i] = &st.in[i];
+        }
+        for (size_t i = 0; i < st.out.size(); ++i) {
+          bind(st.out[i], plan, st.out_values[i], inputs, outputs, arena);
+          out[i] = &st.out[i];
+        }
+        st.step->run(in.data(), out.data());
+        continue;
+      }
+      std::vector<Tensor>& in = OpCallBuilder::inputs_of(*st.call);
+      std::vector<Tensor>& out = OpCallBuilder::outputs_of(*st.call);
+      for (size_t i = 0; i < st.in_values.size() && i < in.size(); ++i)
+        if (st.in_values[i] != kNoValue) bind(in[i], plan, st.in_values[i], inputs, outputs, arena);
+      for (size_t i = 0; i < st.out_values.size(); ++i) bind(out[i], plan, st.out_values[i], inputs, outputs, arena);
+      st.fn(st.ccall, nullptr);
+    }
+  }
+
+  Device& device_;
+  const OpRegistry& ops_;
+  const Graph g_;
+  const std::vector<HostGraphFusion> fusions_;
+  std::vector<Unit> order_;
+  uint32_t kernels_ = 0;
+  std::mutex plans_mu_;
+  std::vector<std::shared_ptr<Plan>> plans_;
+};
+
+}  // namespace hal::sdk
+
+#endif  // HAL_SDK_HOST_GRAPH_HPP_
