@@ -60,6 +60,7 @@ struct Step {
   // kExecutable: the executable and its boundary values (global ids).
   std::shared_ptr<SharedExecutable> executable;
   std::vector<uint32_t> inputs, outputs;
+  bool strided_inputs = false;  // the executable reads strided inputs (HAL_EXECUTABLE_FLAG_STRIDED_INPUTS)
   // kOp, kAlias
   size_t node = 0;
   std::optional<OpRunner> runner;
@@ -121,7 +122,7 @@ struct CompiledGraph::Impl {
   std::vector<size_t> value_device;  // per value: the device producing it (inputs: home)
   std::vector<bool> aliased;         // per node: run as a Step::kAlias
   std::vector<int64_t> into_output;  // per value: the output whose buffer it is written into (-1: none)
-  std::vector<bool> executable_reads;  // per value: an executable step reads it (so it must be contiguous)
+  std::vector<bool> executable_reads;  // per value: an executable needing contiguous inputs reads it
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
 
@@ -492,6 +493,8 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
       hal_executable_info_t info{};
       info.struct_size = sizeof(info);
       with_context(s.label, [&] { throw_if_error(api.executable_get_info(s.executable->handle(), &info)); });
+      s.strided_inputs = impl->devices[k]->plugin().negotiated_minor >= 7 &&
+                         (info.flags & HAL_EXECUTABLE_FLAG_STRIDED_INPUTS) != 0;
       info.description[sizeof(info.description) - 1] = '\0';
       stats.kernel_count += info.kernel_count;
       ds.kernels += info.kernel_count;
@@ -503,7 +506,7 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
     if (present.emplace(0, v).second) output_copy(v);
   impl->executable_reads.assign(g.values().size(), false);
   for (const Step& st : impl->steps)
-    if (st.kind == Step::kExecutable)
+    if (st.kind == Step::kExecutable && !st.strided_inputs)
       for (uint32_t v : st.inputs) impl->executable_reads[v] = true;
   stats.copy_bytes = copy_bytes_known ? copy_bytes : 0;
   // Drop devices that run nothing from the stats unless listed.

@@ -55,18 +55,28 @@ void max_pool2d_body(const OpCall& c) {
     using A = acc_t<T>;
     HostView4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
     HostView4<int64_t> ind(c.output(1), g.batched, 2);
+    // The kernel taps inside the input, per output row and column: [first, last).
+    auto taps = [](int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t in) {
+      const int64_t start = o * s - p;
+      const int64_t lo = std::min(k, start >= 0 ? int64_t{0} : (-start + d - 1) / d);
+      const int64_t hi = std::min(k, in - 1 - start < 0 ? int64_t{0} : (in - 1 - start) / d + 1);
+      return std::pair<int64_t, int64_t>{lo, std::max(lo, hi)};
+    };
+    const int64_t xs_h = x.stride[2], xs_w = x.stride[3];
     planes(g, [&](int64_t n, int64_t ch) {
-      for (int64_t oh = 0; oh < g.out[0]; ++oh)
+      const T* plane = &x.at(n, ch, 0, 0);
+      for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+        const auto [kh0, kh1] = taps(oh, g.stride[0], g.padding[0], g.dilation[0], g.kernel[0], g.in[0]);
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+          const auto [kw0, kw1] = taps(ow, g.stride[1], g.padding[1], g.dilation[1], g.kernel[1], g.in[1]);
           A best = -std::numeric_limits<A>::infinity();
           int64_t arg = -1;
-          for (int64_t kh = 0; kh < g.kernel[0]; ++kh) {
-            int64_t ih = oh * g.stride[0] - g.padding[0] + kh * g.dilation[0];
-            if (ih < 0 || ih >= g.in[0]) continue;
-            for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
-              int64_t iw = ow * g.stride[1] - g.padding[1] + kw * g.dilation[1];
-              if (iw < 0 || iw >= g.in[1]) continue;
-              A v = static_cast<A>(x.at(n, ch, ih, iw));
+          for (int64_t kh = kh0; kh < kh1; ++kh) {
+            const int64_t ih = oh * g.stride[0] - g.padding[0] + kh * g.dilation[0];
+            const T* row = plane + ih * xs_h;
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              const int64_t iw = ow * g.stride[1] - g.padding[1] + kw * g.dilation[1];
+              A v = static_cast<A>(row[iw * xs_w]);
               if (arg < 0 || v > best || std::isnan(v)) {  // NaN wins, as PyTorch
                 best = v;
                 arg = ih * g.in[1] + iw;
@@ -76,6 +86,7 @@ void max_pool2d_body(const OpCall& c) {
           y.at(n, ch, oh, ow) = static_cast<T>(best);
           ind.at(n, ch, oh, ow) = arg;
         }
+      }
     });
   });
 }

@@ -156,7 +156,15 @@ typedef struct hal_executable_info_t {
   uint32_t kernel_count;
   /* NUL-terminated free text for logs ("fused add+mul, 1 kernel"). */
   char description[256];
+  /* ABI 1.7: HAL_EXECUTABLE_FLAG_* bits (0 from an older plugin, which
+   * leaves the field as the caller zero-filled it). */
+  uint32_t flags;
 } hal_executable_info_t;
+
+/* executable_execute reads inputs of any strides (a transposed view): the
+ * host need not make contiguous copies for it. Without the flag a host
+ * passes row-major contiguous inputs. */
+#define HAL_EXECUTABLE_FLAG_STRIDED_INPUTS (1u << 0)
 
 /* executable_serialize's arguments (ABI 1.5). */
 typedef struct hal_executable_serialize_args_t {

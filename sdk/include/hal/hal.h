@@ -83,6 +83,8 @@
  *          deserialise, so a plugin may pre-pack them. An older plugin
  *          skips the element (unknown type) and reads them as ordinary
  *          inputs, which the host still passes at every execute.
+ *          hal_executable_info_t gains flags: HAL_EXECUTABLE_FLAG_STRIDED_
+ *          INPUTS says execute reads strided inputs (no contiguous copies).
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

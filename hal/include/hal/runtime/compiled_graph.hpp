@@ -118,9 +118,9 @@ class CompiledGraph {
                                           const Stream* stream = nullptr) const;
 
   // Whether graph input I may be fed a strided view: only op-by-op nodes,
-  // reshapes and copies between devices read it, and they take strides. An
-  // input a compiled group (an executable) reads must be contiguous (the
-  // graph-compile interface leaves strides to the plugin). Throws
+  // reshapes, copies between devices and executables that declare
+  // HAL_EXECUTABLE_FLAG_STRIDED_INPUTS (ABI 1.7: the CPU plugin's) read it.
+  // An input another compiled group reads must be contiguous. Throws
   // INVALID_ARGUMENT for I out of range.
   bool accepts_strided_input(size_t i) const;
   const CompiledGraphStats& stats() const;

@@ -119,6 +119,10 @@ class Executable {
   virtual uint32_t kernel_count() const = 0;
   // Free text for logs; truncated to 255 bytes at the ABI.
   virtual std::string description() const { return {}; }
+  // Whether execute reads inputs of any strides (ABI 1.7
+  // HAL_EXECUTABLE_FLAG_STRIDED_INPUTS): the host then passes a transposed
+  // view as it is instead of a contiguous copy. Default false.
+  virtual bool accepts_strided_inputs() const { return false; }
   // What Device::deserialize_graph needs to rebuild this executable without
   // compiling (ABI 1.5 executable_serialize; the SDK wraps it with the
   // plugin's name, version and a checksum). Throw UNIMPLEMENTED (the

@@ -189,6 +189,8 @@ class HostGraphExecutable : public Executable {
   }
 
   uint32_t kernel_count() const override { return kernels_; }
+  // Kernels take strided tensors; fused steps copy what they need dense.
+  bool accepts_strided_inputs() const override { return true; }
   std::string description() const override {
     std::string out = std::to_string(g_.nodes.size()) + " nodes, " + std::to_string(kernels_) + " kernels";
     for (const HostGraphFusion& f : fusions_) out += ", " + f.label;

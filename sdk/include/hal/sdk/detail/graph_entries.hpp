@@ -359,6 +359,8 @@ inline hal_status_t* executable_get_info(hal_executable_t* e, hal_executable_inf
     out->kernel_count = exe->impl->kernel_count();
     if (HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, description))
       copy_string(out->description, sizeof(out->description), exe->impl->description());
+    if (HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, flags))
+      out->flags = exe->impl->accepts_strided_inputs() ? HAL_EXECUTABLE_FLAG_STRIDED_INPUTS : 0u;
   });
 }
 
