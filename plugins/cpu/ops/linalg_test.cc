@@ -282,3 +282,28 @@ TEST_CASE("refused matrix products name the op and the sizes") {
   auto sq = t.tensor({3, 3}, ramp(9));
   expect_error(t, "mm", {&sq.view, &sq.view}, {&sq.view}, {}, "", sq);
 }
+
+TEST_CASE("bmm with batch strides oneDNN's optimised matmul refuses (head-split views) matches loops") {
+  // A [H, S, S] dense and B [H, S, D] read from storage [S, D, H] (batch
+  // stride 1, the smallest): oneDNN offers only its reference matmul for
+  // that, so the kernel densifies B and runs one sgemm per batch matrix.
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  const int64_t h = 4, s = 32, d = 8;
+  std::vector<float> av = ramp(h * s * s), storage = ramp(s * d * h, 0.5f, 11);
+  auto a = t.tensor({h, s, s}, av);
+  auto b_dev = t.tensor({s, d, h}, storage);
+  hal::TensorView b = b_dev.view;
+  b.shape = {h, s, d};
+  b.strides = {1, d * h, h};
+  auto out = t.empty(HAL_DTYPE_FLOAT32, {h, s, d});
+  t.run("bmm", {&a.view, &b}, {&out.view});
+  std::vector<double> want;
+  for (int64_t g = 0; g < h; ++g) {
+    std::vector<float> ag(av.begin() + g * s * s, av.begin() + (g + 1) * s * s), bg(static_cast<size_t>(s * d));
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < d; ++j) bg[i * d + j] = storage[(i * d + j) * h + g];
+    std::vector<double> cg = naive_mm(ag, bg, s, s, d);
+    want.insert(want.end(), cg.begin(), cg.end());
+  }
+  check_close(t.read<float>(out), want);
+}
