@@ -143,7 +143,7 @@ TEST_CASE("cpu graph: a tensor of the wrong shape is refused naming the value, a
   CHECK(after == std::vector<float>(512, 42.0f));
 }
 
-TEST_CASE("cpu graph: a malformed constant-inputs extension (ABI 1.7) is refused naming the entry") {
+TEST_CASE("cpu graph: a malformed constant-inputs extension (ABI 1.7) or a twice-listed output is refused, named") {
   hal::testing::OpTester t(kCpu);
   const hal::detail::LoadedPlugin& plugin = t.device()->plugin();
   REQUIRE(static_cast<bool>(plugin.graph.graph_compile));
@@ -201,6 +201,13 @@ TEST_CASE("cpu graph: a malformed constant-inputs extension (ABI 1.7) is refused
   size = 16;
   ptrs[0] = nullptr;
   CHECK(compile().find("NULL data") != std::string::npos);
+  // Without the extension: one value listed as two graph outputs is refused
+  // (one of the caller's outputs would never be written).
+  g.next = nullptr;
+  const uint32_t twice[] = {1, 1};
+  g.outputs = twice;
+  g.output_count = 2;
+  CHECK(compile().find("graph output value 1 is listed twice") != std::string::npos);
 }
 
 TEST_CASE("cpu graph: executables read strided inputs (HAL_EXECUTABLE_FLAG_STRIDED_INPUTS), fused steps too") {

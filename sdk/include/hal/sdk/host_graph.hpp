@@ -144,7 +144,8 @@ struct HostGraphFusion {
 // that shape's arena).
 class HostGraphExecutable : public Executable {
  public:
-  // Throws UNIMPLEMENTED naming a node the kernels cannot run, and
+  // Throws UNIMPLEMENTED naming a node the kernels cannot run or a graph
+  // output that is a graph input or listed twice, and
   // INVALID_ARGUMENT for a fusion that covers a node twice or writes a value
   // it does not produce.
   HostGraphExecutable(Device& device, const OpRegistry& ops, const Graph& g,
@@ -173,11 +174,15 @@ class HostGraphExecutable : public Executable {
       order_.push_back(Unit{false, n});
       if (!aliasable(n)) ++kernels_;
     }
+    std::vector<bool> listed(g_.values.size(), false);
     for (uint32_t v : g_.outputs) {
       bool produced = false;
       for (const GraphNode& node : g_.nodes)
         for (uint32_t o : node.outputs) produced = produced || o == v;
       if (!produced) fail(HAL_STATUS_UNIMPLEMENTED, "graph output value ", v, " is a graph input (no node makes it)");
+      // One home per value: a second listing would never be written.
+      if (listed[v]) fail(HAL_STATUS_UNIMPLEMENTED, "graph output value ", v, " is listed twice");
+      listed[v] = true;
     }
   }
 
