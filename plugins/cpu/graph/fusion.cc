@@ -41,7 +41,7 @@ bool same_shape(const Graph& g, uint32_t a, uint32_t b) {
 void match_conv(sdk::Device& device, const Graph& g, const Uses& uses, size_t n, std::vector<bool>& taken,
                 std::vector<sdk::HostGraphFusion>& out) {
   const GraphNode& conv = g.nodes[n];
-  const uint32_t x = conv.inputs[0], w = conv.inputs[1], b = conv.inputs.size() > 2 ? conv.inputs[2] : kNoValue;
+  const uint32_t x = conv.inputs[0], w = conv.inputs[1], b = conv.inputs[2];  // padded to the schema's 3
   if (g.values[x].rank() != 4 || !float32(g, x) || !float32(g, w) || !float32(g, b)) return;
   sdk::HostGraphFusion f;
   f.nodes = {n};

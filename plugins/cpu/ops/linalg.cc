@@ -128,6 +128,24 @@ bool gemm_small(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
   return true;
 }
 
+// Matrix I of M's batch (the one matrix of a batch-1 M, which broadcasts).
+Mat matrix(const Mat& m, int64_t i) { return {m.p, {m.v.index(i, 0, 0), 1, m.v.rows, m.v.cols, 0, m.v.rs, m.v.cs}}; }
+
+// BATCH dense row-major ROWS x COLS matrices at P.
+Mat dense(void* p, int64_t batch, int64_t rows, int64_t cols) { return {p, {0, batch, rows, cols, rows * cols, cols, 1}}; }
+
+// A contiguous float32 copy of the matrices M of storage type T.
+template <class T>
+Mat pack_f32(const Mat& m, std::vector<float>& buf) {
+  const MatrixView& v = m.v;
+  buf.resize(static_cast<size_t>(v.batch * v.rows * v.cols));
+  for (int64_t b = 0; b < v.batch; ++b)
+    for (int64_t i = 0; i < v.rows; ++i)
+      for (int64_t j = 0; j < v.cols; ++j)
+        buf[(b * v.rows + i) * v.cols + j] = static_cast<float>(*m.at<T>(b, i, j));
+  return dense(buf.data(), v.batch, v.rows, v.cols);
+}
+
 // float32 C = A·B (+ BIAS, contiguous [N]) on oneDNN; false when oneDNN
 // refuses the layout (the caller then loops).
 bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
@@ -164,29 +182,13 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
   // loops, ~300x slower (0.9 ms for a 4x32x32x8 product): one dnnl_sgemm per
   // batch matrix instead, after a dense copy of an operand sgemm cannot read.
   if (e->reference) {
-    char ta, tb, tc;
-    int64_t lda, ldb, ldc;
-    if (!sgemm_layout(cv, &tc, &ldc) || tc != 'N') return false;  // the caller loops
+    char t;
+    int64_t ld;
+    if (!sgemm_layout(cv, &t, &ld) || t != 'N') return false;  // the caller loops
     thread_local std::vector<float> dense_a, dense_b;
-    auto densify = [](const Mat& m, std::vector<float>& buf) {
-      const MatrixView& v = m.v;
-      buf.resize(static_cast<size_t>(v.batch * v.rows * v.cols));
-      for (int64_t bi = 0; bi < v.batch; ++bi)
-        for (int64_t i = 0; i < v.rows; ++i)
-          for (int64_t j = 0; j < v.cols; ++j) buf[static_cast<size_t>((bi * v.rows + i) * v.cols + j)] = *m.at<float>(bi, i, j);
-      return Mat{buf.data(), MatrixView{0, v.batch, v.rows, v.cols, v.rows * v.cols, v.cols, 1}};
-    };
-    const Mat a2 = sgemm_layout(av, &ta, &lda) ? a : densify(a, dense_a);
-    const Mat b2 = sgemm_layout(bv, &tb, &ldb) ? b : densify(b, dense_b);
-    sgemm_layout(a2.v, &ta, &lda);
-    sgemm_layout(b2.v, &tb, &ldb);
-    for (int64_t i = 0; i < cv.batch; ++i) {
-      float* ci = c.at<float>(i, 0, 0);
-      if (bias != nullptr)
-        for (int64_t r = 0; r < M; ++r) std::copy(bias, bias + N, ci + r * ldc);
-      dn::sgemm(ta, tb, M, N, K, 1.0f, a2.at<float>(i, 0, 0), lda, b2.at<float>(i, 0, 0), ldb, bias ? 1.0f : 0.0f,
-                ci, ldc);
-    }
+    const Mat a2 = sgemm_layout(av, &t, &ld) ? a : pack_f32<float>(a, dense_a);
+    const Mat b2 = sgemm_layout(bv, &t, &ld) ? b : pack_f32<float>(b, dense_b);
+    for (int64_t i = 0; i < cv.batch; ++i) gemm_small(matrix(a2, i), matrix(b2, i), matrix(c, i), bias);
     return true;
   }
   thread_local dn::Scratch scratch;
@@ -204,21 +206,6 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
     return false;  // refused before computing: the caller loops
   }
   return true;
-}
-
-// BATCH dense row-major ROWS x COLS matrices at P.
-Mat dense(void* p, int64_t batch, int64_t rows, int64_t cols) { return {p, {0, batch, rows, cols, rows * cols, cols, 1}}; }
-
-// A contiguous float32 copy of the matrices M of storage type T.
-template <class T>
-Mat pack_f32(const Mat& m, std::vector<float>& buf) {
-  const MatrixView& v = m.v;
-  buf.resize(static_cast<size_t>(v.batch * v.rows * v.cols));
-  for (int64_t b = 0; b < v.batch; ++b)
-    for (int64_t i = 0; i < v.rows; ++i)
-      for (int64_t j = 0; j < v.cols; ++j)
-        buf[(b * v.rows + i) * v.cols + j] = static_cast<float>(*m.at<T>(b, i, j));
-  return dense(buf.data(), v.batch, v.rows, v.cols);
 }
 
 // BIAS (1-D, strided, may be nullptr) as a contiguous vector of V.

@@ -53,15 +53,14 @@ inline Tensor meta_tensor(hal_dtype_e dtype, const int64_t* shape, int rank) {
 inline Tensor meta_tensor(const GraphValue& v) { return meta_tensor(v.dtype, v.shape.data(), v.rank()); }
 
 // Why the kernels of OPS cannot run node N of G inside a HostGraphExecutable
-// on DEVICE ("" when they can): no kernel for the op, a compute dtype no
-// kernel implements, mixed inputs for a uniform kernel, or the device's
-// check_op refusing the node (checked for nodes whose shapes are concrete).
-// Pure apart from check_op; thread-safe when check_op is.
+// on DEVICE ("" when they can): no kernel for the op, or what an op launch
+// would refuse (detail::kernel_for: a compute dtype no kernel implements,
+// mixed inputs for a uniform kernel; the device's check_op, for nodes whose
+// shapes are concrete). Pure apart from check_op; thread-safe when it is.
 inline std::string host_graph_refusal(const OpRegistry& ops, Device& device, const Graph& g, size_t n) {
   const GraphNode& node = g.nodes.at(n);
   const int64_t id = ops.find(node.op());
   if (id < 0) return "no kernel for '" + std::string(node.op()) + "'";
-  const Kernel& kernel = ops.at(static_cast<size_t>(id));
   std::vector<Tensor> in(node.inputs.size());
   bool concrete = true;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -69,21 +68,13 @@ inline std::string host_graph_refusal(const OpRegistry& ops, Device& device, con
     in[i] = meta_tensor(g.values[node.inputs[i]]);
     concrete = concrete && g.values[node.inputs[i]].is_concrete();
   }
-  const hal_dtype_e compute = common::OpCallBuilder::common_dtype(*node.schema, in);
-  if (compute != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(compute)) == 0)
-    return std::string("no kernel for dtype ") + dtype_name(compute);
-  if (compute == HAL_DTYPE_INVALID && kernel.first == nullptr) return "no kernel";
-  if (kernel.input_mode == InputMode::kUniform)
-    for (size_t i = 0; i < in.size(); ++i)
-      if (in[i].defined && in[i].dtype != compute && node.schema->promotes_input(i))
-        return std::string("mixed input dtypes (") + dtype_name(in[i].dtype) + " in a " + dtype_name(compute) +
-               " call) for a uniform kernel";
   for (uint32_t v : node.outputs) concrete = concrete && g.values[v].is_concrete();
-  if (!concrete) return "";
-  std::vector<Tensor> out;
-  for (uint32_t v : node.outputs) out.push_back(meta_tensor(g.values[v]));
+  auto call = OpCallBuilder::assemble(*node.schema, device, std::move(in), node.attrs, {});
   try {
-    device.check_op(*OpCallBuilder::assemble(*node.schema, device, std::move(in), node.attrs, std::move(out)));
+    detail::kernel_for(ops.at(static_cast<size_t>(id)), *call);
+    if (!concrete) return "";
+    for (uint32_t v : node.outputs) OpCallBuilder::outputs_of(*call).push_back(meta_tensor(g.values[v]));
+    device.check_op(*call);
   } catch (const Error& e) {
     return e.what();
   }

@@ -362,6 +362,19 @@ inline void require_uniform_inputs(const OpCall& call) {
   }
 }
 
+// KERNEL's function for CALL (of KERNEL's op): UNSUPPORTED_DTYPE when no
+// function implements the call's compute dtype, MIXED_DTYPES when a uniform
+// kernel would get inputs of another dtype. A launch and a graph compiler
+// running the node through the kernel decide alike.
+inline KernelFn kernel_for(const Kernel& kernel, const OpCall& call) {
+  const hal_dtype_e compute = call.common_dtype();
+  if (compute != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(compute)) == 0)
+    fail(HAL_STATUS_UNSUPPORTED_DTYPE, kernel.schema->name, ": this device does not implement dtype ",
+         dtype_name(compute), " (it implements ", dtype_mask_names(kernel.dtypes), ")");
+  if (kernel.input_mode == InputMode::kUniform) require_uniform_inputs(call);
+  return kernel.fn(compute);
+}
+
 // Validates the call; returns the device, kernel function and the built call.
 inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_args_t* args, bool need_buffers,
                                                 KernelFn* out_fn) {
@@ -381,14 +394,9 @@ inline std::shared_ptr<const OpCall> prepare_op(hal_device_t* d, const hal_op_ar
     found = &plugin->ops().at(args->op);
     call = OpCallBuilder::build(*found->schema, *device, *args, need_buffers, &batch);
   }
-  const Kernel& kernel = *found;
-  hal_dtype_e compute = call->common_dtype();
-  if (compute != HAL_DTYPE_INVALID && (kernel.dtypes & HAL_DTYPE_BIT(compute)) == 0)
-    fail(HAL_STATUS_UNSUPPORTED_DTYPE, kernel.schema->name, ": this device does not implement dtype ",
-         dtype_name(compute), " (it implements ", dtype_mask_names(kernel.dtypes), ")");
-  if (kernel.input_mode == InputMode::kUniform) require_uniform_inputs(*call);
+  const KernelFn fn = kernel_for(*found, *call);
   device->check_op(*call);
-  *out_fn = kernel.fn(compute);
+  *out_fn = fn;
   return call;
 }
 
