@@ -124,4 +124,4 @@ class OpenClPlugin final : public sdk::Plugin {
 
 }  // namespace hal::opencl
 
-HAL_SDK_PLUGIN(hal::opencl::OpenClPlugin, "opencl", "HAL project (OpenCL through the ICD loader)", "0.1.0")
+HAL_SDK_PLUGIN(hal::opencl::OpenClPlugin, "opencl", "HAL project (OpenCL through the ICD loader)", "0.2.0")

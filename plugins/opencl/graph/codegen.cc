@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "../cl_device.hpp"
+#include "../ops/nn_common.hpp"
 
 namespace hal::opencl::fusion {
 namespace {
@@ -109,10 +110,86 @@ std::string kept_offsets(size_t operands, bool reduction) {
   return s.str();
 }
 
+// OpenCL C of a work-group's loop over its row (positions l, l + WG, ...
+// of the reduced dims) from base offsets b<k> of the first OPERANDS
+// operands, running BODY with offsets o<k>.
+std::string row_loop(size_t operands, const std::string& body) {
+  std::ostringstream s;
+  s << "  for (long r = l; r < red; r += WG) {\n    long rest = r;\n";
+  for (size_t k = 0; k < operands; ++k) s << "    long o" << k << " = b" << k << ";\n";
+  s << "    for (int d = rr - 1; d >= 0; --d) {\n      long c = rest % RSZ(d); rest /= RSZ(d);\n";
+  for (size_t k = 0; k < operands; ++k) s << "      o" << k << " += c * RST(" << k << ", d);\n";
+  s << "    }\n" << body << "  }\n";
+  return s.str();
+}
+
+// The row kernel of a group with a row op (node ROW of G): a work-group per
+// row; PRE (the inputs' loads and the prologue) runs in every pass, TAIL
+// (the epilogue and the stores) in the last. EPS: the name of the eps
+// argument (layer_norm, rms_norm).
+std::string row_kernel(const Graph& g, const Plan& plan, size_t row, size_t per_element, size_t operands,
+                       const std::string& params, const std::string& pre, const std::string& tail,
+                       const std::string& eps) {
+  const GraphNode& n = g.nodes[row];
+  const std::string T = cl_type(plan.row.in);
+  const std::string x = "(A)v" + std::to_string(n.inputs[0]);
+  auto optional_input = [&](size_t j, const char* absent) {
+    return j < n.inputs.size() && n.inputs[j] != kNoValue ? "(A)v" + std::to_string(n.inputs[j]) : std::string(absent);
+  };
+  const std::string out = "        " + T + " v" + std::to_string(n.outputs[0]) + " = (" + T + ")(";
+  std::ostringstream s;
+  s << nn::row_prelude(plan.row.in) << "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fused_row("
+    << params << ") {\n  __local A lred[WG];\n  long o = get_group_id(0);\n  int l = (int)get_local_id(0);\n"
+    << "  int rr = (int)geo[" << GeoLayout::kReducedRank << "];\n" << kept_offsets(operands, false);
+  // Statistic outputs: the row's value in every pass after they are known.
+  std::string stats;
+  auto stat = [&](size_t j, const char* value) {
+    if (j < n.outputs.size() && n.outputs[j] != kNoValue)
+      stats += "  " + T + " v" + std::to_string(n.outputs[j]) + " = (" + T + ")(" + value + ");\n";
+  };
+  switch (plan.row.row) {
+    case RowOp::kSoftmax:
+    case RowOp::kLogSoftmax:
+      s << "  A mx_ = -INFINITY;\n" << row_loop(per_element, pre + "        { A x_ = " + x + "; mx_ = x_ > mx_ ? x_ : mx_; }\n")
+        << "  mx_ = wg_max(mx_, lred);\n  A se_ = 0;\n" << row_loop(per_element, pre + "        se_ += exp(" + x + " - mx_);\n")
+        << "  se_ = wg_sum(se_, lred);\n";
+      if (plan.row.row == RowOp::kSoftmax)
+        s << "  A inv_ = (A)1 / se_;\n" << row_loop(per_element, pre + out + "exp(" + x + " - mx_) * inv_);\n" + tail);
+      else
+        s << "  A lse_ = mx_ + log(se_);\n" << row_loop(per_element, pre + out + x + " - lse_);\n" + tail);
+      break;
+    case RowOp::kLayerNorm:
+      s << "  A mu_ = 0;\n" << row_loop(per_element, pre + "        mu_ += " + x + ";\n")
+        << "  mu_ = wg_sum(mu_, lred);\n  mu_ = red == 0 ? (A)0 : mu_ / (A)red;\n  A sq_ = 0;\n"
+        << row_loop(per_element, pre + "        { A t_ = " + x + " - mu_; sq_ += t_ * t_; }\n")
+        << "  sq_ = wg_sum(sq_, lred);\n  A rs_ = (A)1 / sqrt((red == 0 ? (A)0 : sq_ / (A)red) + (A)" << eps << ");\n";
+      stat(1, "mu_");
+      stat(2, "rs_");
+      s << stats
+        << row_loop(per_element, pre + out + "(" + x + " - mu_) * rs_ * " + optional_input(1, "(A)1") + " + " +
+                                     optional_input(2, "(A)0") + ");\n" + tail);
+      break;
+    case RowOp::kRmsNorm:
+      s << "  A sq_ = 0;\n" << row_loop(per_element, pre + "        { A t_ = " + x + "; sq_ += t_ * t_; }\n")
+        << "  sq_ = wg_sum(sq_, lred);\n  A rs_ = (A)1 / sqrt((red == 0 ? (A)0 : sq_ / (A)red) + (A)" << eps << ");\n";
+      stat(1, "rs_");
+      s << stats << row_loop(per_element, pre + out + x + " * rs_ * " + optional_input(1, "(A)1") + ");\n" + tail);
+      break;
+  }
+  // One element per row of each statistic output.
+  for (size_t j = 0; j < plan.stat_outputs.size(); ++j) {
+    size_t k = per_element + j;
+    s << "  if (l == 0) p" << k << "[b" << k << "] = v" << g.outputs[plan.stat_outputs[j]] << ";\n";
+  }
+  s << "}\n";
+  return s.str();
+}
+
 }  // namespace
 
 Plan plan_group(ClDevice& device, const Graph& g) {
   Plan plan;
+  size_t row_node = g.nodes.size();
   std::vector<NodeInfo> infos;
   std::vector<int64_t> producer(g.values.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -125,20 +202,29 @@ Plan plan_group(ClDevice& device, const Graph& g) {
     };
     if (info.role == NodeInfo::kNone) refuse(info.why);
     if (plan.has_reduction) refuse("a node after the group's reduction");
-    if (info.role == NodeInfo::kElementwise) {
-      const auto& shape = g.values[n.outputs[0]].shape;
+    if (info.role == NodeInfo::kElementwise || info.role == NodeInfo::kRow) {
+      const auto& shape = g.values[info.role == NodeInfo::kRow ? n.inputs[0] : n.outputs[0]].shape;
       if (i == 0) plan.shape = shape;
-      if (shape != plan.shape) refuse("its output shape differs from the group's");
-    } else {
+      if (shape != plan.shape) refuse("its shape differs from the group's");
+    }
+    if (info.role == NodeInfo::kRow) {
+      if (plan.has_row) refuse("a second row op in the group");
+      for (size_t j = 1; j < n.inputs.size(); ++j)
+        if (n.inputs[j] != kNoValue && producer[n.inputs[j]] >= 0) refuse("its weight is computed in the group");
+      plan.has_row = true;
+      plan.row = info;
+      row_node = i;
+    } else if (info.role == NodeInfo::kReduction) {
       uint32_t v = n.inputs[0];
       if (producer[v] < 0) refuse("its input is not computed in the group");
+      if (plan.has_row) refuse("a reduction in a group with a row op");
       plan.has_reduction = true;
       plan.red = info;
     }
     for (uint32_t v : n.outputs) producer[v] = static_cast<int64_t>(i);
   }
-  if (g.nodes.empty() || infos[0].role != NodeInfo::kElementwise)
-    sdk::fail(HAL_STATUS_UNIMPLEMENTED, "the OpenCL graph compiler needs an elementwise node first");
+  if (g.nodes.empty() || infos[0].role == NodeInfo::kReduction)
+    sdk::fail(HAL_STATUS_UNIMPLEMENTED, "the OpenCL graph compiler needs an elementwise or row node first");
 
   // Operands.
   std::vector<bool> is_input(g.values.size(), false);
@@ -148,19 +234,21 @@ Plan plan_group(ClDevice& device, const Graph& g) {
     if (plan.has_reduction && producer[v] == static_cast<int64_t>(g.nodes.size() - 1)) {
       plan.reduction_written = true;
       plan.reduction_output = j;
+    } else if (plan.has_row && producer[v] == static_cast<int64_t>(row_node) && v != g.nodes[row_node].outputs[0]) {
+      plan.stat_outputs.push_back(j);
     } else {
       plan.ew_outputs.push_back(j);
     }
   }
   const size_t n_out = plan.ew_outputs.size();
-  const size_t operands = n_out + g.inputs.size();
+  const size_t operands = n_out + g.inputs.size() + plan.stat_outputs.size();
   if (operands > kMaxFusedOperands)
     sdk::fail(HAL_STATUS_UNIMPLEMENTED, "the group has ", operands, " operands; the OpenCL graph compiler fuses at most ",
               kMaxFusedOperands);
 
   std::vector<hal_dtype_e> dtypes;
   for (const auto& v : g.values) dtypes.push_back(v.dtype);
-  std::ostringstream src, helpers, funcs, body;
+  std::ostringstream src, helpers, funcs, body, pre, post, stores;
   std::set<std::string> emitted_helpers;
   src << cl_prelude(dtypes) << "#pragma OPENCL FP_CONTRACT OFF\n"
       << geo_macros();
@@ -204,14 +292,23 @@ Plan plan_group(ClDevice& device, const Graph& g) {
       plan.scalars.emplace_back(k.compute, k.scalars[j]);
     }
     funcs << args << ") { return " << store(out, k.compute, expr) << "; }\n#undef C\n";
-    body << "        " << cl_type(out) << " v" << n.outputs[0] << " = f" << i << "(" << call_args << ");\n";
+    (i < row_node ? pre : post) << "        " << cl_type(out) << " v" << n.outputs[0] << " = f" << i << "("
+                                 << call_args << ");\n";
     Plan::Check check{n.op(), std::string(n.schema->shape_rule) != "same" &&
                                   std::string(n.schema->shape_rule) != "same_all", {}};
     for (uint32_t v : n.inputs)
       if (v != kNoValue) check.inputs.push_back(v);
     plan.checks.push_back(std::move(check));
   }
-  for (size_t j = 0; j < n_out; ++j) body << "        p" << j << "[o" << j << "] = v" << g.outputs[plan.ew_outputs[j]] << ";\n";
+  std::string eps;
+  if (plan.has_row && (plan.row.row == RowOp::kLayerNorm || plan.row.row == RowOp::kRmsNorm)) {
+    eps = "s" + std::to_string(plan.scalars.size());
+    plan.scalars.emplace_back(plan.row.in, sdk::Scalar::from_float(plan.row.eps));
+  }
+  for (size_t j = 0; j < n_out; ++j)
+    stores << "        p" << j << "[o" << j << "] = v" << g.outputs[plan.ew_outputs[j]] << ";\n";
+  // Without a row op every node is in PRE.
+  const std::string ew_body = body.str() + pre.str() + post.str() + stores.str();
 
   // Parameters.
   std::ostringstream params;
@@ -221,15 +318,23 @@ Plan plan_group(ClDevice& device, const Graph& g) {
   for (size_t i = 0; i < g.inputs.size(); ++i)
     params << "__global const " << cl_type(g.values[g.inputs[i]].dtype) << "* p" << n_out + i << ", long off"
            << n_out + i << ", ";
+  for (size_t j = 0; j < plan.stat_outputs.size(); ++j) {
+    size_t k = n_out + g.inputs.size() + j;
+    params << "__global " << cl_type(g.values[g.outputs[plan.stat_outputs[j]]].dtype) << "* p" << k << ", long off"
+           << k << ", ";
+  }
   params << "__global const long* geo, long outs, long red, long chunk, long seg";
   for (size_t j = 0; j < plan.scalars.size(); ++j) params << ", " << cl_type(plan.scalars[j].first) << " s" << j;
 
   src << helpers.str() << funcs.str();
   const char* attrs = "__attribute__((reqd_work_group_size(64, 1, 1)))";
-  if (!plan.has_reduction) {
+  if (!plan.has_reduction && !plan.has_row) {
     src << "__kernel " << attrs << " void fused(" << params.str() << ") {\n"
         << "  int l = (int)get_local_id(0);\n  long t0 = get_group_id(0) * chunk, t1 = t0 + chunk;\n"
-        << "  long o = 0;\n" << kept_offsets(operands, false) << tile_loop(operands, body.str()) << "}\n";
+        << "  long o = 0;\n" << kept_offsets(operands, false) << tile_loop(operands, ew_body) << "}\n";
+  } else if (plan.has_row) {
+    src << row_kernel(g, plan, row_node, n_out + g.inputs.size(), operands, params.str(), body.str() + pre.str(),
+                      post.str() + stores.str(), eps);
   } else {
     const NodeInfo& r = plan.red;
     uint32_t rin = g.nodes.back().inputs[0];
@@ -261,7 +366,7 @@ Plan plan_group(ClDevice& device, const Graph& g) {
         << "inline " << cl_type(r.out) << " finish(A a, long n) { return " << finish << "; }\n";
     std::string rparams = params.str() + ", __global " + cl_type(r.out) +
                           "* rp, long roff, __global A* part, __global volatile int* counter, long parts";
-    std::string full_body = body.str() + step;
+    std::string full_body = ew_body + step;
     // One work-item per output.
     src << "__kernel " << attrs << " void fused_rows(" << rparams << ") {\n"
         << "  long o = get_global_id(0);\n  if (o >= outs) return;\n"
@@ -286,9 +391,12 @@ Plan plan_group(ClDevice& device, const Graph& g) {
   }
   plan.source = src.str();
   plan.description = "fused: ";
-  std::string chain;
+  std::string chain;  // elementwise ops by commas, a row op between arrows
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (infos[i].role == NodeInfo::kElementwise) chain += (chain.empty() ? "" : ", ") + std::string(g.nodes[i].op());
+    if (infos[i].role == NodeInfo::kRow)
+      chain += (i == 0 ? "" : " -> ") + std::string(g.nodes[i].op()) + (i + 1 < g.nodes.size() ? " -> " : "");
+    else if (infos[i].role == NodeInfo::kElementwise)
+      chain += (chain.empty() || i == row_node + 1 ? "" : ", ") + std::string(g.nodes[i].op());
   plan.description += chain;
   if (plan.has_reduction) plan.description += std::string(" -> ") + g.nodes.back().op();
   plan.description += " (1 kernel)";

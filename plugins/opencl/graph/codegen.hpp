@@ -4,7 +4,11 @@
 // the iteration shape with runtime strides, casts between node dtypes
 // explicit; with a reduction each work-item (or a work-group with a
 // local-memory tree, and the last work-group of an output combining the
-// partial results) accumulates the chain's values without storing them.
+// partial results) accumulates the chain's values without storing them;
+// with a row op one work-group per row makes a pass over the row per
+// statistic (max and sum of exponentials; mean and variance; mean square),
+// recomputing the prologue from the inputs each time, and the last pass
+// writes the row op's output and the epilogue.
 // Sources are specialised on dtypes and structure only: sizes and strides
 // are bound at execute, through the geometry buffer (GeoLayout).
 #ifndef HAL_PLUGINS_OPENCL_GRAPH_CODEGEN_HPP_
@@ -50,6 +54,12 @@ struct Plan {
   size_t reduction_output = 0;  // graph output index
   NodeInfo red;
   hal_dtype_e acc = HAL_DTYPE_INVALID;
+  // With a row op: its node (mask, kind, dtype) and the graph output index
+  // of each statistics output written (mean, rstd: kernel operands after the
+  // inputs, one element per row).
+  bool has_row = false;
+  NodeInfo row;
+  std::vector<size_t> stat_outputs;
   std::vector<std::pair<hal_dtype_e, sdk::Scalar>> scalars;  // in kernel argument order
   std::string source;
   std::string description;
@@ -62,6 +72,8 @@ struct Plan {
     std::vector<uint32_t> inputs;
   };
   std::vector<Check> checks;
+  // The kernel execute launches.
+  const char* entry() const { return has_row ? "fused_row" : has_reduction ? "fused_rows" : "fused"; }
 };
 
 // The plan (kernel source included) for GRAPH, a group partition_fused

@@ -163,6 +163,8 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
   std::vector<const Tensor*> ops;
   for (size_t j : plan_.ew_outputs) ops.push_back(&out[j]);
   for (const Tensor& t : in) ops.push_back(&t);
+  // Statistics: one element per row (broadcast strides 0 over the row).
+  for (size_t j : plan_.stat_outputs) ops.push_back(&out[j]);
   std::vector<std::vector<int64_t>> strides;
   for (const Tensor* t : ops) {
     int64_t b[HAL_TENSOR_MAX_RANK] = {};
@@ -171,7 +173,9 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
     for (int64_t& x : s) x /= static_cast<int64_t>(t->element_size());
     strides.push_back(std::move(s));
   }
-  uint32_t mask = plan_.has_reduction ? plan_.red.mask : (rank == 0 ? 0 : (1u << rank) - 1);
+  uint32_t mask = plan_.has_reduction ? plan_.red.mask
+                  : plan_.has_row     ? plan_.row.mask
+                                      : (rank == 0 ? 0 : (1u << rank) - 1);
   const Tensor* rout = plan_.has_reduction && plan_.reduction_written ? &out[plan_.reduction_output] : nullptr;
   if (plan_.has_reduction) {  // the reduction output's strides over the kept dims
     std::vector<int64_t> s(rank, 0);
@@ -192,7 +196,7 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
   if (plan_.has_reduction && (plan_.red.reduce == Reduce::kMax || plan_.red.reduce == Reduce::kMin) &&
       geo.red == 0 && geo.outs > 0)
     sdk::fail(HAL_STATUS_INVALID_ARGUMENT, g.nodes.back().op(), ": reducing a dim of size 0 (there is no identity)");
-  if (plan_.has_reduction ? geo.outs == 0 : numel == 0) return;
+  if (plan_.has_reduction || plan_.has_row ? geo.outs == 0 : numel == 0) return;
 
   const size_t operands = ops.size();
   std::string kernel = "fused";
@@ -202,7 +206,10 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
   const int64_t tiles = geo.inner == 0 ? 0 : geo.red / geo.inner * ((geo.inner + seg - 1) / seg);
   int64_t chunk = 1, parts = 1;
   size_t global = 0;
-  if (!plan_.has_reduction) {
+  if (plan_.has_row) {  // a work-group per row
+    kernel = "fused_row";
+    global = static_cast<size_t>(geo.outs) * kGroup;
+  } else if (!plan_.has_reduction) {
     chunk = std::max<int64_t>(1, (tiles + 255) / 256);
     global = static_cast<size_t>((tiles + chunk - 1) / chunk) * kGroup;
   } else if (geo.outs >= 512 || geo.red < 256) {
@@ -240,7 +247,7 @@ void FusedExecutable::execute(const std::vector<Tensor>& in, const std::vector<T
 
 // The plan as bytes (native byte order: a cache entry never leaves the
 // machine). Reader throws INVALID_ARGUMENT on truncated or inconsistent bytes.
-constexpr const char* kPlanFormat = "hal-opencl fused plan 1";
+constexpr const char* kPlanFormat = "hal-opencl fused plan 2";
 
 class PlanWriter {
  public:
@@ -322,6 +329,11 @@ std::vector<uint8_t> FusedExecutable::serialize() const {
   w.u64(p.red.in);
   w.u64(p.red.out);
   w.u64(p.acc);
+  w.u64(p.has_row);
+  w.u64(static_cast<uint64_t>(p.row.row));
+  w.u64(p.row.mask);
+  w.u64(p.row.in);
+  w.list(p.stat_outputs);
   w.u64(p.scalars.size());
   for (const auto& [dtype, v] : p.scalars) {
     w.u64(dtype);
@@ -372,6 +384,14 @@ Plan read_plan(ClDevice& device, const Graph& g, const std::vector<uint8_t>& byt
   p.red.in = read_dtype(r, "the reduction input");
   p.red.out = read_dtype(r, "the reduction output");
   p.acc = read_dtype(r, "the accumulator");
+  p.has_row = r.u64() != 0;
+  uint64_t row = r.u64();
+  if (row > static_cast<uint64_t>(fusion::RowOp::kRmsNorm))
+    sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan: unknown row op ", row);
+  p.row.row = static_cast<fusion::RowOp>(row);
+  p.row.mask = static_cast<uint32_t>(r.u64());
+  p.row.in = p.row.out = read_dtype(r, "the row op");
+  p.stat_outputs = r.list<size_t>();
   for (uint64_t n = r.count(32), i = 0; i < n; ++i) {
     hal_dtype_e dtype = read_dtype(r, "a scalar");
     bool integral = r.u64() != 0;
@@ -397,8 +417,10 @@ Plan read_plan(ClDevice& device, const Graph& g, const std::vector<uint8_t>& byt
   // Indices execute trusts: they must fit this graph.
   bool ok = p.shape.size() <= fusion::GeoLayout::kMaxDims &&
             (!p.has_reduction || !p.reduction_written || p.reduction_output < g.outputs.size()) &&
-            p.ew_outputs.size() + g.inputs.size() <= fusion::kMaxFusedOperands;
+            p.ew_outputs.size() + g.inputs.size() + p.stat_outputs.size() <= fusion::kMaxFusedOperands &&
+            (p.row.mask >> p.shape.size()) == 0 && !(p.has_row && p.has_reduction);
   for (size_t j : p.ew_outputs) ok = ok && j < g.outputs.size();
+  for (size_t j : p.stat_outputs) ok = ok && j < g.outputs.size();
   if (!ok)
     sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "serialised fused plan does not fit the graph (", g.inputs.size(),
               " inputs, ", g.outputs.size(), " outputs)");
@@ -411,7 +433,7 @@ std::unique_ptr<sdk::Executable> deserialize_fused(ClDevice& device, const Graph
                                                    const std::vector<uint8_t>& bytes) {
   Plan plan = read_plan(device, graph, bytes);
   // Build (or find in the program cache) now, as compile_fused does.
-  device.programs().kernel(plan.source, plan.has_reduction ? "fused_rows" : "fused");
+  device.programs().kernel(plan.source, plan.entry());
   return std::make_unique<FusedExecutable>(device, graph, std::move(plan));
 }
 
@@ -422,7 +444,7 @@ std::unique_ptr<sdk::Executable> compile_fused(ClDevice& device, const Graph& gr
     f << "// " << plan.description << "\n" << plan.source;
   }
   // Build now: a compiler error surfaces at compile, and execute only looks up.
-  device.programs().kernel(plan.source, plan.has_reduction ? "fused_rows" : "fused");
+  device.programs().kernel(plan.source, plan.entry());
   return std::make_unique<FusedExecutable>(device, graph, std::move(plan));
 }
 

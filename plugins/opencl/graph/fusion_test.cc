@@ -147,7 +147,8 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
   REQUIRE(got.size() == want.size());
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
+    if (got[i] != want[i] && !(std::isnan(got[i]) && std::isnan(want[i])) &&  // equal infinities, both NaN
+        !(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
       if (bad++ < 5) INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
       CHECK(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
     }
@@ -344,4 +345,126 @@ TEST_CASE("opencl graph: a wrong input shape at run is refused, naming the value
       s(d, HAL_DTYPE_FLOAT32, {}), out(d, HAL_DTYPE_FLOAT32, {});
   CHECK_THROWS_WITH_AS(compiled.run({&x.view, &w.view, &b.view, &s.view}, {&out.view}),
                        doctest::Contains("input 1 (value 1)"), hal::Error);
+}
+
+namespace {
+
+// s = x + r; (out, mean, rstd) = layer_norm(s, w, b) over NS (the trailing
+// dims of [ROWS, 6, 40]); z = relu(out) * rstd: a residual add, its norm and
+// an epilogue reading a statistic. Outputs s, z, mean, rstd.
+struct NormBlock {
+  Graph g;
+  Graph::Value s, z, mean, rstd;
+  NormBlock(const std::vector<int64_t>& ns, bool symbolic) {
+    const hal_dtype_e f = HAL_DTYPE_FLOAT32;
+    std::vector<int64_t> shape = {symbolic ? g.symbol("rows") : 37, 6, 40};
+    auto x = g.input(f, shape), r = g.input(f, shape), w = g.input(f, ns), b = g.input(f, ns);
+    s = g.add_op("add", {x, r});
+    auto ln = g.add_node("layer_norm", {s, w, b}, {Attr::ints("normalized_shape", ns), Attr::f("eps", 1e-3)}, 3);
+    mean = ln[1];
+    rstd = ln[2];
+    z = g.add_op("mul", {g.add_op("relu", {ln[0]}), rstd});
+    for (auto v : {s, z, mean, rstd}) g.mark_output(v);
+  }
+  static std::vector<std::vector<float>> data_for(const std::vector<int64_t>& ns) {
+    size_t n = 1;
+    for (int64_t d : ns) n *= static_cast<size_t>(d);
+    return {data(37 * 6 * 40, 11), data(37 * 6 * 40, 12), data(n, 13), data(n, 14)};
+  }
+};
+
+std::vector<const void*> pointers(const std::vector<std::vector<float>>& d) {
+  std::vector<const void*> p;
+  for (const auto& v : d) p.push_back(v.data());
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("opencl graph: a residual add, its layer_norm and an epilogue are one kernel, as op by op on the CPU") {
+  for (std::vector<int64_t> ns : {std::vector<int64_t>{40}, {6, 40}}) {
+    CAPTURE(ns.size());
+    NormBlock sym(ns, true), concrete(ns, false);
+    hal::CompiledGraph compiled = hal::compile(*opencl(), sym.g);
+    CHECK(compiled.stats().groups == 1);
+    CHECK(compiled.stats().kernel_count == 1);
+    CHECK(compiled.stats().op_nodes == 0);
+    REQUIRE(compiled.stats().descriptions.size() == 1);
+    CHECK(compiled.stats().descriptions[0] == "fused: add -> layer_norm -> relu, mul (1 kernel)");
+    auto in = NormBlock::data_for(ns);
+    auto got = run_compiled(compiled, concrete.g, pointers(in));  // 37 rows bind the symbol
+    auto want = op_by_op(concrete.g, cpu(), pointers(in));
+    check_close(got.at(0), want.at(concrete.s.id), 0, 0);
+    check_close(got.at(1), want.at(concrete.z.id), 1e-5, 1e-5);
+    check_close(got.at(2), want.at(concrete.mean.id), 1e-5, 1e-6);
+    check_close(got.at(3), want.at(concrete.rstd.id), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("opencl graph: an attention block's scale and mask fuse with softmax / log_softmax over any dim") {
+  const hal_dtype_e f = HAL_DTYPE_FLOAT32;
+  for (const char* op : {"softmax", "log_softmax"})
+    for (int64_t dim : {-1, 2, 0}) {
+      CAPTURE(op);
+      CAPTURE(dim);
+      Graph g;
+      auto x = g.input(f, {3, 4, 10, 24}), mask = g.input(f, {10, 24}), scale = g.input(f, {});
+      auto q = g.add_op("add", {g.add_op("mul", {x, scale}), mask});
+      auto p = g.add_op(op, {q}, {Attr::i("dim", dim)});
+      g.mark_output(p);
+      hal::CompiledGraph compiled = hal::compile(*opencl(), g);
+      CHECK(compiled.stats().groups == 1);
+      CHECK(compiled.stats().kernel_count == 1);
+      CHECK(compiled.stats().op_nodes == 0);
+      std::vector<float> xd = data(3 * 4 * 10 * 24, 21), md = data(10 * 24, 22), sd = {0.35f};
+      md[5] = -INFINITY;  // a masked position
+      auto got = run_compiled(compiled, g, {xd.data(), md.data(), sd.data()});
+      auto want = op_by_op(g, cpu(), {xd.data(), md.data(), sd.data()});
+      check_close(got.at(0), want.at(p.id), 1e-5, 1e-6);
+    }
+}
+
+TEST_CASE("opencl graph: rms_norm with its default eps and an epilogue; a row op alone stays op by op") {
+  const hal_dtype_e f = HAL_DTYPE_FLOAT32;
+  Graph g;
+  auto x = g.input(f, {16, 70}), w = g.input(f, {70});
+  auto rn = g.add_node("rms_norm", {x, w}, {Attr::ints("normalized_shape", {70})}, 2);
+  auto y = g.add_op("silu", {rn[0]});
+  g.mark_output(y);
+  g.mark_output(rn[1]);
+  hal::CompiledGraph compiled = hal::compile(*opencl(), g);
+  CHECK(compiled.stats().groups == 1);
+  CHECK(compiled.stats().kernel_count == 1);
+  REQUIRE(compiled.stats().descriptions.size() == 1);
+  CHECK(compiled.stats().descriptions[0] == "fused: rms_norm -> silu (1 kernel)");
+  std::vector<float> xd = data(16 * 70, 31), wd = data(70, 32);
+  auto got = run_compiled(compiled, g, {xd.data(), wd.data()});
+  auto want = op_by_op(g, cpu(), {xd.data(), wd.data()});
+  check_close(got.at(0), want.at(y.id), 1e-5, 1e-6);
+  check_close(got.at(1), want.at(rn[1].id), 1e-5, 1e-6);
+
+  Graph alone;
+  auto a = alone.input(f, {16, 70});
+  alone.mark_output(alone.add_op("softmax", {a}, {Attr::i("dim", 1)}));
+  hal::CompiledGraph c2 = hal::compile(*opencl(), alone);
+  CHECK(c2.stats().groups == 0);
+  CHECK(c2.stats().op_nodes == 1);
+}
+
+TEST_CASE("opencl graph: a fused row kernel read back from the disk cache gives the same result") {
+  hal::testing::TempDir dir;
+  NormBlock sym({40}, true), concrete({40}, false);
+  hal::CompileOptions o;
+  o.devices = {opencl()};
+  o.cache_dir = dir / "cache";
+  hal::clear_compile_cache();
+  hal::CompiledGraph first = hal::compile(sym.g, o);
+  CHECK(first.stats().compiled == 1);
+  hal::clear_compile_cache();  // as a new process starts
+  hal::CompiledGraph second = hal::compile(sym.g, o);
+  CHECK(second.stats().compiled == 0);
+  CHECK(second.stats().deserialized == 1);
+  CHECK(second.stats().descriptions == first.stats().descriptions);
+  auto in = NormBlock::data_for({40});
+  CHECK(run_compiled(second, concrete.g, pointers(in)) == run_compiled(first, concrete.g, pointers(in)));
 }

@@ -41,13 +41,61 @@ NodeInfo analyse(const ClDevice& device, const Graph& g, const GraphNode& n) {
     info.why = std::move(why);
     return info;
   };
+  const std::string op = n.op();
+  if (op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "rms_norm") {
+    if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty()) return none("no input");
+    const sdk::GraphValue& in = g.values[n.inputs[0]];
+    if (!sdk::is_floating(in.dtype) || !supported(device, in.dtype))
+      return none(std::string("dtype ") + sdk::dtype_name(in.dtype));
+    const int rank = in.rank();
+    if (rank == 0) return none("a 0-d input");
+    if (g.values[n.outputs[0]].dtype != in.dtype || g.values[n.outputs[0]].shape != in.shape)
+      return none("output is not the input's dtype and shape");
+    info.in = info.out = in.dtype;
+    if (op == "softmax" || op == "log_softmax") {
+      info.row = op == "softmax" ? RowOp::kSoftmax : RowOp::kLogSoftmax;
+      const sdk::AttrValue* dim = attr(n, "dim");
+      if (!dim) return none("no dim");
+      int64_t d = dim->as_int() < 0 ? dim->as_int() + rank : dim->as_int();
+      if (d < 0 || d >= rank) return none("bad dim");
+      info.mask = 1u << d;
+    } else {
+      info.row = op == "layer_norm" ? RowOp::kLayerNorm : RowOp::kRmsNorm;
+      const sdk::AttrValue* ns = attr(n, "normalized_shape");
+      const sdk::AttrValue* eps = attr(n, "eps");
+      if (!ns || !eps) return none("no normalized_shape/eps");
+      const std::vector<int64_t>& dims = ns->as_ints();
+      if (dims.empty() || static_cast<int>(dims.size()) > rank) return none("normalized_shape is not trailing dims");
+      std::vector<int64_t> stat_shape = in.shape;
+      for (size_t j = 0; j < dims.size(); ++j) {
+        int d = rank - static_cast<int>(dims.size()) + static_cast<int>(j);
+        if (in.shape[d] != dims[j]) return none("normalized_shape is not the input's trailing dims");
+        info.mask |= 1u << d;
+        stat_shape[d] = 1;
+      }
+      // weight (and bias) of shape normalized_shape; mean/rstd with the
+      // normalised dims set to 1.
+      for (size_t j = 1; j < n.inputs.size(); ++j)
+        if (n.inputs[j] != kNoValue &&
+            (g.values[n.inputs[j]].dtype != in.dtype || g.values[n.inputs[j]].shape != dims))
+          return none("weight or bias is not normalized_shape in the input's dtype");
+      for (size_t j = 1; j < n.outputs.size(); ++j)
+        if (n.outputs[j] != kNoValue &&
+            (g.values[n.outputs[j]].dtype != in.dtype || g.values[n.outputs[j]].shape != stat_shape))
+          return none("a statistics output is not the input's shape with normalised dims 1");
+      info.eps = eps->as_float();
+      if (info.eps < 0)  // rms_norm's default: the dtype's machine epsilon (torch's eps=None)
+        info.eps = in.dtype == HAL_DTYPE_FLOAT64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+    }
+    info.role = NodeInfo::kRow;
+    return info;
+  }
   if (n.outputs.size() != 1) return none("not a single-output op");
   const sdk::GraphValue& out = g.values[n.outputs[0]];
   if (!supported(device, out.dtype)) return none(std::string("dtype ") + sdk::dtype_name(out.dtype));
   for (uint32_t v : n.inputs)
     if (v != kNoValue && !supported(device, g.values[v].dtype))
       return none(std::string("dtype ") + sdk::dtype_name(g.values[v].dtype));
-  const std::string op = n.op();
 
   if (op == "sum" || op == "mean" || op == "amax" || op == "amin") {
     if (n.inputs.empty() || n.inputs[0] == kNoValue) return none("no input");
@@ -111,6 +159,7 @@ namespace {
 struct GroupState {
   std::vector<int64_t> shape;
   bool closed = false;  // has its reduction
+  bool row = false;     // has its row op
   std::set<uint32_t> external;  // values read from outside
   size_t nodes = 0;
 };
@@ -168,7 +217,7 @@ std::vector<uint32_t> partition_fused(const ClDevice& device, const sdk::Graph& 
         uint32_t k = group[i], k2 = group_of(v);
         if (k == 0 || k2 == 0 || k2 == k) continue;
         GroupState &s = groups[k], &s2 = groups[k2];
-        if (s2.closed || s2.shape != shape) continue;
+        if (s2.closed || s2.shape != shape || (s.row && s2.row)) continue;
         bool independent = true;
         for (size_t j = 0; j < i && independent; ++j)
           if ((group[j] == k && upstream[j].count(k2)) || (group[j] == k2 && upstream[j].count(k)))
@@ -186,6 +235,7 @@ std::vector<uint32_t> partition_fused(const ClDevice& device, const sdk::Graph& 
         if (!ok || ext.size() + s.nodes + s2.nodes > kMaxFusedOperands) continue;
         s.external = std::move(ext);
         s.nodes += s2.nodes;
+        s.row = s.row || s2.row;
         for (size_t j = 0; j < i; ++j) {
           if (group[j] == k2) group[j] = k;
           if (upstream[j].erase(k2)) upstream[j].insert(k);
@@ -206,14 +256,53 @@ std::vector<uint32_t> partition_fused(const ClDevice& device, const sdk::Graph& 
       }
     } else if (info.role == NodeInfo::kReduction) {
       uint32_t k = group_of(node.inputs[0]);
-      if (k != 0 && !groups[k].closed) {
+      if (k != 0 && !groups[k].closed && !groups[k].row) {
         group[i] = k;
         groups[k].closed = true;
+      }
+    } else if (info.role == NodeInfo::kRow) {
+      // Joins the group computing its input (the prologue), or starts one an
+      // epilogue may join; its weight and bias come from outside the group.
+      const std::vector<int64_t>& shape = g.values[node.inputs[0]].shape;
+      const size_t outs = node.outputs.size();
+      uint32_t k = group_of(node.inputs[0]);
+      bool joined = false;
+      if (k != 0) {
+        GroupState& s = groups[k];
+        bool ok = !s.closed && !s.row && s.shape == shape && convex(k);
+        std::set<uint32_t> ext = s.external;
+        for (size_t j = 1; j < node.inputs.size() && ok; ++j)
+          if (node.inputs[j] != kNoValue) {
+            ok = group_of(node.inputs[j]) != k;
+            ext.insert(node.inputs[j]);
+          }
+        if (ok && ext.size() + s.nodes + outs <= kMaxFusedOperands) {
+          group[i] = k;
+          s.external = std::move(ext);
+          s.nodes += 1;
+          s.row = true;
+          joined = true;
+        }
+      }
+      if (!joined) {
+        GroupState s;
+        s.shape = shape;
+        for (uint32_t w : node.inputs)
+          if (w != kNoValue) s.external.insert(w);
+        s.nodes = 1;
+        s.row = true;
+        if (s.external.size() + outs <= kMaxFusedOperands) {
+          group[i] = next++;
+          groups[group[i]] = std::move(s);
+        }
       }
     }
     if (group[i] != 0) upstream[i].insert(group[i]);
     for (uint32_t v : node.outputs) producer[v] = static_cast<int64_t>(i);
   }
+  // A row op nothing joined is its own op-by-op kernel: leave it unclaimed.
+  for (size_t i = 0; i < n; ++i)
+    if (group[i] != 0 && groups[group[i]].nodes == 1 && groups[group[i]].row) group[i] = 0;
   return group;
 }
 

@@ -26,18 +26,23 @@ namespace fusion {
 constexpr size_t kMaxFusedOperands = 24;
 
 enum class Reduce { kSum, kMean, kMax, kMin };
+// Row ops: normalise over some dims of a value of the group's shape.
+enum class RowOp { kSoftmax, kLogSoftmax, kLayerNorm, kRmsNorm };
 
 // What one node is to the fuser.
 struct NodeInfo {
-  enum Role { kNone, kElementwise, kReduction } role = kNone;
+  enum Role { kNone, kElementwise, kReduction, kRow } role = kNone;
   std::string why;  // kNone: the reason
   // kElementwise
   std::vector<sdk::Tensor> metas;  // K.inputs point here (dtype, rank, defined)
   ElementwiseKernel k;
   // kReduction
   Reduce reduce = Reduce::kSum;
-  uint32_t mask = 0;  // reduced dims of the input
+  uint32_t mask = 0;  // reduced (kRow: normalised) dims of the input
   hal_dtype_e in = HAL_DTYPE_INVALID, out = HAL_DTYPE_INVALID;
+  // kRow (in == out; mask as above)
+  RowOp row = RowOp::kSoftmax;
+  double eps = 0;  // layer_norm, rms_norm (resolved: never negative)
 };
 
 // What node N of G is to the fuser on DEVICE (kNone with the reason when it
