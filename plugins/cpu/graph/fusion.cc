@@ -67,7 +67,7 @@ void match_conv(sdk::Device& device, const Graph& g, const Uses& uses, size_t n,
     relu = true;
     label += "+relu";
   }
-  if (uses.output[last]) return;  // written by the step into the arena, row-major
+  if (uses.output[last]) return;  // a graph output: the caller's layout
   for (size_t k : f.nodes) taken[k] = true;
   f.inputs = {x, w, b};
   if (residual != kNoValue) f.inputs.push_back(residual);
@@ -78,11 +78,48 @@ void match_conv(sdk::Device& device, const Graph& g, const Uses& uses, size_t n,
   const std::vector<sdk::AttrValue> attrs = conv.attrs;
   const bool has_residual = residual != kNoValue;
   sdk::Device* dev = &device;  // outlives its executables
-  f.make = [dev, schema, attrs, has_residual, relu, weights_constant](const std::vector<sdk::Tensor>& in,
-                                                                     const std::vector<sdk::Tensor>&) {
-    std::vector<sdk::Tensor> call_in(in.begin(), in.begin() + 3);
-    auto call = sdk::OpCallBuilder::assemble(*schema, *dev, std::move(call_in), attrs, {});
-    return make_conv2d_step(*call, has_residual, relu, weights_constant);
+  auto call_of = [dev, schema, attrs](const std::vector<sdk::Tensor>& in) {
+    return sdk::OpCallBuilder::assemble(*schema, *dev, std::vector<sdk::Tensor>(in.begin(), in.begin() + 3), attrs, {});
+  };
+  f.make = [call_of, has_residual, relu, weights_constant](const std::vector<sdk::Tensor>& in,
+                                                           const std::vector<sdk::Tensor>& out) {
+    return make_conv2d_step(*call_of(in), out[0], has_residual ? &in[3] : nullptr, relu, weights_constant);
+  };
+  // Channels-last where oneDNN computes it so: a chain of convolutions then
+  // reorders nothing between its steps.
+  f.output_orders = [call_of, has_residual, relu](const std::vector<sdk::Tensor>& in,
+                                                  const std::vector<sdk::Tensor>&) {
+    return std::vector<std::vector<int>>{conv2d_prefers_channels_last(*call_of(in), has_residual, relu)
+                                             ? std::vector<int>{0, 2, 3, 1}
+                                             : std::vector<int>{}};
+  };
+  out.push_back(std::move(f));
+}
+
+// max_pool2d reading a fused convolution's output, float32, batched, its
+// indices unread: a step in the layout the convolution leaves (channels-last
+// stays channels-last for the convolutions after it).
+void match_max_pool(sdk::Device& device, const Graph& g, const Uses& uses, const std::vector<int64_t>& fused_conv_output,
+                    size_t n, std::vector<bool>& taken, std::vector<sdk::HostGraphFusion>& out) {
+  const GraphNode& pool = g.nodes[n];
+  const uint32_t x = pool.inputs[0];
+  if (g.values[x].rank() != 4 || !float32(g, x) || fused_conv_output[x] < 0) return;
+  if (pool.outputs.size() != 2 || uses.output[pool.outputs[1]] || !uses.readers[pool.outputs[1]].empty()) return;
+  taken[n] = true;
+  sdk::HostGraphFusion f;
+  f.nodes = {n};
+  f.inputs = {x};
+  f.outputs = {pool.outputs[0]};
+  f.label = "max_pool2d";
+  const sdk::OpSchema* schema = pool.schema;
+  const std::vector<sdk::AttrValue> attrs = pool.attrs;
+  sdk::Device* dev = &device;  // outlives its executables
+  f.make = [dev, schema, attrs](const std::vector<sdk::Tensor>& in, const std::vector<sdk::Tensor>&) {
+    return make_max_pool2d_step(*sdk::OpCallBuilder::assemble(*schema, *dev, std::vector<sdk::Tensor>{in[0]}, attrs, {}));
+  };
+  f.output_orders = [](const std::vector<sdk::Tensor>& in, const std::vector<sdk::Tensor>&) {
+    const bool channels_last = in[0].strides[1] == 1 && in[0].shape[1] > 1;
+    return std::vector<std::vector<int>>{channels_last ? std::vector<int>{0, 2, 3, 1} : std::vector<int>{}};
   };
   out.push_back(std::move(f));
 }
@@ -93,8 +130,16 @@ std::vector<sdk::HostGraphFusion> find_fusions(sdk::Device& device, const Graph&
   std::vector<sdk::HostGraphFusion> fusions;
   std::vector<bool> taken(g.nodes.size(), false);
   Uses uses(g);
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    if (!taken[n] && is(g.nodes[n], "conv2d")) match_conv(device, g, uses, n, taken, fusions);
+  std::vector<int64_t> fused_conv_output(g.values.size(), -1);  // value -> its fusion
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (taken[n]) continue;
+    if (is(g.nodes[n], "conv2d")) {
+      match_conv(device, g, uses, n, taken, fusions);
+      if (taken[n]) fused_conv_output[fusions.back().outputs[0]] = static_cast<int64_t>(fusions.size() - 1);
+    } else if (is(g.nodes[n], "max_pool2d")) {
+      match_max_pool(device, g, uses, fused_conv_output, n, taken, fusions);
+    }
+  }
   return fusions;
 }
 

@@ -98,6 +98,100 @@ TEST_CASE("cpu graph: a basic block compiles to one group with fused convolution
   for (int64_t batch : {1, 3, 1, 3}) check_close(run_block(t, fused, batch), run_block(t, plain, batch));
 }
 
+// A ResNet stem: conv+relu, max_pool2d (indices unread), a basic block
+// whose residual is the pool's output, global mean, linear. Channels 16,
+// where oneDNN computes channels-last: the convolutions and the pool pass
+// channels-last intermediates along, the mean and reshape read them.
+hal::Graph stem(bool pool_indices_read) {
+  hal::Graph g;
+  const int64_t n = g.symbol("batch");
+  auto x = g.input(F32, {n, 3, 16, 16}, "x");
+  auto w1 = g.constant(F32, {16, 3, 3, 3}, bytes_of(random_floats(432, 11)), "w1");
+  auto w2 = g.constant(F32, {16, 16, 3, 3}, bytes_of(random_floats(2304, 12)), "w2");
+  auto w3 = g.constant(F32, {16, 16, 3, 3}, bytes_of(random_floats(2304, 13)), "w3");
+  auto b3 = g.constant(F32, {16}, bytes_of(random_floats(16, 14)), "b3");
+  auto wl = g.constant(F32, {10, 16}, bytes_of(random_floats(160, 15)), "wl");
+  auto pad = hal::Attr::ints("padding", {1, 1});
+  auto r1 = g.add_op("relu", {g.add_op("conv2d", {x, w1}, {pad})});
+  auto pool = g.add_node("max_pool2d", {r1}, {hal::Attr::ints("kernel_size", {3, 3}), hal::Attr::ints("stride", {2, 2}),
+                                             hal::Attr::ints("padding", {1, 1})}, 2);
+  auto r2 = g.add_op("relu", {g.add_op("conv2d", {pool[0], w2}, {pad})});
+  auto r3 = g.add_op("relu", {g.add_op("add", {g.add_op("conv2d", {r2, w3, b3}, {pad}), pool[0]})});
+  auto m = g.add_op("mean", {r3}, {hal::Attr::ints("dim", {2, 3}), hal::Attr::b("keepdim", true)});
+  auto flat = g.add_op("reshape", {m}, {hal::Attr::ints("shape", {-1, 16})});
+  g.mark_output(g.add_op("linear", {flat, wl}), "y");
+  if (pool_indices_read) g.mark_output(pool[1], "indices");
+  return g;
+}
+
+TEST_CASE("cpu graph: a ResNet stem's convolutions and max_pool2d fuse and pass their layout along; equal to op by op") {
+  hal::testing::OpTester t(kCpu);
+  for (bool indices : {false, true}) {
+    CAPTURE(indices);
+    hal::CompiledGraph fused = hal::compile(stem(indices), opts(t.device(), true));
+    hal::CompiledGraph plain = hal::compile(stem(indices), opts(t.device(), false));
+    CHECK(fused.stats().groups == 1);
+    REQUIRE(fused.stats().descriptions.size() == 1);
+    const std::string& d = fused.stats().descriptions[0];
+    // A pool whose indices are read is the op's kernel (it writes them).
+    CHECK((d.find("max_pool2d") != std::string::npos) == !indices);
+    CHECK(d.find("conv2d+add+relu") != std::string::npos);
+    for (int64_t batch : {1, 3, 1}) {
+      auto x = t.tensor({batch, 3, 16, 16}, random_floats(static_cast<size_t>(batch) * 768, 16));
+      auto got = fused.run_allocating({&x.view});
+      auto want = plain.run_allocating({&x.view});
+      REQUIRE(got.size() == want.size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        const size_t n = static_cast<size_t>(got[o].view.numel());
+        if (got[o].view.dtype == HAL_DTYPE_INT64) {
+          std::vector<int64_t> a(n), b(n);
+          got[o].buffer.copy_to_host(a.data(), n * 8);
+          want[o].buffer.copy_to_host(b.data(), n * 8);
+          CHECK(a == b);
+          continue;
+        }
+        std::vector<float> a(n), b(n);
+        got[o].buffer.copy_to_host(a.data(), n * 4);
+        want[o].buffer.copy_to_host(b.data(), n * 4);
+        check_close(a, b);
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu graph: the fused max_pool2d lets NaN win and clips windows at the borders, as the op's kernel") {
+  hal::testing::OpTester t(kCpu);
+  hal::Graph g;
+  auto x = g.input(F32, {2, 16, 7, 7}, "x");
+  auto w = g.constant(F32, {16, 16, 1, 1}, bytes_of(random_floats(256, 21)), "w");
+  auto c = g.add_op("conv2d", {x, w});
+  auto pool = g.add_node("max_pool2d", {c}, {hal::Attr::ints("kernel_size", {3, 3}), hal::Attr::ints("stride", {2, 2}),
+                                            hal::Attr::ints("padding", {1, 1}), hal::Attr::ints("dilation", {1, 1})}, 2);
+  g.mark_output(g.add_op("add", {pool[0], pool[0]}), "y");
+  hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
+  hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
+  REQUIRE(fused.stats().descriptions.size() == 1);
+  CHECK(fused.stats().descriptions[0].find("max_pool2d") != std::string::npos);
+  std::vector<float> xs = random_floats(2 * 16 * 49, 22);
+  xs[3 * 49 + 10] = std::nanf("");  // NaN through the 1x1 conv into every channel at that pixel
+  xs[20 * 49 + 48] = -INFINITY;
+  auto in = t.tensor({2, 16, 7, 7}, xs);
+  std::vector<float> got(2 * 16 * 16), want(got.size());
+  fused.run_allocating({&in.view})[0].buffer.copy_to_host(got.data(), got.size() * 4);
+  plain.run_allocating({&in.view})[0].buffer.copy_to_host(want.data(), want.size() * 4);
+  size_t nans = 0, bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ++nans;
+      if (!std::isnan(got[i])) ++bad;
+    } else if (!(got[i] == want[i] || std::fabs(got[i] - want[i]) <= 1e-4f + 1e-4f * std::fabs(want[i]))) {
+      ++bad;
+    }
+  }
+  CHECK(nans > 0);
+  CHECK(bad == 0);
+}
+
 TEST_CASE("cpu graph: intermediates share the arena without clobbering live values; reshapes alias") {
   hal::testing::OpTester t(kCpu);
   hal::Graph g;

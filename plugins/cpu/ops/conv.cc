@@ -483,48 +483,54 @@ void conv_transpose2d_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(conv_transpose2d_kernel, conv_transpose2d_body)
 
+// Whether T's elements fill its bytes exactly in some order of its dims
+// (row-major, channels-last, ...): oneDNN reads such a layout directly.
+bool dense_in_some_order(const Tensor& t) {
+  std::vector<int> dims;
+  for (int d = 0; d < t.rank; ++d)
+    if (t.shape[d] != 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](int a, int b) { return t.strides[a] > t.strides[b]; });
+  int64_t expect = 1;
+  for (size_t k = dims.size(); k-- > 0;) {
+    if (t.strides[dims[k]] != expect) return false;
+    expect *= t.shape[dims[k]];
+  }
+  return true;
+}
+
+bool same_strides(const Tensor& a, const Tensor& b) {
+  for (int d = 0; d < a.rank; ++d)
+    if (a.shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  return true;
+}
+
 // The fused conv2d step (fused.hpp): one primitive made for its shapes, its
 // memories bound once; a run re-points the caller's buffers and executes.
 class Conv2dStep final : public sdk::HostGraphStep {
  public:
-  Conv2dStep(const OpCall& c, bool residual, bool relu, bool weights_constant)
+  Conv2dStep(const OpCall& c, const Tensor& y, const Tensor* residual, bool relu, bool weights_constant)
       : g_(sdk::shape_rules::conv_geometry(c, 2, false)),
         bias_(c.optional_input(2) != nullptr),
-        residual_(residual),
+        residual_(residual != nullptr),
         weights_constant_(weights_constant) {
     if (!g_.batched || g_.empty())
       sdk::fail(HAL_STATUS_UNIMPLEMENTED, "fused conv2d: an unbatched or empty convolution");
+    if (!dense_in_some_order(y)) sdk::fail(HAL_STATUS_INTERNAL, "fused conv2d: a strided destination");
     dn::ThreadLimit limit(dn::threads_for(conv_macs(g_)));
     auto& eng = dn::engine();
-    Tensor y = c.input(0);  // the output's shape, contiguous
-    y.shape[1] = g_.c_out;
-    y.shape[2] = g_.out[0];
-    y.shape[3] = g_.out[1];
-    y.set_contiguous_strides();
-    Tensor x = c.input(0), w = c.input(1);
-    x.set_contiguous_strides();
+    // The layouts runs pass: dense in the given order, else row-major (a
+    // strided view is copied row-major first).
+    auto layout = [](Tensor t) {
+      if (!dense_in_some_order(t)) t.set_contiguous_strides();
+      return t;
+    };
+    x_layout_ = layout(c.input(0));
+    r_layout_ = residual ? layout(*residual) : Tensor{};
+    Tensor w = c.input(1);
     w.set_contiguous_strides();
-    auto xm = act_md(x, g_), wm = weight_md(w, g_, false), ym = act_md(y, g_);
+    auto xm = act_md(x_layout_, g_), wm = weight_md(w, g_, false), ym = act_md(y, g_);
     auto bm = bias_ ? dense(vec_md(c.input(2))) : dnnl::memory::desc();
-    ConvParams p = conv_params(g_);
-    // Every operand in the primitive's chosen layout (oneDNN's row-major
-    // convolutions are several times slower): activations reordered per run,
-    // the weights once when constant; the residual is reordered into the
-    // destination, which the sum post-op adds to.
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                      any_like(xm), any_like(wm), bm, any_like(ym), p.strides, p.dilates, p.pad_l,
-                                      p.pad_r);
-    dnnl::post_ops ops;
-    if (residual_) ops.append_sum(1.0f);
-    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    dnnl::primitive_attr attr = user_scratchpad();
-    attr.set_post_ops(ops);
-    dnnl::convolution_forward::primitive_desc pd;
-    try {
-      pd = dnnl::convolution_forward::primitive_desc(d, attr, eng);
-    } catch (const dnnl::error& e) {
-      sdk::fail(HAL_STATUS_DEVICE_ERROR, "fused conv2d: oneDNN refused the convolution (", e.what(), ")");
-    }
+    dnnl::convolution_forward::primitive_desc pd = primitive_desc(xm, wm, bm, ym, residual_, relu, g_);
     prim_ = dnnl::convolution_forward(pd);
     x_user_ = dnnl::memory(xm, eng, DNNL_MEMORY_NONE);
     y_user_ = dnnl::memory(ym, eng, DNNL_MEMORY_NONE);
@@ -534,11 +540,13 @@ class Conv2dStep final : public sdk::HostGraphStep {
     w_ = pd.weights_desc() == wm ? w_user_ : dnnl::memory(pd.weights_desc(), eng);
     if (x_ != x_user_) x_in_ = dnnl::reorder(x_user_, x_);
     if (w_ != w_user_) w_reorder_ = dnnl::reorder(w_user_, w_);
-    if (y_ != y_user_) {
-      y_out_ = dnnl::reorder(y_, y_user_);
-      if (residual_) r_in_ = dnnl::reorder(y_user_, y_);
+    if (y_ != y_user_) y_out_ = dnnl::reorder(y_, y_user_);
+    if (residual_) {  // copied, or reordered, into the destination the sum post-op adds to
+      auto rm = act_md(r_layout_, g_);
+      r_user_ = dnnl::memory(rm, eng, DNNL_MEMORY_NONE);
+      r_copy_ = rm == pd.dst_desc();
+      if (!r_copy_) r_in_ = dnnl::reorder(r_user_, y_);
     }
-    if (residual_) r_user_ = dnnl::memory(ym, eng, DNNL_MEMORY_NONE);
     scratchpad_ = dnnl::memory(pd.scratchpad_desc(), eng);
     args_ = {{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, y_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
     if (bias_) {
@@ -547,34 +555,67 @@ class Conv2dStep final : public sdk::HostGraphStep {
     }
   }
 
+  // The primitive for these operands (activations and weights in the
+  // layout oneDNN chooses: its row-major convolutions are several times
+  // slower): the residual through the sum post-op, then relu.
+  static dnnl::convolution_forward::primitive_desc primitive_desc(const dnnl::memory::desc& xm,
+                                                                  const dnnl::memory::desc& wm,
+                                                                  const dnnl::memory::desc& bm,
+                                                                  const dnnl::memory::desc& ym, bool residual,
+                                                                  bool relu, const Geom& g) {
+    ConvParams p = conv_params(g);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      any_like(xm), any_like(wm), bm, any_like(ym), p.strides, p.dilates, p.pad_l,
+                                      p.pad_r);
+    dnnl::post_ops ops;
+    if (residual) ops.append_sum(1.0f);
+    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    dnnl::primitive_attr attr = user_scratchpad();
+    attr.set_post_ops(ops);
+    try {
+      return dnnl::convolution_forward::primitive_desc(d, attr, dn::engine());
+    } catch (const dnnl::error& e) {
+      sdk::fail(HAL_STATUS_DEVICE_ERROR, "fused conv2d: oneDNN refused the convolution (", e.what(), ")");
+    }
+  }
+
   void run(const Tensor* const* in, const Tensor* const* out) override {
     dn::ThreadLimit limit(dn::threads_for(conv_macs(g_)));
     auto& strm = dn::stream();
-    // Strided operands (a graph input's view) are copied to row-major first.
+    // An operand in another layout than planned (a graph input's strided
+    // view) is copied row-major, the layout planned for it then.
     Tensor tmp[4];
     std::vector<unsigned char> storage[4];
-    auto dense_data = [&](int i) {
+    auto data = [&](int i, const Tensor& planned) {
       const Tensor& t = *in[i];
-      if (t.is_contiguous()) return t.data;
+      if (same_strides(t, planned)) return t.data;
+      if (!planned.is_contiguous())
+        sdk::fail(HAL_STATUS_INTERNAL, "fused conv2d: operand ", i, " is not in the layout it was planned in");
       tmp[i] = cast_contiguous(t, t.dtype, storage[i]);
       return tmp[i].data;
     };
-    x_user_.set_data_handle(dense_data(0));
+    auto row_major = [&](int i) {
+      Tensor planned = *in[i];
+      planned.set_contiguous_strides();
+      return data(i, planned);
+    };
+    x_user_.set_data_handle(data(0, x_layout_));
     if (x_ != x_user_) x_in_.execute(strm, x_user_, x_);
     y_user_.set_data_handle(out[0]->data);
-    if (bias_) b_.set_data_handle(dense_data(2));
-    if (residual_) {  // the sum post-op adds to what the destination holds
-      if (y_ == y_user_) {
-        std::memcpy(out[0]->data, dense_data(3), y_.get_desc().get_size());
+    if (bias_) b_.set_data_handle(row_major(2));
+    if (residual_) {
+      void* r = data(3, r_layout_);
+      if (r_copy_) {
+        std::memcpy(y_.get_data_handle(), r, y_.get_desc().get_size());
       } else {
-        r_user_.set_data_handle(dense_data(3));
+        r_user_.set_data_handle(r);
         r_in_.execute(strm, r_user_, y_);
       }
     }
     if (w_ == w_user_) {
-      w_user_.set_data_handle(dense_data(1));
+      w_user_.set_data_handle(row_major(1));
     } else if (!packed_ || !weights_constant_) {
-      w_user_.set_data_handle(dense_data(1));
+      w_user_.set_data_handle(row_major(1));
       w_reorder_.execute(strm, w_user_, w_);
       packed_ = true;
     }
@@ -586,7 +627,8 @@ class Conv2dStep final : public sdk::HostGraphStep {
  private:
   Geom g_;
   bool bias_, residual_, weights_constant_;
-  bool packed_ = false;
+  bool packed_ = false, r_copy_ = false;
+  Tensor x_layout_, r_layout_;
   dnnl::convolution_forward prim_;
   dnnl::memory x_user_, x_, w_user_, w_, b_, r_user_, y_user_, y_, scratchpad_;
   dnnl::reorder x_in_, w_reorder_, r_in_, y_out_;
@@ -595,9 +637,29 @@ class Conv2dStep final : public sdk::HostGraphStep {
 
 }  // namespace
 
-std::unique_ptr<sdk::HostGraphStep> make_conv2d_step(const sdk::OpCall& call, bool residual, bool relu,
-                                                     bool weights_constant) {
-  return std::make_unique<Conv2dStep>(call, residual, relu, weights_constant);
+std::unique_ptr<sdk::HostGraphStep> make_conv2d_step(const sdk::OpCall& call, const sdk::Tensor& output,
+                                                     const sdk::Tensor* residual, bool relu, bool weights_constant) {
+  return std::make_unique<Conv2dStep>(call, output, residual, relu, weights_constant);
+}
+
+bool conv2d_prefers_channels_last(const sdk::OpCall& call, bool residual, bool relu) {
+  Geom g(sdk::shape_rules::conv_geometry(call, 2, false));
+  if (!g.batched || g.empty()) return false;
+  Tensor x = call.input(0), w = call.input(1);
+  x.set_contiguous_strides();
+  w.set_contiguous_strides();
+  Tensor y = x;  // the output's shape, channels-last
+  y.shape[1] = g.c_out;
+  y.shape[2] = g.out[0];
+  y.shape[3] = g.out[1];
+  y.strides[1] = 1;
+  y.strides[3] = y.shape[1];
+  y.strides[2] = y.shape[3] * y.strides[3];
+  y.strides[0] = y.shape[2] * y.strides[2];
+  auto bm = call.optional_input(2) ? dense(vec_md(*call.optional_input(2))) : dnnl::memory::desc();
+  dn::ThreadLimit limit(dn::threads_for(conv_macs(g)));
+  auto pd = Conv2dStep::primitive_desc(act_md(x, g), weight_md(w, g, false), bm, act_md(y, g), residual, relu, g);
+  return pd.dst_desc() == act_md(y, g);
 }
 
 void register_conv_ops(sdk::OpRegistry& ops) {

@@ -11,16 +11,34 @@
 namespace hal::cpu {
 
 // Y = relu?(conv2d(X, W) + B + RESIDUAL?) in float32 as one oneDNN primitive
-// (binary-add and eltwise post-ops), for the shapes of CALL: an assembled
-// metadata call of a batched conv2d node (inputs x, weight, bias?; its
-// attributes; no data). The step's run takes inputs (x, weight, bias or
-// nullptr, residual when RESIDUAL) and one output, row-major contiguous
-// except x and residual, which may be strided (copied first). The primitive
-// and its buffers are made here, once; WEIGHTS_CONSTANT: every run passes
-// the same weight bytes, reordered into the primitive's layout on the first
-// run only. Throws DEVICE_ERROR when oneDNN refuses the shapes.
-std::unique_ptr<sdk::HostGraphStep> make_conv2d_step(const sdk::OpCall& call, bool residual, bool relu,
-                                                     bool weights_constant);
+// (sum and eltwise post-ops), for the shapes of CALL (an assembled metadata
+// call of a batched conv2d node: inputs x, weight, bias?; its attributes; no
+// data), OUTPUT (Y's shape and strides: dense, in any dim order) and
+// RESIDUAL (its shape and strides; nullptr: none). The step's run takes
+// inputs (x, weight, bias or nullptr, residual when given) and one output
+// in those layouts; x and the residual in the layout given here when it is
+// dense in some dim order (a channels-last intermediate), else row-major or
+// any strided view (copied row-major first); weight and bias row-major or
+// strided (copied). The primitive and its buffers are made here, once;
+// WEIGHTS_CONSTANT: every run passes the same weight bytes, reordered into
+// the primitive's layout on the first run only. Throws DEVICE_ERROR when
+// oneDNN refuses the shapes, INTERNAL for a strided OUTPUT.
+std::unique_ptr<sdk::HostGraphStep> make_conv2d_step(const sdk::OpCall& call, const sdk::Tensor& output,
+                                                     const sdk::Tensor* residual, bool relu, bool weights_constant);
+
+// Whether the primitive make_conv2d_step makes for CALL's shapes (with a
+// residual and relu as given) computes its destination channels-last, so an
+// output in that order ({0, 2, 3, 1}) needs no reorder, nor does the next
+// such step reading it. Throws DEVICE_ERROR when oneDNN refuses the shapes.
+bool conv2d_prefers_channels_last(const sdk::OpCall& call, bool residual, bool relu);
+
+// max_pool2d(X)'s values (not its indices) in float32, for the shapes of
+// CALL (an assembled metadata call of a batched max_pool2d node). The
+// step's run takes X and the values in any layout (read through their
+// strides each run); channels-last input and output are read and written a
+// vector of channels at a time. NaN wins, as in the op's kernel. Throws
+// UNIMPLEMENTED for an unbatched input.
+std::unique_ptr<sdk::HostGraphStep> make_max_pool2d_step(const sdk::OpCall& call);
 
 }  // namespace hal::cpu
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_kernel.hpp"
+#include "fused.hpp"
 #include "hal/sdk/kernel/matrix.hpp"
 #include "linalg_util.hpp"
 
@@ -255,7 +256,67 @@ void adaptive_avg_pool2d_backward_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(adaptive_avg_pool2d_backward_kernel, adaptive_avg_pool2d_backward_body)
 
+// The fused max_pool2d step (fused.hpp): values only, any layout; with
+// channels innermost in input and output the window reads vectors of
+// channels (a channels-last intermediate between convolutions).
+class MaxPool2dStep final : public sdk::HostGraphStep {
+ public:
+  explicit MaxPool2dStep(const OpCall& c) : g_(sdk::shape_rules::pool_geometry(c, 0, true)) {
+    if (!g_.batched) sdk::fail(HAL_STATUS_UNIMPLEMENTED, "fused max_pool2d: an unbatched input");
+  }
+
+  void run(const Tensor* const* in, const Tensor* const* out) override {
+    const Tensor &x = *in[0], &y = *out[0];
+    const float* xp = x.ptr<float>();
+    float* yp = y.ptr<float>();
+    const int64_t C = g_.c;
+    const int64_t per_row = std::max<int64_t>(1, g_.out[1] * g_.kernel[0] * g_.kernel[1] * C);
+    const bool vector = x.strides[1] == 1 && y.strides[1] == 1;
+    parallel_for(g_.n * g_.out[0], std::max<int64_t>(1, 32768 / per_row), [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t n = t / g_.out[0], oh = t % g_.out[0];
+        const int64_t ih0 = oh * g_.stride[0] - g_.padding[0];
+        for (int64_t ow = 0; ow < g_.out[1]; ++ow) {
+          const int64_t iw0 = ow * g_.stride[1] - g_.padding[1];
+          float* o = yp + n * y.strides[0] + oh * y.strides[2] + ow * y.strides[3];
+          if (vector) window<true>(xp + n * x.strides[0], x, o, 1, ih0, iw0, C);
+          else window<false>(xp + n * x.strides[0], x, o, y.strides[1], ih0, iw0, C);
+        }
+      }
+    });
+  }
+
+ private:
+  // Max over the window at (IH0, IW0) of every channel into O (channel
+  // stride OS); NaN wins, as the op's kernel.
+  template <bool Unit>
+  void window(const float* plane, const Tensor& x, float* o, int64_t os, int64_t ih0, int64_t iw0, int64_t C) const {
+    const int64_t xs = Unit ? 1 : x.strides[1];
+    const int64_t step = Unit ? 1 : os;
+    for (int64_t c = 0; c < C; ++c) o[c * step] = -std::numeric_limits<float>::infinity();
+    for (int64_t kh = 0; kh < g_.kernel[0]; ++kh) {
+      const int64_t ih = ih0 + kh * g_.dilation[0];
+      if (ih < 0 || ih >= g_.in[0]) continue;
+      for (int64_t kw = 0; kw < g_.kernel[1]; ++kw) {
+        const int64_t iw = iw0 + kw * g_.dilation[1];
+        if (iw < 0 || iw >= g_.in[1]) continue;
+        const float* p = plane + ih * x.strides[2] + iw * x.strides[3];
+        for (int64_t c = 0; c < C; ++c) {
+          const float v = p[c * xs], b = o[c * step];
+          o[c * step] = (v > b || v != v) ? v : b;
+        }
+      }
+    }
+  }
+
+  PoolGeometry g_;
+};
+
 }  // namespace
+
+std::unique_ptr<sdk::HostGraphStep> make_max_pool2d_step(const OpCall& call) {
+  return std::make_unique<MaxPool2dStep>(call);
+}
 
 void register_pool_ops(sdk::OpRegistry& ops) {
   ops.add<op::max_pool2d>(&max_pool2d_kernel, sdk::kFloatDtypes);

@@ -127,6 +127,18 @@ struct HostGraphFusion {
   std::function<std::unique_ptr<HostGraphStep>(const std::vector<Tensor>& inputs,
                                                const std::vector<Tensor>& outputs)>
       make;
+  // Optional: the memory order the step wants each output in, for the
+  // shapes (and the layouts of inputs the executable places) of INPUTS and
+  // OUTPUTS, as make gets them: per output, its dims from outermost to
+  // innermost ({0, 2, 3, 1}: channels-last), or empty for row-major. An
+  // output the executable places in its own memory (not a graph output)
+  // gets those dense strides, and make and every reader see them: a chain
+  // of steps preferring one layout passes it along without reordering.
+  // Called once per distinct input shape, before make, on the thread that
+  // calls execute. An order that is not a permutation of the output's dims
+  // fails the execution with INTERNAL.
+  std::function<std::vector<std::vector<int>>(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>
+      output_orders;
 };
 
 // An executable running G's nodes through the kernels of OPS (every node
@@ -341,6 +353,35 @@ class HostGraphExecutable : public Executable {
       calls[n] = std::move(call);
     }
 
+    // Layouts: fused outputs in the memory order their step asks for.
+    for (const Unit& u : order_) {
+      if (!u.fused || !fusions_[u.index].output_orders) continue;
+      const HostGraphFusion& f = fusions_[u.index];
+      std::vector<Tensor> in, out;
+      for (uint32_t v : f.inputs) in.push_back(v == kNoValue ? Tensor{} : meta[v]);
+      for (uint32_t v : f.outputs) out.push_back(meta[v]);
+      const std::vector<std::vector<int>> orders = f.output_orders(in, out);
+      for (size_t o = 0; o < orders.size() && o < f.outputs.size(); ++o) {
+        Tensor& t = meta[f.outputs[o]];
+        if (orders[o].empty() || plan->home[f.outputs[o]].kind != Home::kNone) continue;
+        std::vector<bool> seen(static_cast<size_t>(t.rank), false);
+        bool ok = static_cast<int>(orders[o].size()) == t.rank;
+        for (size_t k = 0; ok && k < orders[o].size(); ++k) {
+          const int d = orders[o][k];
+          ok = d >= 0 && d < t.rank && !seen[static_cast<size_t>(d)];
+          if (ok) seen[static_cast<size_t>(d)] = true;
+        }
+        if (!ok)
+          fail(HAL_STATUS_INTERNAL, "fusion '", f.label, "': output ", o,
+               "'s memory order is not a permutation of its ", t.rank, " dims");
+        int64_t stride = 1;
+        for (size_t k = orders[o].size(); k-- > 0;) {
+          t.strides[orders[o][k]] = stride;
+          stride *= std::max<int64_t>(t.shape[orders[o][k]], 1);
+        }
+      }
+    }
+
     // Each value's last step (the step making it when nothing reads it);
     // arena offsets by liveness. A step's outputs are placed before its
     // inputs are released: no kernel runs in place.
@@ -359,7 +400,8 @@ class HostGraphExecutable : public Executable {
       if (!u.fused && aliasable(u.index)) {
         const GraphNode& node = g_.nodes[u.index];
         const uint32_t in = node.inputs[0], out = node.outputs[0];
-        if (plan->home[in].kind == Home::kNone && plan->home[out].kind == Home::kNone) alias_of[out] = in;
+        if (plan->home[in].kind == Home::kNone && plan->home[out].kind == Home::kNone && meta[in].is_contiguous())
+          alias_of[out] = in;
       }
     for (size_t v = nv; v-- > 0;)  // an alias keeps its root alive
       if (alias_of[v] >= 0) {
@@ -424,6 +466,9 @@ class HostGraphExecutable : public Executable {
         const GraphNode& node = g_.nodes[u.index];
         if (aliasable(u.index) && alias_of[node.outputs[0]] >= 0) continue;  // no launch
         st.call = calls[u.index];
+        std::vector<Tensor>& ins = OpCallBuilder::inputs_of(*st.call);  // with their layouts now
+        for (size_t i = 0; i < node.inputs.size() && i < ins.size(); ++i)
+          if (node.inputs[i] != kNoValue) ins[i] = meta[node.inputs[i]];
         std::vector<Tensor>& outs = OpCallBuilder::outputs_of(*st.call);
         for (uint32_t v : node.outputs) outs.push_back(meta[v]);
         st.ccall = st.call;
