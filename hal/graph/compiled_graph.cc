@@ -143,6 +143,20 @@ struct CompiledGraph::Impl {
   mutable std::mutex shapes_mu;
   mutable std::vector<std::vector<int64_t>> last_in;
   mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_shapes;
+
+  // A run's views per device and value, kept for the next run (a run that
+  // finds them in use makes its own): the constants' views are bound once
+  // and the others' vectors keep their capacity, so a run allocates no
+  // view. Views own nothing.
+  mutable std::mutex views_mu;
+  mutable std::vector<std::vector<TensorView>> kept_views;
+  void bind_constants(std::vector<std::vector<TensorView>>& views) const {
+    views.assign(devices.size(), std::vector<TensorView>(graph.values().size()));
+    for (const auto& [where, buffer] : constants) {
+      const ValueSpec& v = graph.values()[where.second];
+      views[where.first][where.second] = TensorView(buffer, v.dtype, v.shape);
+    }
+  }
 };
 
 CompiledGraph::CompiledGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -544,8 +558,10 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     return std::string(role) + " " + std::to_string(i) + " (value " + std::to_string(id) + ")";
   };
   std::map<int64_t, Binder> symbols;  // symbol -> size, who bound it
-  const size_t ndev = impl_->devices.size();
-  std::vector<std::vector<TensorView>> views(ndev, std::vector<TensorView>(g.values().size()));
+  std::unique_lock<std::mutex> keep(impl_->views_mu, std::try_to_lock);
+  std::vector<std::vector<TensorView>> own;
+  std::vector<std::vector<TensorView>>& views = keep.owns_lock() ? impl_->kept_views : own;
+  if (views.empty()) impl_->bind_constants(views);
   std::vector<bool> have(g.values().size(), false);  // on the home device, from the caller
   auto bind = [&](const char* role, size_t i, uint32_t id, const TensorView* view) {
     if (view == nullptr)
@@ -579,10 +595,6 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     bind("output", i, g.outputs()[i], outputs[i]);
     views[0][g.outputs()[i]] = *outputs[i];  // made elsewhere: copied in (kOutputCopy)
     have[g.outputs()[i]] = true;
-  }
-  for (const auto& [where, buffer] : impl_->constants) {
-    const ValueSpec& v = g.values()[where.second];
-    views[where.first][where.second] = TensorView(buffer, v.dtype, v.shape);
   }
   // A value's concrete shape: its symbols as the views bind them, else (a
   // size derived from symbols) as shape inference gives it from the inputs.

@@ -116,7 +116,7 @@ class PrimitiveCache {
 // Below this many multiply-adds a primitive runs on one thread: waking the
 // OpenMP team costs more than the second thread saves (tens to hundreds of
 // µs on an idle VM core: the MLP's addmm took 117 µs threaded, 11 µs not).
-constexpr double kSmallMacs = 1 << 21;
+constexpr double kSmallMacs = 1 << 20;
 
 // The thread count for a primitive of MACS multiply-adds: 1 below
 // THRESHOLD, else OpenMP's. A function of the shapes only, so a cached

@@ -227,6 +227,7 @@ class HostGraphExecutable : public Executable {
     std::shared_ptr<const OpCall> ccall;
     std::unique_ptr<HostGraphStep> step;  // a fusion's
     std::vector<Tensor> in, out;           // a fusion's tensors, re-pointed each run
+    std::vector<const Tensor*> in_ptrs, out_ptrs;  // a fusion's run arguments (nullptr: absent)
     std::vector<uint32_t> in_values, out_values;
   };
   struct Plan {
@@ -265,14 +266,19 @@ class HostGraphExecutable : public Executable {
   }
 
   std::shared_ptr<Plan> plan_for(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+    {  // compared in place: a run allocates nothing to find its plan
+      std::lock_guard<std::mutex> lock(plans_mu_);
+      for (const auto& p : plans_) {
+        bool same = p->key.size() == inputs.size();
+        for (size_t i = 0; same && i < inputs.size(); ++i)
+          same = p->key[i].size() == static_cast<size_t>(inputs[i].rank) &&
+                 std::equal(p->key[i].begin(), p->key[i].end(), inputs[i].shape);
+        if (same) return p;
+      }
+    }
     std::vector<std::vector<int64_t>> key;
     key.reserve(inputs.size());
     for (const Tensor& t : inputs) key.push_back(t.sizes());
-    {
-      std::lock_guard<std::mutex> lock(plans_mu_);
-      for (const auto& p : plans_)
-        if (p->key == key) return p;
-    }
     auto plan = make_plan(std::move(key), inputs, outputs);
     std::lock_guard<std::mutex> lock(plans_mu_);
     if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
@@ -462,6 +468,8 @@ class HostGraphExecutable : public Executable {
         for (uint32_t v : f.inputs) st.in.push_back(v == kNoValue ? Tensor{} : meta[v]);
         for (uint32_t v : f.outputs) st.out.push_back(meta[v]);
         st.step = f.make(st.in, st.out);
+        for (size_t i = 0; i < st.in.size(); ++i) st.in_ptrs.push_back(f.inputs[i] == kNoValue ? nullptr : &st.in[i]);
+        for (Tensor& t : st.out) st.out_ptrs.push_back(&t);
       } else {
         const GraphNode& node = g_.nodes[u.index];
         if (aliasable(u.index) && alias_of[node.outputs[0]] >= 0) continue;  // no launch
@@ -512,17 +520,10 @@ class HostGraphExecutable : public Executable {
     unsigned char* arena = plan.arena.get();
     for (Step& st : plan.steps) {
       if (st.fused) {
-        std::vector<const Tensor*> in(st.in.size()), out(st.out.size());
-        for (size_t i = 0; i < st.in.size(); ++i) {
-          if (st.in_values[i] == kNoValue) continue;
-          bind(st.in[i], plan, st.in_values[i], inputs, outputs, arena);
-          in[i] = &st.in[i];
-        }
-        for (size_t i = 0; i < st.out.size(); ++i) {
-          bind(st.out[i], plan, st.out_values[i], inputs, outputs, arena);
-          out[i] = &st.out[i];
-        }
-        st.step->run(in.data(), out.data());
+        for (size_t i = 0; i < st.in.size(); ++i)
+          if (st.in_values[i] != kNoValue) bind(st.in[i], plan, st.in_values[i], inputs, outputs, arena);
+        for (size_t i = 0; i < st.out.size(); ++i) bind(st.out[i], plan, st.out_values[i], inputs, outputs, arena);
+        st.step->run(st.in_ptrs.data(), st.out_ptrs.data());
         continue;
       }
       std::vector<Tensor>& in = OpCallBuilder::inputs_of(*st.call);
