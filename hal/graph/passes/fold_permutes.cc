@@ -1,5 +1,6 @@
 // fold_permutes: one forward walk; a permute that undoes the permute
-// feeding it, or permutes nothing, is replaced by the value it started from.
+// feeding it, or permutes nothing, is replaced by the value it started from;
+// a permute of a permute becomes one permute of the first one's input.
 #include <numeric>
 
 #include "hal/runtime/graph_passes.hpp"
@@ -37,7 +38,7 @@ size_t fold_permutes(Graph& g) {
   std::vector<bool> removed(n, false);
   size_t count = 0;
   for (size_t i = 0; i < n; ++i) {
-    const Graph::Node& node = g.nodes()[i];
+    const Graph::Node node = g.nodes()[i];  // a copy: composing appends nodes
     if (node.op != "permute" || node.inputs.size() != 1 || node.outputs.size() != 1) continue;
     const uint32_t out = node.outputs[0];
     if (node.inputs[0] == HAL_GRAPH_NO_VALUE) continue;
@@ -54,9 +55,24 @@ size_t fold_permutes(Graph& g) {
       if (inner.size() == dims.size()) {
         std::vector<int64_t> composed;
         for (int64_t d : dims) composed.push_back(inner[static_cast<size_t>(d)]);
+        const uint32_t source = feeding->inputs[0];
         if (composed == identity) {
           dims = composed;
-          from = feeding->inputs[0];
+          from = source;
+        } else if (g.values()[source].dtype == g.values()[out].dtype) {
+          // One permute of the source instead of two copies: this node is
+          // replaced by permute(source, composed) with its output's spec (the
+          // first permute stays while something else reads it).
+          const Graph::Value moved = g.add_op("permute", {Graph::Value{source}}, g.values()[out],
+                                              {Attr::ints("dims", composed)});
+          g.replace_uses(Graph::Value{out}, moved);
+          producer.resize(g.values().size(), -1);
+          producer[moved.id] = static_cast<int64_t>(g.nodes().size() - 1);
+          is_output.resize(g.values().size(), false);
+          is_output[moved.id] = is_output[out];
+          removed[i] = true;
+          ++count;
+          continue;
         }
       }
     }
@@ -73,8 +89,10 @@ size_t fold_permutes(Graph& g) {
     ++count;
   }
   if (count > 0) {
+    removed.resize(g.nodes().size(), false);
     g.remove_nodes(removed);
     g.remove_unused_values();
+    g.sort_nodes();  // the composed permutes were appended after their readers
   }
   return count;
 }

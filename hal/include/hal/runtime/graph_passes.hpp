@@ -45,10 +45,12 @@ size_t eliminate_common_subexpressions(Graph& g);
 // Removes each permute that permutes nothing: dims 0, 1, ..., or undoing
 // the permute feeding it (permute(permute(x, p), q) with p[q[d]] == d, as
 // a transposed matrix transposed back), its readers then reading the value
-// it started from. A graph output is replaced only by a node's output that
-// is not an output already (it keeps the output's place and name). Permutes
-// feeding it stay (dead code removes them when nothing else reads them).
-// Returns the number of nodes removed.
+// it started from; and replaces a permute of a permute that does permute
+// by one permute of the first one's input (dims composed: one copy, not
+// two). A graph output is replaced only by a node's output that is not an
+// output already (it keeps the output's place and name). Permutes feeding
+// it stay (dead code removes them when nothing else reads them). Returns
+// the number of permute nodes removed or replaced.
 size_t fold_permutes(Graph& g);
 
 // Replaces each node whose inputs are all constants (or absent), whose op
