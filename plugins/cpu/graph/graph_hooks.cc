@@ -13,7 +13,23 @@ std::vector<uint32_t> CpuDevice::partition_graph(const sdk::Graph& graph) {
 }
 
 std::unique_ptr<sdk::Executable> CpuDevice::compile_graph(const sdk::Graph& graph) {
-  return std::make_unique<sdk::HostGraphExecutable>(*this, ops_, graph, find_fusions(*this, graph));
+  // Matrix products read transposed matrices in place (oneDNN and sgemm take
+  // strides): a permute moving only the two matrix dims of their operand
+  // (K's transpose) is a view, not a copy. One that moves batch dims (a
+  // head split) stays a copy: a batch stride below the matrix's leaves
+  // oneDNN only per-matrix products, slower than one batched product of the
+  // copy.
+  auto reads_strided = [](const sdk::GraphNode& permute, const sdk::GraphNode& reader, size_t i) {
+    const std::vector<int64_t>& dims = permute.attrs[0].as_ints();
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    for (int64_t d = 0; d + 2 < rank; ++d)
+      if (dims[static_cast<size_t>(d)] != d && dims[static_cast<size_t>(d)] != d - rank) return false;
+    const std::string op = reader.op();
+    if (op == "matmul" || op == "mm" || op == "bmm") return i < 2;
+    if (op == "linear") return i == 1;
+    return (op == "addmm" || op == "baddbmm") && (i == 1 || i == 2);
+  };
+  return std::make_unique<sdk::HostGraphExecutable>(*this, ops_, graph, find_fusions(*this, graph), reads_strided);
 }
 
 std::unique_ptr<sdk::Executable> CpuDevice::deserialize_graph(const sdk::Graph& graph,

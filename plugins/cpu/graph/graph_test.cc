@@ -192,6 +192,39 @@ TEST_CASE("cpu graph: the fused max_pool2d lets NaN win and clips windows at the
   CHECK(bad == 0);
 }
 
+TEST_CASE("cpu graph: a transpose read only by matrix products is a strided view; a head split or another reader copies") {
+  hal::testing::OpTester t(kCpu);
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    hal::Graph g;
+    auto a = g.input(F32, {2, 4, 8, 6}, "a");
+    auto b = g.add_op("exp", {a});
+    // 0: K's transpose (the matrix dims); 1: a head split (batch dims move); 2: the transpose, also negated.
+    const std::vector<int64_t> dims = variant == 1 ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{0, 1, 3, 2};
+    auto p = g.add_op("permute", {b}, {hal::Attr::ints("dims", dims)});
+    auto q = variant == 1 ? g.add_op("permute", {g.add_op("tanh", {a})}, {hal::Attr::ints("dims", {0, 2, 3, 1})})
+                          : g.add_op("tanh", {a});
+    auto m = variant == 1 ? g.add_op("matmul", {p, q}) : g.add_op("matmul", {q, p});  // [2,8,4,6] @ [2,8,6,4] / [2,4,8,6] @ [2,4,6,8]
+    g.mark_output(m, "m");
+    if (variant == 2) g.mark_output(g.add_op("neg", {p}), "n");
+    hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
+    hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
+    // exp, tanh, matmul (+ the permute copies, + neg)
+    CHECK(fused.stats().kernel_count == (variant == 0 ? 3u : variant == 1 ? 5u : 5u));
+    auto x = t.tensor({2, 4, 8, 6}, random_floats(384, 31));
+    auto got = fused.run_allocating({&x.view});
+    auto want = plain.run_allocating({&x.view});
+    REQUIRE(got.size() == want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      const size_t n = static_cast<size_t>(got[o].view.numel());
+      std::vector<float> u(n), v(n);
+      got[o].buffer.copy_to_host(u.data(), n * 4);
+      want[o].buffer.copy_to_host(v.data(), n * 4);
+      check_close(u, v);
+    }
+  }
+}
+
 TEST_CASE("cpu graph: intermediates share the arena without clobbering live values; reshapes alias") {
   hal::testing::OpTester t(kCpu);
   hal::Graph g;

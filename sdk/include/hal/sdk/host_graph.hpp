@@ -151,8 +151,15 @@ class HostGraphExecutable : public Executable {
   // output that is a graph input or listed twice, and
   // INVALID_ARGUMENT for a fusion that covers a node twice or writes a value
   // it does not produce.
+  // READS_STRIDED (optional): whether input I of node READER reads the
+  // output of node PERMUTE (a permute) as a strided view as fast as a dense
+  // copy (a matrix product's operands, when only its matrix dims move): a
+  // permute of an intermediate whose every reader says so (neither value a
+  // graph output) launches nothing, its readers getting the permuted view.
   HostGraphExecutable(Device& device, const OpRegistry& ops, const Graph& g,
-                      std::vector<HostGraphFusion> fusions = {})
+                      std::vector<HostGraphFusion> fusions = {},
+                      std::function<bool(const GraphNode& permute, const GraphNode& reader, size_t i)>
+                          reads_strided = {})
       : device_(device), ops_(ops), g_(g), fusions_(std::move(fusions)) {
     std::vector<int64_t> fused_by(g_.nodes.size(), -1);
     for (size_t f = 0; f < fusions_.size(); ++f)
@@ -162,6 +169,8 @@ class HostGraphExecutable : public Executable {
                n >= g_.nodes.size() ? " (out of range)" : " twice");
         fused_by[n] = static_cast<int64_t>(f);
       }
+    view_.assign(g_.nodes.size(), false);
+    if (reads_strided) mark_permute_views(fused_by, reads_strided);
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
       if (fused_by[n] >= 0) {
         const HostGraphFusion& f = fusions_[static_cast<size_t>(fused_by[n])];
@@ -175,7 +184,7 @@ class HostGraphExecutable : public Executable {
       if (!why.empty())
         fail(HAL_STATUS_UNIMPLEMENTED, "node ", n, " ('", g_.nodes[n].op(), "'): ", why);
       order_.push_back(Unit{false, n});
-      if (!aliasable(n)) ++kernels_;
+      if (!aliasable(n) && !view_[n]) ++kernels_;
     }
     std::vector<bool> listed(g_.values.size(), false);
     for (uint32_t v : g_.outputs) {
@@ -256,6 +265,32 @@ class HostGraphExecutable : public Executable {
   };
   static constexpr uint64_t kAlign = 64;
   static constexpr size_t kMaxPlans = 16;
+
+  // Permute nodes whose output is a view of their input (see the
+  // constructor): an intermediate's permute, every reader a plain node
+  // reading it strided as fast as dense, not a graph output.
+  void mark_permute_views(const std::vector<int64_t>& fused_by,
+                          const std::function<bool(const GraphNode&, const GraphNode&, size_t)>& reads_strided) {
+    std::vector<bool> produced(g_.values.size(), false), output(g_.values.size(), false);
+    for (const GraphNode& node : g_.nodes)
+      for (uint32_t v : node.outputs) produced[v] = true;
+    for (uint32_t v : g_.outputs) output[v] = true;
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      const GraphNode& node = g_.nodes[n];
+      if (fused_by[n] >= 0 || std::strcmp(node.op(), "permute") != 0 || node.inputs.size() != 1 ||
+          node.outputs.size() != 1 || node.inputs[0] == kNoValue || !produced[node.inputs[0]] ||
+          output[node.inputs[0]] || output[node.outputs[0]] || g_.values[node.inputs[0]].dtype != g_.values[node.outputs[0]].dtype)
+        continue;
+      bool read = false, fast = true;  // read at least once, and only by such readers
+      for (size_t r = 0; r < g_.nodes.size() && fast; ++r)
+        for (size_t i = 0; i < g_.nodes[r].inputs.size() && fast; ++i)
+          if (g_.nodes[r].inputs[i] == node.outputs[0]) {
+            read = true;
+            fast = fused_by[r] < 0 && reads_strided(node, g_.nodes[r], i);
+          }
+      view_[n] = read && fast;
+    }
+  }
 
   // A reshape's output can be its input's bytes (row-major) when both live
   // in the arena; decided per plan, this only says whether it may be.
@@ -402,13 +437,27 @@ class HostGraphExecutable : public Executable {
       while (alias_of[v] >= 0) v = static_cast<uint32_t>(alias_of[v]);
       return v;
     };
-    for (const Unit& u : order_)
-      if (!u.fused && aliasable(u.index)) {
-        const GraphNode& node = g_.nodes[u.index];
+    for (const Unit& u : order_) {
+      if (u.fused) continue;
+      const GraphNode& node = g_.nodes[u.index];
+      if (aliasable(u.index)) {
         const uint32_t in = node.inputs[0], out = node.outputs[0];
         if (plan->home[in].kind == Home::kNone && plan->home[out].kind == Home::kNone && meta[in].is_contiguous())
           alias_of[out] = in;
+      } else if (view_[u.index]) {  // the input's bytes, its dims permuted
+        const uint32_t in = node.inputs[0], out = node.outputs[0];
+        const std::vector<int64_t>& dims = node.attrs[0].as_ints();
+        Tensor t = meta[in];
+        for (int d = 0; d < t.rank; ++d) {
+          const int64_t from = dims[static_cast<size_t>(d)] < 0 ? dims[static_cast<size_t>(d)] + t.rank
+                                                                 : dims[static_cast<size_t>(d)];
+          t.shape[d] = meta[in].shape[from];
+          t.strides[d] = meta[in].strides[from];
+        }
+        meta[out] = t;
+        alias_of[out] = in;
       }
+    }
     for (size_t v = nv; v-- > 0;)  // an alias keeps its root alive
       if (alias_of[v] >= 0) {
         const uint32_t r = root(static_cast<uint32_t>(v));
@@ -472,7 +521,7 @@ class HostGraphExecutable : public Executable {
         for (Tensor& t : st.out) st.out_ptrs.push_back(&t);
       } else {
         const GraphNode& node = g_.nodes[u.index];
-        if (aliasable(u.index) && alias_of[node.outputs[0]] >= 0) continue;  // no launch
+        if ((aliasable(u.index) || view_[u.index]) && alias_of[node.outputs[0]] >= 0) continue;  // no launch
         st.call = calls[u.index];
         std::vector<Tensor>& ins = OpCallBuilder::inputs_of(*st.call);  // with their layouts now
         for (size_t i = 0; i < node.inputs.size() && i < ins.size(); ++i)
@@ -540,6 +589,7 @@ class HostGraphExecutable : public Executable {
   const Graph g_;
   const std::vector<HostGraphFusion> fusions_;
   std::vector<Unit> order_;
+  std::vector<bool> view_;  // per node: a permute whose output is a view of its input
   uint32_t kernels_ = 0;
   std::mutex plans_mu_;
   std::vector<std::shared_ptr<Plan>> plans_;
