@@ -49,6 +49,8 @@ Graph run_pipeline(Graph g, const PipelineOptions& options) {
   dump(g, "decompose");
   if (options.fold_device != nullptr) fold_constants(g, *options.fold_device, options.fold_max_bytes);
   dump(g, "fold_constants");
+  fuse_patterns(g, options.supported);
+  dump(g, "fuse_patterns");
   fold_permutes(g);
   dump(g, "fold_permutes");
   eliminate_common_subexpressions(g);

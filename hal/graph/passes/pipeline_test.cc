@@ -44,8 +44,9 @@ TEST_CASE("run_pipeline: decompose, fold, CSE and DCE in order, each stage dumpe
   for (const auto& e : std::filesystem::directory_iterator(stages)) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   CHECK(files == std::vector<std::string>{"00_input.txt", "01_decompose.txt", "02_fold_constants.txt",
-                                          "03_fold_permutes.txt", "04_cse.txt", "05_dce.txt"});
-  std::ifstream last(stages / "05_dce.txt");
+                                          "03_fuse_patterns.txt", "04_fold_permutes.txt", "05_cse.txt",
+                                          "06_dce.txt"});
+  std::ifstream last(stages / "06_dce.txt");
   std::stringstream text;
   text << last.rdbuf();
   CHECK(text.str() == out.dump());

@@ -53,6 +53,17 @@ size_t eliminate_common_subexpressions(Graph& g);
 // the number of permute nodes removed or replaced.
 size_t fold_permutes(Graph& g);
 
+// Replaces layer normalisation written out in elementwise ops and means (as
+// ONNX exporters write it before opset 17: mean over trailing dims with
+// keepdim, sub, pow by a constant 2, mean, add of a constant eps, sqrt,
+// div, then optionally mul by a weight and add of a bias of shape
+// normalized_shape) by one layer_norm node, when SUPPORTED (empty: every op)
+// takes layer_norm, the normalised dims are concrete, the dtype is float32
+// or float64, and no intermediate is read outside the pattern or is a graph
+// output. The result keeps its value's place and name. Returns the number
+// of patterns replaced.
+size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>& supported);
+
 // Replaces each node whose inputs are all constants (or absent), whose op
 // is not random and whose outputs are concrete, not graph outputs, and each
 // at most MAX_BYTES, by constants holding its outputs, computed once on
@@ -87,10 +98,10 @@ struct PipelineOptions {
   std::string dump_dir;
 };
 
-// verify -> decompose -> fold_constants -> fold_permutes ->
+// verify -> decompose -> fold_constants -> fuse_patterns -> fold_permutes ->
 // eliminate_common_subexpressions -> eliminate_dead_code -> verify, dumping
-// each stage (00_input, 01_decompose, 02_fold_constants, 03_fold_permutes,
-// 04_cse, 05_dce). Throws what the stages
+// each stage (00_input, 01_decompose, 02_fold_constants, 03_fuse_patterns,
+// 04_fold_permutes, 05_cse, 06_dce). Throws what the stages
 // throw (INVALID_ARGUMENT from verify naming the node), or hal::Error
 // INTERNAL naming the file when a dump cannot be written.
 Graph run_pipeline(Graph g, const PipelineOptions& options);

@@ -1,0 +1,214 @@
+// fuse_patterns: one forward walk matching each mean node against the
+// layer normalisation exporters write without a LayerNormalization op
+// (ONNX before opset 17, PyTorch's TorchScript exporter):
+//
+//   m = mean(x, trailing dims, keepdim)   d = sub(x, m)   p = pow(d, 2)
+//   v = mean(p, same dims, keepdim)       s = sqrt(add(v, eps))   n = div(d, s)
+//   [y = mul(n, weight)]  [z = add(y, bias)]
+//
+// and replacing it by one layer_norm node (the reverse of decompose).
+#include <cstring>
+
+#include "hal/runtime/graph_passes.hpp"
+
+namespace hal {
+namespace {
+
+const Attr* find(const Graph::Node& n, const char* name) {
+  for (const Attr& a : n.attrs)
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+// A scalar-typed attribute's value (int or float), DEFAULT when absent.
+double scalar_attr(const Graph::Node& n, const char* name, double dflt) {
+  const Attr* a = find(n, name);
+  if (a == nullptr) return dflt;
+  const hal_attr_t c = a->c_attr();
+  if (c.type == HAL_ATTR_TYPE_FLOAT) return c.value.f;
+  if (c.type == HAL_ATTR_TYPE_INT || c.type == HAL_ATTR_TYPE_BOOL) return static_cast<double>(c.value.i);
+  return dflt - 1;  // not a scalar: never the default
+}
+
+// The value of a one-element float constant, or false.
+bool constant_scalar(const Graph& g, uint32_t v, double& out) {
+  const std::vector<uint8_t>* bytes = g.constant_data(v);
+  if (bytes == nullptr) return false;
+  const ValueSpec& s = g.values()[v];
+  for (int64_t d : s.shape)
+    if (d != 1) return false;
+  if (s.dtype == HAL_DTYPE_FLOAT32 && bytes->size() == 4) {
+    float f;
+    std::memcpy(&f, bytes->data(), 4);
+    out = f;
+    return true;
+  }
+  if (s.dtype == HAL_DTYPE_FLOAT64 && bytes->size() == 8) {
+    std::memcpy(&out, bytes->data(), 8);
+    return true;
+  }
+  return false;
+}
+
+struct Walker {
+  Graph& g;
+  std::vector<std::vector<size_t>> readers;
+  std::vector<bool> output;
+  std::vector<int64_t> producer;
+
+  explicit Walker(Graph& graph)
+      : g(graph), readers(graph.values().size()), output(graph.values().size(), false),
+        producer(graph.values().size(), -1) {
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      for (uint32_t v : g.nodes()[i].inputs)
+        if (v != HAL_GRAPH_NO_VALUE) readers[v].push_back(i);
+      for (uint32_t v : g.nodes()[i].outputs) producer[v] = static_cast<int64_t>(i);
+    }
+    for (uint32_t v : g.outputs()) output[v] = true;
+  }
+  // The node reading V when exactly one does and V is no graph output.
+  const Graph::Node* sole(uint32_t v, size_t* index = nullptr) const {
+    if (output[v] || readers[v].size() != 1) return nullptr;
+    if (index) *index = readers[v][0];
+    return &g.nodes()[readers[v][0]];
+  }
+  // The other input of binary node N besides V (V read once), or NO_VALUE.
+  static uint32_t other(const Graph::Node& n, uint32_t v) {
+    if (n.inputs.size() != 2) return HAL_GRAPH_NO_VALUE;
+    if (n.inputs[0] == v && n.inputs[1] != v) return n.inputs[1];
+    if (n.inputs[1] == v && n.inputs[0] != v) return n.inputs[0];
+    return HAL_GRAPH_NO_VALUE;
+  }
+};
+
+// mean over the trailing K dims of its input with keepdim (no dtype), or 0.
+size_t trailing_mean(const Graph& g, const Graph::Node& n) {
+  if (n.op != "mean" || n.inputs.size() != 1 || n.outputs.size() != 1) return 0;
+  const Attr* dims = find(n, "dim");
+  const Attr* keep = find(n, "keepdim");
+  const Attr* dtype = find(n, "dtype");
+  if (dims == nullptr || keep == nullptr || keep->c_attr().value.i == 0) return 0;
+  if (dtype != nullptr && static_cast<hal_dtype_e>(dtype->c_attr().value.i) != HAL_DTYPE_INVALID) return 0;
+  const hal_attr_t c = dims->c_attr();
+  const int64_t rank = static_cast<int64_t>(g.values()[n.inputs[0]].shape.size());
+  if (c.type != HAL_ATTR_TYPE_INTS || c.count == 0 || static_cast<int64_t>(c.count) > rank) return 0;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (size_t k = 0; k < c.count; ++k) {
+    int64_t d = c.value.ints[k] < 0 ? c.value.ints[k] + rank : c.value.ints[k];
+    if (d < rank - static_cast<int64_t>(c.count) || d >= rank || seen[static_cast<size_t>(d)]) return 0;
+    seen[static_cast<size_t>(d)] = true;
+  }
+  return c.count;
+}
+
+}  // namespace
+
+size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>& supported) {
+  if (supported && !supported("layer_norm")) return 0;
+  Walker w(g);
+  std::vector<bool> removed(g.nodes().size(), false);
+  size_t count = 0;
+  const size_t n = g.nodes().size();
+  for (size_t i = 0; i < n; ++i) {
+    const Graph::Node m = g.nodes()[i];  // a copy: fusing appends nodes
+    const size_t k = trailing_mean(g, m);
+    if (k == 0 || removed[i]) continue;
+    const uint32_t x = m.inputs[0];
+    const ValueSpec xs = g.values()[x];
+    if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) continue;
+    std::vector<int64_t> normalized(xs.shape.end() - static_cast<std::ptrdiff_t>(k), xs.shape.end());
+    bool concrete = true;
+    for (int64_t d : normalized) concrete = concrete && d > 0;
+    if (!concrete) continue;
+    std::vector<size_t> nodes = {i};
+    auto take = [&](const Graph::Node* node, size_t index) {
+      nodes.push_back(index);
+      return node;
+    };
+    size_t at = 0;
+    // d = x - m
+    const Graph::Node* sub = w.sole(m.outputs[0], &at);
+    if (!sub || sub->op != "sub" || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != m.outputs[0] ||
+        scalar_attr(*sub, "alpha", 1) != 1)
+      continue;
+    take(sub, at);
+    const uint32_t d = sub->outputs[0];
+    // d is read by the pow (or mul) and the div, nothing else.
+    if (w.output[d] || w.readers[d].size() != 2) continue;
+    const Graph::Node* sq = nullptr;
+    const Graph::Node* dv = nullptr;
+    size_t sq_at = 0, dv_at = 0;
+    for (size_t r : w.readers[d]) {
+      const Graph::Node& node = g.nodes()[r];
+      if (node.op == "div" && node.inputs.size() == 2 && node.inputs[0] == d) {
+        dv = &node;
+        dv_at = r;
+      } else {
+        sq = &node;
+        sq_at = r;
+      }
+    }
+    double two = 0;
+    if (!sq || !dv || !(sq->op == "pow" && sq->inputs.size() == 2 && sq->inputs[0] == d &&
+                        constant_scalar(g, sq->inputs[1], two) && two == 2.0))
+      continue;
+    take(sq, sq_at);
+    // v = mean(p), same dims
+    const Graph::Node* var = w.sole(sq->outputs[0], &at);
+    if (!var || trailing_mean(g, *var) != k || find(*var, "dim")->c_attr().count != find(m, "dim")->c_attr().count)
+      continue;
+    take(var, at);
+    // s = sqrt(v + eps)
+    const Graph::Node* add = w.sole(var->outputs[0], &at);
+    double eps = 0;
+    if (!add || add->op != "add" || scalar_attr(*add, "alpha", 1) != 1 ||
+        !constant_scalar(g, Walker::other(*add, var->outputs[0]), eps) || !(eps >= 0))
+      continue;
+    take(add, at);
+    const Graph::Node* root = w.sole(add->outputs[0], &at);
+    if (!root || root->op != "sqrt" || w.sole(root->outputs[0]) != dv || dv->inputs[1] != root->outputs[0]) continue;
+    take(root, at);
+    take(dv, dv_at);
+    uint32_t result = dv->outputs[0];
+    // [* weight] [+ bias]: values of shape normalized_shape in x's dtype.
+    auto param = [&](uint32_t v) {
+      return v != HAL_GRAPH_NO_VALUE && g.values()[v].dtype == xs.dtype && g.values()[v].shape == normalized;
+    };
+    Graph::Value weight{}, bias{};
+    if (const Graph::Node* mul = w.sole(result, &at);
+        mul && mul->op == "mul" && param(Walker::other(*mul, result)) && g.values()[mul->outputs[0]].shape == xs.shape) {
+      weight = Graph::Value{Walker::other(*mul, result)};
+      take(mul, at);
+      result = mul->outputs[0];
+      if (const Graph::Node* b = w.sole(result, &at);
+          b && b->op == "add" && scalar_attr(*b, "alpha", 1) == 1 && param(Walker::other(*b, result)) &&
+          g.values()[b->outputs[0]].shape == xs.shape) {
+        bias = Graph::Value{Walker::other(*b, result)};
+        take(b, at);
+        result = b->outputs[0];
+      }
+    }
+    if (g.values()[result].dtype != xs.dtype || g.values()[result].shape != xs.shape) continue;
+    // Every intermediate is read only inside the pattern (checked through
+    // sole() for all but d, whose two readers were taken).
+    std::vector<int64_t> stat_shape = xs.shape;
+    for (size_t j = stat_shape.size() - k; j < stat_shape.size(); ++j) stat_shape[j] = 1;
+    const std::vector<Graph::Value> ln =
+        g.add_node("layer_norm", {Graph::Value{x}, weight, bias},
+                   {Attr::ints("normalized_shape", normalized), Attr::f("eps", eps)},
+                   {g.values()[result], ValueSpec{xs.dtype, stat_shape}, ValueSpec{xs.dtype, stat_shape}});
+    g.replace_uses(Graph::Value{result}, ln[0]);
+    removed.resize(g.nodes().size(), false);
+    for (size_t r : nodes) removed[r] = true;
+    ++count;
+  }
+  if (count > 0) {
+    removed.resize(g.nodes().size(), false);
+    g.remove_nodes(removed);
+    g.remove_unused_values();
+    g.sort_nodes();  // the layer_norm nodes were appended after their readers
+  }
+  return count;
+}
+
+}  // namespace hal
