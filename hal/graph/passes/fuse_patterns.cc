@@ -6,8 +6,14 @@
 //   v = mean(p, same dims, keepdim)       s = sqrt(add(v, eps))   n = div(d, s)
 //   [y = mul(n, weight)]  [z = add(y, bias)]
 //
-// and replacing it by one layer_norm node (the reverse of decompose).
+// and each erf node against GELU written out (no Gelu op before opset 20):
+//
+//   y = mul(mul(x, add(erf(div(x, sqrt(2))), 1)), 0.5)
+//
+// replacing each by one layer_norm / gelu node (the reverse of decompose).
+#include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "hal/runtime/graph_passes.hpp"
 
@@ -101,18 +107,69 @@ size_t trailing_mean(const Graph& g, const Graph::Node& n) {
   return c.count;
 }
 
+// GELU written out around erf node E (the exporters' form, operands of add
+// and mul in either order, div by sqrt(2) or mul by its inverse): the
+// gelu's input and the node indices, or false.
+bool match_gelu(const Graph& g, const Walker& w, size_t e, uint32_t& x, uint32_t& y, std::vector<size_t>& nodes) {
+  const Graph::Node& erf = g.nodes()[e];
+  if (erf.op != "erf" || erf.inputs.size() != 1 || erf.outputs.size() != 1) return false;
+  const int64_t scaled_at = w.producer[erf.inputs[0]];
+  if (scaled_at < 0 || w.sole(erf.inputs[0]) != &erf) return false;
+  const Graph::Node& scaled = g.nodes()[static_cast<size_t>(scaled_at)];
+  double c = 0;
+  if (scaled.inputs.size() != 2 || !constant_scalar(g, scaled.inputs[1], c)) return false;
+  const bool by_root2 = (scaled.op == "div" && std::fabs(c - 1.4142135623730951) < 1e-6) ||
+                        (scaled.op == "mul" && std::fabs(c - 0.7071067811865476) < 1e-6);
+  if (!by_root2) return false;
+  x = scaled.inputs[0];
+  const ValueSpec& xs = g.values()[x];
+  if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) return false;
+  size_t add_at = 0, mul_at = 0, half_at = 0;
+  const Graph::Node* add = w.sole(erf.outputs[0], &add_at);
+  double one = 0;
+  if (!add || add->op != "add" || scalar_attr(*add, "alpha", 1) != 1 ||
+      !constant_scalar(g, Walker::other(*add, erf.outputs[0]), one) || one != 1.0)
+    return false;
+  const Graph::Node* mul = w.sole(add->outputs[0], &mul_at);
+  if (!mul || mul->op != "mul" || Walker::other(*mul, add->outputs[0]) != x) return false;
+  const Graph::Node* half = w.sole(mul->outputs[0], &half_at);
+  double h = 0;
+  if (!half || half->op != "mul" || !constant_scalar(g, Walker::other(*half, mul->outputs[0]), h) || h != 0.5)
+    return false;
+  y = half->outputs[0];
+  if (g.values()[y] != xs) return false;
+  nodes = {static_cast<size_t>(scaled_at), e, add_at, mul_at, half_at};
+  return true;
+}
+
 }  // namespace
 
 size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>& supported) {
-  if (supported && !supported("layer_norm")) return 0;
-  Walker w(g);
+  auto walker = std::make_unique<Walker>(g);  // rebuilt after each replacement (readers move)
   std::vector<bool> removed(g.nodes().size(), false);
   size_t count = 0;
   const size_t n = g.nodes().size();
   for (size_t i = 0; i < n; ++i) {
+    if (removed[i]) continue;
+    if (g.nodes()[i].op == "erf" && (!supported || supported("gelu"))) {
+      uint32_t x = 0, y = 0;
+      std::vector<size_t> nodes;
+      if (!match_gelu(g, *walker, i, x, y, nodes)) continue;
+      bool free = true;
+      for (size_t r : nodes) free = free && !removed[r];
+      if (!free) continue;
+      const Graph::Value gelu = g.add_op("gelu", {Graph::Value{x}}, g.values()[y]);
+      g.replace_uses(Graph::Value{y}, gelu);
+      removed.resize(g.nodes().size(), false);
+      for (size_t r : nodes) removed[r] = true;
+      ++count;
+      walker = std::make_unique<Walker>(g);
+      continue;
+    }
+    const Walker& w = *walker;
     const Graph::Node m = g.nodes()[i];  // a copy: fusing appends nodes
     const size_t k = trailing_mean(g, m);
-    if (k == 0 || removed[i]) continue;
+    if (k == 0 || (supported && !supported("layer_norm"))) continue;
     const uint32_t x = m.inputs[0];
     const ValueSpec xs = g.values()[x];
     if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) continue;
@@ -201,6 +258,7 @@ size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>&
     removed.resize(g.nodes().size(), false);
     for (size_t r : nodes) removed[r] = true;
     ++count;
+    walker = std::make_unique<Walker>(g);
   }
   if (count > 0) {
     removed.resize(g.nodes().size(), false);

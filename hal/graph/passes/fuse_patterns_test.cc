@@ -109,3 +109,45 @@ TEST_CASE("fuse_patterns: near misses stay as written") {
     CHECK(g.nodes()[1].op == "mul");
   }
 }
+
+TEST_CASE("fuse_patterns: GELU written out becomes one gelu node; a layer norm right after it fuses too") {
+  hal::testing::OpTester cpu(HAL_TEST_CPU_PLUGIN);
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    hal::Graph g;
+    auto x = g.input(HAL_DTYPE_FLOAT32, {3, 8}, "x");
+    auto c = [&](float v) { return g.constant(HAL_DTYPE_FLOAT32, {}, float_bytes({v})); };
+    // 0: x / sqrt(2) as the exporter writes it; 1: x * (1 / sqrt(2)), operands swapped; 2: another constant.
+    auto t = variant == 1 ? g.add_op("mul", {x, c(0.70710678f)}) : g.add_op("div", {x, c(variant == 2 ? 1.5f : 1.41421354f)});
+    auto a = variant == 1 ? g.add_op("add", {c(1.0f), g.add_op("erf", {t})}) : g.add_op("add", {g.add_op("erf", {t}), c(1.0f)});
+    auto m = variant == 1 ? g.add_op("mul", {a, x}) : g.add_op("mul", {x, a});
+    auto y = variant == 1 ? g.add_op("mul", {c(0.5f), m}) : g.add_op("mul", {m, c(0.5f)});
+    // then a written-out layer norm of y over the last dim
+    auto attrs = std::vector<Attr>{Attr::ints("dim", {-1}), Attr::b("keepdim", true)};
+    auto d = g.add_op("sub", {y, g.add_op("mean", {y}, attrs)});
+    auto n = g.add_op("div", {d, g.add_op("sqrt", {g.add_op("add", {g.add_op("mean", {g.add_op("pow", {d, c(2.0f)})}, attrs), c(1e-5f)})})});
+    g.mark_output(n, "n");
+    const hal::Graph before = g;
+    CHECK(hal::fuse_patterns(g, nullptr) == (variant == 2 ? 1u : 2u));
+    CHECK_NOTHROW(g.verify());
+    if (variant != 2) {
+      REQUIRE(g.nodes().size() == 2);
+      CHECK(g.nodes()[0].op == "gelu");
+      CHECK(g.nodes()[1].op == "layer_norm");
+    }
+    std::vector<float> xs(24);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(0.9f * static_cast<float>(i)) * 2.5f;
+    auto want = hal::testing::run_graph(cpu, before, {xs});
+    auto got = hal::testing::run_graph(cpu, g, {xs});
+    for (size_t i = 0; i < got[0].size(); ++i) CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-4));
+  }
+  SUBCASE("a target without gelu keeps it written out") {
+    hal::Graph g;
+    auto x = g.input(HAL_DTYPE_FLOAT32, {3, 8}, "x");
+    auto c = [&](float v) { return g.constant(HAL_DTYPE_FLOAT32, {}, float_bytes({v})); };
+    auto a = g.add_op("add", {g.add_op("erf", {g.add_op("div", {x, c(1.41421354f)})}), c(1.0f)});
+    g.mark_output(g.add_op("mul", {g.add_op("mul", {x, a}), c(0.5f)}), "y");
+    CHECK(hal::fuse_patterns(g, [](const std::string& op) { return op != "gelu"; }) == 0);
+    CHECK(hal::fuse_patterns(g, nullptr) == 1);
+  }
+}

@@ -60,8 +60,11 @@ size_t fold_permutes(Graph& g);
 // normalized_shape) by one layer_norm node, when SUPPORTED (empty: every op)
 // takes layer_norm, the normalised dims are concrete, the dtype is float32
 // or float64, and no intermediate is read outside the pattern or is a graph
-// output. The result keeps its value's place and name. Returns the number
-// of patterns replaced.
+// output. Likewise GELU written out (no Gelu op before ONNX opset 20:
+// mul(mul(x, add(erf(div(x, sqrt 2)), 1)), 0.5), operands of add and mul in
+// either order, or x times 1/sqrt 2) becomes one gelu node when SUPPORTED
+// takes gelu. The result keeps its value's place and name. Returns the
+// number of patterns replaced.
 size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>& supported);
 
 // Replaces each node whose inputs are all constants (or absent), whose op
