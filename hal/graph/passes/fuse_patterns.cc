@@ -6,11 +6,16 @@
 //   v = mean(p, same dims, keepdim)       s = sqrt(add(v, eps))   n = div(d, s)
 //   [y = mul(n, weight)]  [z = add(y, bias)]
 //
+// RMS normalisation (no RMSNormalization op before opset 23):
+//
+//   x * rsqrt(mean(x^2, trailing dims, keepdim) + eps) [* weight]
+//
 // and each erf node against GELU written out (no Gelu op before opset 20):
 //
 //   y = mul(mul(x, add(erf(div(x, sqrt(2))), 1)), 0.5)
 //
-// replacing each by one layer_norm / gelu node (the reverse of decompose).
+// replacing each by one layer_norm / rms_norm / gelu node (the reverse of
+// decompose).
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -142,6 +147,83 @@ bool match_gelu(const Graph& g, const Walker& w, size_t e, uint32_t& x, uint32_t
   return true;
 }
 
+// RMS normalisation written out around mean node I (as exporters write it
+// before ONNX opset 23): mean(pow(x, 2) or mul(x, x), trailing dims,
+// keepdim) + eps, then x times its rsqrt (or reciprocal of its sqrt, or x
+// divided by its sqrt), optionally times a weight of the normalised shape.
+struct RmsMatch {
+  uint32_t x = 0, result = 0;
+  Graph::Value weight{};
+  double eps = 0;
+  size_t k = 0;
+  std::vector<size_t> nodes;
+};
+bool match_rms(const Graph& g, const Walker& w, size_t i, RmsMatch& out) {
+  const Graph::Node& mean = g.nodes()[i];
+  out.k = trailing_mean(g, mean);
+  if (out.k == 0) return false;
+  const int64_t sq_at = w.producer[mean.inputs[0]];
+  if (sq_at < 0 || w.sole(mean.inputs[0]) != &mean) return false;
+  const Graph::Node& sq = g.nodes()[static_cast<size_t>(sq_at)];
+  double two = 0;
+  if (sq.inputs.size() != 2) return false;
+  const bool squares = (sq.op == "pow" && constant_scalar(g, sq.inputs[1], two) && two == 2.0) ||
+                       (sq.op == "mul" && sq.inputs[0] == sq.inputs[1]);
+  if (!squares) return false;
+  const uint32_t x = sq.inputs[0];
+  const ValueSpec& xs = g.values()[x];
+  if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) return false;
+  out.nodes = {static_cast<size_t>(sq_at), i};
+  size_t at = 0;
+  const Graph::Node* add = w.sole(mean.outputs[0], &at);
+  if (!add || add->op != "add" || scalar_attr(*add, "alpha", 1) != 1 ||
+      !constant_scalar(g, Walker::other(*add, mean.outputs[0]), out.eps) || !(out.eps >= 0))
+    return false;
+  out.nodes.push_back(at);
+  // x * rsqrt(e), x * reciprocal(sqrt(e)) or x / sqrt(e)
+  const Graph::Node* next = w.sole(add->outputs[0], &at);
+  if (!next) return false;
+  out.nodes.push_back(at);
+  const Graph::Node* apply = nullptr;
+  if (next->op == "rsqrt" || next->op == "sqrt") {
+    const bool root = next->op == "sqrt";
+    const Graph::Node* after = w.sole(next->outputs[0], &at);
+    if (!after) return false;
+    if (root && after->op == "reciprocal") {
+      out.nodes.push_back(at);
+      const uint32_t r = after->outputs[0];
+      apply = w.sole(r, &at);
+      if (!apply || apply->op != "mul" || Walker::other(*apply, r) != x) return false;
+    } else if (root && after->op == "div" && after->inputs.size() == 2 && after->inputs[0] == x &&
+               after->inputs[1] == next->outputs[0]) {
+      apply = after;
+    } else if (!root && after->op == "mul" && Walker::other(*after, next->outputs[0]) == x) {
+      apply = after;
+    } else {
+      return false;
+    }
+  } else {
+    return false;
+  }
+  out.nodes.push_back(at);
+  out.result = apply->outputs[0];
+  if (g.values()[out.result] != xs) return false;
+  const std::vector<int64_t> normalized(xs.shape.end() - static_cast<std::ptrdiff_t>(out.k), xs.shape.end());
+  for (int64_t d : normalized)
+    if (d <= 0) return false;
+  if (const Graph::Node* mul = w.sole(out.result, &at); mul && mul->op == "mul") {
+    const uint32_t wv = Walker::other(*mul, out.result);
+    if (wv != HAL_GRAPH_NO_VALUE && g.values()[wv].dtype == xs.dtype && g.values()[wv].shape == normalized &&
+        g.values()[mul->outputs[0]] == xs) {
+      out.weight = Graph::Value{wv};
+      out.nodes.push_back(at);
+      out.result = mul->outputs[0];
+    }
+  }
+  out.x = x;
+  return true;
+}
+
 }  // namespace
 
 size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>& supported) {
@@ -167,6 +249,25 @@ size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>&
       continue;
     }
     const Walker& w = *walker;
+    if (RmsMatch r; (!supported || supported("rms_norm")) && match_rms(g, w, i, r)) {
+      bool free = true;
+      for (size_t q : r.nodes) free = free && !removed[q];
+      if (!free) continue;
+      const ValueSpec xs = g.values()[r.x];
+      std::vector<int64_t> stat_shape = xs.shape;
+      for (size_t j = stat_shape.size() - r.k; j < stat_shape.size(); ++j) stat_shape[j] = 1;
+      const std::vector<int64_t> normalized(xs.shape.end() - static_cast<std::ptrdiff_t>(r.k), xs.shape.end());
+      const std::vector<Graph::Value> rn =
+          g.add_node("rms_norm", {Graph::Value{r.x}, r.weight},
+                     {Attr::ints("normalized_shape", normalized), Attr::f("eps", r.eps)},
+                     {g.values()[r.result], ValueSpec{xs.dtype, stat_shape}});
+      g.replace_uses(Graph::Value{r.result}, rn[0]);
+      removed.resize(g.nodes().size(), false);
+      for (size_t q : r.nodes) removed[q] = true;
+      ++count;
+      walker = std::make_unique<Walker>(g);
+      continue;
+    }
     const Graph::Node m = g.nodes()[i];  // a copy: fusing appends nodes
     const size_t k = trailing_mean(g, m);
     if (k == 0 || (supported && !supported("layer_norm"))) continue;

@@ -84,14 +84,30 @@ TEST_CASE("fuse_patterns: near misses stay as written") {
     Spelled s = spelled(1, true, true, 3.0f);
     CHECK(hal::fuse_patterns(s.g, nullptr) == 0);
   }
+  // With x - mean read elsewhere, or no layer_norm on the target, only the
+  // division of d by its root mean square is an RMS norm of d: that fuses.
   SUBCASE("an intermediate read elsewhere") {
     Spelled s = spelled(1, true, true);
     s.g.mark_output(s.d, "centered");
-    CHECK(hal::fuse_patterns(s.g, nullptr) == 0);
+    const hal::Graph before = s.g;
+    CHECK(hal::fuse_patterns(s.g, nullptr) == 1);
+    CHECK_NOTHROW(s.g.verify());
+    size_t ln = 0, rms = 0;
+    for (const auto& node : s.g.nodes()) {
+      ln += node.op == "layer_norm";
+      rms += node.op == "rms_norm";
+    }
+    CHECK(ln == 0);
+    CHECK(rms == 1);
+    hal::testing::OpTester cpu(HAL_TEST_CPU_PLUGIN);
+    auto want = hal::testing::run_graph(cpu, before, {input(2)}, {{2, 3, 8}});
+    auto got = hal::testing::run_graph(cpu, s.g, {input(2)}, {{2, 3, 8}});
+    for (size_t o = 0; o < got.size(); ++o)
+      for (size_t i = 0; i < got[o].size(); ++i) CHECK(got[o][i] == doctest::Approx(want[o][i]).epsilon(1e-5));
   }
-  SUBCASE("a target without layer_norm") {
+  SUBCASE("a target without layer_norm or rms_norm") {
     Spelled s = spelled(1, true, true);
-    CHECK(hal::fuse_patterns(s.g, [](const std::string& op) { return op != "layer_norm"; }) == 0);
+    CHECK(hal::fuse_patterns(s.g, [](const std::string& op) { return op != "layer_norm" && op != "rms_norm"; }) == 0);
   }
   SUBCASE("a weight that is not of the normalised shape") {
     hal::Graph g;
@@ -149,5 +165,46 @@ TEST_CASE("fuse_patterns: GELU written out becomes one gelu node; a layer norm r
     g.mark_output(g.add_op("mul", {g.add_op("mul", {x, a}), c(0.5f)}), "y");
     CHECK(hal::fuse_patterns(g, [](const std::string& op) { return op != "gelu"; }) == 0);
     CHECK(hal::fuse_patterns(g, nullptr) == 1);
+  }
+}
+
+TEST_CASE("fuse_patterns: RMS norm written out, in each spelling, becomes one rms_norm node") {
+  hal::testing::OpTester cpu(HAL_TEST_CPU_PLUGIN);
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    hal::Graph g;
+    const int64_t rows = g.symbol("rows");
+    auto x = g.input(HAL_DTYPE_FLOAT32, {rows, 16}, "x");
+    auto c = [&](float v) { return g.constant(HAL_DTYPE_FLOAT32, {}, float_bytes({v})); };
+    auto sq = variant == 1 ? g.add_op("mul", {x, x}) : g.add_op("pow", {x, c(2.0f)});
+    auto e = g.add_op("add", {g.add_op("mean", {sq}, {Attr::ints("dim", {-1}), Attr::b("keepdim", true)}), c(1e-6f)});
+    hal::Graph::Value n;
+    if (variant == 0 || variant == 1) n = g.add_op("mul", {x, g.add_op("rsqrt", {e})});           // Llama's spelling
+    else if (variant == 2) n = g.add_op("mul", {g.add_op("reciprocal", {g.add_op("sqrt", {e})}), x});  // opset 13's
+    else n = g.add_op("div", {x, g.add_op("sqrt", {e})});
+    std::vector<float> wv(16);
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = 1.0f + 0.03f * static_cast<float>(i);
+    if (variant != 3) n = g.add_op("mul", {n, g.constant(HAL_DTYPE_FLOAT32, {16}, float_bytes(wv), "w")});
+    g.mark_output(n, "y");
+    const hal::Graph before = g;
+    CHECK(hal::fuse_patterns(g, nullptr) == 1);
+    CHECK_NOTHROW(g.verify());
+    REQUIRE(g.nodes().size() == 1);
+    CHECK(g.nodes()[0].op == "rms_norm");
+    CHECK((g.nodes()[0].inputs[1] != HAL_GRAPH_NO_VALUE) == (variant != 3));
+    std::vector<float> xs(5 * 16);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(1.3f * static_cast<float>(i)) * 2.0f;
+    auto want = hal::testing::run_graph(cpu, before, {xs}, {{5, 16}});
+    auto got = hal::testing::run_graph(cpu, g, {xs}, {{5, 16}});
+    for (size_t i = 0; i < got[0].size(); ++i) CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5));
+  }
+  SUBCASE("the mean of squares read elsewhere stays written out") {
+    hal::Graph g;
+    auto x = g.input(HAL_DTYPE_FLOAT32, {4, 16}, "x");
+    auto m = g.add_op("mean", {g.add_op("mul", {x, x})}, {Attr::ints("dim", {-1}), Attr::b("keepdim", true)});
+    auto e = g.add_op("add", {m, g.constant(HAL_DTYPE_FLOAT32, {}, float_bytes({1e-6f}))});
+    g.mark_output(g.add_op("mul", {x, g.add_op("rsqrt", {e})}), "y");
+    g.mark_output(m, "mean_square");
+    CHECK(hal::fuse_patterns(g, nullptr) == 0);
   }
 }

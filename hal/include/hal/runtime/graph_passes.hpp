@@ -63,8 +63,12 @@ size_t fold_permutes(Graph& g);
 // output. Likewise GELU written out (no Gelu op before ONNX opset 20:
 // mul(mul(x, add(erf(div(x, sqrt 2)), 1)), 0.5), operands of add and mul in
 // either order, or x times 1/sqrt 2) becomes one gelu node when SUPPORTED
-// takes gelu. The result keeps its value's place and name. Returns the
-// number of patterns replaced.
+// takes gelu, and RMS normalisation written out (none before opset 23:
+// x times rsqrt(mean(x², trailing dims, keepdim) + eps), or times the
+// reciprocal of its sqrt, or divided by its sqrt; optionally times a weight
+// of the normalised shape) one rms_norm node when SUPPORTED takes rms_norm.
+// The result keeps its value's place and name. Returns the number of
+// patterns replaced.
 size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>& supported);
 
 // Replaces each node whose inputs are all constants (or absent), whose op
