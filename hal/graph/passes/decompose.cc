@@ -10,6 +10,7 @@
 #include <set>
 
 #include "hal/runtime/graph_passes.hpp"
+#include "rewrite.hpp"
 
 namespace hal {
 namespace {
@@ -272,10 +273,7 @@ size_t decompose(Graph& g, const std::function<bool(const std::string& op)>& sup
       ++count;
     }
     if (count == 0) break;
-    rewritten.resize(g.nodes().size(), false);
-    g.remove_nodes(rewritten);
-    g.sort_nodes();
-    g.remove_unused_values();
+    detail::drop_replaced(g, std::move(rewritten));
     total += count;
   }
   return total;

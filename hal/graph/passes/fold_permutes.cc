@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "hal/runtime/graph_passes.hpp"
+#include "rewrite.hpp"
 
 namespace hal {
 namespace {
@@ -88,12 +89,7 @@ size_t fold_permutes(Graph& g) {
     removed[i] = true;
     ++count;
   }
-  if (count > 0) {
-    removed.resize(g.nodes().size(), false);
-    g.remove_nodes(removed);
-    g.remove_unused_values();
-    g.sort_nodes();  // the composed permutes were appended after their readers
-  }
+  if (count > 0) detail::drop_replaced(g, std::move(removed));
   return count;
 }
 

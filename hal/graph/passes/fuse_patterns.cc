@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "hal/runtime/graph_passes.hpp"
+#include "rewrite.hpp"
 
 namespace hal {
 namespace {
@@ -361,12 +362,7 @@ size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>&
     ++count;
     walker = std::make_unique<Walker>(g);
   }
-  if (count > 0) {
-    removed.resize(g.nodes().size(), false);
-    g.remove_nodes(removed);
-    g.remove_unused_values();
-    g.sort_nodes();  // the layer_norm nodes were appended after their readers
-  }
+  if (count > 0) detail::drop_replaced(g, std::move(removed));
   return count;
 }
 

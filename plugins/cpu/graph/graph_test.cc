@@ -78,6 +78,27 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want) 
     if (std::fabs(got[i] - want[i]) > 1e-4f + 1e-4f * std::fabs(want[i])) ++bad;
   CHECK(bad == 0);
 }
+
+// Every output of FUSED and PLAIN run on X: equal (int64) or close (float32).
+void check_same_outputs(const hal::CompiledGraph& fused, const hal::CompiledGraph& plain, const hal::TensorView& x) {
+  auto got = fused.run_allocating({&x});
+  auto want = plain.run_allocating({&x});
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    const size_t n = static_cast<size_t>(got[o].view.numel());
+    if (got[o].view.dtype == HAL_DTYPE_INT64) {
+      std::vector<int64_t> a(n), b(n);
+      got[o].buffer.copy_to_host(a.data(), n * 8);
+      want[o].buffer.copy_to_host(b.data(), n * 8);
+      CHECK(a == b);
+      continue;
+    }
+    std::vector<float> a(n), b(n);
+    got[o].buffer.copy_to_host(a.data(), n * 4);
+    want[o].buffer.copy_to_host(b.data(), n * 4);
+    check_close(a, b);
+  }
+}
 }  // namespace
 
 TEST_CASE("cpu graph: a basic block compiles to one group with fused convolutions and matches op by op") {
@@ -138,23 +159,7 @@ TEST_CASE("cpu graph: a ResNet stem's convolutions and max_pool2d fuse and pass 
     CHECK(d.find("conv2d+add+relu") != std::string::npos);
     for (int64_t batch : {1, 3, 1}) {
       auto x = t.tensor({batch, 3, 16, 16}, random_floats(static_cast<size_t>(batch) * 768, 16));
-      auto got = fused.run_allocating({&x.view});
-      auto want = plain.run_allocating({&x.view});
-      REQUIRE(got.size() == want.size());
-      for (size_t o = 0; o < got.size(); ++o) {
-        const size_t n = static_cast<size_t>(got[o].view.numel());
-        if (got[o].view.dtype == HAL_DTYPE_INT64) {
-          std::vector<int64_t> a(n), b(n);
-          got[o].buffer.copy_to_host(a.data(), n * 8);
-          want[o].buffer.copy_to_host(b.data(), n * 8);
-          CHECK(a == b);
-          continue;
-        }
-        std::vector<float> a(n), b(n);
-        got[o].buffer.copy_to_host(a.data(), n * 4);
-        want[o].buffer.copy_to_host(b.data(), n * 4);
-        check_close(a, b);
-      }
+      check_same_outputs(fused, plain, x.view);
     }
   }
 }
@@ -212,16 +217,7 @@ TEST_CASE("cpu graph: a transpose read only by matrix products is a strided view
     // exp, tanh, matmul (+ the permute copies, + neg)
     CHECK(fused.stats().kernel_count == (variant == 0 ? 3u : variant == 1 ? 5u : 5u));
     auto x = t.tensor({2, 4, 8, 6}, random_floats(384, 31));
-    auto got = fused.run_allocating({&x.view});
-    auto want = plain.run_allocating({&x.view});
-    REQUIRE(got.size() == want.size());
-    for (size_t o = 0; o < got.size(); ++o) {
-      const size_t n = static_cast<size_t>(got[o].view.numel());
-      std::vector<float> u(n), v(n);
-      got[o].buffer.copy_to_host(u.data(), n * 4);
-      want[o].buffer.copy_to_host(v.data(), n * 4);
-      check_close(u, v);
-    }
+    check_same_outputs(fused, plain, x.view);
   }
 }
 

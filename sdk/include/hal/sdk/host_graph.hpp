@@ -272,8 +272,12 @@ class HostGraphExecutable : public Executable {
   void mark_permute_views(const std::vector<int64_t>& fused_by,
                           const std::function<bool(const GraphNode&, const GraphNode&, size_t)>& reads_strided) {
     std::vector<bool> produced(g_.values.size(), false), output(g_.values.size(), false);
-    for (const GraphNode& node : g_.nodes)
-      for (uint32_t v : node.outputs) produced[v] = true;
+    std::vector<std::vector<std::pair<size_t, size_t>>> reads(g_.values.size());  // value -> (node, input)
+    for (size_t r = 0; r < g_.nodes.size(); ++r) {
+      for (uint32_t v : g_.nodes[r].outputs) produced[v] = true;
+      for (size_t i = 0; i < g_.nodes[r].inputs.size(); ++i)
+        if (g_.nodes[r].inputs[i] != kNoValue) reads[g_.nodes[r].inputs[i]].emplace_back(r, i);
+    }
     for (uint32_t v : g_.outputs) output[v] = true;
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
       const GraphNode& node = g_.nodes[n];
@@ -281,14 +285,10 @@ class HostGraphExecutable : public Executable {
           node.outputs.size() != 1 || node.inputs[0] == kNoValue || !produced[node.inputs[0]] ||
           output[node.inputs[0]] || output[node.outputs[0]] || g_.values[node.inputs[0]].dtype != g_.values[node.outputs[0]].dtype)
         continue;
-      bool read = false, fast = true;  // read at least once, and only by such readers
-      for (size_t r = 0; r < g_.nodes.size() && fast; ++r)
-        for (size_t i = 0; i < g_.nodes[r].inputs.size() && fast; ++i)
-          if (g_.nodes[r].inputs[i] == node.outputs[0]) {
-            read = true;
-            fast = fused_by[r] < 0 && reads_strided(node, g_.nodes[r], i);
-          }
-      view_[n] = read && fast;
+      const auto& readers = reads[node.outputs[0]];  // at least one, each reading it strided as fast
+      view_[n] = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const std::pair<size_t, size_t>& r) {
+                   return fused_by[r.first] < 0 && reads_strided(node, g_.nodes[r.first], r.second);
+                 });
     }
   }
 
