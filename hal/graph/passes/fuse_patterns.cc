@@ -113,10 +113,30 @@ size_t trailing_mean(const Graph& g, const Graph::Node& n) {
   return c.count;
 }
 
+// A pattern found: the catalog node to put in its place (OP on INPUTS with
+// ATTRS; its first output replaces RESULT; a norm's statistics outputs have
+// RESULT's shape with the last K dims 1) and the nodes it replaces.
+struct Match {
+  std::string op;
+  std::vector<Graph::Value> inputs;
+  std::vector<Attr> attrs;
+  uint32_t result = 0;
+  size_t k = 0;
+  size_t stats = 0;  // statistics outputs
+  std::vector<size_t> nodes;
+};
+
+// The last K dims of SHAPE, when all concrete (else empty).
+std::vector<int64_t> trailing(const std::vector<int64_t>& shape, size_t k) {
+  std::vector<int64_t> dims(shape.end() - static_cast<std::ptrdiff_t>(k), shape.end());
+  for (int64_t d : dims)
+    if (d <= 0) return {};
+  return dims;
+}
+
 // GELU written out around erf node E (the exporters' form, operands of add
-// and mul in either order, div by sqrt(2) or mul by its inverse): the
-// gelu's input and the node indices, or false.
-bool match_gelu(const Graph& g, const Walker& w, size_t e, uint32_t& x, uint32_t& y, std::vector<size_t>& nodes) {
+// and mul in either order, div by sqrt(2) or mul by its inverse).
+bool match_gelu(const Graph& g, const Walker& w, size_t e, Match& out) {
   const Graph::Node& erf = g.nodes()[e];
   if (erf.op != "erf" || erf.inputs.size() != 1 || erf.outputs.size() != 1) return false;
   const int64_t scaled_at = w.producer[erf.inputs[0]];
@@ -127,7 +147,7 @@ bool match_gelu(const Graph& g, const Walker& w, size_t e, uint32_t& x, uint32_t
   const bool by_root2 = (scaled.op == "div" && std::fabs(c - 1.4142135623730951) < 1e-6) ||
                         (scaled.op == "mul" && std::fabs(c - 0.7071067811865476) < 1e-6);
   if (!by_root2) return false;
-  x = scaled.inputs[0];
+  const uint32_t x = scaled.inputs[0];
   const ValueSpec& xs = g.values()[x];
   if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) return false;
   size_t add_at = 0, mul_at = 0, half_at = 0;
@@ -142,9 +162,9 @@ bool match_gelu(const Graph& g, const Walker& w, size_t e, uint32_t& x, uint32_t
   double h = 0;
   if (!half || half->op != "mul" || !constant_scalar(g, Walker::other(*half, mul->outputs[0]), h) || h != 0.5)
     return false;
-  y = half->outputs[0];
-  if (g.values()[y] != xs) return false;
-  nodes = {static_cast<size_t>(scaled_at), e, add_at, mul_at, half_at};
+  if (g.values()[half->outputs[0]] != xs) return false;
+  out = Match{"gelu", {Graph::Value{x}}, {}, half->outputs[0], 0, 0,
+              {static_cast<size_t>(scaled_at), e, add_at, mul_at, half_at}};
   return true;
 }
 
@@ -152,17 +172,10 @@ bool match_gelu(const Graph& g, const Walker& w, size_t e, uint32_t& x, uint32_t
 // before ONNX opset 23): mean(pow(x, 2) or mul(x, x), trailing dims,
 // keepdim) + eps, then x times its rsqrt (or reciprocal of its sqrt, or x
 // divided by its sqrt), optionally times a weight of the normalised shape.
-struct RmsMatch {
-  uint32_t x = 0, result = 0;
-  Graph::Value weight{};
-  double eps = 0;
-  size_t k = 0;
-  std::vector<size_t> nodes;
-};
-bool match_rms(const Graph& g, const Walker& w, size_t i, RmsMatch& out) {
+bool match_rms(const Graph& g, const Walker& w, size_t i, Match& out) {
   const Graph::Node& mean = g.nodes()[i];
-  out.k = trailing_mean(g, mean);
-  if (out.k == 0) return false;
+  const size_t k = trailing_mean(g, mean);
+  if (k == 0) return false;
   const int64_t sq_at = w.producer[mean.inputs[0]];
   if (sq_at < 0 || w.sole(mean.inputs[0]) != &mean) return false;
   const Graph::Node& sq = g.nodes()[static_cast<size_t>(sq_at)];
@@ -174,24 +187,25 @@ bool match_rms(const Graph& g, const Walker& w, size_t i, RmsMatch& out) {
   const uint32_t x = sq.inputs[0];
   const ValueSpec& xs = g.values()[x];
   if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) return false;
-  out.nodes = {static_cast<size_t>(sq_at), i};
+  std::vector<size_t> nodes = {static_cast<size_t>(sq_at), i};
   size_t at = 0;
   const Graph::Node* add = w.sole(mean.outputs[0], &at);
+  double eps = 0;
   if (!add || add->op != "add" || scalar_attr(*add, "alpha", 1) != 1 ||
-      !constant_scalar(g, Walker::other(*add, mean.outputs[0]), out.eps) || !(out.eps >= 0))
+      !constant_scalar(g, Walker::other(*add, mean.outputs[0]), eps) || !(eps >= 0))
     return false;
-  out.nodes.push_back(at);
+  nodes.push_back(at);
   // x * rsqrt(e), x * reciprocal(sqrt(e)) or x / sqrt(e)
   const Graph::Node* next = w.sole(add->outputs[0], &at);
   if (!next) return false;
-  out.nodes.push_back(at);
+  nodes.push_back(at);
   const Graph::Node* apply = nullptr;
   if (next->op == "rsqrt" || next->op == "sqrt") {
     const bool root = next->op == "sqrt";
     const Graph::Node* after = w.sole(next->outputs[0], &at);
     if (!after) return false;
     if (root && after->op == "reciprocal") {
-      out.nodes.push_back(at);
+      nodes.push_back(at);
       const uint32_t r = after->outputs[0];
       apply = w.sole(r, &at);
       if (!apply || apply->op != "mul" || Walker::other(*apply, r) != x) return false;
@@ -206,22 +220,105 @@ bool match_rms(const Graph& g, const Walker& w, size_t i, RmsMatch& out) {
   } else {
     return false;
   }
-  out.nodes.push_back(at);
-  out.result = apply->outputs[0];
-  if (g.values()[out.result] != xs) return false;
-  const std::vector<int64_t> normalized(xs.shape.end() - static_cast<std::ptrdiff_t>(out.k), xs.shape.end());
-  for (int64_t d : normalized)
-    if (d <= 0) return false;
-  if (const Graph::Node* mul = w.sole(out.result, &at); mul && mul->op == "mul") {
-    const uint32_t wv = Walker::other(*mul, out.result);
+  nodes.push_back(at);
+  uint32_t result = apply->outputs[0];
+  if (g.values()[result] != xs) return false;
+  const std::vector<int64_t> normalized = trailing(xs.shape, k);
+  if (normalized.empty()) return false;
+  Graph::Value weight{};
+  if (const Graph::Node* mul = w.sole(result, &at); mul && mul->op == "mul") {
+    const uint32_t wv = Walker::other(*mul, result);
     if (wv != HAL_GRAPH_NO_VALUE && g.values()[wv].dtype == xs.dtype && g.values()[wv].shape == normalized &&
         g.values()[mul->outputs[0]] == xs) {
-      out.weight = Graph::Value{wv};
-      out.nodes.push_back(at);
-      out.result = mul->outputs[0];
+      weight = Graph::Value{wv};
+      nodes.push_back(at);
+      result = mul->outputs[0];
     }
   }
-  out.x = x;
+  out = Match{"rms_norm", {Graph::Value{x}, weight},
+              {Attr::ints("normalized_shape", normalized), Attr::f("eps", eps)}, result, k, 1, std::move(nodes)};
+  return true;
+}
+
+// Layer normalisation written out around mean node I (see the top).
+bool match_layer_norm(const Graph& g, const Walker& w, size_t i, Match& out) {
+  const Graph::Node& m = g.nodes()[i];
+  const size_t k = trailing_mean(g, m);
+  if (k == 0) return false;
+  const uint32_t x = m.inputs[0];
+  const ValueSpec xs = g.values()[x];
+  if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) return false;
+  const std::vector<int64_t> normalized = trailing(xs.shape, k);
+  if (normalized.empty()) return false;
+  std::vector<size_t> nodes = {i};
+  size_t at = 0;
+  // d = x - m
+  const Graph::Node* sub = w.sole(m.outputs[0], &at);
+  if (!sub || sub->op != "sub" || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != m.outputs[0] ||
+      scalar_attr(*sub, "alpha", 1) != 1)
+    return false;
+  nodes.push_back(at);
+  const uint32_t d = sub->outputs[0];
+  // d is read by the pow (or mul) and the div, nothing else.
+  if (w.output[d] || w.readers[d].size() != 2) return false;
+  const Graph::Node* sq = nullptr;
+  const Graph::Node* dv = nullptr;
+  size_t sq_at = 0, dv_at = 0;
+  for (size_t r : w.readers[d]) {
+    const Graph::Node& node = g.nodes()[r];
+    if (node.op == "div" && node.inputs.size() == 2 && node.inputs[0] == d) {
+      dv = &node;
+      dv_at = r;
+    } else {
+      sq = &node;
+      sq_at = r;
+    }
+  }
+  double two = 0;
+  if (!sq || !dv || !(sq->op == "pow" && sq->inputs.size() == 2 && sq->inputs[0] == d &&
+                      constant_scalar(g, sq->inputs[1], two) && two == 2.0))
+    return false;
+  nodes.push_back(sq_at);
+  // v = mean(p), same dims
+  const Graph::Node* var = w.sole(sq->outputs[0], &at);
+  if (!var || trailing_mean(g, *var) != k || find(*var, "dim")->c_attr().count != find(m, "dim")->c_attr().count)
+    return false;
+  nodes.push_back(at);
+  // s = sqrt(v + eps)
+  const Graph::Node* add = w.sole(var->outputs[0], &at);
+  double eps = 0;
+  if (!add || add->op != "add" || scalar_attr(*add, "alpha", 1) != 1 ||
+      !constant_scalar(g, Walker::other(*add, var->outputs[0]), eps) || !(eps >= 0))
+    return false;
+  nodes.push_back(at);
+  const Graph::Node* root = w.sole(add->outputs[0], &at);
+  if (!root || root->op != "sqrt" || w.sole(root->outputs[0]) != dv || dv->inputs[1] != root->outputs[0]) return false;
+  nodes.push_back(at);
+  nodes.push_back(dv_at);
+  uint32_t result = dv->outputs[0];
+  // [* weight] [+ bias]: values of shape normalized_shape in x's dtype.
+  auto param = [&](uint32_t v) {
+    return v != HAL_GRAPH_NO_VALUE && g.values()[v].dtype == xs.dtype && g.values()[v].shape == normalized;
+  };
+  Graph::Value weight{}, bias{};
+  if (const Graph::Node* mul = w.sole(result, &at);
+      mul && mul->op == "mul" && param(Walker::other(*mul, result)) && g.values()[mul->outputs[0]].shape == xs.shape) {
+    weight = Graph::Value{Walker::other(*mul, result)};
+    nodes.push_back(at);
+    result = mul->outputs[0];
+    if (const Graph::Node* b = w.sole(result, &at);
+        b && b->op == "add" && scalar_attr(*b, "alpha", 1) == 1 && param(Walker::other(*b, result)) &&
+        g.values()[b->outputs[0]].shape == xs.shape) {
+      bias = Graph::Value{Walker::other(*b, result)};
+      nodes.push_back(at);
+      result = b->outputs[0];
+    }
+  }
+  if (g.values()[result].dtype != xs.dtype || g.values()[result].shape != xs.shape) return false;
+  // Every intermediate is read only inside the pattern (checked through
+  // sole() for all but d, whose two readers were taken).
+  out = Match{"layer_norm", {Graph::Value{x}, weight, bias},
+              {Attr::ints("normalized_shape", normalized), Attr::f("eps", eps)}, result, k, 2, std::move(nodes)};
   return true;
 }
 
@@ -232,133 +329,27 @@ size_t fuse_patterns(Graph& g, const std::function<bool(const std::string& op)>&
   std::vector<bool> removed(g.nodes().size(), false);
   size_t count = 0;
   const size_t n = g.nodes().size();
+  auto wants = [&](const char* op) { return !supported || supported(op); };
   for (size_t i = 0; i < n; ++i) {
     if (removed[i]) continue;
-    if (g.nodes()[i].op == "erf" && (!supported || supported("gelu"))) {
-      uint32_t x = 0, y = 0;
-      std::vector<size_t> nodes;
-      if (!match_gelu(g, *walker, i, x, y, nodes)) continue;
-      bool free = true;
-      for (size_t r : nodes) free = free && !removed[r];
-      if (!free) continue;
-      const Graph::Value gelu = g.add_op("gelu", {Graph::Value{x}}, g.values()[y]);
-      g.replace_uses(Graph::Value{y}, gelu);
-      removed.resize(g.nodes().size(), false);
-      for (size_t r : nodes) removed[r] = true;
-      ++count;
-      walker = std::make_unique<Walker>(g);
-      continue;
-    }
-    const Walker& w = *walker;
-    if (RmsMatch r; (!supported || supported("rms_norm")) && match_rms(g, w, i, r)) {
-      bool free = true;
-      for (size_t q : r.nodes) free = free && !removed[q];
-      if (!free) continue;
-      const ValueSpec xs = g.values()[r.x];
-      std::vector<int64_t> stat_shape = xs.shape;
-      for (size_t j = stat_shape.size() - r.k; j < stat_shape.size(); ++j) stat_shape[j] = 1;
-      const std::vector<int64_t> normalized(xs.shape.end() - static_cast<std::ptrdiff_t>(r.k), xs.shape.end());
-      const std::vector<Graph::Value> rn =
-          g.add_node("rms_norm", {Graph::Value{r.x}, r.weight},
-                     {Attr::ints("normalized_shape", normalized), Attr::f("eps", r.eps)},
-                     {g.values()[r.result], ValueSpec{xs.dtype, stat_shape}});
-      g.replace_uses(Graph::Value{r.result}, rn[0]);
-      removed.resize(g.nodes().size(), false);
-      for (size_t q : r.nodes) removed[q] = true;
-      ++count;
-      walker = std::make_unique<Walker>(g);
-      continue;
-    }
-    const Graph::Node m = g.nodes()[i];  // a copy: fusing appends nodes
-    const size_t k = trailing_mean(g, m);
-    if (k == 0 || (supported && !supported("layer_norm"))) continue;
-    const uint32_t x = m.inputs[0];
-    const ValueSpec xs = g.values()[x];
-    if (xs.dtype != HAL_DTYPE_FLOAT32 && xs.dtype != HAL_DTYPE_FLOAT64) continue;
-    std::vector<int64_t> normalized(xs.shape.end() - static_cast<std::ptrdiff_t>(k), xs.shape.end());
-    bool concrete = true;
-    for (int64_t d : normalized) concrete = concrete && d > 0;
-    if (!concrete) continue;
-    std::vector<size_t> nodes = {i};
-    auto take = [&](const Graph::Node* node, size_t index) {
-      nodes.push_back(index);
-      return node;
-    };
-    size_t at = 0;
-    // d = x - m
-    const Graph::Node* sub = w.sole(m.outputs[0], &at);
-    if (!sub || sub->op != "sub" || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != m.outputs[0] ||
-        scalar_attr(*sub, "alpha", 1) != 1)
-      continue;
-    take(sub, at);
-    const uint32_t d = sub->outputs[0];
-    // d is read by the pow (or mul) and the div, nothing else.
-    if (w.output[d] || w.readers[d].size() != 2) continue;
-    const Graph::Node* sq = nullptr;
-    const Graph::Node* dv = nullptr;
-    size_t sq_at = 0, dv_at = 0;
-    for (size_t r : w.readers[d]) {
-      const Graph::Node& node = g.nodes()[r];
-      if (node.op == "div" && node.inputs.size() == 2 && node.inputs[0] == d) {
-        dv = &node;
-        dv_at = r;
-      } else {
-        sq = &node;
-        sq_at = r;
-      }
-    }
-    double two = 0;
-    if (!sq || !dv || !(sq->op == "pow" && sq->inputs.size() == 2 && sq->inputs[0] == d &&
-                        constant_scalar(g, sq->inputs[1], two) && two == 2.0))
-      continue;
-    take(sq, sq_at);
-    // v = mean(p), same dims
-    const Graph::Node* var = w.sole(sq->outputs[0], &at);
-    if (!var || trailing_mean(g, *var) != k || find(*var, "dim")->c_attr().count != find(m, "dim")->c_attr().count)
-      continue;
-    take(var, at);
-    // s = sqrt(v + eps)
-    const Graph::Node* add = w.sole(var->outputs[0], &at);
-    double eps = 0;
-    if (!add || add->op != "add" || scalar_attr(*add, "alpha", 1) != 1 ||
-        !constant_scalar(g, Walker::other(*add, var->outputs[0]), eps) || !(eps >= 0))
-      continue;
-    take(add, at);
-    const Graph::Node* root = w.sole(add->outputs[0], &at);
-    if (!root || root->op != "sqrt" || w.sole(root->outputs[0]) != dv || dv->inputs[1] != root->outputs[0]) continue;
-    take(root, at);
-    take(dv, dv_at);
-    uint32_t result = dv->outputs[0];
-    // [* weight] [+ bias]: values of shape normalized_shape in x's dtype.
-    auto param = [&](uint32_t v) {
-      return v != HAL_GRAPH_NO_VALUE && g.values()[v].dtype == xs.dtype && g.values()[v].shape == normalized;
-    };
-    Graph::Value weight{}, bias{};
-    if (const Graph::Node* mul = w.sole(result, &at);
-        mul && mul->op == "mul" && param(Walker::other(*mul, result)) && g.values()[mul->outputs[0]].shape == xs.shape) {
-      weight = Graph::Value{Walker::other(*mul, result)};
-      take(mul, at);
-      result = mul->outputs[0];
-      if (const Graph::Node* b = w.sole(result, &at);
-          b && b->op == "add" && scalar_attr(*b, "alpha", 1) == 1 && param(Walker::other(*b, result)) &&
-          g.values()[b->outputs[0]].shape == xs.shape) {
-        bias = Graph::Value{Walker::other(*b, result)};
-        take(b, at);
-        result = b->outputs[0];
-      }
-    }
-    if (g.values()[result].dtype != xs.dtype || g.values()[result].shape != xs.shape) continue;
-    // Every intermediate is read only inside the pattern (checked through
-    // sole() for all but d, whose two readers were taken).
-    std::vector<int64_t> stat_shape = xs.shape;
-    for (size_t j = stat_shape.size() - k; j < stat_shape.size(); ++j) stat_shape[j] = 1;
-    const std::vector<Graph::Value> ln =
-        g.add_node("layer_norm", {Graph::Value{x}, weight, bias},
-                   {Attr::ints("normalized_shape", normalized), Attr::f("eps", eps)},
-                   {g.values()[result], ValueSpec{xs.dtype, stat_shape}, ValueSpec{xs.dtype, stat_shape}});
-    g.replace_uses(Graph::Value{result}, ln[0]);
+    Match m;
+    const bool found = (wants("gelu") && match_gelu(g, *walker, i, m)) ||
+                       (wants("rms_norm") && match_rms(g, *walker, i, m)) ||
+                       (wants("layer_norm") && match_layer_norm(g, *walker, i, m));
+    if (!found) continue;
+    bool free = true;
+    for (size_t r : m.nodes) free = free && !removed[r];
+    if (!free) continue;
+    // The replacement: the result's spec, then statistics of its shape with the normalised dims 1.
+    const ValueSpec result = g.values()[m.result];
+    ValueSpec stat = result;
+    for (size_t j = stat.shape.size() - m.k; j < stat.shape.size(); ++j) stat.shape[j] = 1;
+    std::vector<ValueSpec> outputs(1 + m.stats, stat);
+    outputs[0] = result;
+    const std::vector<Graph::Value> made = g.add_node(m.op, m.inputs, m.attrs, outputs);
+    g.replace_uses(Graph::Value{m.result}, made[0]);
     removed.resize(g.nodes().size(), false);
-    for (size_t r : nodes) removed[r] = true;
+    for (size_t r : m.nodes) removed[r] = true;
     ++count;
     walker = std::make_unique<Walker>(g);
   }
