@@ -15,16 +15,13 @@
 #include "sdk_test_device.hpp"
 
 namespace sdk = hal::sdk;
+using hal::sdk::testing::contains;
 using hal::sdk::testing::take;
 using hal::sdk::testing::TestDevice;
 using hal::common::extension_chain_error;
 using hal::common::find_extension;
 
 namespace {
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // A chain of N elements of vendor types VENDOR_FIRST + i, linked in order.
 struct Chain {

@@ -11,14 +11,11 @@
 #include "sdk_test_device.hpp"
 
 namespace sdk = hal::sdk;
+using hal::sdk::testing::contains;
 using hal::sdk::testing::take;
 using hal::sdk::testing::TestDevice;
 
 namespace {
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 std::string last_kernel;
 void add_f32(const std::shared_ptr<const sdk::OpCall>&, sdk::Stream*) { last_kernel = "add_f32"; }

@@ -23,6 +23,10 @@ inline std::string take(hal_status_t* s) {
   return m;
 }
 
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
 class HostBuffer : public sdk::Buffer {
  public:
   HostBuffer(sdk::Device& d, uint64_t size) : Buffer(d, size), bytes_(size) {}

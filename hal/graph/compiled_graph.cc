@@ -12,6 +12,7 @@
 
 #include "graph/c_graph.hpp"
 #include "graph/compile_cache.hpp"
+#include "graph/layout.hpp"
 #include "graph/partition.hpp"
 #include "hal/common/op_schema.hpp"
 #include "hal/runtime/op_stats.hpp"
@@ -125,6 +126,68 @@ struct CompiledGraph::Impl {
   std::vector<bool> executable_reads;  // per value: an executable needing contiguous inputs reads it
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
+
+  // Layout adjustment (graph/layout.hpp): the op-by-op nodes whose plugin
+  // states layouts, the step running each node, the values whose layout is
+  // ours to choose, and the plan for the last inputs' shapes (every value's
+  // shape is concrete: one plan).
+  std::vector<size_t> layout_nodes;
+  std::vector<size_t> step_of_node;
+  std::vector<bool> choosable;
+  bool static_shapes = true;
+  std::shared_ptr<const detail::LayoutPlan> layouts_for(const std::vector<const TensorView*>* inputs) const {
+    std::vector<std::vector<int64_t>> in;
+    if (!static_shapes)
+      for (const TensorView* v : *inputs) in.push_back(v->shape);
+    std::lock_guard<std::mutex> lock(layout_mu);
+    if (last_layout && (static_shapes || in == layout_in)) return last_layout;
+    std::shared_ptr<const std::vector<std::vector<int64_t>>> inferred;
+    std::vector<std::vector<int64_t>> declared;
+    if (static_shapes) {
+      for (const ValueSpec& v : graph.values()) declared.push_back(v.shape);
+    } else {
+      inferred = shapes_for(in);
+    }
+    const std::vector<std::vector<int64_t>>& shapes = static_shapes ? declared : *inferred;
+    auto ask = [&](size_t n, const std::vector<std::vector<int64_t>>& strides) -> std::optional<OpLayouts> {
+      const Graph::Node& node = graph.nodes()[n];
+      auto view = [&](uint32_t v, std::vector<int64_t> st) {
+        TensorView t;
+        t.dtype = graph.values()[v].dtype;
+        t.shape = shapes[v];
+        t.strides = std::move(st);
+        return t;
+      };
+      std::vector<TensorView> in_views, out_views;
+      in_views.reserve(node.inputs.size());
+      out_views.reserve(node.outputs.size());
+      std::vector<const TensorView*> in_ptrs, out_ptrs;
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] == HAL_GRAPH_NO_VALUE) {
+          in_ptrs.push_back(nullptr);
+          continue;
+        }
+        in_views.push_back(view(node.inputs[i], strides[i]));
+        in_ptrs.push_back(&in_views.back());
+      }
+      for (uint32_t v : node.outputs) {
+        out_views.push_back(view(v, {}));
+        out_ptrs.push_back(&out_views.back());
+      }
+      try {
+        return steps[step_of_node[n]].runner->layouts(in_ptrs, out_ptrs, node.attrs);
+      } catch (const Error&) {
+        return std::nullopt;  // a call it would refuse: the launch says why
+      }
+    };
+    last_layout = std::make_shared<const detail::LayoutPlan>(
+        detail::plan_layouts(graph, layout_nodes, shapes, choosable, ask));
+    layout_in = std::move(in);
+    return last_layout;
+  }
+  mutable std::mutex layout_mu;
+  mutable std::vector<std::vector<int64_t>> layout_in;
+  mutable std::shared_ptr<const detail::LayoutPlan> last_layout;
 
   // infer_shapes for the inputs' shapes, remembering the last answer: runs
   // repeat the same shapes, and inference re-runs every node's rule.
@@ -522,6 +585,30 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
   for (const Step& st : impl->steps)
     if (st.kind == Step::kExecutable && !st.strided_inputs)
       for (uint32_t v : st.inputs) impl->executable_reads[v] = true;
+
+  // Layouts: a value an op-by-op node makes in memory of ours (not a graph
+  // output), read only by launches that take strided tensors (not by an
+  // executable wanting contiguous inputs, not by a reshape aliasing it).
+  impl->choosable.assign(g.values().size(), false);
+  impl->step_of_node.assign(n, kNone);
+  for (const ValueSpec& v : g.values())
+    for (int64_t d : v.shape) impl->static_shapes = impl->static_shapes && d >= 0;
+  if (o.layouts) {
+    std::vector<bool> read_by_alias(g.values().size(), false);
+    for (const Step& st : impl->steps)
+      if (st.kind == Step::kAlias) read_by_alias[g.nodes()[st.node].inputs[0]] = true;
+    for (size_t si = 0; si < impl->steps.size(); ++si) {
+      const Step& st = impl->steps[si];
+      if (st.kind != Step::kOp) continue;
+      for (uint32_t v : g.nodes()[st.node].outputs)
+        impl->choosable[v] = output_index.count(v) == 0 && impl->into_output[v] < 0 && !impl->executable_reads[v] &&
+                             !read_by_alias[v];
+      if (impl->devices[st.device]->plugin().op.op_get_layouts == nullptr) continue;
+      impl->layout_nodes.push_back(st.node);
+      impl->step_of_node[st.node] = si;
+    }
+    if (!impl->layout_nodes.empty() && impl->static_shapes) stats.relaid_values = impl->layouts_for(nullptr)->relaid;
+  }
   stats.copy_bytes = copy_bytes_known ? copy_bytes : 0;
   // Drop devices that run nothing from the stats unless listed.
   if (impl->fallback && stats.devices.back().op_nodes == 0) stats.devices.pop_back();
@@ -628,6 +715,8 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   // Intermediates: contiguous, from each device's caching allocator (the
   // home device's on STREAM), each value where its producer runs.
   std::vector<Buffer> temporaries;
+  const std::shared_ptr<const detail::LayoutPlan> layout =
+      impl_->layout_nodes.empty() ? nullptr : impl_->layouts_for(&inputs);
   auto temporary = [&](size_t k, uint32_t id, uint64_t bytes, std::vector<int64_t> shape,
                        std::vector<int64_t> strides) {
     temporaries.push_back(impl_->devices[k]->allocate(std::max<uint64_t>(bytes, 1), stream_of(k)));
@@ -648,7 +737,9 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
       std::vector<int64_t> shape = concrete(id);
       uint64_t bytes = common::dtype_size(g.values()[id].dtype);
       for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
-      temporary(k, id, bytes, std::move(shape), {});
+      std::vector<int64_t> strides;
+      if (layout && !layout->order[id].empty()) strides = common::dense_strides(shape, layout->order[id]);
+      temporary(k, id, bytes, std::move(shape), std::move(strides));
     }
 
   uint64_t copied = 0;
@@ -823,6 +914,22 @@ std::string CompiledGraph::explain() const {
       }
     }
     if (d == 0) os << "  (nothing)\n";
+  }
+  std::shared_ptr<const detail::LayoutPlan> layout;
+  {
+    std::lock_guard<std::mutex> lock(m.layout_mu);
+    layout = m.last_layout;
+  }
+  if (layout && layout->relaid > 0) {
+    os << "layouts between op-by-op launches" << (m.static_shapes ? "" : " (for the last run's shapes)")
+       << ", as the plugins prefer them:\n";
+    for (size_t i = 0; i < g.nodes().size(); ++i)
+      for (uint32_t v : g.nodes()[i].outputs) {
+        if (layout->order[v].empty()) continue;
+        os << "  value " << v << " of " << node_label(g, i) << ": dims in order (";
+        for (size_t d = 0; d < layout->order[v].size(); ++d) os << (d ? ", " : "") << layout->order[v][d];
+        os << ")\n";
+      }
   }
   os << "copies between devices per run: " << s.copies;
   if (s.copy_bytes > 0) os << " (" << s.copy_bytes << " bytes)";

@@ -213,6 +213,8 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   if (plugin->negotiated_minor >= 1) normalise(plugin->op, a.op);
   // op_get_info arrived in ABI 1.4; below it every op takes mixed inputs.
   if (plugin->negotiated_minor < 4) plugin->op.op_get_info = nullptr;
+  // op_get_layouts arrived in ABI 1.8; below it no tensor has a preference.
+  if (plugin->negotiated_minor < 8) plugin->op.op_get_layouts = nullptr;
   // Ops keep their meaning only within a catalog MAJOR: a plugin built for
   // another one loads, without its operators.
   if (plugin->op.op_launch != nullptr && plugin->op.catalog_version_major != HAL_OP_CATALOG_VERSION_MAJOR) {

@@ -551,6 +551,45 @@ std::unique_ptr<Error> OpRunner::check(const std::vector<const TensorView*>& inp
   return nullptr;
 }
 
+std::optional<OpLayouts> OpRunner::layouts(const std::vector<const TensorView*>& inputs,
+                                           const std::vector<const TensorView*>& outputs,
+                                           const std::vector<Attr>& attrs) const {
+  const hal_op_api_t& api = op_api(*device_);
+  if (api.op_get_layouts == nullptr) return std::nullopt;
+  CArgs c(name_, id_, inputs, outputs, attrs);
+  std::vector<hal_op_layout_t> in(inputs.size()), out(outputs.size());
+  std::vector<hal_op_layout_t*> in_ptrs, out_ptrs;
+  for (hal_op_layout_t& l : in) {
+    l.struct_size = sizeof(l);
+    in_ptrs.push_back(&l);
+  }
+  for (hal_op_layout_t& l : out) {
+    l.struct_size = sizeof(l);
+    out_ptrs.push_back(&l);
+  }
+  hal_op_get_layouts_args_t args{};
+  args.struct_size = sizeof(args);
+  args.device = device_->handle();
+  args.call = &c.args;
+  args.out_inputs = in_ptrs.data();
+  args.out_outputs = out_ptrs.data();
+  if (hal_status_t* st = api.op_get_layouts(&args)) {
+    st->destroy(st);  // a call the plugin refuses has no layout to prefer
+    return std::nullopt;
+  }
+  auto orders = [](const std::vector<hal_op_layout_t>& ls, const std::vector<const TensorView*>& views) {
+    std::vector<common::DimOrder> o(ls.size());
+    for (size_t i = 0; i < ls.size(); ++i) {
+      if (ls[i].preference != HAL_OP_LAYOUT_PREFERRED || views[i] == nullptr) continue;
+      const size_t rank = views[i]->shape.size();
+      common::DimOrder order(ls[i].dim_order, ls[i].dim_order + std::min<size_t>(rank, HAL_TENSOR_MAX_RANK));
+      if (common::is_dim_order(order, rank)) o[i] = std::move(order);  // else no usable preference
+    }
+    return o;
+  };
+  return OpLayouts{orders(in, inputs), orders(out, outputs)};
+}
+
 std::vector<std::string> op_names(const Device& device) {
   const hal_op_api_t& op = device.plugin().op;
   std::vector<std::string> out;

@@ -41,6 +41,9 @@ class CpuDevice final : public sdk::Device {
   sdk::MemoryInfo memory_info() override;
   std::unique_ptr<sdk::Stream> create_stream() override;
   std::unique_ptr<sdk::Event> create_event() override;
+  // Layouts (graph/graph_hooks.cc; ABI 1.8): channels-last in and out of
+  // the convolutions oneDNN computes channels-last.
+  void op_layouts(const sdk::OpCall& call, sdk::OpLayouts& out) override;
   // Graph compile (graph/graph_hooks.cc): the nodes its kernels run, as
   // host-graph executables with oneDNN fusions.
   std::vector<uint32_t> partition_graph(const sdk::Graph& graph) override;

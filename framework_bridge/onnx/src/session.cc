@@ -106,6 +106,7 @@ Session::Session(Model model, const SessionOptions& options) : impl_(std::make_u
   co.fallback = impl_->runtime->fallback_device();
   co.options = options.options;
   co.graph_compilers = options.graph_compilers;
+  co.layouts = options.layouts;
   PipelineOptions po;
   po.supported = runs_somewhere(co.devices, co.fallback);
   po.fold_device = impl_->device.get();

@@ -50,6 +50,7 @@ int run(int argc, char** argv) {
       ("output-dir", po::value(&output_dir), "write each output to DIR/<output name>.npy")                  //
       ("bench", po::value(&bench)->default_value(0), "after the first run, time N more runs")              //
       ("no-graph-compile", "plugins compile no subgraphs: every node runs op by op (no fusion)")           //
+      ("no-layouts", "values between op-by-op launches stay row-major (not the plugins' preferred layouts)")  //
       ("explain", "print the model, device and partition in full");
   po::options_description hidden;
   hidden.add_options()("model", po::value(&model_path));
@@ -95,6 +96,7 @@ int run(int argc, char** argv) {
   so.config = config;
   so.device = device;
   so.graph_compilers = vm.count("no-graph-compile") == 0;
+  so.layouts = vm.count("no-layouts") == 0;
   t0 = Clock::now();
   hal::onnx::Session session(model, so);
   double compile_ms = ms_since(t0);

@@ -1,11 +1,24 @@
 // CPU plugin: CpuDevice's graph entries. A claimed group becomes a
 // host-graph executable (hal/sdk/host_graph.hpp) over the plugin's kernels,
 // with the oneDNN fusions of fusion.hpp in place of the nodes they cover.
+// Also the layouts libhal lays out op-by-op values in.
+#include <cstring>
+
 #include "../cpu_device.hpp"
+#include "../ops/fused.hpp"
 #include "fusion.hpp"
 #include "hal/sdk/host_graph.hpp"
 
 namespace hal::cpu {
+
+void CpuDevice::op_layouts(const sdk::OpCall& call, sdk::OpLayouts& out) {
+  // A channels-last convolution reads and writes channels-last: a chain of
+  // them (with the elementwise ops between, which follow their inputs)
+  // reorders nothing between launches, as inside a compiled group.
+  if (std::strcmp(call.name(), "conv2d") == 0 && call.input(0).dtype == HAL_DTYPE_FLOAT32 &&
+      call.input(0).rank == 4 && conv2d_prefers_channels_last(call, false, false))
+    out.inputs[0] = out.outputs[0] = {0, 2, 3, 1};
+}
 
 std::vector<uint32_t> CpuDevice::partition_graph(const sdk::Graph& graph) {
   if (!graph_compile_) return std::vector<uint32_t>(graph.nodes.size(), 0);

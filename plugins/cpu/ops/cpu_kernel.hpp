@@ -102,7 +102,7 @@ void map(const Tensor& out, const std::array<const Tensor*, sizeof...(InT)>& ins
     ops[k + 1] = ins[k];
     bases[k + 1] = static_cast<char*>(ins[k]->data);
   }
-  sdk::kernel::StridedLoop<sizeof...(InT) + 1> loop(out, ops);
+  sdk::kernel::StridedLoop<sizeof...(InT) + 1> loop(out, ops, sdk::kernel::LoopOrder::kMemory);
   parallel_for(loop.numel(), 32768, [&](int64_t b, int64_t e) {
     detail::map_run<OutT, InT...>(loop, bases, b, e, f, std::index_sequence_for<InT...>{});
   });

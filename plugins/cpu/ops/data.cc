@@ -600,7 +600,7 @@ void copy_into(const Tensor& dst, const Tensor& src, bool parallel) {
     by_size(dst.element_size(), [&](auto u) { tiled_move<decltype(u)>(dst, src, a, b, parallel); });
     return;
   }
-  sdk::kernel::StridedLoop<2> loop(dst, {&dst, &src});
+  sdk::kernel::StridedLoop<2> loop(dst, {&dst, &src}, sdk::kernel::LoopOrder::kMemory);
   if (loop.numel() == 0) return;
   RunFn fn = pick_run(dst.dtype, src.dtype);
   std::array<char*, 2> bases{static_cast<char*>(dst.data), static_cast<char*>(src.data)};

@@ -85,6 +85,12 @@
  *          inputs, which the host still passes at every execute.
  *          hal_executable_info_t gains flags: HAL_EXECUTABLE_FLAG_STRIDED_
  *          INPUTS says execute reads strided inputs (no contiguous copies).
+ *     1.8  op layouts (hal/op.h): hal_op_api_t.op_get_layouts tells in
+ *          which dim order an op's kernel prefers each input and output
+ *          (hal_op_layout_t), so the host lays out the tensors between
+ *          op-by-op launches that way. A host reads it only when the
+ *          negotiated MINOR is >= 8 and the op table's struct_size covers
+ *          it; without it every tensor is row-major or follows its inputs.
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

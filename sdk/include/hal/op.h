@@ -153,6 +153,56 @@ typedef struct hal_op_get_info_args_t {
   hal_op_info_t* out_info; /* non-NULL; its struct_size set by the caller */
 } hal_op_get_info_args_t;
 
+/* ABI 1.8. LAYOUTS. A plugin may say in which memory layout an op's kernel
+ * runs fastest, so that the host (libhal's graph runner) can allocate the
+ * tensors it owns between op-by-op launches that way instead of the kernel
+ * reordering them at every launch (oneDNN's channels-last convolutions,
+ * a vendor's tiled formats expressed as a dim order).
+ *
+ * A layout is a DIM ORDER: the tensor's dims from outermost (largest
+ * stride) to innermost (stride 1), the tensor dense in that order. Row-major
+ * is 0, 1, ..., rank-1; channels-last of an [N, C, H, W] tensor is 0, 2, 3,
+ * 1. A layout only ever changes strides: every op still accepts every
+ * strided tensor (above), so a host that ignores layouts stays correct. */
+
+/* What a plugin says about one tensor of a call (hal_op_layout_t.preference).
+ * Values are frozen; a reader that sees an unknown value treats it as ANY. */
+typedef enum hal_op_layout_preference_e {
+  /* No preference: the host chooses. libhal then writes an output dense in
+   * the order of the first input of the same shape that is dense in some
+   * order (PyTorch's rule for elementwise ops), else row-major. */
+  HAL_OP_LAYOUT_ANY = 0,
+  /* The kernel runs fastest with the tensor dense in dim_order. */
+  HAL_OP_LAYOUT_PREFERRED = 1
+} hal_op_layout_preference_e;
+
+/* One tensor's preferred layout. Allocated and owned by the caller, who
+ * sets struct_size; the plugin writes the fields below struct_size. */
+typedef struct hal_op_layout_t {
+  size_t struct_size;
+  uint32_t preference; /* hal_op_layout_preference_e */
+  /* PREFERRED: the dim order, a permutation of 0..rank-1 of the call's
+   * tensor (its rank); entries from rank on are ignored. */
+  uint32_t dim_order[HAL_TENSOR_MAX_RANK];
+} hal_op_layout_t;
+
+/* Arguments of op_get_layouts. Owned by the caller; read only during the
+ * call. */
+typedef struct hal_op_get_layouts_args_t {
+  size_t struct_size;
+  const hal_extension_base_t* next; /* extension chain; NULL */
+  hal_device_t* device;             /* non-NULL */
+  /* The call, as op_check takes it (buffers may be NULL). Inputs carry the
+   * strides they will have at launch (the host has chosen them already);
+   * outputs' strides are ignored. Non-NULL. */
+  const hal_op_args_t* call;
+  /* CALL->input_count and CALL->output_count pointers to caller-owned
+   * layouts (an entry may be NULL: not asked). Each one's struct_size is set
+   * by the caller; the plugin sets preference (and dim_order) in each. */
+  hal_op_layout_t* const* out_inputs;
+  hal_op_layout_t* const* out_outputs;
+} hal_op_get_layouts_args_t;
+
 typedef struct hal_op_api_t {
   size_t struct_size;
 
@@ -193,6 +243,18 @@ typedef struct hal_op_api_t {
    * Errors: INVALID_ARGUMENT (NULL, a struct_size too small, an id
    * op_resolve did not return); *out_info is untouched then. */
   hal_status_t* (*op_get_info)(const hal_op_get_info_args_t* args);
+
+  /* ABI 1.8. The layouts ARGS->call's kernel on ARGS->device prefers for its
+   * inputs and outputs (LAYOUTS, above), written to *ARGS->out_inputs[i]
+   * and *ARGS->out_outputs[j]. Validates the call as op_check does and
+   * reads no data. The answer depends only on the call (op, dtypes, shapes,
+   * input strides, attributes), so a caller may keep it for equal calls.
+   * Thread-safe. Errors: those of op_check for the call; INVALID_ARGUMENT
+   * for a NULL args, device, call or array, a struct_size too small; the
+   * layouts are untouched then. A host reads this entry only when the
+   * negotiated MINOR is >= 8 and the table's struct_size covers it; without
+   * it every tensor is ANY. */
+  hal_status_t* (*op_get_layouts)(const hal_op_get_layouts_args_t* args);
 } hal_op_api_t;
 
 #ifdef __cplusplus

@@ -42,6 +42,11 @@ struct CompileOptions {
   // every node runs op by op: the unfused baseline, as onnxruntime's
   // ORT_DISABLE_ALL. Part of the cache key.
   bool graph_compilers = true;
+  // Layout adjustment: values between op-by-op launches are laid out as the
+  // plugins running them prefer (op_get_layouts, ABI 1.8; docs/graph.md,
+  // "Layouts"). false: every such value is row-major (the A/B baseline).
+  // Not part of the cache key: it changes no executable.
+  bool layouts = true;
 };
 
 // What one device does in a compiled graph.
@@ -79,6 +84,10 @@ struct CompiledGraphStats {
   CacheSource cache = CacheSource::kCompiled;
   size_t compiled = 0;      // executables compiled by graph_compile here
   size_t deserialized = 0;  // executables rebuilt from the disk cache
+  // Values between op-by-op launches laid out otherwise than row-major, as
+  // their plugins prefer (CompileOptions::layouts), when every shape is
+  // concrete (else chosen at run time, per input shapes; see explain()).
+  size_t relaid_values = 0;
 };
 
 // A tensor run() allocated: BUFFER owns the memory VIEW describes.

@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "hal/common/dim_order.hpp"
 #include "hal/common/op_schema.hpp"
 #include "hal/hal.h"
 #include "hal/runtime/device.hpp"
@@ -114,6 +116,11 @@ enum class Promotion { kCore, kNone };
 struct PromotionState;  // op.cc: what the casting path resolves once
 
 // One op resolved on one device's plugin. Cheap to copy; thread-safe.
+// Preferred dim orders of one call's inputs and outputs (OpRunner::layouts).
+struct OpLayouts {
+  std::vector<common::DimOrder> inputs, outputs;  // empty entry: no preference
+};
+
 class OpRunner {
  public:
   // Throws UNIMPLEMENTED when the plugin has no operator interface, does
@@ -155,6 +162,15 @@ class OpRunner {
   std::unique_ptr<Error> check(const std::vector<const TensorView*>& inputs,
                                const std::vector<const TensorView*>& outputs,
                                const std::vector<Attr>& attrs = {}) const;
+  // The layouts the plugin's kernel prefers for this call (op_get_layouts,
+  // ABI 1.8; hal/op.h, LAYOUTS): one dim order per input and output,
+  // outermost dim first, empty for "no preference". nullopt when the plugin
+  // does not say (no op_get_layouts, a negotiated MINOR below 8) or refuses
+  // the call (what op_check would refuse). Views need no buffers; inputs'
+  // strides are the ones they will have. Thread-safe.
+  std::optional<OpLayouts> layouts(const std::vector<const TensorView*>& inputs,
+                                   const std::vector<const TensorView*>& outputs,
+                                   const std::vector<Attr>& attrs = {}) const;
   // Whether launch() would cast some input of this call first (promotion
   // kCore, a uniform op, an input not in the compute dtype).
   bool would_cast(const std::vector<const TensorView*>& inputs) const;

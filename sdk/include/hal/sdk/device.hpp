@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/common/dim_order.hpp"
 #include "hal/hal.h"
 #include "hal/sdk/buffer.hpp"
 #include "hal/sdk/collective/communicator.hpp"
@@ -26,6 +27,12 @@ namespace hal::sdk {
 // struct respecting struct_size. The device's capabilities are not here:
 // the SDK reports the plugin's kInterfaces (plus DEVICE and MEMORY), so
 // they are declared once, on the Plugin.
+// Preferred dim orders of one op call's inputs and outputs (an empty entry:
+// no preference). See Device::op_layouts.
+struct OpLayouts {
+  std::vector<common::DimOrder> inputs, outputs;
+};
+
 struct DeviceProperties {
   std::string name;
   std::string vendor;
@@ -90,6 +97,19 @@ class Device {
   // it after the catalog's checks): throw UNSUPPORTED_DTYPE/UNIMPLEMENTED
   // with the reason. The default accepts everything the plugin registered.
   virtual void check_op(const OpCall& call) { (void)call; }
+  // The layouts CALL's kernel runs fastest with (hal/op.h, LAYOUTS; ABI
+  // 1.8, the op_get_layouts entry). OUT arrives with one empty entry per
+  // input and output of CALL (validated as op_check does; buffers may be
+  // null, input strides are those the host chose); set an entry to a dim
+  // order (hal/common/dim_order.hpp, outermost first) for a tensor the
+  // kernel prefers dense in that order. Empty entries are "no preference"
+  // (the host then makes an output follow an input of its shape). The SDK
+  // refuses an entry that is not a permutation of its tensor's rank
+  // (INTERNAL). The default prefers nothing. Thread-safe as check_op.
+  virtual void op_layouts(const OpCall& call, OpLayouts& out) {
+    (void)call;
+    (void)out;
+  }
 
   // Graph compile (hal/sdk/graph.hpp; add HAL_CAPABILITY_GRAPH to the
   // plugin's kInterfaces). GRAPH is validated. partition_graph returns one

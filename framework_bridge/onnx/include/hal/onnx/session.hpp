@@ -35,6 +35,9 @@ struct SessionOptions {
   // fusion): hal::CompileOptions::graph_compilers, onnxruntime's
   // ORT_DISABLE_ALL in hal.onnx.
   bool graph_compilers = true;
+  // false: values between op-by-op launches stay row-major instead of the
+  // layouts their plugins prefer (hal::CompileOptions::layouts).
+  bool layouts = true;
 };
 
 // A compiled model. Construction runs the graph pipeline (hal::run_pipeline:

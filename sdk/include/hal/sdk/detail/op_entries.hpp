@@ -435,8 +435,58 @@ inline hal_status_t* op_get_info(const hal_op_get_info_args_t* args) {
   });
 }
 
+inline hal_status_t* op_get_layouts(const hal_op_get_layouts_args_t* args) {
+  return call("op_get_layouts", [&] {
+    if (args == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "args is NULL");
+    if (!HAL_STRUCT_HAS_FIELD(args, hal_op_get_layouts_args_t, out_outputs))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_op_get_layouts_args_t.struct_size ", args->struct_size, " is too small");
+    common::require_well_formed_extension_chain(args->next, "hal_op_get_layouts_args_t.next");
+    const hal_op_args_t* c = args->call;
+    if (c == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "call is NULL");
+    if (HAL_STRUCT_HAS_FIELD(c, hal_op_args_t, output_count) &&
+        ((c->input_count > 0 && args->out_inputs == nullptr) || (c->output_count > 0 && args->out_outputs == nullptr)))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "out_inputs or out_outputs is NULL for a call with ", c->input_count,
+           " inputs and ", c->output_count, " outputs");
+    KernelFn fn = nullptr;
+    auto op_call = prepare_op(args->device, c, false, &fn);
+    auto check_size = [](const hal_op_layout_t* l, const char* role, size_t i) {
+      if (l != nullptr && !HAL_STRUCT_HAS_FIELD(l, hal_op_layout_t, dim_order))
+        fail(HAL_STATUS_INVALID_ARGUMENT, role, "[", i, "].struct_size ", l->struct_size, " is too small");
+    };
+    for (size_t i = 0; i < c->input_count; ++i) check_size(args->out_inputs[i], "out_inputs", i);
+    for (size_t j = 0; j < c->output_count; ++j) check_size(args->out_outputs[j], "out_outputs", j);
+    OpLayouts layouts;
+    layouts.inputs.resize(op_call->input_count());
+    layouts.outputs.resize(op_call->output_count());
+    op_call->device().op_layouts(*op_call, layouts);
+    // Checked whole before anything is written: a bad answer leaves every
+    // layout untouched.
+    auto checked = [&](const std::vector<common::DimOrder>& orders, size_t count, bool input) {
+      for (size_t i = 0; i < count && i < orders.size(); ++i) {
+        const Tensor& t = input ? op_call->input(i) : op_call->output(i);
+        if (!orders[i].empty() && (!t.defined || !common::is_dim_order(orders[i], static_cast<size_t>(t.rank))))
+          fail(HAL_STATUS_INTERNAL, op_call->name(), ": the plugin's layout for ", input ? "input " : "output ", i,
+               " is not a dim order of its rank ", t.rank);
+      }
+    };
+    checked(layouts.inputs, c->input_count, true);
+    checked(layouts.outputs, c->output_count, false);
+    auto write = [](hal_op_layout_t* l, const common::DimOrder* order) {
+      if (l == nullptr) return;
+      l->preference = order != nullptr && !order->empty() ? HAL_OP_LAYOUT_PREFERRED : HAL_OP_LAYOUT_ANY;
+      for (size_t d = 0; d < HAL_TENSOR_MAX_RANK; ++d)
+        l->dim_order[d] = order != nullptr && d < order->size() ? static_cast<uint32_t>((*order)[d]) : 0;
+    };
+    for (size_t i = 0; i < c->input_count; ++i)
+      write(args->out_inputs[i], i < layouts.inputs.size() ? &layouts.inputs[i] : nullptr);
+    for (size_t j = 0; j < c->output_count; ++j)
+      write(args->out_outputs[j], j < layouts.outputs.size() ? &layouts.outputs[j] : nullptr);
+  });
+}
+
 inline const hal_op_api_t kOpApi = {sizeof(hal_op_api_t), HAL_OP_CATALOG_VERSION_MAJOR, HAL_OP_CATALOG_VERSION_MINOR,
-                                    &op_count, &op_get_name, &op_resolve, &op_check, &op_launch, &op_get_info};
+                                    &op_count,   &op_get_name, &op_resolve,    &op_check,
+                                    &op_launch,  &op_get_info, &op_get_layouts};
 
 template <class P>
 struct OpTable<P, true> {

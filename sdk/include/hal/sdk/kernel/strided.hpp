@@ -8,11 +8,18 @@
 // Dims of size 1 are dropped and contiguous dims merged, so a contiguous
 // tensor is one run of numel elements. Runs never cross the innermost dim;
 // RUN(begin, end) may start anywhere, so ranges can be split across threads.
+// Linear indices follow the logical (row-major) order of the shape, unless
+// the loop is built with LoopOrder::kMemory: then dims are walked in the
+// first operand's memory order (largest stride outermost), so operands
+// dense in the same permuted order (channels-last) are one contiguous run
+// too. Only loops whose body does not depend on the visiting order
+// (elementwise maps, copies) may ask for that.
 #ifndef HAL_SDK_KERNEL_STRIDED_HPP_
 #define HAL_SDK_KERNEL_STRIDED_HPP_
 
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "hal/sdk/op_schema.hpp"
 
@@ -29,13 +36,30 @@ inline void broadcast_byte_strides(const Tensor& t, int rank, const int64_t* sha
   }
 }
 
+enum class LoopOrder { kLogical, kMemory };
+
 template <size_t N>
 class StridedLoop {
  public:
   // SHAPE_OF gives the iteration shape; every operand is broadcast to it.
-  StridedLoop(const TensorMeta& shape_of, const std::array<const Tensor*, N>& operands) {
+  StridedLoop(const TensorMeta& shape_of, const std::array<const Tensor*, N>& operands,
+              LoopOrder order = LoopOrder::kLogical) {
     int64_t full[N][HAL_TENSOR_MAX_RANK];
     for (size_t k = 0; k < N; ++k) broadcast_byte_strides(*operands[k], shape_of.rank, shape_of.shape, full[k]);
+    if (order == LoopOrder::kMemory && shape_of.rank > 1) {
+      // Stable sort of the dims by the first operand's stride, largest first.
+      int perm[HAL_TENSOR_MAX_RANK];
+      for (int d = 0; d < shape_of.rank; ++d) perm[d] = d;
+      for (int i = 1; i < shape_of.rank; ++i)
+        for (int j = i; j > 0 && full[0][perm[j]] > full[0][perm[j - 1]]; --j) std::swap(perm[j], perm[j - 1]);
+      int64_t shape[HAL_TENSOR_MAX_RANK], sorted[N][HAL_TENSOR_MAX_RANK];
+      for (int d = 0; d < shape_of.rank; ++d) {
+        shape[d] = shape_of.shape[perm[d]];
+        for (size_t k = 0; k < N; ++k) sorted[k][d] = full[k][perm[d]];
+      }
+      init(shape_of.rank, shape, sorted);
+      return;
+    }
     init(shape_of.rank, shape_of.shape, full);
   }
   StridedLoop(int rank, const int64_t* shape, const int64_t (*byte_strides)[HAL_TENSOR_MAX_RANK]) {
