@@ -50,6 +50,24 @@ def test_matches_onnxruntime(name, opset, backend, configs, exported, record_pro
         assert_close(sess.run(["out"], feed), ort_run(path, feed), what=f"{name} opset {opset} batch 3")
 
 
+@pytest.mark.parametrize("name,opset", MODEL_PARAMS)
+def test_op_by_op_with_layouts_matches_onnxruntime(name, opset, configs, exported):
+    """ORT_DISABLE_ALL on the CPU plugin: every node op by op, the values between launches laid out as the
+    plugin prefers (channels-last around the ResNet's convolutions, relu/add following them), planned
+    again for a second batch size; onnxruntime's outputs each time."""
+    path = exported(name, opset)
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = str(configs["cpu"])
+    opts.graph_optimization_level = hal.onnx.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = hal.onnx.InferenceSession(str(path), opts)
+    assert sess.compile_stats()["groups"] == 0
+    for batch, seq, seed in ((2, 8, 0), (3, 5, 1)):
+        if batch == 3 and models.static_shape(name, opset):
+            break
+        feed = models.inputs(name, batch=batch, seq=seq, seed=seed)
+        assert_close(sess.run(None, feed), ort_run(path, feed), what=f"{name} opset {opset} op by op, batch {batch}")
+
+
 @pytest.mark.parametrize("opset", OPSETS)
 def test_decoder_sequence_lengths(opset, configs, exported):
     """The decoder at 5 sequence lengths: onnxruntime's outputs each time, compiled once (one shape family:
