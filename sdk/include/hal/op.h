@@ -168,9 +168,9 @@ typedef struct hal_op_get_info_args_t {
 /* What a plugin says about one tensor of a call (hal_op_layout_t.preference).
  * Values are frozen; a reader that sees an unknown value treats it as ANY. */
 typedef enum hal_op_layout_preference_e {
-  /* No preference: the host chooses. libhal then writes an output dense in
-   * the order of the first input of the same shape that is dense in some
-   * order (PyTorch's rule for elementwise ops), else row-major. */
+  /* No preference: the host chooses. libhal then lays out an output as the
+   * first input of the same shape that is not row-major (PyTorch's rule for
+   * elementwise ops), else as its consumers agree, else row-major. */
   HAL_OP_LAYOUT_ANY = 0,
   /* The kernel runs fastest with the tensor dense in dim_order. */
   HAL_OP_LAYOUT_PREFERRED = 1
