@@ -68,7 +68,7 @@ int run(int argc, char** argv) {
                                                     "libhal_plugin_cpu.so in libhal's plugin directory)")
       ("case", po::value<std::string>(), "only op tests that have this case, running only it (the name a FAILED "
                                          "line gives; NAME#k for the k-th of several cases of one name)")
-      ("layout", po::value<std::string>(), "only this layout: contiguous, offset, strided or permuted (bad-input "
+      ("layout", po::value<std::string>(), "only this layout: contiguous, offset, strided, permuted or preferred (bad-input "
                                            "cases always run contiguous)")
       ("show-values", "print every launch's inputs (dtype, shape, strides, values), expected and actual outputs")
       ("timeout", po::value<double>()->default_value(600), "seconds one test may take before it is failed as a "
@@ -148,7 +148,7 @@ int run(int argc, char** argv) {
   if (vm.count("layout")) {
     opts.layout = parse_layout(vm["layout"].as<std::string>());
     if (!opts.layout) {
-      std::fprintf(stderr, "hal-conformance: unknown layout '%s' (contiguous, offset, strided, permuted)\n",
+      std::fprintf(stderr, "hal-conformance: unknown layout '%s' (contiguous, offset, strided, permuted, preferred)\n",
                    vm["layout"].as<std::string>().c_str());
       return 2;
     }

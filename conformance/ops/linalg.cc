@@ -358,6 +358,10 @@ std::vector<OpCase> conv_cases(hal_dtype_e dt, int spatial) {
       OpCase("unbatched").in(random(dt, S({3}, {4, 5}), 13)).in(random(dt, S({2, 3}, {2, 2}), 14)).in(random(dt, {2}, 15)),
       OpCase("more channels").in(random(dt, S({2, 16}, {6, 6}), 16)).in(random(dt, S({8, 16}, {3, 3}), 17))
           .in(random(dt, {8}, 18)).attr(Attr::ints("padding", {1})).tol(kSumTol),
+      // Wide enough for oneDNN to compute it channels-last: the layout a
+      // plugin prefers for it ("preferred") then differs from row-major.
+      OpCase("32 channels").in(random(dt, S({2, 32}, {14, 14}), 41)).in(random(dt, S({32, 32}, {3, 3}), 42))
+          .in(random(dt, {32}, 43)).attr(Attr::ints("padding", {1})).tol(kSumTol),
       OpCase("zero batch").in(random(dt, S({0, 2}, {4, 4}), 19)).in(random(dt, S({3, 2}, {3, 3}), 20)),
       OpCase("zero in-channels gives bias")
           .in(random(dt, S({1, 0}, {4, 4}), 21)).in(random(dt, S({3, 0}, {3, 3}), 22)).in(random(dt, {3}, 23)),

@@ -38,6 +38,7 @@ std::vector<int64_t> layout_strides(const std::vector<int64_t>& shape, Layout la
   switch (layout) {
     case Layout::kContiguous:
     case Layout::kOffset:
+    case Layout::kPreferred:  // place() gives its strides; row-major here
       for (int d = r - 2; d >= 0; --d) s[d] = s[d + 1] * dim(d + 1);
       break;
     case Layout::kStrided:
@@ -55,15 +56,16 @@ int64_t layout_offset_elements(Layout layout) {
   return layout == Layout::kOffset ? 3 : layout == Layout::kStrided ? 1 : 0;
 }
 
-// Allocates and uploads T in LAYOUT. Inputs carry their values; outputs
-// (VALUES false) are all sentinel.
-Placed place(Device& device, const HostTensor& t, Layout layout, bool values) {
+// Allocates and uploads T in LAYOUT (kPreferred: dense in ORDER, empty for
+// row-major). Inputs carry their values; outputs (VALUES false) are all
+// sentinel.
+Placed place(Device& device, const HostTensor& t, Layout layout, bool values, const common::DimOrder& order = {}) {
   Placed p;
   p.dtype = t.dtype;
   p.shape = t.shape;
   size_t es = storage_size(t.dtype);
   if (es == 0) throw Error(HAL_STATUS_INVALID_ARGUMENT, std::string("the runner cannot store dtype ") + dtype_str(t.dtype));
-  p.strides = layout_strides(t.shape, layout);
+  p.strides = layout == Layout::kPreferred ? common::dense_strides(t.shape, order) : layout_strides(t.shape, layout);
   int64_t off = layout_offset_elements(layout);
   int64_t n = t.numel();
   int64_t extent = 0;
@@ -238,7 +240,7 @@ std::string code_str(hal_status_code_e c) { return status_code_name(c); }
 }  // namespace
 
 std::optional<Layout> parse_layout(const std::string& name) {
-  for (Layout l : {Layout::kContiguous, Layout::kOffset, Layout::kStrided, Layout::kPermuted})
+  for (Layout l : {Layout::kContiguous, Layout::kOffset, Layout::kStrided, Layout::kPermuted, Layout::kPreferred})
     if (name == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -259,6 +261,7 @@ const char* layout_name(Layout l) {
     case Layout::kOffset: return "offset";
     case Layout::kStrided: return "strided";
     case Layout::kPermuted: return "permuted";
+    case Layout::kPreferred: return "preferred";
   }
   return "?";
 }
@@ -326,27 +329,48 @@ bool CaseRunner::may_decline(const OpCase& c) const {
   return dtypes.size() > 1;
 }
 
-std::unique_ptr<Error> CaseRunner::check(const OpCase& c, const std::vector<HostTensor>& outputs) const {
-  std::vector<TensorView> in_views, out_views;
-  in_views.reserve(c.inputs.size());
-  for (const auto& t : c.inputs) {
-    TensorView v;
-    if (t) {
-      v.dtype = t->dtype;
-      v.shape = t->shape;
+namespace {
+// Shape-only views of C's inputs and OUTPUTS (no buffers: op_check and
+// op_get_layouts read no data), and pointers to them (nullptr: absent).
+struct MetaViews {
+  MetaViews(const OpCase& c, const std::vector<HostTensor>& outputs) {
+    in_views.reserve(c.inputs.size());
+    for (const auto& t : c.inputs) {
+      TensorView v;
+      if (t) {
+        v.dtype = t->dtype;
+        v.shape = t->shape;
+      }
+      in_views.push_back(v);
     }
-    in_views.push_back(v);
+    for (const HostTensor& t : outputs) {
+      TensorView v;
+      v.dtype = t.dtype;
+      v.shape = t.shape;
+      out_views.push_back(v);
+    }
+    for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back(c.inputs[i] ? &in_views[i] : nullptr);
+    for (const TensorView& v : out_views) outs.push_back(&v);
   }
-  for (const HostTensor& t : outputs) {
-    TensorView v;
-    v.dtype = t.dtype;
-    v.shape = t.shape;
-    out_views.push_back(v);
-  }
+  MetaViews(const MetaViews&) = delete;
+  std::vector<TensorView> in_views, out_views;
   std::vector<const TensorView*> ins, outs;
-  for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back(c.inputs[i] ? &in_views[i] : nullptr);
-  for (const TensorView& v : out_views) outs.push_back(&v);
-  return runner_.check(ins, outs, c.attrs);
+};
+}  // namespace
+
+std::optional<OpLayouts> CaseRunner::preferred_layouts(const OpCase& c, const std::vector<HostTensor>& outputs) const {
+  MetaViews v(c, outputs);
+  std::optional<OpLayouts> l = runner_.layouts(v.ins, v.outs, c.attrs);
+  if (!l) return std::nullopt;
+  for (const auto* orders : {&l->inputs, &l->outputs})
+    for (const common::DimOrder& o : *orders)
+      if (!o.empty() && !common::is_row_major_order(o)) return l;
+  return std::nullopt;
+}
+
+std::unique_ptr<Error> CaseRunner::check(const OpCase& c, const std::vector<HostTensor>& outputs) const {
+  MetaViews v(c, outputs);
+  return runner_.check(v.ins, v.outs, c.attrs);
 }
 
 Outcome CaseRunner::run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c, std::vector<Failure>& failures,
@@ -373,6 +397,11 @@ Outcome CaseRunner::run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c
     layouts.push_back(Layout::kOffset);
     layouts.push_back(Layout::kStrided);
     if (has_rank2) layouts.push_back(Layout::kPermuted);
+    try {
+      if (preferred_layouts(c, suite.reference(c))) layouts.push_back(Layout::kPreferred);
+    } catch (const std::exception&) {
+      // the reference's own failure is reported by run_layout
+    }
   }
   if (options_.layout) {
     bool allowed = std::find(layouts.begin(), layouts.end(), *options_.layout) != layouts.end();
@@ -381,7 +410,9 @@ Outcome CaseRunner::run(const OpSuite& suite, hal_dtype_e dtype, const OpCase& c
     else if (options_.show_values)
       std::fprintf(options_.show_values, "case '%s' does not run in layout %s (%s)\n", c.name.c_str(),
                    layout_name(*options_.layout),
-                   c.layouts ? "permuted needs an input of rank >= 2" : "the case runs contiguous only");
+                   !c.layouts                               ? "the case runs contiguous only"
+                   : *options_.layout == Layout::kPreferred ? "the plugin prefers only row-major (or nothing) for it"
+                                                            : "permuted needs an input of rank >= 2");
   }
   for (Layout l : layouts) {
     size_t before = failures.size();
@@ -421,6 +452,18 @@ Outcome CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const Op
         return fail(std::string("the suite's reference threw: ") + e.what());
       }
     }
+    // kPreferred: each tensor in the order the plugin prefers (row-major
+    // where it has none).
+    OpLayouts orders;
+    if (layout == Layout::kPreferred) {
+      if (auto l = preferred_layouts(c, expected)) orders = std::move(*l);
+      orders.inputs.resize(c.inputs.size());
+      orders.outputs.resize(expected.size());
+    }
+    auto order_of = [&](bool input, size_t i) {
+      const std::vector<common::DimOrder>& v = input ? orders.inputs : orders.outputs;
+      return i < v.size() ? v[i] : common::DimOrder{};
+    };
     std::vector<Placed> ins, outs;
     ins.reserve(c.inputs.size());
     std::string shapes, strides;
@@ -431,14 +474,14 @@ Outcome CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const Op
         strides += (strides.empty() ? "" : " ") + std::string("-");
         continue;
       }
-      ins.push_back(place(*device_, *t, layout, true));
+      ins.push_back(place(*device_, *t, layout, true, order_of(true, ins.size())));
       shapes += (shapes.empty() ? "" : " ") + shape_str(t->shape);
       strides += (strides.empty() ? "" : " ") + strides_str(ins.back().strides);
     }
     shapes += " ->";
     strides += " ->";
     for (const HostTensor& t : expected) {
-      outs.push_back(place(*device_, t, layout, false));
+      outs.push_back(place(*device_, t, layout, false, order_of(false, outs.size())));
       shapes += " " + shape_str(t.shape);
       strides += " " + strides_str(outs.back().strides);
     }

@@ -22,6 +22,10 @@ enum class Layout {
   kOffset,      // row-major at an odd element offset (never 16-byte aligned)
   kStrided,     // gaps between elements and rows; gap bytes are checked
   kPermuted,    // memory order of the dims reversed (a transposed view)
+  // Each tensor dense in the dim order the plugin prefers for it
+  // (op_get_layouts, ABI 1.8), row-major where it has no preference; run
+  // only when it prefers some tensor of the case otherwise than row-major.
+  kPreferred,
 };
 const char* layout_name(Layout l);
 // The layout called NAME ("strided"); nullopt for an unknown name.
@@ -107,6 +111,10 @@ class CaseRunner {
 
   // Would the device accept C (op_check, no buffers)? nullptr if so.
   std::unique_ptr<Error> check(const OpCase& c, const std::vector<HostTensor>& outputs) const;
+  // The dim orders the plugin prefers for C's inputs and OUTPUTS, asked
+  // with row-major inputs (OpRunner::layouts); nullopt when it says nothing
+  // or prefers row-major (or nothing) for every tensor.
+  std::optional<OpLayouts> preferred_layouts(const OpCase& c, const std::vector<HostTensor>& outputs) const;
 
  private:
   // Direct mode and C's inputs are of several dtypes: a MIXED_DTYPES

@@ -224,10 +224,67 @@ TEST_CASE("--layout runs one layout; --show-values prints inputs, expected and a
   CHECK(text.find("  FAILED: output 0 at [1,1]") != std::string::npos);
 }
 
+TEST_CASE("layout 'preferred': a case runs with each tensor in the dim order the plugin prefers, and is judged") {
+  const OpSuite* conv = nullptr;
+  for (const OpSuite& s : suites())
+    if (s.op == "conv2d") conv = &s;
+  REQUIRE(conv != nullptr);
+  const hal_dtype_e F32 = HAL_DTYPE_FLOAT32;
+  OpCase wide = OpCase("wide").in(random(F32, {2, 32, 14, 14}, 1)).in(random(F32, {32, 32, 3, 3}, 2))
+                    .attr(Attr::ints("padding", {1})).tol(8);
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  CaseRunner::Options o;
+  o.layout = Layout::kPreferred;
+  o.show_values = out;
+  CaseRunner r(cpu_device(), "conv2d", o);
+  const std::optional<OpLayouts> pref = r.preferred_layouts(wide, conv->reference(wide));
+  std::vector<Failure> f;
+  r.run(*conv, F32, wide, f);
+  CHECK(f.empty());
+  std::rewind(out);
+  std::string text;
+  for (int ch; (ch = std::fgetc(out)) != EOF;) text += static_cast<char>(ch);
+  std::fclose(out);
+  // Whether oneDNN computes this convolution channels-last depends on the
+  // CPU's ISA (the CPU plugin then prefers channels-last in and out).
+  if (pref) {
+    REQUIRE(pref->outputs.size() == 1);
+    CHECK(pref->outputs[0] == common::DimOrder{0, 2, 3, 1});
+    CHECK(text.find("case 'wide' (preferred), op.conv2d.float32:") != std::string::npos);
+    CHECK(text.find("  input 0: float32 [2,32,14,14], strides [6272,1,448,32]") != std::string::npos);
+    // A wrong answer in that layout is a failure of layout "preferred".
+    OpSuite off = *conv;
+    off.reference = [conv](const OpCase& c) {
+      std::vector<HostTensor> res = conv->reference(c);
+      res[0].values[7] += 1;
+      return res;
+    };
+    CaseRunner::Options quiet;
+    quiet.layout = Layout::kPreferred;
+    std::vector<Failure> wrong;
+    CaseRunner(cpu_device(), "conv2d", quiet).run(off, F32, wide, wrong);
+    REQUIRE(wrong.size() == 1);
+    CHECK(wrong[0].layout == "preferred");
+    CHECK(wrong[0].strides.find("[6272,1,448,32]") != std::string::npos);
+  } else {
+    MESSAGE("oneDNN computes this convolution in another layout here: the case does not run 'preferred'");
+    CHECK(text.find("does not run in layout preferred") != std::string::npos);
+  }
+  // A plugin that prefers nothing but row-major: the layout is not run.
+  std::vector<Failure> g;
+  CaseRunner::Options only_preferred;
+  only_preferred.layout = Layout::kPreferred;
+  CHECK(!CaseRunner(cpu_device(), "add", only_preferred).preferred_layouts(simple(F32), add_suite().reference(simple(F32))));
+  CaseRunner(cpu_device(), "add", only_preferred).run(add_suite(), F32, simple(F32), g);
+  CHECK(g.empty());
+}
+
 TEST_CASE("case selectors are unique; layouts parse; shell words are quoted") {
   std::vector<std::string> sel = case_selectors({OpCase("a"), OpCase("b"), OpCase("a"), OpCase("c d")});
   CHECK(sel == std::vector<std::string>{"a#1", "b", "a#2", "c d"});
   CHECK(parse_layout("permuted") == Layout::kPermuted);
+  CHECK(parse_layout("preferred") == Layout::kPreferred);
   CHECK_FALSE(parse_layout("diagonal").has_value());
   CHECK(shell_quote("build/lib/x.so") == "build/lib/x.so");
   CHECK(shell_quote("broadcast [3,1]x[4]") == "'broadcast [3,1]x[4]'");
