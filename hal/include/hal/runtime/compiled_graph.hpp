@@ -138,7 +138,9 @@ class CompiledGraph {
   // The partition, for people: per device its fused groups (nodes, kernel
   // counts, descriptions), op-by-op nodes and fallback nodes with why the
   // other devices declined them; the copies; where the executables came
-  // from (compiled, memory or disk cache).
+  // from (compiled, memory or disk cache); the values between op-by-op
+  // launches laid out otherwise than row-major, with their dim orders (the
+  // last run's plan when shapes are symbolic).
   std::string explain() const;
   Device& device() const;  // the home device
 
