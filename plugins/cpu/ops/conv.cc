@@ -11,6 +11,7 @@
 
 #include "cpu_kernel.hpp"
 #include "fused.hpp"
+#include "hal/common/dim_order.hpp"
 #include "hal/sdk/kernel/matrix.hpp"
 #include "linalg_util.hpp"
 #include "onednn_util.hpp"
@@ -485,18 +486,7 @@ HAL_CPU_KERNEL(conv_transpose2d_kernel, conv_transpose2d_body)
 
 // Whether T's elements fill its bytes exactly in some order of its dims
 // (row-major, channels-last, ...): oneDNN reads such a layout directly.
-bool dense_in_some_order(const Tensor& t) {
-  std::vector<int> dims;
-  for (int d = 0; d < t.rank; ++d)
-    if (t.shape[d] != 1) dims.push_back(d);
-  std::sort(dims.begin(), dims.end(), [&](int a, int b) { return t.strides[a] > t.strides[b]; });
-  int64_t expect = 1;
-  for (size_t k = dims.size(); k-- > 0;) {
-    if (t.strides[dims[k]] != expect) return false;
-    expect *= t.shape[dims[k]];
-  }
-  return true;
-}
+bool dense_in_some_order(const Tensor& t) { return common::dense_order(t.shape, t.strides, t.rank).has_value(); }
 
 bool same_strides(const Tensor& a, const Tensor& b) {
   for (int d = 0; d < a.rank; ++d)
