@@ -336,6 +336,20 @@ const std::vector<Mapping>& mappings() {
     add({"_native_batch_norm_legit.no_stats", "_native_batch_norm_legit.no_stats_out"}, "batch_norm",
         {t("input"), opt("weight"), opt("bias"), kNoInput, kNoInput}, {{"training", "training", A::kBool}, momentum, eps})
         .extra_outputs = {nullptr, nullptr};
+    {  // AOTAutograd's functional form (training graphs): the new running stats are returns, not writes
+      Mapping& m = add({"_native_batch_norm_legit_functional"}, "batch_norm", bn_in,
+                       {{"training", "training", A::kBool}, momentum, eps});
+      m.graph_only = true;
+      m.hook = batch_norm_eval_saves_nothing;
+    }
+    {  // and its eval form (inference graphs): running stats read, not updated
+      Mapping& m = add({"_native_batch_norm_legit_no_training"}, "batch_norm", bn_in,
+                       {{nullptr, "training", A::kFalse}, momentum, eps});
+      m.returns_to_catalog = 3;
+      m.extra_outputs = {"~running_mean", "~running_var"};
+      m.graph_only = true;
+      m.hook = batch_norm_eval_saves_nothing;
+    }
     {
       Mapping& m = add({"_batch_norm_with_update", "_batch_norm_with_update.out"}, "batch_norm", bn_in,
                        {{nullptr, "training", A::kTrue}, momentum, eps});
