@@ -10,7 +10,7 @@ and the compile time per model: cold (empty HAL compile cache, fresh Dynamo) and
 reset, HAL disk cache warm). Ratios > 1 mean compiled "hal" is faster.
 
     PYTHONPATH=<build>/python python bench/torch_hal_compile_bench.py \\
-        --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--steps 30] [--threads N] [--json out.json]
+        --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--steps 200] [--rounds 5] [--threads N] [--json out.json]
 """
 import argparse
 import copy
@@ -18,6 +18,8 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
+import statistics
 import tempfile
 import time
 
@@ -31,32 +33,43 @@ def _load_tc():
     return tc
 
 
-def _steps_per_second(torch, tc, model, data, device):
-    import torch.nn.functional as F
+class _Trainer:
+    """One model's AdamW training on DEVICE over a fixed set of batches; run(n) times n steps (one
+    at the end of the last, as a training loop syncs when it reads the loss) and gives steps/s."""
 
-    opt = torch.optim.AdamW(model.parameters())
-    batches = [(x.to(device), y.to(device)) for x, y in data]
+    def __init__(self, torch, model, data, device):
+        import torch.nn.functional as F
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+        self.torch, self.device, self.model = torch, device, model
+        opt = torch.optim.AdamW(model.parameters())
+        self.batches = [(x.to(device), y.to(device)) for x, y in data]
 
-    step(*batches[0]).item()  # compile / warm up
-    step(*batches[1]).item()
-    t0 = time.perf_counter()
-    for x, y in batches[2:]:
-        loss = step(x, y)
-    loss.item()
-    return (len(batches) - 2) / (time.perf_counter() - t0)
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        self.step = step
+        self.done = 0
+        for x, y in self.batches[:3]:  # compile / warm up
+            step(x, y).item()
+
+    def run(self, n):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            x, y = self.batches[self.done % len(self.batches)]
+            self.done += 1
+            loss = self.step(x, y)
+        loss.item()
+        return n / (time.perf_counter() - t0)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--plugin", required=True)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=200, help="timed steps per round and configuration")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds; each configuration's median is reported")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--models", default="mlp,cnn,decoder")
     ap.add_argument("--json")
@@ -69,6 +82,7 @@ def main():
     torch.set_num_threads(a.threads)
     import torch_hal
     import torch_hal.dynamo
+    import torch_hal._C as C
 
     torch_hal.init(plugins=[a.plugin])
     os.environ.setdefault("HAL_FALLBACK_WARN", "0")
@@ -78,34 +92,39 @@ def main():
         kw = {"p": 0.0} if name == "cnn" else {}
         torch.manual_seed(0)
         base = tc.MODELS[name](**kw)
-        data = tc.batches(name, a.steps)
+        data = tc.batches(name, 30)  # cycled: train_compare makes at most ~50 full batches
         r = {"model": name}
-        r["eager_hal"] = _steps_per_second(torch, tc, copy.deepcopy(base).to("hal").train(), data, "hal")
         # Compile time: the first step's extra time over an eager step (forward + backward graphs).
         for kind in ("cold", "cached"):
             torch._dynamo.reset()
             if kind == "cold":
-                import shutil
                 shutil.rmtree(cache, ignore_errors=True)
-            import torch_hal._C as C
-            C_counters = C._hal_compile_counters()
+            before = C._hal_compile_counters()
             m = torch.compile(copy.deepcopy(base).to("hal").train(), backend="hal")
             x, y = data[0][0].to("hal"), data[0][1].to("hal")
             t0 = time.perf_counter()
             torch.nn.functional.cross_entropy(m(x), y).backward()
             torch.hal.synchronize()
             r[f"compile_s_{kind}"] = time.perf_counter() - t0
-            after = C._hal_compile_counters()
-            r[f"disk_hits_{kind}"] = after["disk_hits"] - C_counters["disk_hits"]
+            r[f"disk_hits_{kind}"] = C._hal_compile_counters()["disk_hits"] - before["disk_hits"]
+        # The three configurations live side by side and run in interleaved rounds, so that a slow
+        # moment of the machine hits all of them; each reports its median round.
         torch._dynamo.reset()
-        r["compiled_hal"] = _steps_per_second(
-            torch, tc, torch.compile(copy.deepcopy(base).to("hal").train(), backend="hal"), data, "hal")
-        torch._dynamo.reset()
+        trainers = {"eager_hal": _Trainer(torch, copy.deepcopy(base).to("hal").train(), data, "hal"),
+                    "compiled_hal": _Trainer(torch, torch.compile(copy.deepcopy(base).to("hal").train(), backend="hal"),
+                                             data, "hal")}
         try:
-            r["inductor_cpu"] = _steps_per_second(torch, tc, torch.compile(copy.deepcopy(base).train()), data, "cpu")
+            trainers["inductor_cpu"] = _Trainer(torch, torch.compile(copy.deepcopy(base).train()), data, "cpu")
         except Exception as e:  # no C++ compiler for inductor: reported, not fatal
-            r["inductor_cpu"] = None
             r["inductor_error"] = str(e).splitlines()[0][:200]
+        rates = {k: [] for k in trainers}
+        for _ in range(a.rounds):
+            for k, t in trainers.items():
+                rates[k].append(t.run(a.steps))
+        for k in ("eager_hal", "compiled_hal", "inductor_cpu"):
+            r[k] = statistics.median(rates[k]) if k in rates else None
+            r[k + "_rounds"] = [round(x, 1) for x in rates.get(k, [])]
+        del trainers
         r["vs_eager_hal"] = r["compiled_hal"] / r["eager_hal"]
         r["vs_inductor_cpu"] = r["compiled_hal"] / r["inductor_cpu"] if r["inductor_cpu"] else None
         r["stats"] = torch_hal.dynamo.stats()
