@@ -121,8 +121,9 @@ class SegmentBuilder {
 
   // Lowers aten overload NAME on ARGS/KWARGS (meta tensors for values);
   // OUT_SIZES are the FX node's output sizes with symbols by name. Returns
-  // the meta tensors of the node's tensor returns (None for undefined
-  // ones), or a str: why the node does not lower.
+  // the meta tensors of the node's tensor returns (None for undefined ones
+  // and for the row's side returns, which are not catalog outputs), or a
+  // str: why the node does not lower.
   py::object lower(const std::string& name, const py::tuple& args, const py::dict& kwargs,
                    const std::vector<std::vector<SymDim>>& out_sizes) {
     if (name.rfind("hal::", 0) == 0) return lower_hal_op(name, args, kwargs, out_sizes);
@@ -152,14 +153,23 @@ class SegmentBuilder {
     } catch (const c10::Error& e) {
       return py::str("conversion failed: " + std::string(e.what_without_backtrace()));
     }
-    // Every tensor return must be a catalog output (no eager side results).
+    // Every return the row gives the catalog op must be one of its outputs.
+    // The rest (mapping.hpp: returns_to_catalog) are what PyTorch's Meta
+    // kernel makes, in eager too (SDPA's max_q, max_k, philox seed): None
+    // here, and the caller takes them from the FX node's value.
+    const size_t to_catalog =
+        row->returns_to_catalog < 0 ? call.returns.size() : static_cast<size_t>(row->returns_to_catalog);
     std::vector<int> return_output(call.returns.size(), -1);
     for (size_t r = 0; r < call.returns.size(); ++r) {
-      if (r < call.other_returns.size() && !call.other_returns[r].isNone()) return py::str("returns a non-tensor");
+      const bool side = r >= to_catalog;
+      if (r < call.other_returns.size() && !call.other_returns[r].isNone()) {
+        if (side) continue;
+        return py::str("returns a non-tensor");
+      }
       if (!call.returns[r].defined()) continue;
       for (size_t k = 0; k < call.outputs.size(); ++k)
         if (call.outputs[k].is_same(call.returns[r])) return_output[r] = static_cast<int>(k);
-      if (return_output[r] < 0) return py::str("return " + std::to_string(r) + " is not a catalog output");
+      if (return_output[r] < 0 && !side) return py::str("return " + std::to_string(r) + " is not a catalog output");
     }
     return add(call.catalog, call.inputs, call.attrs, call.outputs, call.returns, return_output, out_sizes);
   }

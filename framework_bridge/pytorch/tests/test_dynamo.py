@@ -90,6 +90,11 @@ def test_decoder_block_trains_compiled_matching_cpu():
     _train_compiled("decoder")
     s = torch_hal.dynamo.stats()
     assert s["segments"] >= 2 and s["lowered_nodes"] >= 20, s
+    # The fused attention lowers with its side results (max_q, max_k as ints, the philox seed and
+    # offset the backward is handed as tensors), so it does not split the forward graph.
+    forward = [r for r in torch_hal.dynamo.runners() if r.kind == "forward"]
+    assert forward and all(len(r.segments) == 1 for r in forward), [r.explain() for r in forward]
+    assert not any("scaled_dot_product" in str(n.target) for r in forward for n, _ in r.eager)
 
 
 class _Parts(nn.Module):

@@ -88,12 +88,30 @@ def _meta_of(val):
                                dtype=val.dtype, device="meta")
 
 
-def _tensor_vals(val):
+def _tensor_vals(val, ints=False):
+    """VAL's tensors as a list (None for absent ones; with INTS, also plain ints: a Meta kernel's side
+    results such as SDPA's max_q), or None when it holds anything else (a SymInt, a host value)."""
     if isinstance(val, torch.Tensor):
         return [val]
-    if isinstance(val, (tuple, list)) and all(isinstance(v, torch.Tensor) or v is None for v in val):
+    if isinstance(val, (tuple, list)) and all(isinstance(v, torch.Tensor) or v is None or
+                                              (ints and type(v) is int) for v in val):
         return list(val)
     return None
+
+
+class _Side:
+    """A tensor return the catalog op does not make (mapping.hpp: returns_to_catalog), such as SDPA's
+    philox seed: eagerly it is what PyTorch's Meta kernel allocates, unspecified bytes no kernel
+    reads; in a segment it is one zero tensor of its shape, made when the schedule is built."""
+
+    __slots__ = ("val",)
+
+    def __init__(self, val):
+        self.val = val
+
+    def make(self, device):
+        with unset_fake_temporarily():
+            return torch.zeros([_hint(s) for s in self.val.shape], dtype=self.val.dtype, device=f"hal:{device}")
 
 
 def _clone_is_value(n):
@@ -272,7 +290,7 @@ class GraphRunner:
             lowered = self._lower_slice(seg, n)
             if lowered:
                 return True
-        vals = _tensor_vals(n.meta.get("val"))
+        vals = _tensor_vals(n.meta.get("val"), ints=True)
         if vals is None or not isinstance(n.target, torch._ops.OpOverload):
             return False  # host computation (getitem of an eager result, sym sizes): a plain step
         name = _overload_name(n.target)
@@ -288,9 +306,9 @@ class GraphRunner:
             # A view of a graph input (a weight's transpose) costs nothing eagerly (no kernel) and,
             # reading nothing of the segment, runs before it; as a graph node it would be a copy.
             reason = "view of a graph input (free in eager)"
-        elif any(v is not None and (v.is_complex()) for v in vals):
+        elif any(isinstance(v, torch.Tensor) and v.is_complex() for v in vals):
             reason = "complex dtype"
-        elif any(v is not None and v.layout != torch.strided for v in vals):
+        elif any(isinstance(v, torch.Tensor) and v.layout != torch.strided for v in vals):
             reason = "sparse tensor"
         symbolic_attr = False
 
@@ -322,6 +340,9 @@ class GraphRunner:
             if val.is_complex():
                 reason = reason or "complex dtype"
                 return None
+            if isinstance(seg.metas.get(a), _Side):
+                reason = reason or f"reads {a.name}, a side result no catalog op makes"
+                return None
             return seg.arg(a)
 
         if reason is None:
@@ -331,7 +352,7 @@ class GraphRunner:
             if reason is None and symbolic_attr and name not in _SYMBOLIC_SIZE_OK:
                 reason = "a symbolic attribute"
         if reason is None:
-            out_sizes = [[_dim(s) for s in v.shape] if v is not None else [] for v in vals]
+            out_sizes = [[_dim(s) for s in v.shape] if isinstance(v, torch.Tensor) else [] for v in vals]
             try:
                 # Outside the compiler's fake mode: the lowering makes real CPU tensors (a Scalar
                 # argument's constant) and runs Meta kernels on plain meta tensors.
@@ -345,7 +366,11 @@ class GraphRunner:
             self.eager.append((n, reason))
             counters.add_eager(reason)
             return False
-        seg.metas[n] = result[0] if isinstance(n.meta.get("val"), torch.Tensor) else result
+        if isinstance(n.meta.get("val"), torch.Tensor):
+            seg.metas[n] = result[0]
+        else:  # the side returns: ints as PyTorch gave them, tensors made once (_Side)
+            seg.metas[n] = [v if isinstance(v, int) else _Side(v) if m is None and v is not None else m
+                            for m, v in zip(result, vals)]
         seg.nodes.append(n)
         counters.add("lowered_nodes")
         return True
@@ -449,8 +474,12 @@ class GraphRunner:
             if n in self.frozen or n in seg.aliases:
                 continue
             meta = seg.metas.get(n)
-            if isinstance(meta, torch.Tensor) and any(u not in inside for u in n.users):
+            if not any(u not in inside for u in n.users):
+                continue
+            if isinstance(meta, torch.Tensor):
                 output(n)
+            elif isinstance(meta, (int, _Side)):  # a side return read outside: a constant of the schedule
+                self.constants[self.slot[n]] = meta if isinstance(meta, int) else meta.make(self.device)
         aliased = [(self.slot[a], self.slot[src if src.op == "placeholder" else output(src)])
                    for a, src in seg.aliases.items() if any(u not in inside for u in a.users)]
         try:
