@@ -85,18 +85,17 @@ PYBIND11_MODULE(_C, m) {
     std::lock_guard<std::mutex> lock(g.mutex());
     return g.current_seed();
   });
+  // The state as a uint8 CPU tensor, both ways: one builtin call, which
+  // torch.compile runs eagerly (a graph break) instead of tracing Python
+  // that builds or reads bytes.
   m.def("get_rng_state", [](int i) {
     at::Generator g = torch_hal::default_generator(static_cast<c10::DeviceIndex>(i));
-    at::Tensor state;
-    {
-      std::lock_guard<std::mutex> lock(g.mutex());
-      state = g.get_state();
-    }
-    return py::bytes(static_cast<const char*>(state.data_ptr()), static_cast<size_t>(state.numel()));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.get_state().clone();
   });
-  m.def("set_rng_state", [](int i, const std::string& bytes) {
-    at::Tensor state = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
-    std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+  m.def("set_rng_state", [](int i, const at::Tensor& new_state) {
+    TORCH_CHECK(new_state.numel() * new_state.element_size() > 0, "torch.hal.set_rng_state: the state is empty");
+    const at::Tensor state = new_state.detach().cpu().contiguous().view(at::kByte).flatten().clone();
     at::Generator g = torch_hal::default_generator(static_cast<c10::DeviceIndex>(i));
     std::lock_guard<std::mutex> lock(g.mutex());
     g.set_state(state);

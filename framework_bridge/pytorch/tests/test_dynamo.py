@@ -441,3 +441,23 @@ def test_input_mutation_is_preserved_in_order():
     torch.testing.assert_close(got.cpu(), expected)
     torch.testing.assert_close(hbuf.cpu(), buf)  # the in-place update reached the caller's tensor
     assert torch_hal.dynamo.stats()["lowered_nodes"] >= 2
+
+
+def test_rng_state_calls_inside_a_compiled_function_run_eagerly():
+    """torch.testing's freeze_rng_state (OpInfo's seeded wrappers) reads and restores the hal
+    generator's state inside no_dispatch(); under torch.compile those calls run eagerly (a graph
+    break, as torch.cuda's), so the function compiles, computes, and leaves the state as it was."""
+    from torch.testing._utils import freeze_rng_state
+
+    def f(x):
+        with freeze_rng_state():
+            torch.manual_seed(7)
+            return torch.sigmoid(x).sum()
+
+    x = torch.randn(5)
+    torch.hal.manual_seed(123)
+    before = torch.hal.get_rng_state()
+    got = torch.compile(f, backend="hal")(x.to("hal"))
+    torch.testing.assert_close(got.cpu(), torch.sigmoid(x).sum())
+    assert torch.equal(torch.hal.get_rng_state(), before)
+    assert torch.hal.get_rng_state.__name__ == "get_rng_state"  # the device module's, wrapped

@@ -63,3 +63,19 @@ def test_a_result_closer_to_float64_than_cpu_passes():
     op = _ops()["cov"]
     res = opinfo_sweep.run_opinfo(op)
     assert res["status"] == "pass", res["reason"]
+
+
+def test_compile_sweep_passes_a_lowered_op_and_catches_a_wrong_compiled_result(monkeypatch):
+    """The --compile sweep (issue 15's OpInfo check): sigmoid's samples lower to a HAL segment and give
+    eager's result; when the compiled graph's outputs are off, the sweep reports the mismatch."""
+    import torch_hal.dynamo.graph_runner as graph_runner
+
+    op = _ops()["sigmoid"]
+    res = opinfo_sweep.run_opinfo_compiled(op, max_samples=2)
+    assert res["status"] == "pass" and res["samples_passed"] == res["samples"] == 2, res
+    assert res["lowered_nodes"] >= 2, res
+
+    real = graph_runner.GraphRunner.__call__
+    monkeypatch.setattr(graph_runner.GraphRunner, "__call__", lambda self, args: [o + 1 for o in real(self, args)])
+    res = opinfo_sweep.run_opinfo_compiled(op, max_samples=2)
+    assert res["status"] == "fail" and "compiled vs eager mismatch" in res["reason"], res

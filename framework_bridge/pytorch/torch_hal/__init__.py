@@ -48,6 +48,7 @@ def _register_dynamo_backend():
     from torch._dynamo.backends.registry import register_backend
 
     register_backend(compile_backend, name="hal")
+    _device_module._rng_state_runs_eagerly(sys.modules["torch._dynamo"])
 
 
 class _RegisterWhenDynamoImports(importlib.abc.MetaPathFinder):

@@ -231,7 +231,7 @@ def initial_seed():
 
 def get_rng_state(device="hal"):
     """The generator state: a 16-byte uint8 CPU tensor (seed, offset)."""
-    return torch.frombuffer(bytearray(_C.get_rng_state(_index(device))), dtype=torch.uint8)
+    return _C.get_rng_state(_index(device))  # one builtin: torch.compile runs it eagerly
 
 
 def get_rng_state_all():
@@ -239,12 +239,23 @@ def get_rng_state_all():
 
 
 def set_rng_state(new_state, device="hal"):
-    _C.set_rng_state(_index(device), bytes(new_state.cpu().contiguous().view(torch.uint8).tolist()))
+    _C.set_rng_state(_index(device), new_state)
 
 
 def set_rng_state_all(new_states):
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+def _rng_state_runs_eagerly(dynamo):
+    """Makes the RNG-state functions run eagerly under torch.compile (a graph break), as torch.cuda's
+    do: Dynamo skips torch's own files but would trace these, and callers such as torch.testing's
+    freeze_rng_state call them inside no_dispatch(), where tracing cannot work. DYNAMO: the
+    torch._dynamo module, just imported (torch_hal does not import it itself: seconds)."""
+    g = globals()
+    for name in ("get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all"):
+        if not getattr(g[name], "_torchdynamo_disable", False):
+            g[name] = dynamo.disable(g[name], reason="the hal generator's host state")
 
 
 def get_device_properties(device=None):
