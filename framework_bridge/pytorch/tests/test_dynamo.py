@@ -461,3 +461,16 @@ def test_rng_state_calls_inside_a_compiled_function_run_eagerly():
     torch.testing.assert_close(got.cpu(), torch.sigmoid(x).sum())
     assert torch.equal(torch.hal.get_rng_state(), before)
     assert torch.hal.get_rng_state.__name__ == "get_rng_state"  # the device module's, wrapped
+
+
+def test_an_op_whose_pytorch_decomposition_is_wrong_stays_whole():
+    """PyTorch's decomposition of _scaled_dot_product_flash_attention_for_cpu returns the attention
+    weights where the op returns logsumexp; the "hal" table leaves the op whole, so compiled equals
+    eager (which runs it through the CPU fallback)."""
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    q, k, v = torch.randn(2, 2, 3, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    want = op(q, k, v)
+    got = torch.compile(lambda q, k, v: op(q, k, v), backend="hal")(q.to("hal"), k.to("hal"), v.to("hal"))
+    assert [t.shape for t in got] == [t.shape for t in want]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-5)

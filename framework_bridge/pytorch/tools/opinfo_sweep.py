@@ -212,14 +212,15 @@ def _is_device_like(a):
         return False
 
 
-def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True, uninitialized=False, ref64=None):
+def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True, uninitialized=False, ref64=None,
+             ref="CPU"):
     """Raises _Mismatch (message names WHAT) unless GOT (from hal) matches WANT
     (CPU); ON_HAL: GOT's tensors must be on hal (the call had a hal input).
     PROPERTIES_ONLY: shapes, dtypes and (unless UNINITIALIZED) finiteness.
     REF64 (a function giving the same result computed in float64 on the CPU):
     outside the tolerance, GOT still passes when it is at least as close to
     the float64 result as CPU's own float32 result is (CPU's rounding, not
-    hal's, is then what the tolerance caught)."""
+    hal's, is then what the tolerance caught). REF names WANT in messages."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_map
 
@@ -230,13 +231,13 @@ def _compare(got, want, atol, rtol, what, properties_only=False, on_hal=True, un
     if properties_only:
         g, w = tree_flatten(got_cpu)[0], tree_flatten(want)[0]
         if len(g) != len(w):
-            raise _Mismatch(f"{what}: {len(g)} outputs, CPU has {len(w)}")
+            raise _Mismatch(f"{what}: {len(g)} outputs, {ref} has {len(w)}")
         for a, b in zip(g, w):
             if isinstance(b, torch.Tensor):
                 if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
-                    raise _Mismatch(f"{what}: got {_describe(a)}, CPU {_describe(b)}")
+                    raise _Mismatch(f"{what}: got {_describe(a)}, {ref} {_describe(b)}")
                 if not uninitialized and b.is_floating_point() and b.isfinite().all() and not a.isfinite().all():
-                    raise _Mismatch(f"{what}: non-finite values where CPU has none")
+                    raise _Mismatch(f"{what}: non-finite values where {ref} has none")
         return
     try:
         torch.testing.assert_close(got_cpu, want, atol=atol, rtol=rtol, equal_nan=True)
@@ -509,7 +510,7 @@ def run_opinfo_compiled(op, max_samples=None):
                 got = s.output_process_fn_grad(torch.compile(f, backend="hal")(compiled_in[0], *compiled_in[1],
                                                                                 **compiled_in[2]))
             _compare(got, to_cpu(eager), atol, rtol, "compiled vs eager", properties_only=props_only, on_hal=False,
-                     uninitialized=uninitialized)
+                     uninitialized=uninitialized, ref="eager")
             res["samples_passed"] += 1
         except Exception as e:  # noqa: BLE001 - recorded per OpInfo
             msg = str(e) if isinstance(e, _Mismatch) else f"compiled: {_short(e)}"
