@@ -49,34 +49,47 @@ void store_plane(const HostView4<T>& out, int64_t n, int64_t c, const std::vecto
 
 // ---- max --------------------------------------------------------------------------
 
+// The kernel taps inside the input along one dim, per output position:
+// [first, last) tap indices. Computed once per call, not per output.
+std::vector<std::pair<int64_t, int64_t>> pool_taps(int64_t out, int64_t s, int64_t p, int64_t d, int64_t k,
+                                                   int64_t in) {
+  std::vector<std::pair<int64_t, int64_t>> taps(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * s - p;
+    const int64_t lo = std::min(k, start >= 0 ? int64_t{0} : (-start + d - 1) / d);
+    const int64_t hi = std::min(k, in - 1 - start < 0 ? int64_t{0} : (in - 1 - start) / d + 1);
+    taps[static_cast<size_t>(o)] = {lo, std::max(lo, hi)};
+  }
+  return taps;
+}
+
 void max_pool2d_body(const OpCall& c) {
   PoolGeometry g = sdk::shape_rules::pool_geometry(c, 0, true);
+  const auto taps_h = pool_taps(g.out[0], g.stride[0], g.padding[0], g.dilation[0], g.kernel[0], g.in[0]);
+  const auto taps_w = pool_taps(g.out[1], g.stride[1], g.padding[1], g.dilation[1], g.kernel[1], g.in[1]);
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     HostView4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
     HostView4<int64_t> ind(c.output(1), g.batched, 2);
-    // The kernel taps inside the input, per output row and column: [first, last).
-    auto taps = [](int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t in) {
-      const int64_t start = o * s - p;
-      const int64_t lo = std::min(k, start >= 0 ? int64_t{0} : (-start + d - 1) / d);
-      const int64_t hi = std::min(k, in - 1 - start < 0 ? int64_t{0} : (in - 1 - start) / d + 1);
-      return std::pair<int64_t, int64_t>{lo, std::max(lo, hi)};
-    };
     const int64_t xs_h = x.stride[2], xs_w = x.stride[3];
     planes(g, [&](int64_t n, int64_t ch) {
       const T* plane = &x.at(n, ch, 0, 0);
-      for (int64_t oh = 0; oh < g.out[0]; ++oh) {
-        const auto [kh0, kh1] = taps(oh, g.stride[0], g.padding[0], g.dilation[0], g.kernel[0], g.in[0]);
+      T* yrow = &y.at(n, ch, 0, 0);
+      int64_t* irow = &ind.at(n, ch, 0, 0);
+      for (int64_t oh = 0; oh < g.out[0]; ++oh, yrow += y.stride[2], irow += ind.stride[2]) {
+        const auto [kh0, kh1] = taps_h[static_cast<size_t>(oh)];
+        const int64_t ih0 = oh * g.stride[0] - g.padding[0];
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
-          const auto [kw0, kw1] = taps(ow, g.stride[1], g.padding[1], g.dilation[1], g.kernel[1], g.in[1]);
+          const auto [kw0, kw1] = taps_w[static_cast<size_t>(ow)];
+          const int64_t iw0 = ow * g.stride[1] - g.padding[1];
           A best = -std::numeric_limits<A>::infinity();
           int64_t arg = -1;
           for (int64_t kh = kh0; kh < kh1; ++kh) {
-            const int64_t ih = oh * g.stride[0] - g.padding[0] + kh * g.dilation[0];
+            const int64_t ih = ih0 + kh * g.dilation[0];
             const T* row = plane + ih * xs_h;
             for (int64_t kw = kw0; kw < kw1; ++kw) {
-              const int64_t iw = ow * g.stride[1] - g.padding[1] + kw * g.dilation[1];
+              const int64_t iw = iw0 + kw * g.dilation[1];
               A v = static_cast<A>(row[iw * xs_w]);
               if (arg < 0 || v > best || std::isnan(v)) {  // NaN wins, as PyTorch
                 best = v;
@@ -84,8 +97,8 @@ void max_pool2d_body(const OpCall& c) {
               }
             }
           }
-          y.at(n, ch, oh, ow) = static_cast<T>(best);
-          ind.at(n, ch, oh, ow) = arg;
+          yrow[ow * y.stride[3]] = static_cast<T>(best);
+          irow[ow * ind.stride[3]] = arg;
         }
       }
     });
@@ -128,6 +141,7 @@ HAL_CPU_KERNEL(max_pool2d_backward_kernel, max_pool2d_backward_body)
 struct Window {
   int64_t h0, h1, w0, w1;
   int64_t divisor;
+  int64_t padded_h = 0, padded_w = 0;  // the window's extent counting padding (count_include_pad)
   bool empty() const { return h0 >= h1 || w0 >= w1; }
 };
 
@@ -137,7 +151,9 @@ Window avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_incl
   w.w0 = ow * g.stride[1] - g.padding[1];
   w.h1 = std::min(w.h0 + g.kernel[0], g.in[0] + g.padding[0]);
   w.w1 = std::min(w.w0 + g.kernel[1], g.in[1] + g.padding[1]);
-  int64_t padded = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.padded_h = w.h1 - w.h0;
+  w.padded_w = w.w1 - w.w0;
+  int64_t padded = w.padded_h * w.padded_w;
   w.h0 = std::max<int64_t>(w.h0, 0);
   w.w0 = std::max<int64_t>(w.w0, 0);
   w.h1 = std::min(w.h1, g.in[0]);
@@ -158,19 +174,33 @@ void avg_pool2d_body(const OpCall& c) {
   bool include_pad;
   int64_t divisor;
   PoolGeometry g = avg_geometry<op::avg_pool2d>(c, 0, include_pad, divisor);
+  // avg_window's rows and columns, once per call (a window is a row range
+  // times a column range, and so is its divisor's count).
+  std::vector<Window> rows(static_cast<size_t>(g.out[0])), cols(static_cast<size_t>(g.out[1]));
+  for (int64_t oh = 0; oh < g.out[0]; ++oh) rows[static_cast<size_t>(oh)] = avg_window(g, oh, 0, include_pad, 0);
+  for (int64_t ow = 0; ow < g.out[1]; ++ow) cols[static_cast<size_t>(ow)] = avg_window(g, 0, ow, include_pad, 0);
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     HostView4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
+    const int64_t xs_h = x.stride[2], xs_w = x.stride[3];
     planes(g, [&](int64_t n, int64_t ch) {
-      for (int64_t oh = 0; oh < g.out[0]; ++oh)
+      const T* plane = &x.at(n, ch, 0, 0);
+      T* yrow = &y.at(n, ch, 0, 0);
+      for (int64_t oh = 0; oh < g.out[0]; ++oh, yrow += y.stride[2]) {
+        const Window& r = rows[static_cast<size_t>(oh)];
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
-          Window w = avg_window(g, oh, ow, include_pad, divisor);
+          const Window& q = cols[static_cast<size_t>(ow)];
+          Window w{r.h0, r.h1, q.w0, q.w1, 0};
+          w.divisor = divisor ? divisor : include_pad ? r.padded_h * q.padded_w : (w.h1 - w.h0) * (w.w1 - w.w0);
           A sum = 0;
-          for (int64_t ih = w.h0; ih < w.h1; ++ih)
-            for (int64_t iw = w.w0; iw < w.w1; ++iw) sum += static_cast<A>(x.at(n, ch, ih, iw));
-          y.at(n, ch, oh, ow) = static_cast<T>(w.empty() ? A(0) : sum / static_cast<A>(w.divisor));
+          for (int64_t ih = w.h0; ih < w.h1; ++ih) {
+            const T* row = plane + ih * xs_h;
+            for (int64_t iw = w.w0; iw < w.w1; ++iw) sum += static_cast<A>(row[iw * xs_w]);
+          }
+          yrow[ow * y.stride[3]] = static_cast<T>(w.empty() ? A(0) : sum / static_cast<A>(w.divisor));
         }
+      }
     });
   });
 }
