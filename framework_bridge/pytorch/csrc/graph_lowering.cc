@@ -58,6 +58,7 @@ std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs) cons
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     at::Tensor on = t.device() == dev ? t : t.to(dev);
+    if (i < permutes_.size() && !permutes_[i].empty()) on = on.permute(permutes_[i]);
     // Op-by-op nodes take strided views (a weight's transpose) as eager
     // kernels do: no copy; a compiled group's input is made contiguous.
     if (i >= strided_ok_.size() || !strided_ok_[i]) on = on.contiguous();
@@ -82,6 +83,12 @@ std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs) cons
   }
   compiled_.run(in_views, out_views, current_hal_stream(dev_));
   return outs;
+}
+
+void Segment::set_input_permutes(std::vector<std::vector<int64_t>> permutes) {
+  TORCH_CHECK(permutes.size() <= graph_.inputs().size(), "torch_hal: ", permutes.size(),
+              " input permutations for a segment of ", graph_.inputs().size(), " inputs");
+  permutes_ = std::move(permutes);
 }
 
 namespace {
@@ -402,6 +409,7 @@ void bind_lowering(py::module_& m) {
       .def("compile", &SegmentBuilder::compile, py::arg("fold") = false);
   py::class_<Segment, std::shared_ptr<Segment>>(m, "_Segment")
       .def("run", &Segment::run)
+      .def("set_input_permutes", &Segment::set_input_permutes)
       .def("explain", [](const Segment& s) { return s.compiled().explain(); })
       .def("graph_dump", [](const Segment& s) { return s.graph().dump(); })
       .def("node_count", [](const Segment& s) { return s.graph().nodes().size(); })

@@ -44,6 +44,11 @@ class Segment {
   // the input for a count, dtype or shape mismatch (nothing runs), and the
   // plugin's errors naming the group or node.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  // Input I is run as inputs[I].permute(PERMUTES[I]) where that is not
+  // empty: a weight's transpose read in place, without an eager view call
+  // per run. Set once, before the first run (not thread-safe against run);
+  // throws c10::Error when the list is longer than the inputs.
+  void set_input_permutes(std::vector<std::vector<int64_t>> permutes);
   const hal::CompiledGraph& compiled() const { return compiled_; }
   const hal::Graph& graph() const { return graph_; }
 
@@ -58,6 +63,7 @@ class Segment {
   std::vector<c10::ScalarType> out_dtypes_;
   c10::DeviceIndex dev_;
   std::vector<bool> strided_ok_;  // per input: CompiledGraph::accepts_strided_input
+  std::vector<std::vector<int64_t>> permutes_;  // per input: set_input_permutes
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::vector<int64_t>> last_in_;
   mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_out_;

@@ -19,7 +19,8 @@ def stats():
     compiled by a plugin), hal_cache_hits (segments from the memory or disk cache), folded_nodes
     (removed by constant folding of frozen weights), aliased_nodes (aten.alias nodes that are
     their segment's value: no node, no kernel), aliased_reshapes (segment reshapes run as metadata
-    by the HAL runtime: no kernel), segment_launches (device kernels the segments' runs launched:
+    by the HAL runtime: no kernel), input_views (transposes of graph inputs a segment reads in
+    place: no eager view call), segment_launches (device kernels the segments' runs launched:
     fused groups' kernels plus op-by-op nodes), and the
     process's HAL compile-cache counters under "hal" (graph_compiles, disk_hits, ...)."""
     from .. import _C

@@ -34,7 +34,7 @@ def snapshot():
     with _lock:
         out = {k: _counts.get(k, 0) for k in ("graphs", "segments", "lowered_nodes", "eager_nodes", "hal_compiles",
                                               "hal_cache_hits", "folded_nodes", "aliased_nodes",
-                                              "aliased_reshapes", "segment_launches")}
+                                              "aliased_reshapes", "segment_launches", "input_views")}
         out["eager_reasons"] = dict(_eager)
         return out
 

@@ -33,6 +33,26 @@ _VIEWS = {"view", "_unsafe_view", "squeeze", "squeeze.dim", "squeeze.dims", "uns
           "permute", "t", "transpose.int", "expand"}
 
 
+def _input_permutation(name, n):
+    """The permutation a t / transpose.int / permute node N applies to its input, or None (another
+    view, a symbolic rank, a rank below 2)."""
+    val = n.args[0].meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dim() < 2:
+        return None
+    rank = val.dim()
+    if name == "t" and rank == 2:
+        return [1, 0]
+    if name == "transpose.int" and len(n.args) == 3 and all(type(d) is int for d in n.args[1:]):
+        a, b = (d % rank for d in n.args[1:])
+        dims = list(range(rank))
+        dims[a], dims[b] = dims[b], dims[a]
+        return dims
+    if name == "permute" and len(n.args) == 2 and all(type(d) is int for d in n.args[1]):
+        dims = [d % rank for d in n.args[1]]
+        return dims if sorted(dims) == list(range(rank)) else None
+    return None
+
+
 def _overload_name(target):
     """"add.Tensor" for an aten overload, "hal::silu_and_mul" for a torch.ops.hal op (its catalog op
     as one node), None for anything else."""
@@ -185,6 +205,8 @@ class _Segment:
         self.metas = {}          # FX node -> meta tensor(s) the lowering returned
         self.external = {}       # FX node read from outside -> its declared meta tensor
         self.aliases = {}        # FX alias node -> the lowered node it aliases (the same HAL value)
+        self.views = {}          # FX transpose of a graph input -> (the input, its permutation): read in place
+        self.made_views = set()  # views of self.views also made eagerly (read outside the segment)
 
     def arg(self, n):
         if n in self.metas:
@@ -244,6 +266,7 @@ class GraphRunner:
             # it either: its nodes came first), so the segment stays whole. Eager nodes keep their
             # order among themselves (random draws).
             mutates = isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+            self._make_views(seg, [m for m in n.all_input_nodes if m in seg.views])
             if mutates or any(m in seg.metas for m in n.all_input_nodes):  # a write keeps its place
                 self._flush(seg)
                 seg = None
@@ -303,8 +326,14 @@ class GraphRunner:
             reason = "slice of a value outside the segment, or with symbolic bounds (free in eager)"
         elif (name in _VIEWS and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"
               and n.args[0] not in self.frozen):
-            # A view of a graph input (a weight's transpose) costs nothing eagerly (no kernel) and,
-            # reading nothing of the segment, runs before it; as a graph node it would be a copy.
+            # A view of a graph input (a weight's transpose) costs nothing eagerly (no kernel); as a
+            # graph node it would be a copy. A transpose is the segment's input read in place (the
+            # segment permutes the graph input itself, in C++); other views run before the segment.
+            dims = _input_permutation(name, n)
+            if dims is not None:
+                seg.views[n] = (n.args[0], dims)
+                counters.add("input_views")
+                return True
             reason = "view of a graph input (free in eager)"
         elif any(isinstance(v, torch.Tensor) and v.is_complex() for v in vals):
             reason = "complex dtype"
@@ -454,13 +483,23 @@ class GraphRunner:
         counters.add("lowered_nodes")
         return True
 
+    def _make_views(self, seg, views):
+        """Makes VIEWS of SEG (transposes of graph inputs) eagerly too, once each, for readers outside
+        the segment."""
+        for v in views:
+            if v not in seg.made_views:
+                seg.made_views.add(v)
+                self._eager_step(v)
+
     def _flush(self, seg):
         lowered = [n for n in seg.nodes if n.target is not operator.getitem and n not in seg.aliases]
+        inside = set(seg.nodes)
+        # Transposes read outside the segment (or by no lowered node) are made eagerly as well.
+        self._make_views(seg, [v for v in seg.views if not lowered or any(u not in inside for u in v.users)])
         if not lowered:
             for n in seg.nodes:
                 self._eager_step(n)
             return
-        inside = set(seg.nodes)
         outputs = []
 
         def output(n):
@@ -487,6 +526,7 @@ class GraphRunner:
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
             counters.warn_once(f"torch_hal.dynamo: a HAL segment of {len(lowered)} nodes did not compile; "
                                f"its nodes run eagerly: {e}", key=str(e))
+            self._make_views(seg, list(seg.views))
             for n in seg.nodes:
                 counters.add_eager("segment compile failed")
                 self.eager.append((n, "segment compile failed"))
@@ -501,7 +541,9 @@ class GraphRunner:
         counters.add("hal_compiles" if stats["cache"] == "compiled" else "hal_cache_hits")
         names = seg.builder.input_names()
         by_name = {n.name: n for n in seg.external}
-        in_slots = [self.slot[by_name[x]] for x in names]
+        # A transpose of a graph input is read as the input, permuted by the segment.
+        in_slots = [self.slot[seg.views[by_name[x]][0] if by_name[x] in seg.views else by_name[x]] for x in names]
+        compiled.set_input_permutes([seg.views[by_name[x]][1] if by_name[x] in seg.views else [] for x in names])
         out_slots = [self.slot[n] for n in outputs]
         self.segments.append((seg, compiled, outputs))
 
