@@ -952,11 +952,17 @@ def markdown_compiled(data):
     return "\n".join(out) + "\n"
 
 
+def _write_reports(data, out, stem, summarize_fn, markdown_fn):
+    """Adds the summary to DATA, writes OUT/STEM.json and OUT/STEM.md; returns the markdown."""
+    data["summary"] = summarize_fn(data["results"].values())
+    (out / f"{stem}.json").write_text(json.dumps(data, indent=1, sort_keys=True))
+    md = markdown_fn(data)
+    (out / f"{stem}.md").write_text(md)
+    return md
+
+
 def _report_compiled(data, out, args):
-    data["summary"] = summarize_compiled(data["results"].values())
-    (out / "opinfo_compile_sweep.json").write_text(json.dumps(data, indent=1, sort_keys=True))
-    md = markdown_compiled(data)
-    (out / "opinfo_compile_sweep.md").write_text(md)
+    md = _write_reports(data, out, "opinfo_compile_sweep", summarize_compiled, markdown_compiled)
     s = data["summary"]
     print(f"{s['tested']} OpInfos tested under torch.compile: {s['pass']} pass ({s['pass_pct']} %), "
           f"samples {s['samples_passed']}/{s['samples']} ({data['meta']['seconds']:.0f} s). "
@@ -1068,10 +1074,7 @@ def main(argv=None):
         data = {"meta": meta, "results": results}
     if args.compile or data["meta"].get("compile"):
         return _report_compiled(data, out, args)
-    data["summary"] = summarize(data["results"].values())
-    (out / "opinfo_sweep.json").write_text(json.dumps(data, indent=1, sort_keys=True))
-    md = markdown(data)
-    (out / "opinfo_sweep.md").write_text(md)
+    md = _write_reports(data, out, "opinfo_sweep", summarize, markdown)
     s = data["summary"]
     print(f"{s['tested']} OpInfos tested: {s['pass_with_fallback_allowed_pct']} % pass with fallback allowed, "
           f"{s['pass_without_fallback_pct']} % without; {s['all_mapped']} have every aten op on a device kernel, "
