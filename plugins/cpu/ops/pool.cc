@@ -137,28 +137,33 @@ HAL_CPU_KERNEL(max_pool2d_backward_kernel, max_pool2d_backward_body)
 
 // ---- average ------------------------------------------------------------------------
 
-// One avg_pool2d window, clipped to the input, and its divisor (PyTorch's rule).
+// One dim of the avg_pool2d windows, per output position: [lo, hi) clipped
+// to the input, and the extent counting padding. Computed once per call.
+struct Span {
+  int64_t lo, hi, padded;
+};
+
+std::vector<Span> avg_spans(int64_t out, int64_t s, int64_t p, int64_t k, int64_t in) {
+  std::vector<Span> spans(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * s - p, end = std::min(start + k, in + p);
+    spans[static_cast<size_t>(o)] = {std::max<int64_t>(start, 0), std::min(end, in), end - start};
+  }
+  return spans;
+}
+
+// One avg_pool2d window (rows R times columns Q) and its divisor (PyTorch's rule).
 struct Window {
   int64_t h0, h1, w0, w1;
   int64_t divisor;
-  int64_t padded_h = 0, padded_w = 0;  // the window's extent counting padding (count_include_pad)
   bool empty() const { return h0 >= h1 || w0 >= w1; }
 };
 
-Window avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad, int64_t divisor_override) {
-  Window w;
-  w.h0 = oh * g.stride[0] - g.padding[0];
-  w.w0 = ow * g.stride[1] - g.padding[1];
-  w.h1 = std::min(w.h0 + g.kernel[0], g.in[0] + g.padding[0]);
-  w.w1 = std::min(w.w0 + g.kernel[1], g.in[1] + g.padding[1]);
-  w.padded_h = w.h1 - w.h0;
-  w.padded_w = w.w1 - w.w0;
-  int64_t padded = w.padded_h * w.padded_w;
-  w.h0 = std::max<int64_t>(w.h0, 0);
-  w.w0 = std::max<int64_t>(w.w0, 0);
-  w.h1 = std::min(w.h1, g.in[0]);
-  w.w1 = std::min(w.w1, g.in[1]);
-  w.divisor = divisor_override ? divisor_override : count_include_pad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0);
+Window avg_window(const Span& r, const Span& q, bool count_include_pad, int64_t divisor_override) {
+  Window w{r.lo, r.hi, q.lo, q.hi, 0};
+  w.divisor = divisor_override ? divisor_override
+              : count_include_pad ? r.padded * q.padded
+                                  : (w.h1 - w.h0) * (w.w1 - w.w0);
   return w;
 }
 
@@ -174,11 +179,8 @@ void avg_pool2d_body(const OpCall& c) {
   bool include_pad;
   int64_t divisor;
   PoolGeometry g = avg_geometry<op::avg_pool2d>(c, 0, include_pad, divisor);
-  // avg_window's rows and columns, once per call (a window is a row range
-  // times a column range, and so is its divisor's count).
-  std::vector<Window> rows(static_cast<size_t>(g.out[0])), cols(static_cast<size_t>(g.out[1]));
-  for (int64_t oh = 0; oh < g.out[0]; ++oh) rows[static_cast<size_t>(oh)] = avg_window(g, oh, 0, include_pad, 0);
-  for (int64_t ow = 0; ow < g.out[1]; ++ow) cols[static_cast<size_t>(ow)] = avg_window(g, 0, ow, include_pad, 0);
+  const auto rows = avg_spans(g.out[0], g.stride[0], g.padding[0], g.kernel[0], g.in[0]);
+  const auto cols = avg_spans(g.out[1], g.stride[1], g.padding[1], g.kernel[1], g.in[1]);
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -188,11 +190,8 @@ void avg_pool2d_body(const OpCall& c) {
       const T* plane = &x.at(n, ch, 0, 0);
       T* yrow = &y.at(n, ch, 0, 0);
       for (int64_t oh = 0; oh < g.out[0]; ++oh, yrow += y.stride[2]) {
-        const Window& r = rows[static_cast<size_t>(oh)];
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
-          const Window& q = cols[static_cast<size_t>(ow)];
-          Window w{r.h0, r.h1, q.w0, q.w1, 0};
-          w.divisor = divisor ? divisor : include_pad ? r.padded_h * q.padded_w : (w.h1 - w.h0) * (w.w1 - w.w0);
+          const Window w = avg_window(rows[static_cast<size_t>(oh)], cols[static_cast<size_t>(ow)], include_pad, divisor);
           A sum = 0;
           for (int64_t ih = w.h0; ih < w.h1; ++ih) {
             const T* row = plane + ih * xs_h;
@@ -210,6 +209,8 @@ void avg_pool2d_backward_body(const OpCall& c) {
   bool include_pad;
   int64_t divisor;
   PoolGeometry g = avg_geometry<op::avg_pool2d_backward>(c, 1, include_pad, divisor);
+  const auto rows = avg_spans(g.out[0], g.stride[0], g.padding[0], g.kernel[0], g.in[0]);
+  const auto cols = avg_spans(g.out[1], g.stride[1], g.padding[1], g.kernel[1], g.in[1]);
   for_float(c.input(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -218,7 +219,7 @@ void avg_pool2d_backward_body(const OpCall& c) {
       std::vector<A> buf(static_cast<size_t>(g.in[0] * g.in[1]), A(0));
       for (int64_t oh = 0; oh < g.out[0]; ++oh)
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
-          Window w = avg_window(g, oh, ow, include_pad, divisor);
+          const Window w = avg_window(rows[static_cast<size_t>(oh)], cols[static_cast<size_t>(ow)], include_pad, divisor);
           if (w.empty()) continue;
           A v = static_cast<A>(gy.at(n, ch, oh, ow)) / static_cast<A>(w.divisor);
           for (int64_t ih = w.h0; ih < w.h1; ++ih)

@@ -539,11 +539,11 @@ class GraphRunner:
         self.launches_per_run += stats["kernels"] + stats["op_nodes"]
         counters.add("aliased_reshapes", stats["alias_nodes"])
         counters.add("hal_compiles" if stats["cache"] == "compiled" else "hal_cache_hits")
-        names = seg.builder.input_names()
         by_name = {n.name: n for n in seg.external}
+        ins = [by_name[x] for x in seg.builder.input_names()]
         # A transpose of a graph input is read as the input, permuted by the segment.
-        in_slots = [self.slot[seg.views[by_name[x]][0] if by_name[x] in seg.views else by_name[x]] for x in names]
-        compiled.set_input_permutes([seg.views[by_name[x]][1] if by_name[x] in seg.views else [] for x in names])
+        in_slots = [self.slot[seg.views[n][0] if n in seg.views else n] for n in ins]
+        compiled.set_input_permutes([seg.views[n][1] if n in seg.views else [] for n in ins])
         out_slots = [self.slot[n] for n in outputs]
         self.segments.append((seg, compiled, outputs))
 
