@@ -124,6 +124,7 @@ struct CompiledGraph::Impl {
   std::vector<bool> aliased;         // per node: run as a Step::kAlias
   std::vector<int64_t> into_output;  // per value: the output whose buffer it is written into (-1: none)
   std::vector<bool> executable_reads;  // per value: an executable needing contiguous inputs reads it
+  std::vector<bool> internal;  // per value: made and read inside one executable only (its memory, not ours)
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
 
@@ -585,6 +586,24 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
   for (const Step& st : impl->steps)
     if (st.kind == Step::kExecutable && !st.strided_inputs)
       for (uint32_t v : st.inputs) impl->executable_reads[v] = true;
+  // A value no step outside its executable sees needs no buffer per run.
+  impl->internal.assign(g.values().size(), true);
+  auto seen = [&](uint32_t v) {
+    if (v != HAL_GRAPH_NO_VALUE) impl->internal[v] = false;
+  };
+  for (uint32_t v : g.inputs()) seen(v);
+  for (uint32_t v : g.outputs()) seen(v);
+  for (const Step& st : impl->steps) {
+    if (st.kind == Step::kExecutable) {
+      for (uint32_t v : st.inputs) seen(v);
+      for (uint32_t v : st.outputs) seen(v);
+    } else if (st.kind == Step::kOp || st.kind == Step::kAlias) {
+      for (uint32_t v : g.nodes()[st.node].inputs) seen(v);
+      for (uint32_t v : g.nodes()[st.node].outputs) seen(v);
+    } else {
+      seen(st.value);
+    }
+  }
 
   // Layouts: a value an op-by-op node makes in memory of ours (not a graph
   // output), read only by launches that take strided tensors (not by an
@@ -725,7 +744,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   for (size_t i = 0; i < g.nodes().size(); ++i)
     for (uint32_t id : g.nodes()[i].outputs) {
       const size_t k = p.device[i];
-      if ((k == 0 && have[id]) || impl_->aliased[i]) continue;
+      if ((k == 0 && have[id]) || impl_->aliased[i] || impl_->internal[id]) continue;
       const int64_t j = impl_->into_output[id];
       if (j >= 0 && contiguous(*outputs[static_cast<size_t>(j)])) {  // the output reshape's input: its bytes
         TensorView into = *outputs[static_cast<size_t>(j)];

@@ -315,6 +315,19 @@ TEST_CASE("graph runtime: claimed add-mul group plus op-by-op matmul equals op b
   CHECK_THROWS_WITH_AS(compiled.accepts_strided_input(g.inputs().size()),
                        doctest::Contains("accepts_strided_input: input"), hal::Error);
 
+  // The add's result is made and read inside the group only: a run allocates no buffer for it
+  // (nor for anything else: the outputs are the caller's).
+  {
+    DeviceTensor x = fx.tensor({3, 4}, kX), y = fx.tensor({3, 4}, kY), w = fx.tensor({4, 2}, kW);
+    DeviceTensor p = fx.empty(F32, {3, 4}), o = fx.empty(F32, {3, 2});
+    hal::Stream stream = fx.device()->create_stream();
+    const uint64_t before = fx.device()->allocator().stats().allocations;
+    compiled.run({&x.view, &y.view, &w.view}, {&p.view, &o.view}, &stream);
+    stream.synchronize();
+    CHECK(fx.device()->allocator().stats().allocations == before);
+    check_close(fx.read<float>(p), expected.first);
+  }
+
   // The same graph with graph compilers off runs op by op.
   hal::CompileOptions op_by_op;
   op_by_op.devices = {cpu.device()};
