@@ -7,7 +7,8 @@ training steps per second:
   - compiled "hal" vs eager "hal" (same plugin, same thread count): the graph path's gain;
   - compiled "hal" vs inductor on CPU (torch.compile default backend, CPU tensors);
 and the compile time per model: cold (empty HAL compile cache, fresh Dynamo) and cached (Dynamo
-reset, HAL disk cache warm). Ratios > 1 mean compiled "hal" is faster.
+reset, HAL disk cache warm). Each compiled configuration also runs with the optimizer step compiled
+(torch.compile(opt.step), "+step"). Ratios > 1 mean compiled "hal" is faster.
 
     PYTHONPATH=<build>/python python bench/torch_hal_compile_bench.py \\
         --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--steps 200] [--rounds 5] [--threads N] [--json out.json]
@@ -35,20 +36,23 @@ def _load_tc():
 
 class _Trainer:
     """One model's AdamW training on DEVICE over a fixed set of batches; run(n) times n steps (one
-    at the end of the last, as a training loop syncs when it reads the loss) and gives steps/s."""
+    at the end of the last, as a training loop syncs when it reads the loss) and gives steps/s.
+    STEP_BACKEND: the optimizer step compiled too (torch.compile(opt.step, backend=STEP_BACKEND)),
+    as PyTorch's compiled-optimizer recipe does."""
 
-    def __init__(self, torch, model, data, device):
+    def __init__(self, torch, model, data, device, step_backend=None):
         import torch.nn.functional as F
 
         self.torch, self.device, self.model = torch, device, model
         opt = torch.optim.AdamW(model.parameters())
+        opt_step = torch.compile(opt.step, backend=step_backend) if step_backend else opt.step
         self.batches = [(x.to(device), y.to(device)) for x, y in data]
 
         def step(x, y):
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
-            opt.step()
+            opt_step()
             return loss
         self.step = step
         self.done = 0
@@ -110,29 +114,39 @@ def main():
         # The three configurations live side by side and run in interleaved rounds, so that a slow
         # moment of the machine hits all of them; each reports its median round.
         torch._dynamo.reset()
+        # "_step": the optimizer step compiled as well as the model.
+        def hal(step=False):
+            return _Trainer(torch, torch.compile(copy.deepcopy(base).to("hal").train(), backend="hal"), data, "hal",
+                            "hal" if step else None)
+
         trainers = {"eager_hal": _Trainer(torch, copy.deepcopy(base).to("hal").train(), data, "hal"),
-                    "compiled_hal": _Trainer(torch, torch.compile(copy.deepcopy(base).to("hal").train(), backend="hal"),
-                                             data, "hal")}
+                    "compiled_hal": hal(), "compiled_hal_step": hal(step=True)}
         try:
-            trainers["inductor_cpu"] = _Trainer(torch, torch.compile(copy.deepcopy(base).train()), data, "cpu")
+            for k, step in (("inductor_cpu", None), ("inductor_cpu_step", "inductor")):
+                trainers[k] = _Trainer(torch, torch.compile(copy.deepcopy(base).train()), data, "cpu", step)
         except Exception as e:  # no C++ compiler for inductor: reported, not fatal
             r["inductor_error"] = str(e).splitlines()[0][:200]
         rates = {k: [] for k in trainers}
         for _ in range(a.rounds):
             for k, t in trainers.items():
                 rates[k].append(t.run(a.steps))
-        for k in ("eager_hal", "compiled_hal", "inductor_cpu"):
+        for k in ("eager_hal", "compiled_hal", "compiled_hal_step", "inductor_cpu", "inductor_cpu_step"):
             r[k] = statistics.median(rates[k]) if k in rates else None
             r[k + "_rounds"] = [round(x, 1) for x in rates.get(k, [])]
         del trainers
-        r["vs_eager_hal"] = r["compiled_hal"] / r["eager_hal"]
-        r["vs_inductor_cpu"] = r["compiled_hal"] / r["inductor_cpu"] if r["inductor_cpu"] else None
+        for suffix in ("", "_step"):
+            hal_rate, inductor = r["compiled_hal" + suffix], r["inductor_cpu" + suffix]
+            r["vs_eager_hal" + suffix] = hal_rate / r["eager_hal"]
+            r["vs_inductor_cpu" + suffix] = hal_rate / inductor if inductor else None
         r["stats"] = torch_hal.dynamo.stats()
         rows.append(r)
-        print(f"{name:8s} steps/s: eager hal {r['eager_hal']:8.1f}  compiled hal {r['compiled_hal']:8.1f}  "
-              f"inductor cpu {r['inductor_cpu'] or float('nan'):8.1f}  | compiled/eager {r['vs_eager_hal']:.2f}x  "
-              f"compiled/inductor {r['vs_inductor_cpu'] or float('nan'):.2f}x  | compile cold "
-              f"{r['compile_s_cold']:.2f}s cached {r['compile_s_cached']:.2f}s")
+        nan = float("nan")
+        print(f"{name:8s} steps/s: eager hal {r['eager_hal']:8.1f}  compiled hal {r['compiled_hal']:8.1f} "
+              f"(+step {r['compiled_hal_step']:8.1f})  inductor cpu {r['inductor_cpu'] or nan:8.1f} "
+              f"(+step {r['inductor_cpu_step'] or nan:8.1f})  | compiled/eager {r['vs_eager_hal']:.2f}x "
+              f"(+step {r['vs_eager_hal_step']:.2f}x)  compiled/inductor {r['vs_inductor_cpu'] or nan:.2f}x "
+              f"(+step {r['vs_inductor_cpu_step'] or nan:.2f}x)  | compile cold {r['compile_s_cold']:.2f}s "
+              f"cached {r['compile_s_cached']:.2f}s")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(rows, indent=1, default=str))
 

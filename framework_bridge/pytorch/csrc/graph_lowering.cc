@@ -49,16 +49,23 @@ std::shared_ptr<const std::vector<std::vector<int64_t>>> Segment::output_shapes(
   return out;
 }
 
-std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs) const {
+std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs,
+                                     const std::vector<at::Tensor>& write_back) const {
   const c10::Device dev(at::kPrivateUse1, dev_);
-  std::vector<at::Tensor> ins;
+  TORCH_CHECK(write_back.size() == write_backs_.size(), "torch_hal: a segment run got ", write_back.size(),
+              " write-back tensors for ", write_backs_.size(), " write-backs");
+  std::vector<at::Tensor> ins, viewed(view_outputs_.size());
   std::vector<std::vector<int64_t>> shapes;
   ins.reserve(inputs.size());
   shapes.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     at::Tensor on = t.device() == dev ? t : t.to(dev);
-    if (i < permutes_.size() && !permutes_[i].empty()) on = on.permute(permutes_[i]);
+    if (i < permutes_.size() && !permutes_[i].empty()) {
+      on = on.permute(permutes_[i]);
+      for (size_t k = 0; k < view_outputs_.size(); ++k)
+        if (view_outputs_[k] == i) viewed[k] = on;
+    }
     // Op-by-op nodes take strided views (a weight's transpose) as eager
     // kernels do: no copy; a compiled group's input is made contiguous.
     if (i >= strided_ok_.size() || !strided_ok_[i]) on = on.contiguous();
@@ -82,7 +89,30 @@ std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs) cons
     out_views.push_back(&views[ins.size() + j]);
   }
   compiled_.run(in_views, out_views, current_hal_stream(dev_));
+  // Stream order puts the copies after every read of the old values. They
+  // are mutations AOTAutograd kept in the graph because autograd need not
+  // see them (its rule): below autograd, the version counter still moves.
+  const at::AutoDispatchBelowAutograd below_autograd;
+  for (size_t k = 0; k < write_back.size(); ++k) {
+    at::Tensor dst = write_back[k];
+    dst.copy_(outs[write_backs_[k]]);
+  }
+  outs.insert(outs.end(), viewed.begin(), viewed.end());
   return outs;
+}
+
+void Segment::set_view_outputs(std::vector<size_t> inputs) {
+  for (size_t i : inputs)
+    TORCH_CHECK(i < permutes_.size() && !permutes_[i].empty(), "torch_hal: input ", i,
+                " of a segment is not a permuted input; its view cannot be an output");
+  view_outputs_ = std::move(inputs);
+}
+
+void Segment::set_write_backs(std::vector<size_t> outputs) {
+  for (size_t j : outputs)
+    TORCH_CHECK(j < out_dtypes_.size(), "torch_hal: write-back of output ", j, " of a segment with ",
+                out_dtypes_.size(), " outputs");
+  write_backs_ = std::move(outputs);
 }
 
 void Segment::set_input_permutes(std::vector<std::vector<int64_t>> permutes) {
@@ -408,8 +438,10 @@ void bind_lowering(py::module_& m) {
       .def("dump", &SegmentBuilder::dump)
       .def("compile", &SegmentBuilder::compile, py::arg("fold") = false);
   py::class_<Segment, std::shared_ptr<Segment>>(m, "_Segment")
-      .def("run", &Segment::run)
+      .def("run", &Segment::run, py::arg("inputs"), py::arg("write_back") = std::vector<at::Tensor>{})
       .def("set_input_permutes", &Segment::set_input_permutes)
+      .def("set_write_backs", &Segment::set_write_backs)
+      .def("set_view_outputs", &Segment::set_view_outputs)
       .def("explain", [](const Segment& s) { return s.compiled().explain(); })
       .def("graph_dump", [](const Segment& s) { return s.graph().dump(); })
       .def("node_count", [](const Segment& s) { return s.graph().nodes().size(); })

@@ -43,12 +43,27 @@ class Segment {
   // give for the inputs' shapes. Throws hal::Error INVALID_ARGUMENT naming
   // the input for a count, dtype or shape mismatch (nothing runs), and the
   // plugin's errors naming the group or node.
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  // WRITE_BACK (may be empty) are the tensors set_write_backs names outputs
+  // for, in that order: each gets its output's value copied in (on the same
+  // stream, after the segment: an input mutation, BatchNorm's running stats
+  // or an optimizer's parameter update); its count must match (c10::Error,
+  // nothing runs).
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs,
+                              const std::vector<at::Tensor>& write_back = {}) const;
   // Input I is run as inputs[I].permute(PERMUTES[I]) where that is not
   // empty: a weight's transpose read in place, without an eager view call
   // per run. Set once, before the first run (not thread-safe against run);
   // throws c10::Error when the list is longer than the inputs.
   void set_input_permutes(std::vector<std::vector<int64_t>> permutes);
+  // Run's K-th write_back tensor receives output OUTPUTS[K]. Set once,
+  // before the first run (not thread-safe against run); throws c10::Error
+  // for an index past the outputs.
+  void set_write_backs(std::vector<size_t> outputs);
+  // Run returns, after the outputs, input INPUTS[K]'s permuted view (a
+  // transpose the segment reads in place and a later node reads too): no
+  // eager view call per run. Set once, before the first run (not thread-safe
+  // against run); throws c10::Error for an input that is not permuted.
+  void set_view_outputs(std::vector<size_t> inputs);
   const hal::CompiledGraph& compiled() const { return compiled_; }
   const hal::Graph& graph() const { return graph_; }
 
@@ -64,6 +79,8 @@ class Segment {
   c10::DeviceIndex dev_;
   std::vector<bool> strided_ok_;  // per input: CompiledGraph::accepts_strided_input
   std::vector<std::vector<int64_t>> permutes_;  // per input: set_input_permutes
+  std::vector<size_t> write_backs_;             // set_write_backs
+  std::vector<size_t> view_outputs_;            // set_view_outputs
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::vector<int64_t>> last_in_;
   mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_out_;
@@ -71,7 +88,7 @@ class Segment {
 
 // Adds this area's classes to torch_hal._C: _SegmentBuilder (declare,
 // lower, mark_output, input_names, dump, compile) and _Segment (run,
-// explain, stats, graph_dump), and _hal_compile_counters.
+// set_input_permutes, set_write_backs, explain, stats, graph_dump), and _hal_compile_counters.
 void bind_lowering(pybind11::module_& m);
 
 }  // namespace torch_hal

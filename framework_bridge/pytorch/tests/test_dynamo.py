@@ -58,8 +58,11 @@ def test_mlp_trains_compiled_matching_cpu():
     assert s["graphs"] == 2, s
     assert s["segments"] >= 2 and s["lowered_nodes"] >= 10, s
     assert s["hal_compiles"] + s["hal_cache_hits"] == s["segments"]
-    # The weights' transposes are read in place by the segments: no eager node at all.
+    # The weights' transposes are read in place by the segments: no eager node at all. Those the
+    # backward needs too are returned by the forward's segment: its run is the graph's only step.
     assert s["eager_nodes"] == 0 and s["input_views"] >= 6, s
+    forward = [r for r in torch_hal.dynamo.runners() if r.kind == "forward"]
+    assert forward and all(len(r.steps) == 1 for r in forward), [r.explain() for r in forward]
 
 
 def test_cnn_with_batchnorm_trains_compiled_matching_cpu():
@@ -72,6 +75,8 @@ def test_cnn_with_batchnorm_trains_compiled_matching_cpu():
     # the segments' inputs read in place.
     assert s["segments"] == 2 and s["lowered_nodes"] >= 20, s
     assert s["eager_nodes"] == 0 and s["input_views"] >= 3, s
+    # The running stats (and num_batches_tracked) are written back by the forward's segment.
+    assert s["write_backs"] >= 6, s
 
 
 @pytest.mark.parametrize("grad", [False, True])
@@ -497,3 +502,85 @@ def test_transposes_of_graph_inputs_are_read_in_place_and_still_made_for_other_r
         torch.testing.assert_close(g.cpu(), e, rtol=1e-5, atol=1e-5)
     assert got[1]._is_view() and got[1].stride() == (1, 4)  # wt: a transposed view, as eager returns
     assert torch_hal.dynamo.stats()["input_views"] >= 1
+
+
+_OPTIMIZERS = {
+    "adamw": lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1),
+    "sgd": lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-3, nesterov=True),
+    "adam_amsgrad": lambda params: torch.optim.Adam(params, lr=1e-2, amsgrad=True),
+}
+
+
+@pytest.mark.parametrize("optim", sorted(_OPTIMIZERS))
+def test_compiled_optimizer_step_lowers_whole_and_matches_eager_cpu(optim):
+    """torch.compile(opt.step, backend="hal"): the optimizer's _foreach_ ops decompose per tensor and
+    lower, and the updates of the parameters and the optimizer state (input mutations AOTAutograd
+    keeps in the graph) are written back by the segment: no eager node; every step matches CPU."""
+    torch.manual_seed(0)
+    ref = tc.MODELS["mlp"]()
+    dev = copy.deepcopy(ref).to("hal")
+    opt_ref, opt_dev = _OPTIMIZERS[optim](ref.parameters()), _OPTIMIZERS[optim](dev.parameters())
+    step = torch.compile(opt_dev.step, backend="hal")
+    for x, y in tc.batches("mlp", 4):
+        for model, opt, run, d in ((ref, opt_ref, opt_ref.step, "cpu"), (dev, opt_dev, step, "hal")):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x.to(d)), y.to(d)).backward()
+            run()
+        for a, b in zip(ref.parameters(), dev.parameters()):
+            torch.testing.assert_close(b.detach().cpu(), a.detach(), **tc.PARAM_TOL)
+    for state_ref, state_dev in zip(opt_ref.state.values(), opt_dev.state.values()):
+        for k, v in state_ref.items():
+            torch.testing.assert_close(state_dev[k].cpu(), v, **tc.PARAM_TOL, msg=lambda m: f"state {k}: {m}")
+    s = torch_hal.dynamo.stats()
+    assert s["eager_nodes"] == 0 and s["segments"] >= 1, s
+    assert s["write_backs"] >= 2 * len(list(dev.parameters())), s  # at least each parameter and a buffer
+
+
+def _foreach_arguments(schema):
+    """Sample (args, kwargs) for a _foreach_ overload: lists of two tensors (values in (0.1, 0.9):
+    every unary op is defined there), scalars, scalar lists; None for an argument of another kind."""
+    torch.manual_seed(0)
+    tensors = lambda: [torch.rand(3, 2) * 0.8 + 0.1, torch.rand(4) * 0.8 + 0.1]  # noqa: E731
+    args, kwargs = [], {}
+    for a in schema.arguments:
+        kind = str(a.type)
+        if kind == "List[Tensor]":
+            v = tensors()
+        elif kind == "List[number]":
+            v = [0.5, 1.5]
+        elif kind == "number":
+            v = 1.5 if a.name == "self" else 0.75
+        elif kind == "Tensor":
+            v = torch.tensor(0.7)
+        elif a.has_default_value():
+            v = a.default_value
+        else:
+            return None
+        if a.kwarg_only:
+            kwargs[a.name] = v
+        else:
+            args.append(v)
+    return args, kwargs
+
+
+def test_foreach_decompositions_compute_what_the_foreach_ops_compute():
+    from torch_hal.dynamo.foreach import foreach_decompositions
+
+    table = foreach_decompositions()
+    for op in (torch.ops.aten._foreach_addcdiv.Scalar, torch.ops.aten._foreach_lerp.Scalar,
+               torch.ops.aten._foreach_pow.ScalarAndTensor, torch.ops.aten._foreach_maximum.Scalar):
+        assert op in table, op  # what AdamW, Adam(amsgrad) and clipping use
+    assert torch.ops.aten._foreach_addcmul.Tensor not in table  # its scalars are a tensor: left whole
+    checked = 0
+    for op, decomposition in table.items():
+        sample = _foreach_arguments(op._schema)
+        assert sample is not None, op
+        want, got = op(*sample[0], **sample[1]), decomposition(*sample[0], **sample[1])
+        assert len(got) == len(want), op
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6, msg=lambda m: f"{op}: {m}")
+        checked += 1
+    assert checked >= 50
+    # Keyword arguments reach the per-element op (alpha is keyword-only in both).
+    a, b = [torch.ones(2)], [torch.full((2,), 2.0)]
+    torch.testing.assert_close(table[torch.ops.aten._foreach_add.List](a, b, alpha=3)[0], torch.full((2,), 7.0))

@@ -8,6 +8,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 
 from . import counters
+from .foreach import foreach_decompositions
 from .graph_runner import GraphRunner
 
 # The GraphRunners of this process, oldest first, as (serial, weak reference): explain reads them,
@@ -20,7 +21,8 @@ _next_serial = 0
 def decompositions():
     """PyTorch's core-aten decompositions of the ops "hal" has no eager kernel for; the ops it has
     (the mapping table's rows and torch_hal's own kernels) stay whole, so each lowers to one catalog
-    op or runs as one eager kernel."""
+    op or runs as one eager kernel; and the _foreach_ ops of optimizers, one op per element
+    (foreach.py)."""
     from torch._decomp import core_aten_decompositions
 
     # Decompositions whose results differ from the op's: the op stays one node (eager "hal", with
@@ -35,6 +37,7 @@ def decompositions():
         if op in wrong:
             continue
         table[op] = fn
+    table.update(foreach_decompositions())
     return table
 
 
@@ -75,8 +78,11 @@ def compile_backend(gm, example_inputs, options=None):
     if options:
         raise ValueError(f"torch_hal.compile_backend: unknown options {sorted(options)} (known: freeze)")
     frozen = {i: t for i, t in enumerate(example_inputs) if isinstance(t, torch.nn.Parameter)} if freeze else None
+    # Input mutations AOTAutograd can keep in the graph (copy_ into the input: running stats, an
+    # optimizer's updates) are done by the segment that computes the value (GraphRunner._write_back).
     aot = aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
-                       inference_compiler=_compiler("inference", frozen), decompositions=decompositions)
+                       inference_compiler=_compiler("inference", frozen), decompositions=decompositions,
+                       keep_inference_input_mutations=True)
     return aot(gm, example_inputs)
 
 

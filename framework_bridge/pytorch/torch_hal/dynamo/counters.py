@@ -34,7 +34,8 @@ def snapshot():
     with _lock:
         out = {k: _counts.get(k, 0) for k in ("graphs", "segments", "lowered_nodes", "eager_nodes", "hal_compiles",
                                               "hal_cache_hits", "folded_nodes", "aliased_nodes",
-                                              "aliased_reshapes", "segment_launches", "input_views")}
+                                              "aliased_reshapes", "segment_launches", "input_views",
+                                              "write_backs")}
         out["eager_reasons"] = dict(_eager)
         return out
 

@@ -207,6 +207,7 @@ class _Segment:
         self.aliases = {}        # FX alias node -> the lowered node it aliases (the same HAL value)
         self.views = {}          # FX transpose of a graph input -> (the input, its permutation): read in place
         self.made_views = set()  # views of self.views also made eagerly (read outside the segment)
+        self.write_backs = []    # (graph input, FX node of the segment): the input takes the value after the run
 
     def arg(self, n):
         if n in self.metas:
@@ -281,6 +282,8 @@ class GraphRunner:
         """Adds N to SEG; False (reason counted unless N computes no tensor) when it does not lower."""
         if n.op != "call_function":
             return False
+        if n.target is torch.ops.aten.copy_.default and self._write_back(seg, n):
+            return True
         if n.target is operator.getitem and n.args[0] in seg.metas and isinstance(seg.metas[n.args[0]], list):
             seg.metas[n] = seg.metas[n.args[0]][n.args[1]]
             seg.nodes.append(n)
@@ -404,6 +407,23 @@ class GraphRunner:
         counters.add("lowered_nodes")
         return True
 
+    def _write_back(self, seg, n):
+        """N, copy_(graph input, value of SEG) with nothing reading the input afterwards (an input
+        mutation AOTAutograd keeps in the graph: running stats, an optimizer's updates), is done by
+        the segment: it copies the value into the input after its run, in C++, not as an eager step."""
+        dst, src = n.args[0], n.args[1]
+        if n.users or n.kwargs or not isinstance(dst, torch.fx.Node) or dst.op != "placeholder" or dst in self.frozen:
+            return False
+        src = seg.aliases.get(src, src)
+        if not isinstance(seg.metas.get(src), torch.Tensor) or src.op == "placeholder":
+            return False
+        if any(self.slot[u] > self.slot[n] for u in dst.users) or any(d is dst for d, _ in seg.write_backs):
+            return False
+        seg.write_backs.append((dst, src))
+        seg.nodes.append(n)
+        counters.add("write_backs")
+        return True
+
     def _lower_slice(self, seg, n):
         """N, a slice, split or select of a value of SEG, as index_select over a constant index (as
         the ONNX front end lowers Slice) or, for the whole dim, as the value itself, so that the
@@ -494,8 +514,12 @@ class GraphRunner:
     def _flush(self, seg):
         lowered = [n for n in seg.nodes if n.target is not operator.getitem and n not in seg.aliases]
         inside = set(seg.nodes)
-        # Transposes read outside the segment (or by no lowered node) are made eagerly as well.
-        self._make_views(seg, [v for v in seg.views if not lowered or any(u not in inside for u in v.users)])
+        # Transposes read outside the segment: the segment returns those it reads (set_view_outputs);
+        # the rest (read by no lowered node) are made eagerly.
+        outside = [v for v in seg.views if not lowered or any(u not in inside for u in v.users)]
+        read = set(seg.builder.input_names()) if lowered else set()
+        returned = [v for v in outside if v.name in read and v not in seg.made_views]
+        self._make_views(seg, [v for v in outside if v not in returned])
         if not lowered:
             for n in seg.nodes:
                 self._eager_step(n)
@@ -521,6 +545,7 @@ class GraphRunner:
                 self.constants[self.slot[n]] = meta if isinstance(meta, int) else meta.make(self.device)
         aliased = [(self.slot[a], self.slot[src if src.op == "placeholder" else output(src)])
                    for a, src in seg.aliases.items() if any(u not in inside for u in a.users)]
+        write_backs = [(self.slot[dst], output(src)) for dst, src in seg.write_backs]
         try:
             compiled = seg.builder.compile(fold=bool(seg.frozen))
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
@@ -544,12 +569,15 @@ class GraphRunner:
         # A transpose of a graph input is read as the input, permuted by the segment.
         in_slots = [self.slot[seg.views[n][0] if n in seg.views else n] for n in ins]
         compiled.set_input_permutes([seg.views[n][1] if n in seg.views else [] for n in ins])
-        out_slots = [self.slot[n] for n in outputs]
+        compiled.set_write_backs([outputs.index(src) for _, src in write_backs])
+        compiled.set_view_outputs([ins.index(v) for v in returned])
+        wb_slots = [dst for dst, _ in write_backs]
+        out_slots = [self.slot[n] for n in outputs + returned]
         self.segments.append((seg, compiled, outputs))
 
         def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots, aliased=aliased,
-                 alias=torch.ops.aten.alias.default._op):
-            for s, t in zip(out_slots, run([env[i] for i in in_slots])):
+                 wb_slots=wb_slots, alias=torch.ops.aten.alias.default._op):
+            for s, t in zip(out_slots, run([env[i] for i in in_slots], [env[i] for i in wb_slots])):
                 env[s] = t
             for a, s in aliased:
                 env[a] = alias(env[s])
@@ -591,6 +619,9 @@ class GraphRunner:
             lines.append(f"-- segment {k}: {len(seg.nodes)} FX nodes; HAL graph after the pipeline:")
             lines.append(compiled.graph_dump())
             lines.append(compiled.explain())
+            if seg.write_backs:
+                lines.append("   written back into graph inputs after the run: "
+                             + ", ".join(f"{src.name} -> {dst.name}" for dst, src in seg.write_backs))
         for n, why in self.eager:
             lines.append(f"-- eager node {n.name} ({n.target}): {why}")
         return "\n".join(lines)
