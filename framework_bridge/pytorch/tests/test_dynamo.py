@@ -584,3 +584,76 @@ def test_foreach_decompositions_compute_what_the_foreach_ops_compute():
     # Keyword arguments reach the per-element op (alpha is keyword-only in both).
     a, b = [torch.ones(2)], [torch.full((2,), 2.0)]
     torch.testing.assert_close(table[torch.ops.aten._foreach_add.List](a, b, alpha=3)[0], torch.full((2,), 7.0))
+
+
+def test_cnn_with_dropout_trains_compiled_as_eager_hal_with_running_stats_written_back():
+    """The CNN with its dropout (p=0.25): the dropout draws from the hal generator as eagerly (an
+    eager node), so compiled and eager "hal" training agree exactly; the dropout splits the forward
+    and the running stats, made before it, are written back by the segment that makes them."""
+    torch.manual_seed(0)
+    ref = tc.MODELS["cnn"]()
+    eager, compiled = copy.deepcopy(ref), copy.deepcopy(ref)
+    data = tc.batches("cnn", 6)
+    torch.hal.manual_seed(5)
+    want = tc.train(eager, data, "adamw", "hal")
+    torch.hal.manual_seed(5)
+    got = tc.train(torch.compile(compiled, backend="hal"), data, "adamw", "hal")
+    assert got == want
+    for (name, a), b in zip(eager.state_dict().items(), compiled.state_dict().values()):
+        assert torch.equal(a.cpu(), b.cpu()), name
+    s = torch_hal.dynamo.stats()
+    assert set(s["eager_reasons"]) == {"no mapping-table row for aten::native_dropout",
+                                       "no mapping-table row for aten::native_dropout_backward"}, s
+    assert s["write_backs"] >= 6, s
+
+
+def test_write_back_waits_for_readers_of_the_old_value():
+    """A value made before an eager node splits the graph is written back into its input at once
+    only when nothing reads the input later; here the old value is read after the split, so the
+    copy runs in place at the end (as eagerly), and both results match eager."""
+    def early(x, buf):  # nothing reads buf after the split: the first segment writes back
+        new = buf + torch.sigmoid(x)
+        q = torch.linalg.qr(new).Q
+        buf.copy_(new)
+        return q * 2
+
+    def late(x, buf):  # buf's old value is read after the split
+        new = buf + torch.sigmoid(x)
+        q = torch.linalg.qr(new).Q
+        r = buf * 2 + q.sum()
+        buf.copy_(new)
+        return r
+
+    for fn, written_back in ((early, 1), (late, 0)):
+        torch._dynamo.reset()
+        torch_hal.dynamo.reset_stats()
+        x, buf = torch.randn(3, 3), torch.randn(3, 3)
+        hbuf = buf.to("hal")
+        with torch.no_grad():
+            got = torch.compile(fn, backend="hal")(x.to("hal"), hbuf)
+            want = fn(x, buf)
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(hbuf.cpu(), buf)
+        assert torch_hal.dynamo.stats()["write_backs"] == written_back, fn.__name__
+
+
+def test_sparse_tensors_under_compile_run_eagerly_and_match():
+    """Dynamo does not trace sparse tensors: a function taking one runs eagerly, and one making one
+    breaks the graph there; either way "hal" computes what eager computes and nothing fails."""
+    indices, values = torch.tensor([[0, 1, 1], [2, 0, 2]]), torch.tensor([1.0, 2.0, 3.0])
+    sparse = torch.sparse_coo_tensor(indices, values, (2, 3)).coalesce()
+    dense = torch.randn(2, 3)
+
+    def takes(a, b):
+        return torch.relu(a.to_dense() * 2 + b)
+
+    def makes(b):
+        return torch.sigmoid(b).to_sparse().to_dense() + 1
+
+    def masks(b, m):
+        return b.sparse_mask(m).to_dense() * 3
+
+    for fn, args in ((takes, (sparse, dense)), (makes, (dense,)), (masks, (dense, sparse))):
+        got = torch.compile(fn, backend="hal")(*[a.to("hal") for a in args])
+        torch.testing.assert_close(got.cpu(), fn(*args), rtol=1e-6, atol=1e-6)
+    assert torch_hal.dynamo.stats()["segments"] >= 1  # makes's sigmoid, before the break

@@ -146,6 +146,32 @@ def _clone_is_value(n):
                for u in n.users)
 
 
+def _writes(u, n):
+    """Whether node U writes N in place (N passed where U's schema marks an argument written)."""
+    if not isinstance(u.target, torch._ops.OpOverload) or not u.target._schema.is_mutable:
+        return False
+    args = u.target._schema.arguments
+    return any(a is n and i < len(args) and args[i].alias_info is not None and args[i].alias_info.is_write
+               for i, a in enumerate(u.args)) or any(
+        v is n and next((a.alias_info is not None and a.alias_info.is_write for a in args if a.name == k), True)
+        for k, v in u.kwargs.items())
+
+
+def _copy_is_value(n):
+    """Whether N, a functional copy (copy(self, src): src in self's dtype, shape and device: what
+    functionalization makes of a user's x.copy_(src)), may be src itself: same dtype, shape and
+    device, and N neither a graph output nor written in place."""
+    if n.target is not torch.ops.aten.copy.default or len(n.args) < 2 or not all(
+            isinstance(a, torch.fx.Node) for a in n.args[:2]):
+        return False
+    dst, src = (a.meta.get("val") for a in n.args[:2])
+    if not isinstance(dst, torch.Tensor) or not isinstance(src, torch.Tensor):
+        return False
+    if dst.dtype != src.dtype or dst.device != src.device or list(dst.shape) != list(src.shape):
+        return False
+    return all(u.op != "output" and not _writes(u, n) for u in n.users)
+
+
 class _Slot:
     __slots__ = ("index",)
 
@@ -193,6 +219,17 @@ def _fill(a, env):
     if isinstance(a, dict):
         return {k: _fill(v, env) for k, v in a.items()}
     return a
+
+
+def _readers(n):
+    """The nodes reading N's value: its users and, through views of it (which alias it), theirs."""
+    out, todo = [], list(n.users)
+    while todo:
+        u = todo.pop()
+        out.append(u)
+        if u.target is operator.getitem or (isinstance(u.target, torch._ops.OpOverload) and u.target.is_view):
+            todo.extend(u.users)
+    return out
 
 
 class _Segment:
@@ -248,9 +285,14 @@ class GraphRunner:
         self.output = None
         self.launches_per_run = 0  # device kernels one run's segments launch (fused groups + op-by-op)
         self.constants = {}
+        # copy_ nodes into graph inputs (AOTAutograd's kept input mutations, at the graph's end): a
+        # segment that makes the value writes it back, also one flushed before the copy_ is reached.
+        self._copies = [n for n in nodes if n.target is torch.ops.aten.copy_.default
+                        and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"]
+        self._claimed = set()  # copy_ nodes a flushed segment writes back
         seg = None
         for n in nodes:
-            if n.op == "placeholder":
+            if n.op == "placeholder" or n in self._claimed:
                 continue
             if n.op == "get_attr":
                 self.constants[self.slot[n]] = getattr(gm, n.target)
@@ -269,11 +311,11 @@ class GraphRunner:
             mutates = isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
             self._make_views(seg, [m for m in n.all_input_nodes if m in seg.views])
             if mutates or any(m in seg.metas for m in n.all_input_nodes):  # a write keeps its place
-                self._flush(seg)
+                self._flush(seg, upto=self.slot[n])
                 seg = None
             self._eager_step(n)
         if seg is not None:
-            self._flush(seg)
+            self._flush(seg, upto=len(nodes))
         counters.add("graphs")
 
     # ---- building ----
@@ -288,9 +330,10 @@ class GraphRunner:
             seg.metas[n] = seg.metas[n.args[0]][n.args[1]]
             seg.nodes.append(n)
             return seg.metas[n] is not None
-        src = n.args[0] if n.target is torch.ops.aten.alias.default or _clone_is_value(n) else None
+        src = (n.args[0] if n.target is torch.ops.aten.alias.default or _clone_is_value(n)
+               else n.args[1] if _copy_is_value(n) else None)
         if src in seg.metas and src not in self.frozen and isinstance(seg.metas[src], torch.Tensor):
-            # An alias (or a clone only read) of a value of the segment is that value: no node, no
+            # An alias (or a clone only read, or a functional copy) of a value of the segment is that value: no node, no
             # kernel, no split; read outside, it is made (a view, no kernel) from the segment's
             # output after its run.
             seg.metas[n] = seg.metas[src]
@@ -323,6 +366,8 @@ class GraphRunner:
         reason = None
         if name is None:
             reason = "not an aten or torch.ops.hal op"
+        elif name == "copy_":  # _write_back did not take it
+            reason = "copy_ of a value no segment makes, or into a tensor read later (eager, in place)"
         elif name == "alias":  # of a value the segment does not make (a graph input, an eager result)
             reason = "alias of a value outside the segment (free in eager)"
         elif n.target in _SLICES:  # _lower_slice did not take it
@@ -407,20 +452,33 @@ class GraphRunner:
         counters.add("lowered_nodes")
         return True
 
-    def _write_back(self, seg, n):
+    def _write_back(self, seg, n, upto=None):
         """N, copy_(graph input, value of SEG) with nothing reading the input afterwards (an input
         mutation AOTAutograd keeps in the graph: running stats, an optimizer's updates), is done by
-        the segment: it copies the value into the input after its run, in C++, not as an eager step."""
+        the segment: it copies the value into the input after its run, in C++, not as an eager step.
+        UPTO (a later copy_, claimed while SEG is flushed at that node index): every other reader of
+        the input must come before UPTO, so that none sees the new value early."""
         dst, src = n.args[0], n.args[1]
         if n.users or n.kwargs or not isinstance(dst, torch.fx.Node) or dst.op != "placeholder" or dst in self.frozen:
             return False
+        if upto is not None and isinstance(src, torch.fx.Node) and self.slot[src] > upto and _copy_is_value(src):
+            src = src.args[1]  # a functional copy (a user's copy_) not reached yet: its source
         src = seg.aliases.get(src, src)
-        if not isinstance(seg.metas.get(src), torch.Tensor) or src.op == "placeholder":
+        if not isinstance(src, torch.fx.Node) or not isinstance(seg.metas.get(src), torch.Tensor) or src.op == "placeholder":
             return False
-        if any(self.slot[u] > self.slot[n] for u in dst.users) or any(d is dst for d, _ in seg.write_backs):
+        last = self.slot[n] if upto is None else upto - 1
+        # (The graph's outputs are read after the whole run: they see the copy; a functional copy
+        # into DST reads only its dtype and shape.)
+        if any(u is not n and u.op != "output" and self.slot[u] > last
+               and not (u.target is torch.ops.aten.copy.default and u.args[1] is not dst) for u in _readers(dst)):
+            return False
+        if any(d is dst for d, _ in seg.write_backs):
             return False
         seg.write_backs.append((dst, src))
-        seg.nodes.append(n)
+        if upto is None:
+            seg.nodes.append(n)
+        else:
+            self._claimed.add(n)
         counters.add("write_backs")
         return True
 
@@ -511,8 +569,17 @@ class GraphRunner:
                 seg.made_views.add(v)
                 self._eager_step(v)
 
-    def _flush(self, seg):
+    def _flush(self, seg, upto):
+        """Compiles SEG into a step (or its nodes into eager steps), flushed at node index UPTO."""
         lowered = [n for n in seg.nodes if n.target is not operator.getitem and n not in seg.aliases]
+        # Later copies of this segment's values into inputs no one reads again.
+        later = [c for c in self._copies if lowered and self.slot[c] > upto and c not in self._claimed
+                 and self._write_back(seg, c, upto)]
+        for c in list(later):  # a functional copy feeding only the claimed copy_ is not computed at all
+            v = c.args[1]
+            if isinstance(v, torch.fx.Node) and self.slot[v] > upto and set(v.users) == {c} and _copy_is_value(v):
+                self._claimed.add(v)
+                later.append(v)
         inside = set(seg.nodes)
         # Transposes read outside the segment: the segment returns those it reads (set_view_outputs);
         # the rest (read by no lowered node) are made eagerly.
@@ -549,6 +616,7 @@ class GraphRunner:
         try:
             compiled = seg.builder.compile(fold=bool(seg.frozen))
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
+            self._claimed.difference_update(later)  # they run in place when reached
             counters.warn_once(f"torch_hal.dynamo: a HAL segment of {len(lowered)} nodes did not compile; "
                                f"its nodes run eagerly: {e}", key=str(e))
             self._make_views(seg, list(seg.views))
