@@ -333,7 +333,11 @@ def opencl_decoder_step(tmp_path_factory):
     assert plugin.exists(), f"{plugin} was not built"
     config = tmp_path / "opencl.toml"
     config.write_text(f'discover = false\n\n[[plugin]]\nname = "opencl"\npath = "{plugin}"\n')
-    env = dict(os.environ, HAL_CONFIG=str(config), HAL_FALLBACK_WARN="0", HAL_COMPILE_CACHE_DIR=str(tmp_path / "c"))
+    # PyTorch's own caches on as well (FX graph and AOTAutograd caches, in their own directory): the
+    # HAL cache works alongside them.
+    env = dict(os.environ, HAL_CONFIG=str(config), HAL_FALLBACK_WARN="0", HAL_COMPILE_CACHE_DIR=str(tmp_path / "c"),
+               TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="1",
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch-cache"))
     env.pop("HAL_PLUGIN_PATH", None)
     runs = []
     for k in range(3):  # 2nd: the 1st one's executables from the disk cache; 3rd: after corrupting them
