@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <tuple>
 #include <memory>
@@ -79,6 +80,24 @@ __attribute__((flatten)) void map_run(const sdk::kernel::StridedLoop<sizeof...(I
       std::tuple<const InT*...> in{reinterpret_cast<const InT*>(p[I + 1])...};
       for (int64_t i = 0; i < n; ++i)
         out[i] = static_cast<OutT>(f(static_cast<sdk::kernel::compute_t<InT>>(std::get<I>(in)[i])...));
+    } else if (s[0] == sizeof(OutT) && ((s[I + 1] == sizeof(InT) || s[I + 1] == 0) && ...)) {
+      // Dense but for broadcast scalars (x / c, a tensor and a 0-dim one):
+      // each scalar repeated in a chunk-sized buffer, so the chunk's loop is
+      // the dense, vectorisable one.
+      constexpr int64_t kChunk = 256;
+      std::tuple<std::array<InT, kChunk + 0 * I>...> repeated;
+      const int64_t filled = std::min(kChunk, n);
+      ((s[I + 1] == 0 ? void(std::fill_n(std::get<I>(repeated).data(), filled, *reinterpret_cast<const InT*>(p[I + 1])))
+                      : void()),
+       ...);
+      for (int64_t c = 0; c < n; c += kChunk) {
+        const int64_t m = std::min(kChunk, n - c);
+        std::tuple<const InT*...> in{(s[I + 1] == 0 ? std::get<I>(repeated).data()
+                                                    : reinterpret_cast<const InT*>(p[I + 1]) + c)...};
+        OutT* o = out + c;
+        for (int64_t i = 0; i < m; ++i)
+          o[i] = static_cast<OutT>(f(static_cast<sdk::kernel::compute_t<InT>>(std::get<I>(in)[i])...));
+      }
     } else {
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<OutT*>(p[0] + i * s[0]) =

@@ -23,6 +23,37 @@ TEST_CASE("add broadcasts, applies alpha and runs in place") {
   CHECK(t.read<float>(a) == std::vector<float>{11, 22, 33, 14, 25, 36});
 }
 
+TEST_CASE("dense operands with broadcast scalars and rows: every element, over several chunks") {
+  // 1000 elements: the chunked loop for stride-0 operands runs 4 chunks, the last partial.
+  OpTester t(HAL_TEST_CPU_PLUGIN);
+  std::vector<float> x(1000), y(1000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = 0.25f * static_cast<float>(i) - 100.0f;
+    y[i] = 1.0f + 0.5f * static_cast<float>(i % 7);
+  }
+  auto a = t.tensor({1000}, x), b = t.tensor({1000}, y), c = t.tensor({}, {4.0f});
+  auto out = t.empty(HAL_DTYPE_FLOAT32, {1000});
+  t.run("div", {&a.view, &c.view}, {&out.view});  // tensor / 0-dim tensor
+  std::vector<float> got = t.read<float>(out);
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE(got[i] == x[i] / 4.0f);
+  t.run("addcdiv", {&a.view, &c.view, &b.view}, {&out.view}, {Attr::f("value", 0.5)});  // a + 0.5 * 4 / b
+  got = t.read<float>(out);
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE(got[i] == doctest::Approx(x[i] + 0.5f * 4.0f / y[i]));
+  // A [4, 250] tensor times a [4, 1] column: a stride-0 operand in every row.
+  auto m = t.tensor({4, 250}, x), col = t.tensor({4, 1}, {1.0f, -2.0f, 0.5f, 3.0f});
+  auto prod = t.empty(HAL_DTYPE_FLOAT32, {4, 250});
+  t.run("mul", {&m.view, &col.view}, {&prod.view});
+  got = t.read<float>(prod);
+  const float scale[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE(got[i] == x[i] * scale[i / 250]);
+  // sqrt, vectorised: exact (IEEE) on every element, NaN for negatives.
+  t.run("sqrt", {&b.view}, {&out.view});
+  got = t.read<float>(out);
+  for (size_t i = 0; i < y.size(); ++i) REQUIRE(got[i] == std::sqrt(y[i]));
+  t.run("sqrt", {&a.view}, {&out.view});
+  CHECK(std::isnan(t.read<float>(out)[0]));
+}
+
 TEST_CASE("binary ops promote int32 with float32 to float32") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto a = t.tensor<int32_t>({3}, {1, 2, 3}, HAL_DTYPE_INT32);
