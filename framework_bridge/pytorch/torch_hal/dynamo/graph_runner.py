@@ -333,9 +333,9 @@ class GraphRunner:
         src = (n.args[0] if n.target is torch.ops.aten.alias.default or _clone_is_value(n)
                else n.args[1] if _copy_is_value(n) else None)
         if src in seg.metas and src not in self.frozen and isinstance(seg.metas[src], torch.Tensor):
-            # An alias (or a clone only read, or a functional copy) of a value of the segment is that value: no node, no
-            # kernel, no split; read outside, it is made (a view, no kernel) from the segment's
-            # output after its run.
+            # An alias (or a clone only read, or a functional copy) of a value of the segment is that
+            # value: no node, no kernel, no split; read outside, it is made (a view, no kernel) from
+            # the segment's output after its run.
             seg.metas[n] = seg.metas[src]
             if n.target is torch.ops.aten.clone.default:  # contiguous, as later views expect
                 with unset_fake_temporarily():
@@ -464,7 +464,8 @@ class GraphRunner:
         if upto is not None and isinstance(src, torch.fx.Node) and self.slot[src] > upto and _copy_is_value(src):
             src = src.args[1]  # a functional copy (a user's copy_) not reached yet: its source
         src = seg.aliases.get(src, src)
-        if not isinstance(src, torch.fx.Node) or not isinstance(seg.metas.get(src), torch.Tensor) or src.op == "placeholder":
+        if (not isinstance(src, torch.fx.Node) or src.op == "placeholder"
+                or not isinstance(seg.metas.get(src), torch.Tensor)):
             return False
         last = self.slot[n] if upto is None else upto - 1
         # (The graph's outputs are read after the whole run: they see the copy; a functional copy
