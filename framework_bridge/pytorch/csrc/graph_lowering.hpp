@@ -29,8 +29,9 @@ namespace torch_hal {
 using SymDim = std::variant<int64_t, std::string>;
 
 // A compiled segment: a hal::CompiledGraph with the torch dtypes of its
-// outputs. Immutable after construction; run() may be called from several
-// threads (CompiledGraph::run is thread-safe, the shape memo is locked).
+// outputs. Configured by the set_* calls before its first run, immutable
+// after that; run() may be called from several threads (CompiledGraph::run
+// is thread-safe, the shape memo is locked).
 class Segment {
  public:
   Segment(hal::Graph graph, hal::CompiledGraph compiled, std::vector<c10::ScalarType> out_dtypes,
@@ -88,7 +89,8 @@ class Segment {
 
 // Adds this area's classes to torch_hal._C: _SegmentBuilder (declare,
 // lower, mark_output, input_names, dump, compile) and _Segment (run,
-// set_input_permutes, set_write_backs, explain, stats, graph_dump), and _hal_compile_counters.
+// set_input_permutes, set_write_backs, set_view_outputs, explain, stats,
+// graph_dump), and _hal_compile_counters.
 void bind_lowering(pybind11::module_& m);
 
 }  // namespace torch_hal
