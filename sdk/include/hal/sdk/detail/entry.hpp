@@ -65,29 +65,38 @@ inline void plugin_destroy(hal_plugin_t* p) {
   if (s != nullptr) s->destroy(s);  // destroy has no status to report through
 }
 
-// The op and graph tables of plugin P: nullptr unless P::kInterfaces names
-// them. The `true` cases are only declared here; hal/sdk/ops.hpp completes
-// them. "incomplete type OpTable<..., true>" means: the TU with
-// HAL_SDK_PLUGIN must include hal/sdk/ops.hpp.
+// The op, graph and collective tables of plugin P: nullptr unless
+// P::kInterfaces names them. The `true` cases are partial specializations
+// that hal/sdk/ops.hpp (op, graph) and hal/sdk/collectives.hpp complete;
+// without that header the primary template is used and its static_assert
+// says which header the file with HAL_SDK_PLUGIN must include.
 template <class P, bool = (P::kInterfaces & HAL_CAPABILITY_OPERATOR) != 0>
 struct OpTable {
-  static const hal_op_api_t* get() { return nullptr; }
+  static const hal_op_api_t* get() {
+    static_assert((P::kInterfaces & HAL_CAPABILITY_OPERATOR) == 0,
+                  "HAL_SDK_PLUGIN: the plugin declares HAL_CAPABILITY_OPERATOR in kInterfaces, so the file with "
+                  "HAL_SDK_PLUGIN must #include \"hal/sdk/ops.hpp\" (the op catalog and the operator table)");
+    return nullptr;
+  }
 };
-template <class P>
-struct OpTable<P, true>;
 template <class P, bool = (P::kInterfaces & HAL_CAPABILITY_GRAPH) != 0>
 struct GraphTable {
-  static const hal_graph_api_t* get() { return nullptr; }
+  static const hal_graph_api_t* get() {
+    static_assert((P::kInterfaces & HAL_CAPABILITY_GRAPH) == 0,
+                  "HAL_SDK_PLUGIN: the plugin declares HAL_CAPABILITY_GRAPH in kInterfaces, so the file with "
+                  "HAL_SDK_PLUGIN must #include \"hal/sdk/ops.hpp\" (the graph table)");
+    return nullptr;
+  }
 };
-template <class P>
-struct GraphTable<P, true>;
-// Completed by hal/sdk/collectives.hpp.
 template <class P, bool = (P::kInterfaces & HAL_CAPABILITY_COLLECTIVE) != 0>
 struct CollectiveTable {
-  static const hal_collective_api_t* get() { return nullptr; }
+  static const hal_collective_api_t* get() {
+    static_assert((P::kInterfaces & HAL_CAPABILITY_COLLECTIVE) == 0,
+                  "HAL_SDK_PLUGIN: the plugin declares HAL_CAPABILITY_COLLECTIVE in kInterfaces, so the file with "
+                  "HAL_SDK_PLUGIN must #include \"hal/sdk/collectives.hpp\" (the collective table)");
+    return nullptr;
+  }
 };
-template <class P>
-struct CollectiveTable<P, true>;
 
 template <class P>
 hal_status_t* entry(const hal_host_api_t* host, const hal_plugin_api_t** out_api,
