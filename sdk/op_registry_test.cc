@@ -119,6 +119,39 @@ TEST_CASE("op registry: one kernel per dtype; a second mode or a dtype registere
   CHECK(ops.at(1).input_mode == sdk::InputMode::kMixed);
 }
 
+TEST_CASE("op registry: a dtype the catalog forbids is refused; kAllDtypes is the catalog's dtypes") {
+  sdk::OpRegistry ops;
+  try {
+    ops.add<sdk::op::softmax>(&mul_any, HAL_DTYPE_BIT(HAL_DTYPE_INT32) | kF32);
+    FAIL("softmax for int32 must be refused");
+  } catch (const sdk::Error& e) {
+    CHECK(e.code() == HAL_STATUS_INVALID_ARGUMENT);
+    CHECK(contains(e.what(), "kernel for 'softmax' is registered for int32, which the catalog does not allow: "
+                             "'softmax' computes in float32, float16, bfloat16, float64 only"));
+  }
+  CHECK(ops.size() == 0);  // nothing registered, not even float32
+  // The default (kAllDtypes) registers what the catalog allows.
+  ops.add<sdk::op::softmax>(&mul_any);
+  REQUIRE(ops.size() == 1);
+  CHECK(ops.at(0).dtypes == sdk::kFloatDtypes);
+  // where: the condition is outside promotion; self and other decide (all dtypes).
+  ops.add<sdk::op::where>(&where_f32, HAL_DTYPE_BIT(HAL_DTYPE_INT64));
+  // Promotion closes the set: add of any dtypes computes in any of them.
+  CHECK(hal::common::catalog_compute_dtypes(sdk::op::add::schema()) == sdk::kAllDtypes);
+  CHECK(hal::common::catalog_compute_dtypes(sdk::op::softmax::schema()) == sdk::kFloatDtypes);
+  CHECK_THROWS_AS(ops.add<sdk::op::log_softmax>(&mul_any, sdk::kIntDtypes), sdk::Error);
+  // A plugin of generic kernels asks for its broad masks to be narrowed.
+  ops.narrow_to_catalog();
+  ops.add<sdk::op::log_softmax>(&mul_any, sdk::kFloatDtypes | sdk::kIntDtypes);
+  CHECK(ops.at(ops.find("log_softmax")).dtypes == sdk::kFloatDtypes);
+  try {
+    ops.add<sdk::op::softmax_backward>(&mul_any, sdk::kIntDtypes);
+    FAIL("nothing left after narrowing must be refused");
+  } catch (const sdk::Error& e) {
+    CHECK(contains(e.what(), "kernel for 'softmax_backward' is registered for no dtype the catalog allows"));
+  }
+}
+
 TEST_CASE("SDK: a uniform op declines a mixed call with MIXED_DTYPES before its kernel runs; a mixed op takes it") {
   Fixture f;
   last_kernel.clear();

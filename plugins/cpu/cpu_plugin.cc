@@ -30,6 +30,9 @@ class CpuPlugin final : public sdk::Plugin {
       sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "option graph_compile = '", graph, "' must be true or false");
     for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>(ops(), graph == "true"));
     ops().set_default_input_mode(mode == "mixed" ? sdk::InputMode::kMixed : sdk::InputMode::kUniform);
+    // The kernels are templates over every type of a class (kNumeric ...),
+    // registered with the class's mask: each op keeps what the catalog allows.
+    ops().narrow_to_catalog();
     register_all_ops(ops());
   }
 };

@@ -68,6 +68,9 @@ class OpenClPlugin final : public sdk::Plugin {
     std::string cache_dir = options.get("cache_dir", default_cache_dir());
     // The kernels convert each input to the compute dtype as they load it.
     ops().set_default_input_mode(sdk::InputMode::kMixed);
+    // Generated kernels cover classes of dtypes (float, int, bool), registered
+    // with the class's mask: each op keeps what the catalog allows.
+    ops().narrow_to_catalog();
     register_opencl_ops(ops());
 
     cl_uint count = 0;

@@ -127,6 +127,38 @@ hal_dtype_e compute_dtype(const OpSchema& schema, size_t n, Get get) {
   return category(zero) > category(dim) ? promote_types(dim, zero) : dim;
 }
 
+// The compute dtypes (OpCall::common_dtype) the catalog allows for SCHEMA,
+// as a HAL_DTYPE_BIT mask: the dtypes of the inputs that decide
+// compute_dtype, closed under promote_types for an op that promotes; 0 for
+// an op without inputs (its calls have no compute dtype). Registration
+// (hal/sdk/op_registry.hpp) refuses a kernel for a dtype outside it.
+inline uint64_t catalog_compute_dtypes(const OpSchema& schema) {
+  uint64_t mask = 0;
+  if (schema.promote_mask == 0) {
+    // The first defined input decides: optional inputs up to the first required one.
+    for (size_t i = 0; i < schema.input_count; ++i) {
+      mask |= schema.inputs[i].dtypes;
+      if (!schema.inputs[i].optional) break;
+    }
+    return mask;
+  }
+  for (size_t i = 0; i < schema.input_count; ++i)
+    if (schema.promotes_input(i)) mask |= schema.inputs[i].dtypes;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (uint32_t a = 0; a < HAL_DTYPE_COUNT_; ++a)
+      for (uint32_t b = 0; b < HAL_DTYPE_COUNT_; ++b) {
+        if (!(mask & HAL_DTYPE_BIT(a)) || !(mask & HAL_DTYPE_BIT(b))) continue;
+        const hal_dtype_e p = promote_types(static_cast<hal_dtype_e>(a), static_cast<hal_dtype_e>(b));
+        if (p != HAL_DTYPE_INVALID && !(mask & HAL_DTYPE_BIT(p))) {
+          mask |= HAL_DTYPE_BIT(p);
+          grew = true;
+        }
+      }
+  }
+  return mask;
+}
+
 // ---- values of one call -----------------------------------------------------
 
 // An attribute of kind "scalar": an integer or a floating value.

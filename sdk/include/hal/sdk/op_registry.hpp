@@ -85,9 +85,12 @@ class OpRegistry {
   // Registers FN for the compute dtypes DTYPES of Op, taking inputs as MODE
   // (default: set_default_input_mode's, else kUniform). An op may be
   // registered several times with disjoint dtypes (one kernel per dtype),
-  // always with the same mode. Throws (hal::sdk::Error): INVALID_ARGUMENT for
-  // a NULL FN, no dtypes, or a MODE that differs from the op's earlier
-  // registration; ALREADY_EXISTS when a dtype is registered twice.
+  // always with the same mode. kAllDtypes (the default) stands for every
+  // compute dtype the catalog allows for Op (common::catalog_compute_dtypes).
+  // Throws (hal::sdk::Error): INVALID_ARGUMENT for a NULL FN, no dtypes, a
+  // dtype the catalog does not allow for Op (softmax for int32), or a MODE
+  // that differs from the op's earlier registration; ALREADY_EXISTS when a
+  // dtype is registered twice.
   template <class Op>
   void add(KernelFn fn, uint64_t dtypes = kAllDtypes, std::optional<InputMode> mode = std::nullopt) {
     add(Op::schema(), fn, dtypes, mode);
@@ -98,6 +101,19 @@ class OpRegistry {
     if (fn == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "kernel for '", schema.name, "' is NULL");
     dtypes &= (uint64_t{1} << HAL_DTYPE_COUNT_) - 1;
     if (dtypes == 0) fail(HAL_STATUS_INVALID_ARGUMENT, "kernel for '", schema.name, "' is registered for no dtype");
+    // A kernel for a dtype the catalog forbids would be listed as
+    // implemented and never called: refuse it. kAllDtypes means "every
+    // dtype the catalog allows".
+    if (const uint64_t allowed = common::catalog_compute_dtypes(schema)) {
+      if (dtypes == kAllDtypes || narrow_to_catalog_) dtypes &= allowed;
+      if (dtypes == 0)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "kernel for '", schema.name, "' is registered for no dtype the catalog "
+             "allows: '", schema.name, "' computes in ", dtype_mask_names(allowed), " only (docs/ops.md)");
+      if (const uint64_t forbidden = dtypes & ~allowed)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "kernel for '", schema.name, "' is registered for ",
+             dtype_mask_names(forbidden), ", which the catalog does not allow: '", schema.name, "' computes in ",
+             dtype_mask_names(allowed), " only (docs/ops.md)");
+    }
     Kernel* k = nullptr;
     for (Kernel& e : kernels_)
       if (e.schema == &schema) k = &e;
@@ -122,6 +138,12 @@ class OpRegistry {
   // The mode of later registrations that name none (kUniform until set).
   // A plugin whose kernels all promote themselves sets kMixed once.
   void set_default_input_mode(InputMode mode) { default_mode_ = mode; }
+  // From here on, a registration keeps the dtypes of its mask that the
+  // catalog allows for the op instead of refusing the others: for a plugin
+  // whose generic kernels (one template over every numeric type) are
+  // registered with one broad mask for many ops, as the CPU plugin's are.
+  // A vendor naming the dtypes of each kernel leaves it off.
+  void narrow_to_catalog() { narrow_to_catalog_ = true; }
   size_t size() const { return kernels_.size(); }
   const Kernel& at(size_t id) const { return kernels_.at(id); }
   // Index of NAME, or -1.
@@ -134,6 +156,7 @@ class OpRegistry {
  private:
   std::vector<Kernel> kernels_;
   InputMode default_mode_ = InputMode::kUniform;
+  bool narrow_to_catalog_ = false;
 };
 
 }  // namespace hal::sdk
