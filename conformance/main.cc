@@ -55,6 +55,8 @@ int run(int argc, char** argv) {
       ("dtype", po::value<std::string>(), "only op tests of this dtype (float32, float16, bfloat16, float64, "
                                           "int8, uint8, int16, int32, int64, bool); skips runtime tests")
       ("list", "list the tests that would run, with skip reasons and known failures, and exit")
+      ("list-unimplemented", "list the catalog ops (with a conformance suite) that the plugin does not implement, "
+                             "and exit")
       ("known-failures", po::value<std::string>(), "TOML file of [[known_failure]] test = GLOB, reason = TEXT")
       ("report-json", po::value<std::string>(), "write every test's result as JSON")
       ("report-junit", po::value<std::string>(), "write a JUnit XML report")
@@ -248,6 +250,14 @@ int run(int argc, char** argv) {
               !through_core ? "" : opts.fallback_device.empty() ? ", through the core (no fallback device)"
                                  : (", through the core (fallback device " + opts.fallback_device + ")").c_str());
 
+  if (std::string why = session.selection_error(vm.count("list") != 0); !why.empty()) {
+    std::fprintf(stderr, "hal-conformance: %s\n", why.c_str());
+    return 2;
+  }
+  if (vm.count("list-unimplemented")) {
+    for (const std::string& op : session.unimplemented_ops()) std::printf("%s\n", op.c_str());
+    return 0;
+  }
   if (vm.count("list")) {
     for (const TestEntry& e : session.tests()) {
       std::string line = e.name;

@@ -291,6 +291,14 @@ std::string shell_quote(const std::string& arg) {
   return q + "'";
 }
 
+std::string output_dtype_hint(const std::string& op, size_t index, hal_dtype_e out, hal_dtype_e compute) {
+  if (out == compute || out == HAL_DTYPE_INVALID || compute == HAL_DTYPE_INVALID) return "";
+  return std::string(" (output ") + std::to_string(index) + " is " + dtype_str(out) + " while the call computes in " +
+         dtype_str(compute) + ": an output's dtype follows the catalog's rule for '" + op +
+         "' (docs/ops.md), not the compute dtype, so the kernel must write the output's own dtype "
+         "(Tensor::dtype) or refuse the call with UNSUPPORTED_DTYPE; docs/vendor_guide.md, \"Output dtypes\")";
+}
+
 std::string attrs_str(const std::vector<hal::Attr>& attrs) {
   std::ostringstream s;
   for (size_t k = 0; k < attrs.size(); ++k) {
@@ -564,7 +572,8 @@ Outcome CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const Op
     for (size_t o = 0; o < outs.size(); ++o) {
       std::vector<uint8_t> bytes = download(outs[o]);
       std::string g = check_gaps(outs[o], bytes, false);
-      if (!g.empty()) return fail("output " + std::to_string(o) + ": " + g);
+      if (!g.empty())
+        return fail("output " + std::to_string(o) + ": " + g + output_dtype_hint(suite.op, o, outs[o].dtype, dtype));
       actual.push_back(read_values(outs[o], bytes));
     }
     if (show)
@@ -585,7 +594,9 @@ Outcome CaseRunner::run_layout(const OpSuite& suite, hal_dtype_e dtype, const Op
       std::string why = compare(expected[o], actual[o], mode, c.tolerance_scale, max_abs, max_rel);
       f.max_abs_error = std::max(f.max_abs_error, max_abs);
       f.max_rel_error = std::max(f.max_rel_error, max_rel);
-      if (!why.empty()) all += (all.empty() ? "" : "; ") + ("output " + std::to_string(o) + " " + why);
+      if (!why.empty())
+        all += (all.empty() ? "" : "; ") +
+               ("output " + std::to_string(o) + " " + why + output_dtype_hint(suite.op, o, actual[o].dtype, dtype));
     }
     if (!all.empty()) return fail(all);
     if (show) std::fprintf(show, "  ok\n");

@@ -73,6 +73,12 @@ std::string shape_str(const std::vector<int64_t>& shape);
 // ARG as one POSIX shell word (single-quoted unless it is plain).
 std::string shell_quote(const std::string& arg);
 
+// What a failure of output INDEX of OP adds when that output's dtype OUT is
+// not the test's compute dtype COMPUTE (sum's dtype=float64, an integer
+// sum's int64): the kernel must write the output's own dtype. Empty when
+// they agree.
+std::string output_dtype_hint(const std::string& op, size_t index, hal_dtype_e out, hal_dtype_e compute);
+
 class CaseRunner {
  public:
   struct Options {

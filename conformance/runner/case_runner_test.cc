@@ -88,6 +88,28 @@ TEST_CASE("a wrong value is reported once, with its size and the case's shapes")
   CHECK(f[0].message.find("1 of 12 values differ") != std::string::npos);
 }
 
+TEST_CASE("an output of another dtype than the compute dtype: the failure says the kernel writes the output's dtype") {
+  const OpSuite* sum = nullptr;
+  for (const OpSuite& s : suites())
+    if (s.op == "sum") sum = &s;
+  REQUIRE(sum != nullptr);
+  OpSuite off = *sum;
+  off.reference = [sum](const OpCase& c) {
+    std::vector<HostTensor> r = sum->reference(c);
+    r[0].values[1] += 1;  // as a kernel that wrote float32 into the float64 output might
+    return r;
+  };
+  OpCase c = OpCase("dtype float64").in(random(HAL_DTYPE_FLOAT32, {3, 5}, 62));
+  c.attr(hal::Attr::ints("dim", {1})).attr(hal::Attr::dtype("dtype", HAL_DTYPE_FLOAT64));
+  std::vector<Failure> f = run_all(off, HAL_DTYPE_FLOAT32, {c});
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].message.find("output 0 at [1] got") != std::string::npos);
+  CHECK(f[0].message.find("(output 0 is float64 while the call computes in float32: an output's dtype follows the "
+                          "catalog's rule for 'sum' (docs/ops.md), not the compute dtype, so the kernel must write "
+                          "the output's own dtype (Tensor::dtype)") != std::string::npos);
+  CHECK(output_dtype_hint("sum", 0, HAL_DTYPE_FLOAT32, HAL_DTYPE_FLOAT32).empty());
+}
+
 TEST_CASE("tolerances: within atol+rtol passes, tolerance_scale widens") {
   OpSuite off = add_suite();
   off.reference = [](const OpCase& c) {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -59,6 +60,28 @@ Pick pick(const std::string& wanted, const std::string& selector, const std::str
   return {wanted == selector || wanted == name, wanted == selector + kWrongOutputsSuffix};
 }
 
+// "a, b, c".
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// TEXT with every whole-word WORD replaced by BY ("float16" but not the one
+// inside "bfloat16").
+std::string replace_word(const std::string& text, const std::string& word, const std::string& by) {
+  std::string out;
+  size_t from = 0;
+  for (size_t at; (at = text.find(word, from)) != std::string::npos; from = at + word.size()) {
+    const bool whole = (at == 0 || !word_char(text[at - 1])) &&
+                       (at + word.size() == text.size() || !word_char(text[at + word.size()]));
+    out += text.substr(from, at - from) + (whole ? by : word);
+  }
+  return out + text.substr(from);
+}
+
 // The session being run: the doctest trampoline and reporter find it here.
 Session* g_session = nullptr;
 std::vector<TestEntry>* g_tests = nullptr;
@@ -93,6 +116,9 @@ class HalReporter : public doctest::IReporter {
   void test_run_start() override {}
   void test_run_end(const doctest::TestRunStats&) override {
     flush_group();
+    if (unimplemented_)
+      std::printf("%zu catalog ops not implemented by the plugin: skipped (--list-unimplemented names them)\n",
+                  unimplemented_);
     if (crashed_ && g_session != nullptr) g_session->crashed();
   }
   void test_case_start(const doctest::TestCaseData& tc) override {
@@ -142,6 +168,9 @@ class HalReporter : public doctest::IReporter {
                   "not run (leave it out with --exclude to run the rest)\n", e.name.c_str());
     }
     counts_[e.status]++;
+    if (e.dtype != HAL_DTYPE_INVALID && e.status == Status::kPassed) passed_dtypes_.push_back(dtype_str(e.dtype));
+    if (e.dtype != HAL_DTYPE_INVALID && (e.status == Status::kFailed || e.status == Status::kUnexpectedPass))
+      failed_dtypes_.push_back(dtype_str(e.dtype));
     g_current = nullptr;
   }
   void test_case_exception(const doctest::TestCaseException& ex) override {
@@ -174,8 +203,12 @@ class HalReporter : public doctest::IReporter {
   void test_case_skipped(const doctest::TestCaseData& tc) override {
     TestEntry& e = (*g_tests)[tc.m_line - 1];
     if (e.skip_reason.empty()) return;  // filtered out by doctest options: not ours
-    begin(e);
     e.status = Status::kSkipped;
+    if (e.skip_reason == kNotImplementedReason) {
+      ++unimplemented_;  // one closing line for all of them, not ~150
+      return;
+    }
+    begin(e);
     counts_[e.status]++;
   }
 
@@ -187,10 +220,14 @@ class HalReporter : public doctest::IReporter {
     }
     if (e.dtype != HAL_DTYPE_INVALID) dtypes_ += std::string(dtypes_.empty() ? "" : " ") + dtype_str(e.dtype);
     if (!e.skip_reason.empty()) {
-      // Each skipped dtype with its own reason ("float16: ...; bfloat16: ..."),
-      // so a line never names one declined dtype for several.
-      std::string r = e.dtype != HAL_DTYPE_INVALID ? std::string(dtype_str(e.dtype)) + ": " + e.skip_reason : e.skip_reason;
-      if (std::find(reasons_.begin(), reasons_.end(), r) == reasons_.end()) reasons_.push_back(r);
+      // Skipped dtypes grouped by reason ("float16, bfloat16: <reason>"), the
+      // reason's own dtype name written <dtype> so that identical reasons
+      // group; never one dtype named for another's reason.
+      std::string dtype = e.dtype != HAL_DTYPE_INVALID ? dtype_str(e.dtype) : "";
+      std::string r = dtype.empty() ? e.skip_reason : replace_word(e.skip_reason, dtype, "<dtype>");
+      auto it = std::find_if(reasons_.begin(), reasons_.end(), [&](const auto& g) { return g.first == r; });
+      if (it == reasons_.end()) it = reasons_.insert(reasons_.end(), {r, {}});
+      if (!dtype.empty()) it->second.push_back(dtype);
     }
   }
   void flush_group() {
@@ -203,28 +240,61 @@ class HalReporter : public doctest::IReporter {
     if (counts_[Status::kKnownFailure]) line += ", " + std::to_string(counts_[Status::kKnownFailure]) + " known failures";
     if (counts_[Status::kSkipped] && !reasons_.empty()) {
       line += " (";
-      for (size_t i = 0; i < reasons_.size(); ++i) line += (i ? "; " : "") + reasons_[i];
+      for (size_t i = 0; i < reasons_.size(); ++i)
+        line += (i ? "; " : "") + (reasons_[i].second.empty() ? "" : join(reasons_[i].second) + ": ") + reasons_[i].first;
       line += ")";
     }
+    // A kernel registered for more dtypes than it handles fails only in some.
+    if (!failed_dtypes_.empty() && !passed_dtypes_.empty())
+      line += " (fails for " + join(failed_dtypes_) + "; passes for " + join(passed_dtypes_) +
+              " \u2014 is the kernel registered for dtypes it does not handle?)";
     if (declined_) line += "; " + std::to_string(declined_) + " cases declined (" + kDeclinedReason + ")";
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     group_.clear();
     dtypes_.clear();
     reasons_.clear();
+    passed_dtypes_.clear();
+    failed_dtypes_.clear();
     counts_.clear();
     declined_ = 0;
   }
 
   std::chrono::steady_clock::time_point start_;
   std::string group_, dtypes_;
-  std::vector<std::string> reasons_;
+  std::vector<std::pair<std::string, std::vector<std::string>>> reasons_;  // reason, its dtypes
+  std::vector<std::string> passed_dtypes_, failed_dtypes_;
   std::map<Status, int> counts_;
+  size_t unimplemented_ = 0;  // ops skipped as not implemented, over the run
   size_t declined_ = 0;  // cases, over the group's tests
   bool crashed_ = false;
 };
 
 DOCTEST_REGISTER_REPORTER("hal", 1, HalReporter);
+
+// The dtypes SUITE's op is tested in: the suite's own, else the catalog's
+// for its first input.
+uint64_t suite_dtypes(const OpSuite& suite) {
+  if (suite.dtypes != 0) return suite.dtypes;
+  const sdk::OpSchema* schema = sdk::find_schema(suite.op.c_str());
+  return schema != nullptr && schema->input_count > 0 ? schema->inputs[0].dtypes : ~uint64_t{0};
+}
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
 
 }  // namespace
 
@@ -342,21 +412,88 @@ void Session::plan() {
                              "' (the FAILED lines and --failures-csv name the cases)");
 }
 
+std::string Session::selection_error(bool listing) const {
+  if (options_.filter.empty()) return "";
+  size_t runnable = 0;
+  for (const TestEntry& e : tests_) runnable += e.skip_reason.empty();
+  if (listing ? !tests_.empty() : runnable > 0) return "";
+  const std::string filter = "--filter '" + options_.filter + "'";
+  if (!tests_.empty()) {
+    // It selects tests, but none of them runs: say why for each.
+    std::string out = "every test " + filter + " selects is skipped, so nothing would be checked:";
+    size_t shown = 0;
+    for (const TestEntry& e : tests_) {
+      if (++shown > 10) {
+        out += "\n  ... " + std::to_string(tests_.size() - 10) + " more (--list shows them)";
+        break;
+      }
+      out += "\n  " + e.name + ": " + e.skip_reason;
+    }
+    if (std::any_of(tests_.begin(), tests_.end(), [](const TestEntry& e) { return e.skip_reason == kNotImplementedReason; }))
+      out += "\n" + registered_ops_sentence();
+    return out;
+  }
+  // Nothing matches: every test name there is (any plugin, any dtype), the
+  // closest ones, and whether the filter names ops the plugin lacks.
+  std::vector<std::string> names;
+  for (const RuntimeTestInfo& t : runtime_tests()) names.push_back("runtime." + t.name);
+  std::vector<std::string> unregistered;
+  for (const OpSuite& suite : suites_) {
+    names.push_back("op." + suite.op);
+    bool hit = glob_match(options_.filter, suite.op) || glob_match(options_.filter, "op." + suite.op);
+    for (hal_dtype_e dt : kAllDtypes)
+      if (suite_dtypes(suite) & HAL_DTYPE_BIT(dt)) {
+        names.push_back("op." + suite.op + "." + dtype_str(dt));
+        hit |= glob_match(options_.filter, names.back());
+      }
+    if (hit && !context_.claimed_ops.count(suite.op)) unregistered.push_back(suite.op);
+  }
+  std::string out = "no test matches " + filter;
+  if (options_.dtype) out += " with --dtype " + std::string(dtype_str(*options_.dtype));
+  if (!options_.exclude.empty()) out += " after --exclude";
+  if (!unregistered.empty()) {
+    out += ": the plugin does not register " + join(unregistered) + " (a stale .so after a failed build?)\n" +
+           registered_ops_sentence();
+    return out;
+  }
+  std::string wanted = options_.filter;
+  std::transform(wanted.begin(), wanted.end(), wanted.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return edit_distance(wanted, a) < edit_distance(wanted, b);
+  });
+  names.resize(std::min<size_t>(names.size(), 3));
+  return out + "; the closest test names: " + join(names) + " (--list shows every test)";
+}
+
+std::vector<std::string> Session::unimplemented_ops() const {
+  std::vector<std::string> ops;
+  for (const TestEntry& e : tests_)
+    if (e.skip_reason == kNotImplementedReason) ops.push_back(e.group);
+  return ops;
+}
+
+std::string Session::registered_ops_sentence() const {
+  std::vector<std::string> ops(context_.claimed_ops.begin(), context_.claimed_ops.end());
+  if (ops.empty()) return "the plugin registers no op";
+  if (ops.size() > 20) {
+    const size_t more = ops.size() - 20;
+    ops.resize(20);
+    ops.push_back("... " + std::to_string(more) + " more");
+  }
+  return "the plugin registers: " + join(ops);
+}
+
 void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool claimed) {
   if (suite == nullptr || !claimed) {
     if (!options_.case_selector.empty()) return;  // --case: only tests that have the case
     TestEntry e;
     e.name = "op." + op;
     e.group = op;
-    e.skip_reason = suite == nullptr ? "no conformance suite" : "not implemented by the plugin";
+    e.skip_reason = suite == nullptr ? "no conformance suite" : kNotImplementedReason;
     if (matches(op, e.name)) add(std::move(e));
     return;
   }
-  uint64_t mask = suite->dtypes;
-  if (mask == 0) {
-    const sdk::OpSchema* schema = sdk::find_schema(op.c_str());
-    mask = schema != nullptr && schema->input_count > 0 ? schema->inputs[0].dtypes : ~uint64_t{0};
-  }
+  const uint64_t mask = suite_dtypes(*suite);
   std::shared_ptr<CaseRunner> runner;
   for (hal_dtype_e dt : kAllDtypes) {
     if (!(mask & HAL_DTYPE_BIT(dt))) continue;

@@ -45,6 +45,10 @@ inline constexpr const char* kDeclinedReason =
     "mixed input dtypes: the kernel takes uniform inputs; --through-core runs them";
 
 
+// The skip reason of an op that has a suite but that the plugin does not
+// register (summed into one closing line, listed by --list-unimplemented).
+inline constexpr const char* kNotImplementedReason = "not implemented by the plugin";
+
 // What the runtime tests get to work with.
 struct RuntimeContext {
   std::shared_ptr<Device> device;
@@ -126,6 +130,12 @@ class Session {
   // Builds the test list (no op is launched; op_check decides dtype skips).
   void plan();
   const std::vector<TestEntry>& tests() const { return tests_; }
+  // After plan(): why the --filter selects nothing to run (LISTING: nothing
+  // to list), naming the closest test names or the ops the plugin does not
+  // register; empty when it selects something or there is no filter.
+  std::string selection_error(bool listing) const;
+  // The ops the plugin does not register that have a suite (plan order).
+  std::vector<std::string> unimplemented_ops() const;
   // Registers the tests with doctest and runs them. Returns the number of
   // failed tests (unexpected passes included).
   int run();
@@ -152,6 +162,7 @@ class Session {
  private:
   void add_op_tests(const std::string& op, const OpSuite* suite, bool claimed);
   bool matches(const std::string& op, const std::string& test_name) const;
+  std::string registered_ops_sentence() const;  // "the plugin registers: add, mul"
   void add(TestEntry e);
 
   std::shared_ptr<Device> device_;

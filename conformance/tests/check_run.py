@@ -5,7 +5,7 @@ plugin and checks its exit status, output and reports.
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
 MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
-unexpected_pass, template_add, worked_example, bad_known_failures, list, full_catalog, claimed,
+unexpected_pass, template_add, filter_selects_nothing, worked_example, bad_known_failures, list, full_catalog, claimed,
 rerun, uniform_add_declined, uniform_add_through_core, cpu_uniform_through_core.
 """
 import csv
@@ -59,6 +59,9 @@ def main():
         assert (failed, passed, skipped) == (3, 6, 1), "float32/16/bf16 fail; float64, integers pass; bool refused"
         assert re.search(r"^add \[.*\]: 6 passed, 3 failed, 1 skipped \(\w+: the device refuses it: UNSUPPORTED_DTYPE",
                          p.stdout, re.M)
+        # Failing in some registered dtypes only points at the registration.
+        assert ("(fails for float32, float16, bfloat16; passes for float64, int8, uint8, int16, int32, int64 "
+                "\u2014 is the kernel registered for dtypes it does not handle?)") in p.stdout, p.stdout
         rows = list(csv.DictReader(open(csv_path)))
         bad = [r for r in rows if r["op"] == "add" and r["dtype"] == "float32"]
         assert bad, "no add/float32 row in the failures CSV"
@@ -142,11 +145,25 @@ def main():
             [t for t in others if t["status"] != "skipped" or not t.get("skip_reason")]
         add_refused = [t for t in others if t["name"].startswith("op.add.")]
         assert add_refused and all("UNSUPPORTED_DTYPE" in t["skip_reason"] for t in add_refused), add_refused
-        # The summary line names every declined dtype with its own reason.
+        # The summary line names the refused dtypes once, grouped by their
+        # (identical) reason, the reason's own dtype written <dtype>.
         add_line = re.search(r"^add \[.*$", p.stdout, re.M).group(0)
-        for t in add_refused:
-            dtype = t["name"].split(".")[-1]
-            assert f"{dtype}: the device refuses it: UNSUPPORTED_DTYPE" in add_line, (dtype, add_line)
+        refused = [t["name"].split(".")[-1] for t in add_refused]
+        reason = ("the device refuses it: UNSUPPORTED_DTYPE: template: op_check: add: this device does not implement "
+                  "dtype <dtype> (it implements float32)")
+        assert f"({', '.join(refused)}: {reason})" in add_line, add_line
+        assert add_line.count("the device refuses it") == 1, add_line
+        assert all(f"dtype {d} " not in add_line for d in refused), add_line
+        # Ops the plugin does not implement: one closing count, not a line each;
+        # --list-unimplemented names them.
+        unimplemented = [t["op"] for t in others if t.get("skip_reason") == "not implemented by the plugin"]
+        assert len(unimplemented) > 100, unimplemented
+        assert "not implemented by the plugin)" not in p.stdout and not re.search(r"^softmax: ", p.stdout, re.M)
+        assert (f"\n{len(unimplemented)} catalog ops not implemented by the plugin: skipped "
+                "(--list-unimplemented names them)\n") in p.stdout, p.stdout
+        listed = run(binary, plugin, "--list-unimplemented")
+        assert listed.returncode == 0
+        assert listed.stdout.splitlines()[1:] == unimplemented, listed.stdout
         # Its float32 add is uniform: the mixed-dtype cases are declined, not run.
         add = next(t for t in ops if t["name"] == "op.add.float32")
         assert add.get("declined") and all("uniform inputs" in d["reason"] for d in add["declined"]), add
@@ -154,12 +171,14 @@ def main():
         assert rt and all(t["status"] == "passed" for t in rt), rt
     elif mode == "worked_example":
         # docs/vendor_guide.md's worked example (uniform float32 add, mul,
-        # relu, mm), argv[5] the CPU plugin. As given: those four pass, the
+        # relu, mm, sum, softmax, layer_norm), argv[5] the CPU plugin. As
+        # given: those seven pass, the
         # mixed-dtype cases of add and mul are declined with the SDK's
         # reason, every other op test is skipped with a reason, 0 failed.
         # Through the core (the CPU plugin casting: acme has no copy op): the
         # mixed cases pass too.
-        want = ["op.add.float32", "op.mm.float32", "op.mul.float32", "op.relu.float32"]
+        want = ["op.add.float32", "op.layer_norm.float32", "op.mm.float32", "op.mul.float32", "op.relu.float32",
+                "op.softmax.float32", "op.sum.float32"]
         mixed = {"int32 with float32", "0-d float32 with int32 tensor", "0-d float64 with float32 tensor",
                  "float16 with bfloat16"}
         p = run(binary, plugin, "--report-json", str(json_path))
@@ -187,6 +206,32 @@ def main():
         assert sorted(t["name"] for t in report["tests"] if t["status"] == "passed") == want, report["tests"]
         assert report["summary"]["declined_cases"] == 0, report["summary"]
         assert report["through_core"]["fallback_casts"] > 0, report["through_core"]
+    elif mode == "filter_selects_nothing":
+        # The template (float32 add only): a filter that selects no test
+        # to run is a usage error (exit 2) that says why, never a green
+        # "0 passed, 0 failed, 0 skipped".
+        def refused(*args):
+            p = run(binary, plugin, *args)
+            assert p.returncode == 2, f"{args}: exit {p.returncode}, expected 2"
+            assert not SUMMARY.search(p.stdout), "nothing may have run"
+            return p.stderr
+        err = refused("--filter", "op.layernorm.float32")  # a typo
+        assert "no test matches --filter 'op.layernorm.float32'; the closest test names: op.layer_norm.float32" \
+            in err, err
+        err = refused("--filter", "op.softmax.float32")  # an op the plugin does not register
+        assert "no test matches --filter 'op.softmax.float32': the plugin does not register softmax" in err, err
+        assert "the plugin registers: add" in err, err
+        err = refused("--filter", "softmax")
+        assert "every test --filter 'softmax' selects is skipped" in err, err
+        assert "op.softmax: not implemented by the plugin" in err and "the plugin registers: add" in err, err
+        err = refused("--filter", "op.add.bfloat16")  # a dtype the kernel is not registered for
+        assert "op.add.bfloat16: the device refuses it: UNSUPPORTED_DTYPE" in err, err
+        err = refused("--list", "--filter", "op.addd.*")
+        assert "the closest test names: op.add" in err, err
+        p = run(binary, plugin, "--filter", "op.add.*")
+        assert p.returncode == 0 and summary(p)[0] == 1
+        p = run(binary, plugin, "--list", "--filter", "softmax")  # listing skipped tests is fine
+        assert p.returncode == 0 and "op.softmax  [skipped: not implemented by the plugin]" in p.stdout
     elif mode == "bad_known_failures":
         kf = work / "bad.toml"
         kf.write_text('[[known_failure]]\ntest = "op.add.float32"\n')
