@@ -4,6 +4,8 @@
 // definitions (PyTorch's, including its mean and label-smoothing rules).
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "op_suite.hpp"
 
@@ -51,6 +53,11 @@ double upstream(const HostTensor& g, int64_t i, const std::string& r, double den
 
 // ---- softmax ----------------------------------------------------------------------------
 
+// PyTorch's softmax: a row's maximum propagates NaN, then everything is
+// shifted by it. So a NaN anywhere makes the whole row NaN, a +inf makes it
+// NaN too (inf - inf), an all -inf row is NaN (-inf - -inf), and a -inf among
+// finite values gives 0 (log_softmax: -inf). Huge values are safe: only
+// e^(x - max) <= 1 is ever formed.
 std::vector<HostTensor> softmax_impl(const OpCase& c, bool log) {
   const HostTensor& x = c.input(0);
   Split s = split_at(x.shape, wrap_dim(c.attr_int("dim", 0), x.shape.size()));
@@ -58,7 +65,10 @@ std::vector<HostTensor> softmax_impl(const OpCase& c, bool log) {
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i = 0; i < s.inner; ++i) {
       double m = -INFINITY, z = 0;
-      for (int64_t j = 0; j < s.n; ++j) m = std::max(m, x.values[s.at(o, j, i)]);
+      for (int64_t j = 0; j < s.n; ++j) {
+        double v = x.values[s.at(o, j, i)];
+        m = std::isnan(v) || std::isnan(m) ? NAN : std::max(m, v);
+      }
       for (int64_t j = 0; j < s.n; ++j) z += std::exp(x.values[s.at(o, j, i)] - m);
       for (int64_t j = 0; j < s.n; ++j) {
         double v = x.values[s.at(o, j, i)] - m;
@@ -70,8 +80,79 @@ std::vector<HostTensor> softmax_impl(const OpCase& c, bool log) {
 std::vector<HostTensor> softmax_ref(const OpCase& c) { return softmax_impl(c, false); }
 std::vector<HostTensor> log_softmax_ref(const OpCase& c) { return softmax_impl(c, true); }
 
-std::vector<OpCase> softmax_cases(hal_dtype_e dt) {
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// T's rows as columns.
+HostTensor transposed(const HostTensor& t) {
+  HostTensor r(t.dtype, {t.shape[1], t.shape[0]});
+  for (int64_t i = 0; i < t.shape[0]; ++i)
+    for (int64_t j = 0; j < t.shape[1]; ++j) r.at({j, i}) = t.at({i, j});
+  return r;
+}
+
+// T with the element at IDX set to V.
+HostTensor with_value(HostTensor t, const std::vector<int64_t>& idx, double v) {
+  t.at(idx) = round_to(t.dtype, v);
+  return t;
+}
+
+// ROWS rows of N values in [-2, 2) (rounded to DT), each then given the
+// special values SPECIAL lists as {row, column, value}.
+HostTensor rows_with(hal_dtype_e dt, int64_t rows, int64_t n, uint64_t seed,
+                     const std::vector<std::tuple<int64_t, int64_t, double>>& special) {
+  HostTensor t = random(dt, {rows, n}, seed);
+  for (const auto& [r, j, v] : special) t.at({r, j}) = round_to(dt, v);
+  return t;
+}
+
+// Rows of 21 (more than one SIMD vector, so a special value lands in a
+// vectorised body or in the remainder) holding NaN, infinities and huge
+// values, with an ordinary row around them; PyTorch's answers are in
+// softmax_impl's comment.
+std::vector<OpCase> softmax_special_cases(hal_dtype_e dt) {
+  const int64_t n = 21;
+  auto row_of = [&](HostTensor& t, int64_t r, double v) {
+    for (int64_t j = 0; j < n; ++j) t.at({r, j}) = round_to(dt, v);
+  };
+  HostTensor nan_rows = rows_with(dt, 4, n, 201, {{1, 3, kNaN}, {2, 19, kNaN}, {2, 0, -kInf}});
+  HostTensor inf_rows = rows_with(dt, 4, n, 202, {{1, 5, kInf}, {2, 0, kInf}, {2, 20, kInf}, {3, 18, kInf}, {3, 2, -kInf}});
+  HostTensor masked = rows_with(dt, 3, n, 203, {{0, 1, -kInf}, {0, 7, -kInf}, {0, 17, -kInf}, {0, 20, -kInf}});
+  row_of(masked, 1, -kInf);
+  masked.at({1, 11}) = 0.5;  // one finite value: 1 there, 0 elsewhere
+  HostTensor all_masked = random(dt, {3, n}, 204);
+  row_of(all_masked, 1, -kInf);
+  // Huge magnitudes: e^x overflows (x > 88.7 in float32, > 11.1 in float16)
+  // or underflows for every x of the row unless the maximum is subtracted.
+  HostTensor large = random(dt, {4, n}, 205, -1e4, 1e4);
+  for (int64_t j = 0; j < n; ++j) {
+    large.at({1, j}) = round_to(dt, 80.0 + 1.0 * j);          // 80 .. 100, 88.7 among them
+    large.at({2, j}) = round_to(dt, -1e4 - 16.0 * (j % 5));   // all far below e^x's range
+    large.at({3, j}) = round_to(dt, 1e4 - 16.0 * (j % 7));    // all far above it
+  }
+  large.at({1, 9}) = round_to(dt, 88.7);
+  // Every kind of row at once, as columns (the non-last-dim path).
+  HostTensor mixed = random(dt, {6, n}, 206);
+  mixed.at({0, 4}) = kNaN;
+  mixed.at({1, 13}) = kInf;
+  mixed.at({2, 2}) = -kInf;
+  mixed.at({2, 20}) = -kInf;
+  row_of(mixed, 3, -kInf);
+  for (int64_t j = 0; j < n; ++j) mixed.at({4, j}) = round_to(dt, j % 2 ? 1e4 : -1e4);
   return {
+      OpCase("NaN in a row: the row is NaN").in(nan_rows).attr(Attr::i("dim", 1)),
+      OpCase("+inf in a row: the row is NaN").in(inf_rows).attr(Attr::i("dim", -1)),
+      OpCase("-inf among finite values: 0 there").in(masked).attr(Attr::i("dim", 1)),
+      OpCase("all -inf row: NaN").in(all_masked).attr(Attr::i("dim", 1)),
+      OpCase("large magnitudes").in(large).attr(Attr::i("dim", 1)),
+      OpCase("NaN, +inf, -inf, all -inf, large as columns, dim 0").in(transposed(mixed)).attr(Attr::i("dim", 0)),
+      OpCase("0-d +inf: NaN").in(scalar(dt, kInf)).attr(Attr::i("dim", 0)),
+      OpCase("0-d -inf: NaN").in(scalar(dt, -kInf)).attr(Attr::i("dim", 0)),
+  };
+}
+
+std::vector<OpCase> softmax_cases(hal_dtype_e dt) {
+  std::vector<OpCase> cases = {
       OpCase("[3, 5] dim -1").in(random(dt, {3, 5}, 1)).attr(Attr::i("dim", -1)),
       OpCase("[2, 4, 3] dim 1").in(random(dt, {2, 4, 3}, 2)).attr(Attr::i("dim", 1)),
       OpCase("[4, 3] dim 0").in(random(dt, {4, 3}, 3)).attr(Attr::i("dim", 0)),
@@ -81,6 +162,9 @@ std::vector<OpCase> softmax_cases(hal_dtype_e dt) {
       OpCase("dim out of range").in(random(dt, {3, 5}, 7)).attr(Attr::i("dim", 2))
           .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3, 5})}, {"'dim' = 2"}),
   };
+  if (is_float(dt))
+    for (OpCase& c : softmax_special_cases(dt)) cases.push_back(std::move(c));
+  return cases;
 }
 HAL_CONFORMANCE_SUITE(softmax, softmax_cases, softmax_ref);
 HAL_CONFORMANCE_SUITE(log_softmax, softmax_cases, log_softmax_ref);
@@ -104,8 +188,26 @@ std::vector<HostTensor> softmax_backward_impl(const OpCase& c, bool log) {
 std::vector<HostTensor> softmax_backward_ref(const OpCase& c) { return softmax_backward_impl(c, false); }
 std::vector<HostTensor> log_softmax_backward_ref(const OpCase& c) { return softmax_backward_impl(c, true); }
 
-std::vector<OpCase> softmax_backward_cases(hal_dtype_e dt, double lo, double hi) {
+// PyTorch's backward formulas as they are: a NaN in grad_output makes the
+// row NaN (through the row's sum); an entry the forward masked (output 0,
+// log_softmax's -inf) gets gradient 0 (log_softmax: grad_output there).
+std::vector<OpCase> softmax_backward_special_cases(hal_dtype_e dt, bool log, double lo, double hi) {
+  HostTensor g = random(dt, {3, 21}, 21), y = random(dt, {3, 21}, 22, lo, hi);
+  g.at({1, 3}) = kNaN;
+  HostTensor gm = random(dt, {3, 21}, 23), ym = random(dt, {3, 21}, 24, lo, hi);
+  for (auto [r, j] : {std::pair<int64_t, int64_t>{0, 1}, {0, 18}, {2, 0}, {2, 5}, {2, 20}}) ym.at({r, j}) = log ? -kInf : 0.0;
   return {
+      OpCase("NaN in grad_output: the row is NaN").in(g).in(y).attr(Attr::i("dim", 1)),
+      OpCase(log ? "output -inf (masked): grad_output there" : "output 0 (masked): 0 there").in(gm).in(ym)
+          .attr(Attr::i("dim", -1)),
+      OpCase("masked, as columns, dim 0").in(transposed(gm)).in(transposed(ym)).attr(Attr::i("dim", 0)),
+  };
+}
+
+// The forward's output Y is drawn from [0, 1) (softmax) or [-4, 0) (log_softmax).
+std::vector<OpCase> softmax_backward_cases(hal_dtype_e dt, bool log) {
+  const double lo = log ? -4 : 0, hi = log ? 0 : 1;
+  std::vector<OpCase> cases = {
       OpCase("[3, 5] dim 1").in(random(dt, {3, 5}, 11)).in(random(dt, {3, 5}, 12, lo, hi)).attr(Attr::i("dim", 1)),
       OpCase("[2, 4, 3] dim -2").in(random(dt, {2, 4, 3}, 13)).in(random(dt, {2, 4, 3}, 14, lo, hi)).attr(Attr::i("dim", -2)),
       OpCase("0-d").in(random(dt, {}, 15)).in(random(dt, {}, 16, lo, hi)).attr(Attr::i("dim", 0)),
@@ -113,10 +215,13 @@ std::vector<OpCase> softmax_backward_cases(hal_dtype_e dt, double lo, double hi)
       OpCase("output shape differs").in(random(dt, {3, 5}, 19)).in(random(dt, {5, 3}, 20, lo, hi)).attr(Attr::i("dim", 1))
           .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3, 5})}, {"'output' has shape [5, 3]"}),
   };
+  if (is_float(dt))
+    for (OpCase& c : softmax_backward_special_cases(dt, log, lo, hi)) cases.push_back(std::move(c));
+  return cases;
 }
-HAL_CONFORMANCE_SUITE(softmax_backward, [](hal_dtype_e dt) { return softmax_backward_cases(dt, 0, 1); },
+HAL_CONFORMANCE_SUITE(softmax_backward, [](hal_dtype_e dt) { return softmax_backward_cases(dt, false); },
                       softmax_backward_ref);
-HAL_CONFORMANCE_SUITE(log_softmax_backward, [](hal_dtype_e dt) { return softmax_backward_cases(dt, -4, 0); },
+HAL_CONFORMANCE_SUITE(log_softmax_backward, [](hal_dtype_e dt) { return softmax_backward_cases(dt, true); },
                       log_softmax_backward_ref);
 
 // ---- layer_norm / rms_norm ----------------------------------------------------------------
@@ -166,13 +271,41 @@ std::vector<HostTensor> norm_ref(const OpCase& c, bool rms) {
   return {y, mean, rstd};
 }
 
+// NaN, infinities and large magnitudes, as PyTorch answers them: a NaN
+// makes its row NaN (y, mean, rstd); an infinity makes layer_norm's row and
+// rstd NaN (x - mean is inf - inf), while its mean is NaN or ±inf depending
+// on where the infinity sits (PyTorch's Welford update), so not compared;
+// rms_norm's rstd is 0 there and y is 0 but NaN at the infinity (inf · 0).
+// Large values: layer_norm around an offset where E[x²] - E[x]² cancels
+// away the variance, rms_norm with squares beyond float16's range (PyTorch
+// computes in float).
+std::vector<OpCase> norm_special_cases(hal_dtype_e dt, bool rms) {
+  const int64_t n = 21;
+  auto affine = [&](OpCase c, uint64_t seed) {
+    c.in(random(dt, {n}, seed + 1));
+    if (!rms) c.in(random(dt, {n}, seed + 2));
+    return c.attr(Attr::ints("normalized_shape", {n}));
+  };
+  HostTensor x_nan = rows_with(dt, 3, n, 211, {{1, 4, kNaN}, {2, 19, kNaN}});
+  HostTensor x_inf = rows_with(dt, 3, n, 213, {{0, 2, kInf}, {2, 17, -kInf}});
+  OpCase inf = affine(OpCase(rms ? "infinities: 0, NaN at the infinity" : "infinities: the row is NaN").in(x_inf), 213);
+  if (!rms) inf.cmp({Compare::kDefault, Compare::kSkip, Compare::kDefault});
+  double offset = dt == HAL_DTYPE_FLOAT64 ? 1e6 : 1e3;
+  HostTensor big = rms ? random(dt, {3, n}, 215, -1000, 1000) : random(dt, {3, n}, 215, offset, offset + 64);
+  return {
+      affine(OpCase("NaN in a row: the row is NaN").in(x_nan), 211),
+      std::move(inf),
+      affine(OpCase(rms ? "large magnitudes (squares beyond float16)" : "large offset (E[x^2] - E[x]^2 cancels)").in(big), 215),
+  };
+}
+
 std::vector<OpCase> norm_cases(hal_dtype_e dt, bool rms) {
   auto affine = [&](OpCase c, std::vector<int64_t> ns, uint64_t seed) {
     c.in(random(dt, ns, seed + 1));
     if (!rms) c.in(random(dt, ns, seed + 2));
     return c.attr(Attr::ints("normalized_shape", ns));
   };
-  return {
+  std::vector<OpCase> cases = {
       affine(OpCase("[4, 6] over [6], affine").in(random(dt, {4, 6}, 21)), {6}, 21),
       affine(OpCase("[2, 3, 40] over [3, 40], affine, eps 0.1").in(random(dt, {2, 3, 40}, 22)).attr(Attr::f("eps", 0.1)), {3, 40}, 22),
       OpCase("[3, 5] over [5], no affine").in(random(dt, {3, 5}, 23)).attr(Attr::ints("normalized_shape", {5})),
@@ -189,6 +322,9 @@ std::vector<OpCase> norm_cases(hal_dtype_e dt, bool rms) {
                      : std::vector<HostTensor>{HostTensor(dt, {3, 5}), HostTensor(dt, {3, 1}), HostTensor(dt, {3, 1})},
                  {"'weight' has shape [4]", "[5]"}),
   };
+  if (is_float(dt))
+    for (OpCase& c : norm_special_cases(dt, rms)) cases.push_back(std::move(c));
+  return cases;
 }
 HAL_CONFORMANCE_SUITE(layer_norm, [](hal_dtype_e dt) { return norm_cases(dt, false); },
                       [](const OpCase& c) { return norm_ref(c, false); });
@@ -238,7 +374,12 @@ std::vector<OpCase> norm_backward_cases(hal_dtype_e dt, bool rms) {
   bad.inputs[rms ? 2 : 3] = positive(dt, {4, 1}, 37);
   std::vector<HostTensor> outs = {HostTensor(dt, {3, 4}), HostTensor(dt, {4})};
   if (!rms) outs.push_back(HostTensor(dt, {4}));
+  // A NaN in grad_output: its row of grad_input is NaN, and its column of
+  // grad_weight and grad_bias (PyTorch's formulas as they are).
+  OpCase nan = make("NaN in grad_output", {3, 21}, {21}, true, 38);
+  nan.inputs[0]->at({1, 5}) = kNaN;
   return {
+      std::move(nan),
       make("[4, 6] over [6], weight", {4, 6}, {6}, true, 31),
       make("[2, 3, 40] over [3, 40], weight", {2, 3, 40}, {3, 40}, true, 32).tol(4),
       make("[3, 5] over [5], no weight", {3, 5}, {5}, false, 33),
@@ -295,6 +436,9 @@ std::vector<OpCase> group_norm_cases(hal_dtype_e dt) {
       OpCase("[2, 4, 2, 5] 1 group, weight only").in(random(dt, {2, 4, 2, 5}, 45)).in(random(dt, {4}, 46))
           .attr(Attr::i("num_groups", 1)),
       OpCase("zero-size batch").in(random(dt, {0, 4, 3}, 47)).attr(Attr::i("num_groups", 2)),
+      // PyTorch: the NaN's group (its outputs, mean and rstd) is NaN, the others are not.
+      OpCase("NaN in one group").in(with_value(random(dt, {2, 4, 3}, 52), {0, 1, 2}, kNaN))
+          .in(random(dt, {4}, 53)).in(random(dt, {4}, 54)).attr(Attr::i("num_groups", 2)),
       OpCase("num_groups does not divide C").in(random(dt, {2, 4, 3}, 48)).attr(Attr::i("num_groups", 3))
           .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {2, 4, 3}), HostTensor(dt, {2, 3}), HostTensor(dt, {2, 3})},
                  {"'num_groups' = 3"}),
@@ -409,6 +553,13 @@ std::vector<OpCase> batch_norm_cases(hal_dtype_e dt) {
           .attr(Attr::b("training", true)).attr(Attr::f("eps", 0.01)),
       OpCase("eval [4, 3], affine").in(random(dt, {4, 3}, 67)).in(random(dt, {3}, 68)).in(random(dt, {3}, 69))
           .in(random(dt, {3}, 70)).in(positive(dt, {3}, 71)),
+      // PyTorch: a NaN makes its channel NaN in training (output, saved and
+      // running statistics), only its own output in eval.
+      OpCase("training, NaN in one channel").in(with_value(random(dt, {4, 3, 2}, 80), {2, 1, 0}, kNaN))
+          .in(random(dt, {3}, 81)).in(random(dt, {3}, 82)).in(random(dt, {3}, 83)).in(positive(dt, {3}, 84))
+          .attr(Attr::b("training", true)),
+      OpCase("eval, NaN in the input").in(with_value(random(dt, {4, 3}, 85), {1, 2}, kNaN)).absent().absent()
+          .in(random(dt, {3}, 86)).in(positive(dt, {3}, 87)),
       OpCase("training, empty batch").in(random(dt, {0, 3}, 72)).absent().absent().in(random(dt, {3}, 73))
           .in(positive(dt, {3}, 74)).attr(Attr::b("training", true)),
       OpCase("eval without running stats").in(random(dt, {4, 3}, 75))
@@ -514,7 +665,9 @@ double class_losses(const OpCase& c, size_t first, bool logits, std::vector<doub
     std::vector<double> lp = log_probs(x, l, p, logits);
     double smooth = 0;
     for (int64_t k = 0; k < l.c; ++k) smooth -= param_at(c, first + 2, k, 1) * lp[k];
-    loss[p] = (1 - eps) * -param_at(c, first + 2, tc, 1) * lp[tc] + eps / l.c * smooth;
+    // Without label smoothing the smoothing term is not formed at all (a
+    // -inf logit would make it 0 · inf = NaN).
+    loss[p] = (1 - eps) * -param_at(c, first + 2, tc, 1) * lp[tc] + (eps > 0 ? eps / l.c * smooth : 0.0);
     denom += param_at(c, first + 2, tc, 1);
   }
   return denom;
@@ -581,6 +734,25 @@ std::vector<OpCase> class_loss_cases(hal_dtype_e dt, bool backward, bool smoothi
       make("zero-size batch, sum", random(dt, {0, 5}, 115), classes({0}, 5, 116), std::nullopt, "sum", 106),
   };
   if (smoothing) {
+    // Logits (cross_entropy): a -inf logit of a class other than the target
+    // (a masked class) leaves the loss finite and gets gradient 0; a NaN
+    // logit makes its position's loss (and gradient) NaN. As PyTorch.
+    HostTensor t = classes({4}, 5, 130), x = random(dt, {4, 5}, 131);
+    for (int64_t p : {0, 2, 3}) {
+      int64_t tc = static_cast<int64_t>(t.values[p]);
+      x.at({p, (tc + 1) % 5}) = -kInf;
+      if (p != 3) x.at({p, (tc + 3) % 5}) = -kInf;
+    }
+    cases.push_back(make("-inf logits of other classes, mean", x, t, std::nullopt, "mean", 113));
+    // Logits around 1e4: log_softmax must be (x - max) - log Σ as in PyTorch
+    // (x - (max + log Σ) rounds at 1e4's magnitude first).
+    cases.push_back(make("logits around 1e4, none", random(dt, {4, 5}, 132, 1e4 - 4, 1e4 + 4), classes({4}, 5, 133),
+                         std::nullopt, "none", 114));
+    cases.push_back(make("logits around 1e4, weighted mean, label_smoothing 0.1", random(dt, {4, 5}, 134, 1e4 - 4, 1e4 + 4),
+                         classes({4}, 5, 135), positive(dt, {5}, 136), "mean", 115)
+                        .attr(Attr::f("label_smoothing", 0.1)));
+    x.at({1, 2}) = kNaN;
+    cases.push_back(make("-inf logits of other classes, a NaN logit, none", x, t, std::nullopt, "none", 112));
     cases.push_back(make("[4, 5] mean, label_smoothing 0.2", random(dt, {4, 5}, 117), classes({4}, 5, 118), std::nullopt,
                          "mean", 107).attr(Attr::f("label_smoothing", 0.2)));
     cases.push_back(make("[3, 4, 2] weighted none, label_smoothing 0.1, ignored", random(dt, {3, 4, 2}, 119),

@@ -153,6 +153,66 @@ OpCase with_nan(hal_dtype_e dt, const char* name, std::vector<int64_t> dims) {
   return c;
 }
 
+// Rows of 19 (longer than a SIMD vector, so specials land in a vectorised
+// body and in its remainder) of values in [0.5, 1.5), distinct within a row
+// and a column in every float dtype (a product of a row stays in range), with:
+//   row 0: NaN at 1                 row 4: -inf at 1
+//   row 1: +inf at 2, -inf at 17    row 5: +inf at 0, 0 at 3
+//   row 2: +inf at 0 and at 18      row 6: +inf at 4, -inf at 9, NaN at 18
+//   row 3: all -inf                 row 7: ordinary
+// PyTorch: NaN propagates through every reduction and scan (argmax/argmin
+// and max/min's index: the first NaN's position); inf + -inf and inf · 0
+// are NaN, so are a variance with an infinity (inf - inf) and logsumexp of
+// a row with a NaN; logsumexp of an all -inf row is -inf; among equal
+// extremes (two +inf, all -inf) the first position is the index.
+HostTensor specials(hal_dtype_e dt) {
+  HostTensor x(dt, {8, 19});
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t j = 0; j < 19; ++j) x.at({r, j}) = round_to(dt, 0.5 + static_cast<double>((7 * r + 5 * j) % 19) / 19.0);
+  x.at({0, 1}) = kNaN;
+  x.at({1, 2}) = kInf;
+  x.at({1, 17}) = -kInf;
+  x.at({2, 0}) = kInf;
+  x.at({2, 18}) = kInf;
+  for (int64_t j = 0; j < 19; ++j) x.at({3, j}) = -kInf;
+  x.at({4, 1}) = -kInf;
+  x.at({5, 0}) = kInf;
+  x.at({5, 3}) = 0;
+  x.at({6, 4}) = kInf;
+  x.at({6, 9}) = -kInf;
+  x.at({6, 18}) = kNaN;
+  return x;
+}
+
+// The special rows reduced along dim 1 and along dim 0 (the 'dim' attribute
+// as ints, or as an int for max/min and the scans).
+std::vector<OpCase> special_cases(hal_dtype_e dt, bool int_dim = false) {
+  std::vector<OpCase> cases;
+  for (int64_t d : {1, 0}) {
+    OpCase c(std::string("NaN and infinities ") + (d == 1 ? "along rows, dim 1" : "along columns, dim 0"));
+    c.in(specials(dt)).attr(int_dim ? Attr::i("dim", d) : Attr::ints("dim", {d}));
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// Rows of 20 whose partial sums leave float16's range (±60000 each) but
+// whose sums do not: PyTorch accumulates float16 and bfloat16 in float, so
+// the sums are 0, 0 and 60000.
+HostTensor beyond_float16(hal_dtype_e dt) {
+  HostTensor x(dt, {3, 20});
+  for (int64_t j = 0; j < 20; ++j) {
+    x.at({0, j}) = round_to(dt, j < 10 ? 60000 : -60000);
+    x.at({1, j}) = round_to(dt, j % 4 < 2 ? 60000 : -60000);
+    x.at({2, j}) = round_to(dt, 3000);
+  }
+  return x;
+}
+
+void append(std::vector<OpCase>& to, std::vector<OpCase> more) {
+  for (OpCase& c : more) to.push_back(std::move(c));
+}
+
 // ---- sum, prod, mean --------------------------------------------------------------
 
 std::vector<OpCase> sum_cases(hal_dtype_e dt) {
@@ -163,6 +223,8 @@ std::vector<OpCase> sum_cases(hal_dtype_e dt) {
   if (is_float(dt)) {
     cases.push_back(OpCase("dtype float64").in(random(dt, {3, 5}, 62)).attr(Attr::ints("dim", {1}))
                         .attr(Attr::dtype("dtype", HAL_DTYPE_FLOAT64)));
+    append(cases, special_cases(dt));
+    cases.push_back(OpCase("partial sums beyond float16's range").in(beyond_float16(dt)).attr(Attr::ints("dim", {1})));
   } else {
     cases.push_back(OpCase("dtype int32").in(random(dt, {3, 5}, 63)).attr(Attr::ints("dim", {0}))
                         .attr(Attr::dtype("dtype", HAL_DTYPE_INT32)));
@@ -178,7 +240,9 @@ HAL_CONFORMANCE_SUITE(sum, sum_cases, sum_ref);
 std::vector<OpCase> prod_cases(hal_dtype_e dt) {
   // Values near 1 keep products of up to 33 elements in range.
   double lo = is_float(dt) ? 0.5 : dt == HAL_DTYPE_UINT8 ? 0.0 : -1.0, hi = is_float(dt) ? 1.5 : 2.0;
-  return reduce_cases(dt, is_float(dt) ? dt : HAL_DTYPE_INT64, true, false, lo, hi);
+  auto cases = reduce_cases(dt, is_float(dt) ? dt : HAL_DTYPE_INT64, true, false, lo, hi);
+  if (is_float(dt)) append(cases, special_cases(dt));
+  return cases;
 }
 std::vector<HostTensor> prod_ref(const OpCase& c) {
   return {fold(group(c), int64_rule(c), [](const std::vector<double>& v) {
@@ -201,6 +265,8 @@ std::vector<OpCase> mean_cases(hal_dtype_e dt) {
   auto cases = reduce_cases(dt, dt, true);
   if (dt == HAL_DTYPE_FLOAT32)
     cases.push_back(OpCase("1e5 elements").in(random(dt, {100000}, 72, 0.0, 1.0)).no_layouts());
+  append(cases, special_cases(dt));
+  cases.push_back(OpCase("partial sums beyond float16's range").in(beyond_float16(dt)).attr(Attr::ints("dim", {1})));
   return cases;
 }
 std::vector<HostTensor> mean_ref(const OpCase& c) {
@@ -217,6 +283,7 @@ std::vector<OpCase> extreme_cases(hal_dtype_e dt) {
     cases.push_back(with_nan(dt, "NaN propagates", {1}));
     cases.push_back(OpCase("infinities").in(HostTensor(dt, {2, 3}, {-kInf, -kInf, -kInf, kInf, 1, -kInf}))
                         .attr(Attr::ints("dim", {1})));
+    append(cases, special_cases(dt));
   }
   return cases;
 }
@@ -251,6 +318,7 @@ std::vector<OpCase> max_cases(hal_dtype_e dt) {
   if (is_float(dt)) {
     HostTensor x = with_nan(dt, "", {}).input(0);
     cases.push_back(OpCase("NaN propagates").in(x).attr(Attr::i("dim", 1)));
+    append(cases, special_cases(dt, true));
   }
   return cases;
 }
@@ -291,6 +359,8 @@ std::vector<OpCase> arg_cases(hal_dtype_e dt) {
   if (is_float(dt)) {
     cases.push_back(with_nan(dt, "NaN is the extreme", {1}));
     cases.push_back(with_nan(dt, "NaN, flattened", {}));
+    append(cases, special_cases(dt));
+    cases.push_back(OpCase("NaN and infinities, flattened").in(specials(dt)));
   }
   return cases;
 }
@@ -317,6 +387,13 @@ std::vector<OpCase> var_cases(hal_dtype_e dt) {
   cases.push_back(OpCase("one element").in(random(dt, {3, 1}, 112)).attr(Attr::ints("dim", {1})));
   cases.push_back(OpCase("offset values").in(random(dt, {4, 50}, 113, 100.0, 101.0)).attr(Attr::ints("dim", {1}))
                       .tol(dt == HAL_DTYPE_FLOAT32 ? 4.0 : 1.0));
+  if (is_float(dt)) {
+    append(cases, special_cases(dt));
+    // Squares (and sums of squares) beyond float16's range; PyTorch
+    // accumulates float16 in float.
+    cases.push_back(OpCase("squares beyond float16's range").in(random(dt, {3, 20}, 115, 300.0, 700.0))
+                        .attr(Attr::ints("dim", {1})));
+  }
   cases.push_back(OpCase("correction as float").in(random(dt, {3, 5}, 114)).attr(Attr::f("correction", 1.0))
                       .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {})}, {"correction", "int"}));
   return cases;
@@ -349,6 +426,17 @@ std::vector<OpCase> norm_cases(hal_dtype_e dt) {
                         .attr(Attr::f("p", p)));
     cases.push_back(OpCase(name + " all dims").in(random_nonzero(dt, {4, 5}, 121)).attr(Attr::f("p", p)));
   }
+  if (is_float(dt)) {
+    for (double p : {2.0, 1.0, 0.0, 3.0, -1.5, kInf, -kInf}) {
+      OpCase c = special_cases(dt)[0];
+      c.name += ", p = " + std::to_string(p);
+      cases.push_back(c.attr(Attr::f("p", p)));
+    }
+    // PyTorch accumulates float16 in float: |x|^p beyond float16's range is fine.
+    for (double p : {2.0, 3.0})
+      cases.push_back(OpCase("powers beyond float16's range, p = " + std::to_string(p))
+                          .in(random(dt, {3, 20}, 124, 300.0, 700.0)).attr(Attr::ints("dim", {1})).attr(Attr::f("p", p)));
+  }
   cases.push_back(OpCase("p = 0 with zeros").in(HostTensor(dt, {2, 3}, {0, 1, 0, 0, 0, 0})).attr(Attr::ints("dim", {1}))
                       .attr(Attr::f("p", 0.0)));
   cases.push_back(OpCase("p = inf, empty dim").in(random(dt, {0, 4}, 122)).attr(Attr::ints("dim", {0}))
@@ -362,9 +450,10 @@ std::vector<OpCase> norm_cases(hal_dtype_e dt) {
 std::vector<HostTensor> norm_ref(const OpCase& c) {
   double p = c.attr_float("p", 2.0);
   return {fold(group(c), c.input(0).dtype, [p](const std::vector<double>& v) {
-    if (std::isinf(p)) {
+    if (std::isinf(p)) {  // max or min of |x|; NaN propagates (PyTorch)
       double r = p > 0 ? 0.0 : kInf;
-      for (double x : v) r = p > 0 ? std::max(r, std::abs(x)) : std::min(r, std::abs(x));
+      for (double x : v)
+        r = std::isnan(x) || std::isnan(r) ? kNaN : p > 0 ? std::max(r, std::abs(x)) : std::min(r, std::abs(x));
       return r;
     }
     double s = 0;
@@ -385,14 +474,25 @@ std::vector<OpCase> logsumexp_cases(hal_dtype_e dt) {
     cases.push_back(OpCase("large values").in(random(dt, {3, 9}, 131, 80.0, 100.0)).attr(Attr::ints("dim", {1})));
     cases.push_back(OpCase("infinities").in(HostTensor(dt, {3, 2}, {-kInf, -kInf, kInf, 1, -kInf, 2}))
                         .attr(Attr::ints("dim", {1})));
+    append(cases, special_cases(dt));
+    // e^x overflows or underflows for every x of a row unless the maximum
+    // is subtracted (values multiples of 8: exact in float16).
+    HostTensor big(dt, {2, 8});
+    for (int64_t j = 0; j < 8; ++j) {
+      big.at({0, j}) = round_to(dt, j < 2 ? 1e4 : j < 4 ? -1e4 : 8.0 * j);
+      big.at({1, j}) = round_to(dt, -1e4 - 8.0 * j);
+    }
+    cases.push_back(OpCase("magnitudes 1e4").in(big).attr(Attr::ints("dim", {1})));
   }
   return cases;
 }
 std::vector<HostTensor> logsumexp_ref(const OpCase& c) {
   hal_dtype_e dt = c.input(0).dtype;
+  // PyTorch: the maximum (NaN if any) is subtracted unless it is infinite,
+  // so a NaN gives NaN, +inf gives +inf and an all -inf group -inf.
   return {fold(group(c), is_float(dt) ? dt : HAL_DTYPE_FLOAT32, [](const std::vector<double>& v) {
     double m = -kInf;
-    for (double x : v) m = std::max(m, x);
+    for (double x : v) m = std::isnan(x) || std::isnan(m) ? kNaN : std::max(m, x);
     if (std::isinf(m)) return m;
     double s = 0;
     for (double x : v) s += std::exp(x - m);
@@ -447,9 +547,17 @@ std::vector<OpCase> scan_cases(hal_dtype_e dt, double lo, double hi) {
       OpCase("dim missing").in(random(dt, {3, 5}, 150))
           .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(out, {3, 5})}, {"dim"}),
   };
+  if (is_float(dt)) append(cases, special_cases(dt, true));
   return cases;
 }
-std::vector<OpCase> cumsum_cases(hal_dtype_e dt) { return scan_cases(dt, -2.0, 2.0); }
+std::vector<OpCase> cumsum_cases(hal_dtype_e dt) {
+  auto cases = scan_cases(dt, -2.0, 2.0);
+  // PyTorch accumulates float16 in float: a running sum may leave float16's
+  // range (inf in the output) and come back.
+  if (is_float(dt))
+    cases.push_back(OpCase("running sums beyond float16's range").in(beyond_float16(dt)).attr(Attr::i("dim", 1)));
+  return cases;
+}
 std::vector<OpCase> cumprod_cases(hal_dtype_e dt) {
   // Small factors keep products exact (uint8 would wrap -1 to 255).
   return is_float(dt) ? scan_cases(dt, 0.5, 1.5) : scan_cases(dt, dt == HAL_DTYPE_UINT8 ? 0.0 : -1.0, 2.0);

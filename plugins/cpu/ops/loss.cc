@@ -62,10 +62,10 @@ double class_losses(const OpCall& c, const ClassLossArgs& a, const In& x, const 
       int64_t t = pt[p];
       if (t == a.ignore) continue;
       for (int64_t k = 0; k < l.c; ++k) row[k] = A(px[l.at(p, k)]);
-      if (a.log_softmax) {  // row := log_softmax(row)
+      if (a.log_softmax) {  // row := log_softmax(row) = (row - max) - log Σ, as PyTorch (not row - (max + log Σ))
         A m = lane_max(row.data(), l.c);
-        A lse = m + std::log(lane_sum<A>(l.c, [&](int64_t k) { return exp_f(row[k] - m); }));
-        for (int64_t k = 0; k < l.c; ++k) row[k] -= lse;
+        A log_sum = std::log(lane_sum<A>(l.c, [&](int64_t k) { return exp_f(row[k] - m); }));
+        for (int64_t k = 0; k < l.c; ++k) row[k] = (row[k] - m) - log_sum;
       }
       double nll = -w[t] * double(row[t]);
       double smooth = 0;

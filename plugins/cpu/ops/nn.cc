@@ -135,12 +135,14 @@ HAL_NN_INLINE void softmax_row(const float* x, float* y, int64_t n) {
   for (int64_t j = row.body; j < n; ++j) y[j] = et[j - row.body] * inv;
 }
 
+// (x - max) - log Σ, as PyTorch: x - (max + log Σ) would round max + log Σ
+// at max's magnitude first (an error of 5e-4 next to 1e4 in float32).
 HAL_NN_INLINE void log_softmax_row(const float* x, float* y, int64_t n) {
   Row row(x, n);
   float m = row.max();
-  float lse = m + std::log(row.sum_exp<false>(m, nullptr));
-  VecF vlse = splat(lse), tail = row.tail - vlse;
-  for (int64_t i = 0; i < row.body; i += kW) store(y + i, load(x + i) - vlse);
+  float log_sum = std::log(row.sum_exp<false>(m, nullptr));
+  VecF vm = splat(m), vlog = splat(log_sum), tail = (row.tail - vm) - vlog;
+  for (int64_t i = 0; i < row.body; i += kW) store(y + i, (load(x + i) - vm) - vlog);
   for (int64_t j = row.body; j < n; ++j) y[j] = tail[j - row.body];
 }
 
@@ -161,8 +163,8 @@ HAL_NN_INLINE void softmax_row(const A* x, A* y, int64_t n) {
 template <class A>
 HAL_NN_INLINE void log_softmax_row(const A* x, A* y, int64_t n) {
   A m = lane_max(x, n);
-  A lse = m + std::log(lane_sum<A>(n, [&](int64_t i) { return exp_f(x[i] - m); }));
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
+  A log_sum = std::log(lane_sum<A>(n, [&](int64_t i) { return exp_f(x[i] - m); }));
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_sum;  // as simd::log_softmax_row
 }
 
 template <class A>

@@ -156,7 +156,8 @@ std::string row_kernel(const Graph& g, const Plan& plan, size_t row, size_t per_
       if (plan.row.row == RowOp::kSoftmax)
         s << "  A inv_ = (A)1 / se_;\n" << row_loop(per_element, pre + out + "exp(" + x + " - mx_) * inv_);\n" + tail);
       else
-        s << "  A lse_ = mx_ + log(se_);\n" << row_loop(per_element, pre + out + x + " - lse_);\n" + tail);
+        // (x - max) - log Σ, as PyTorch (x - (max + log Σ) rounds at max's magnitude first).
+        s << "  A ls_ = log(se_);\n" << row_loop(per_element, pre + out + "(" + x + " - mx_) - ls_);\n" + tail);
       break;
     case RowOp::kLayerNorm:
       s << "  A mu_ = 0;\n" << row_loop(per_element, pre + "        mu_ += " + x + ";\n")

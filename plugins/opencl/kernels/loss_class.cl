@@ -40,21 +40,23 @@ __kernel void class_loss(__global const T* x, long xo, __global const long* t, l
   long base = xo + (p / D) * C * D + p % D;
   A val = 0, wt = 0;
   if (!bad && tc != ignore) {
-    A lse = 0;
+    // log-probability = (x - m) - log_s, as PyTorch: x - (m + log(s)) would
+    // round m + log(s) at m's magnitude first. Input log-probabilities: m = log_s = 0.
+    A m = 0, log_s = 0;
     if (logits) {
-      A m = -INFINITY;
+      m = -INFINITY;
       for (long k = l; k < C; k += WG) { A v = (A)x[base + k * D]; m = v > m ? v : m; }
       m = wg_max(m, red);
       A s = 0;
       for (long k = l; k < C; k += WG) s += exp((A)x[base + k * D] - m);
       s = wg_sum(s, red);
-      lse = m + log(s);
+      log_s = log(s);
     }
     wt = PARAM(w, wo, tc, 1);
-    A nll = -wt * ((A)x[base + tc * D] - lse);
+    A nll = -wt * (((A)x[base + tc * D] - m) - log_s);
     A smooth = 0;
     if (smoothing > 0) {
-      for (long k = l; k < C; k += WG) smooth -= PARAM(w, wo, k, 1) * ((A)x[base + k * D] - lse);
+      for (long k = l; k < C; k += WG) smooth -= PARAM(w, wo, k, 1) * (((A)x[base + k * D] - m) - log_s);
       smooth = wg_sum(smooth, red);
     }
     val = ((A)1 - smoothing) * nll + smoothing / (A)C * smooth;

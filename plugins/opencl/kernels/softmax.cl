@@ -12,8 +12,9 @@ __kernel void softmax(__global const T* x, long xo, __global T* y, long yo, long
   for (long j = l; j < n; j += WG) s += exp((A)x[xo + base + j * inner] - m);
   s = wg_sum(s, red);
   if (log_mode) {
-    A lse = m + log(s);
-    for (long j = l; j < n; j += WG) y[yo + base + j * inner] = (T)((A)x[xo + base + j * inner] - lse);
+    // (x - m) - log(s), as PyTorch: m + log(s) would round at m's magnitude first.
+    A log_s = log(s);
+    for (long j = l; j < n; j += WG) y[yo + base + j * inner] = (T)(((A)x[xo + base + j * inner] - m) - log_s);
   } else {
     A inv = (A)1 / s;
     for (long j = l; j < n; j += WG) y[yo + base + j * inner] = (T)(exp((A)x[xo + base + j * inner] - m) * inv);
