@@ -57,6 +57,26 @@ bool world_writable(const fs::path& p) {
   return ::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0;
 }
 
+// Refuses a world-writable DIR (the plugin's directory) or file at PATH:
+// the safe fix first, then where allow_world_writable would go, if anywhere.
+std::string world_writable_refusal(const LoadRequest& r, const std::string& path, bool dir) {
+  std::string m = (dir ? "directory " : "file ") + path + " is world-writable; refusing to load: chmod o-w " + path +
+                  (dir ? " (or move the plugin to a directory only its owner can write)" : "");
+  const std::string& config = r.config_path;
+  if (config.empty())
+    return m + ". No hal.toml is in use (--plugin and HAL_PLUGIN_PATH loads have none), so allow_world_writable = "
+               "true cannot be set for it: that key goes in a hal.toml given by --config or HAL_CONFIG, at its top "
+               "level or in the [[plugin]] entry that lists the plugin";
+  // A [[plugin]] entry's origin is "<config>:line:column".
+  if (r.spec.origin.rfind(config + ":", 0) == 0)
+    return m + ", or set allow_world_writable = true in this [[plugin]] entry of " + config + " (or at its top level)";
+  return m + ", or set allow_world_writable = true at the top level of " + config + " (the hal.toml in use)";
+}
+
+std::string rebuild_advice(uint32_t host_major) {
+  return "rebuild the plugin against the installed HAL (headers of ABI major " + std::to_string(host_major) + ")";
+}
+
 // Copies SIZE bytes of the plugin's table (never more than it declared, never
 // more than we know) into a zeroed struct of ours.
 template <class T>
@@ -105,12 +125,9 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   if (!spec.allow_world_writable && !request.allow_world_writable) {
     const fs::path dir = path.parent_path();
     if (world_writable(dir))
-      return skip(SkipReason::kUnsafePermissions,
-                  "directory " + dir.string() +
-                      " is world-writable; refusing to load (set allow_world_writable = true to override)");
+      return skip(SkipReason::kUnsafePermissions, world_writable_refusal(request, dir.string(), true));
     if (world_writable(path))
-      return skip(SkipReason::kUnsafePermissions,
-                  "file is world-writable; refusing to load (set allow_world_writable = true to override)");
+      return skip(SkipReason::kUnsafePermissions, world_writable_refusal(request, spec.path, false));
   }
 
   if (spec.sha256) {
@@ -155,9 +172,13 @@ LoadOutcome load_plugin(const LoadRequest& request) {
     return skip(SkipReason::kEntryThrew, "entry point threw an exception (ABI violation)");
   }
   if (status != nullptr) {
-    const bool abi = status->code == HAL_STATUS_ABI_MISMATCH;
-    return skip(abi ? SkipReason::kAbiMajorMismatch : SkipReason::kEntryFailed,
-                "entry point failed: " + take_message(status));
+    // The plugin refused this host; its message says why, ours what to do.
+    if (status->code == HAL_STATUS_ABI_MISMATCH)
+      return skip(SkipReason::kAbiMajorMismatch,
+                  "entry point failed: " + take_message(status) + " (this libhal is ABI " +
+                      std::to_string(request.host_abi_major) + "." + std::to_string(request.host_abi_minor) +
+                      "): " + rebuild_advice(request.host_abi_major));
+    return skip(SkipReason::kEntryFailed, "entry point failed: " + take_message(status));
   }
   if (api == nullptr) return skip(SkipReason::kNullTable, "entry point succeeded but returned a NULL table");
 
@@ -169,9 +190,11 @@ LoadOutcome load_plugin(const LoadRequest& request) {
   plugin->abi_minor = api->abi_version_minor;
   if (api->abi_version_major != request.host_abi_major)
     return skip(SkipReason::kAbiMajorMismatch,
-                "plugin ABI " + std::to_string(api->abi_version_major) + "." + std::to_string(api->abi_version_minor) +
-                    " but host ABI " + std::to_string(request.host_abi_major) + "." +
-                    std::to_string(request.host_abi_minor) + ": MAJOR must match");
+                "plugin built for HAL ABI major " + std::to_string(api->abi_version_major) + " (" +
+                    std::to_string(api->abi_version_major) + "." + std::to_string(api->abi_version_minor) +
+                    "), this libhal is major " + std::to_string(request.host_abi_major) + " (" +
+                    std::to_string(request.host_abi_major) + "." + std::to_string(request.host_abi_minor) +
+                    "); MAJOR must match: " + rebuild_advice(request.host_abi_major));
   if (api->struct_size < HAL_PLUGIN_API_MIN_SIZE)
     return skip(SkipReason::kStructTooSmall, "hal_plugin_api_t.struct_size " + std::to_string(api->struct_size) +
                                                  " is below the minimum " + std::to_string(HAL_PLUGIN_API_MIN_SIZE));
@@ -285,6 +308,16 @@ LoadOutcome load_plugin(const LoadRequest& request) {
       return skip(SkipReason::kDuplicateName,
                   "plugin name '" + plugin->name + "' is already taken by " + *other + " (higher priority or earlier)");
   }
+
+  // hal.toml's name = "..." looks for libhal_plugin_<name>.so, so a file
+  // named otherwise loads only by path or scan (hal_add_plugin's name and
+  // HAL_SDK_PLUGIN's differ).
+  const std::string expected_file = "libhal_plugin_" + plugin->name + ".so";
+  if (path.filename() != expected_file)
+    plugin->startup_warnings.push_back(
+        "file name " + path.filename().string() + " does not match the declared plugin name '" + plugin->name +
+        "': it should be " + expected_file + " (hal_add_plugin(" + plugin->name +
+        ") must match HAL_SDK_PLUGIN's name), or hal.toml's name = \"" + plugin->name + "\" does not find it");
 
   std::vector<hal_option_t> options;
   for (const auto& [key, value] : spec.options)

@@ -17,6 +17,9 @@ struct LoadRequest {
   PluginSpec spec;  // spec.path resolved and absolute
   bool requested = false;
   bool allow_world_writable = false;  // config-wide permission
+  // The hal.toml in use ("" when none): refusals name it as where
+  // allow_world_writable would go.
+  std::string config_path;
   uint32_t host_abi_major = HAL_ABI_VERSION_MAJOR;
   uint32_t host_abi_minor = HAL_ABI_VERSION_MINOR;
   // Returns the path of an already-loaded plugin with NAME, if any; checked
@@ -31,7 +34,9 @@ struct LoadOutcome {
 
 // Checks permissions and the sha256 pin, loads the library, calls the entry
 // point, validates and normalises the tables and creates the instance.
-// Never throws; every failure is a SkipRecord.
+// Never throws; every failure is a SkipRecord. A file name that is not
+// libhal_plugin_<declared name>.so loads with a warning in
+// LoadedPlugin::startup_warnings.
 LoadOutcome load_plugin(const LoadRequest& request);
 
 // Lowercase hex SHA-256 of a file. Throws hal::Error (NOT_FOUND) when

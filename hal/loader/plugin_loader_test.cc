@@ -106,7 +106,9 @@ TEST_CASE("version negotiation") {
     auto s = only_skip(fixture("major_mismatch"));
     CHECK(s.reason == SkipReason::kAbiMajorMismatch);
     std::string minor = std::to_string(HAL_ABI_VERSION_MINOR);
-    CHECK(contains(s.message, "plugin ABI 2." + minor + " but host ABI 1." + minor + ": MAJOR must match"));
+    CHECK(contains(s.message, "plugin built for HAL ABI major 2 (2." + minor + "), this libhal is major 1 (1." + minor +
+                                  "); MAJOR must match: rebuild the plugin against the installed HAL (headers of ABI "
+                                  "major 1)"));
   }
   SUBCASE("a host of another MAJOR is refused by an SDK plugin") {
     hal::RuntimeOptions o;
@@ -114,6 +116,8 @@ TEST_CASE("version negotiation") {
     auto s = only_skip(kCpu, o);
     CHECK(s.reason == SkipReason::kAbiMajorMismatch);
     CHECK(contains(s.message, "ABI_MISMATCH: cpu: hal_plugin_entry: host ABI major 2"));
+    CHECK(contains(s.message, " (this libhal is ABI 2." + std::to_string(HAL_ABI_VERSION_MINOR) +
+                                  "): rebuild the plugin against the installed HAL (headers of ABI major 2)"));
   }
   SUBCASE("a newer MINOR loads and only known fields are used") {
     auto rt = load_only({fixture("newer_minor")});
@@ -334,10 +338,31 @@ TEST_CASE("plugins in a world-writable directory are refused unless allowed") {
   ::chmod((dir / "open").c_str(), 0777);
   fs::copy_file(kCpu, dir / "open/libhal_plugin_cpu.so");
   const std::string path = dir / "open/libhal_plugin_cpu.so";
-  SUBCASE("refused") {
+  const std::string config = dir / "hal.toml";
+  const std::string refused = "directory " + dir / "open is world-writable; refusing to load: chmod o-w " + dir / "open" +
+                              " (or move the plugin to a directory only its owner can write)";
+  SUBCASE("refused; with no hal.toml in use, says allow_world_writable needs one") {
     auto s = only_skip(path);
     CHECK(s.reason == SkipReason::kUnsafePermissions);
-    CHECK(contains(s.message, "directory " + dir / "open is world-writable; refusing to load"));
+    CHECK(s.message == "--plugin: " + refused +
+                           ". No hal.toml is in use (--plugin and HAL_PLUGIN_PATH loads have none), so "
+                           "allow_world_writable = true cannot be set for it: that key goes in a hal.toml given by "
+                           "--config or HAL_CONFIG, at its top level or in the [[plugin]] entry that lists the plugin");
+  }
+  SUBCASE("refused when listed in hal.toml: names its [[plugin]] entry and the file") {
+    auto rt = load_config(dir, "[[plugin]]\npath = \"open/libhal_plugin_cpu.so\"\n");
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(rt->skipped()[0].reason == SkipReason::kUnsafePermissions);
+    CHECK(rt->skipped()[0].message == config + ":1:1: " + refused +
+                                          ", or set allow_world_writable = true in this [[plugin]] entry of " +
+                                          config + " (or at its top level)");
+  }
+  SUBCASE("refused when found by scanning: names the top level of the hal.toml in use") {
+    auto rt = load_config(dir, "search_paths = [\"open\"]\n");
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK_FALSE(rt->skipped()[0].requested);
+    CHECK(rt->skipped()[0].message ==
+          refused + ", or set allow_world_writable = true at the top level of " + config + " (the hal.toml in use)");
   }
   SUBCASE("allowed per plugin") {
     auto rt = load_config(dir, "[[plugin]]\npath = \"open/libhal_plugin_cpu.so\"\nallow_world_writable = true\n");
@@ -352,10 +377,37 @@ TEST_CASE("plugins in a world-writable directory are refused unless allowed") {
     fs::create_directory(dir / "closed");
     fs::copy_file(kCpu, dir / "closed/libhal_plugin_cpu.so");
     ::chmod((dir / "closed/libhal_plugin_cpu.so").c_str(), 0777);
-    auto s = only_skip(dir / "closed/libhal_plugin_cpu.so");
+    const std::string file = dir / "closed/libhal_plugin_cpu.so";
+    auto s = only_skip(file);
     CHECK(s.reason == SkipReason::kUnsafePermissions);
-    CHECK(contains(s.message, "file is world-writable"));
+    CHECK(contains(s.message, "--plugin: file " + file + " is world-writable; refusing to load: chmod o-w " + file +
+                                  ". No hal.toml is in use"));
+    auto rt = load_config(dir, "[[plugin]]\npath = \"closed/libhal_plugin_cpu.so\"\n");
+    REQUIRE(rt->skipped().size() == 1);
+    CHECK(contains(rt->skipped()[0].message, "set allow_world_writable = true in this [[plugin]] entry of " + config));
   }
+}
+
+TEST_CASE("a file not named libhal_plugin_<declared name>.so loads, with a warning") {
+  TempDir dir;
+  const std::string cpux = dir / "libhal_plugin_cpux.so";
+  fs::copy_file(kCpu, cpux);
+  const std::string warning =
+      "file name libhal_plugin_cpux.so does not match the declared plugin name 'cpu': it should be "
+      "libhal_plugin_cpu.so (hal_add_plugin(cpu) must match HAL_SDK_PLUGIN's name), or hal.toml's name = \"cpu\" "
+      "does not find it";
+  auto rt = load_only({cpux});
+  REQUIRE(rt->plugins().size() == 1);
+  CHECK(rt->plugins()[0]->startup_warnings() == std::vector<std::string>{warning});
+  CHECK(load_only({kCpu})->plugins().at(0)->startup_warnings().empty());
+
+  const std::string info = HAL_TEST_HAL_INFO;
+  auto text = hal::testing::run_command("'" + info + "' --plugin '" + cpux + "'");
+  CHECK(text.exit_code == 0);
+  CHECK_MESSAGE(contains(text.output, "    warning: " + warning + "\n"), text.output);
+  auto j = nlohmann::json::parse(hal::testing::run_command("'" + info + "' --json --plugin '" + cpux + "'").output);
+  REQUIRE(j["plugins"].size() == 1);
+  CHECK(j["plugins"][0]["warnings"] == nlohmann::json::array({warning}));
 }
 
 TEST_CASE("config problems with plugins name file:line and keep the rest") {
@@ -493,6 +545,26 @@ TEST_CASE("hal-info: text and JSON agree - exit status reports requested failure
   REQUIRE(bj["skipped"].size() == 1);
   CHECK(bj["skipped"][0]["reason"] == "missing_entry_point");
   CHECK(bj["plugins"].empty());
+
+  {  // "(requested)" is explained once under skipped:, and only when it appears
+    const std::string legend =
+        "skipped:\n  (requested: named by --plugin, a [[plugin]] entry of hal.toml or a file in HAL_PLUGIN_PATH, not "
+        "picked up by a directory scan; hal-info exits 1 when a requested plugin is skipped)\n";
+    auto two = hal::testing::run_command("'" + info + "' --plugin '" + fixture("no_entry") + "' --plugin '" +
+                                         fixture("null_table") + "'");
+    CHECK(two.exit_code == 1);
+    CHECK_MESSAGE(contains(two.output, legend), two.output);
+    CHECK(two.output.find("(requested:") == two.output.rfind("(requested:"));
+    CHECK(contains(two.output, "reason: missing_entry_point (requested)\n"));
+    TempDir scan;
+    fs::create_directory(scan / "p");
+    fs::copy_file(fixture("no_entry"), scan / "p/libhal_plugin_no_entry.so");
+    hal::testing::write_file(scan / "hal.toml", "search_paths = [\"p\"]\n");
+    auto scanned = hal::testing::run_command("env -u HAL_PLUGIN_PATH '" + info + "' --config '" + scan / "hal.toml" + "'");
+    CHECK(scanned.exit_code == 0);
+    CHECK_MESSAGE(contains(scanned.output, "skipped:\n  " + scan / "p/libhal_plugin_no_entry.so\n"), scanned.output);
+    CHECK_FALSE(contains(scanned.output, "requested"));
+  }
 
   auto probe = hal::testing::run_command("'" + info + "' --plugin '" + kCpu + "'");
   CHECK(probe.exit_code == 0);

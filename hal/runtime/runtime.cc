@@ -214,6 +214,7 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
     req.spec = c.spec;
     req.requested = c.requested;
     req.allow_world_writable = rt->config_.allow_world_writable;
+    req.config_path = rt->config_.source;
     req.host_abi_major = options.host_abi_major;
     req.host_abi_minor = options.host_abi_minor;
     req.loaded_path_of = [&](const std::string& name) -> std::optional<std::string> {

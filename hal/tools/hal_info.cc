@@ -133,6 +133,13 @@ void print_text(const hal::Runtime& rt, const std::string& config_path, bool ver
   }
   if (!rt.skipped().empty()) {
     o << "\nskipped:\n";
+    // Explained once, and only when it appears.
+    for (const auto& s : rt.skipped())
+      if (s.requested) {
+        o << "  (requested: named by --plugin, a [[plugin]] entry of hal.toml or a file in HAL_PLUGIN_PATH, not picked"
+             " up by a directory scan; hal-info exits 1 when a requested plugin is skipped)\n";
+        break;
+      }
     for (const auto& s : rt.skipped()) {
       o << "  " << (s.path.empty() ? s.name : s.path) << "\n";
       o << "    reason: " << hal::skip_reason_name(s.reason) << (s.requested ? " (requested)" : "") << "\n";

@@ -67,7 +67,9 @@ class Plugin {
   // when the plugin has none), e.g. another op catalog MAJOR.
   const std::string& op_note() const;
   // Warnings the plugin logged while it started, in order (e.g. why it has
-  // no devices: "no OpenCL platform found ..."). Empty when none.
+  // no devices: "no OpenCL platform found ..."), then the loader's own about
+  // it (a file name that does not match the declared plugin name). Empty
+  // when none.
   const std::vector<std::string>& startup_warnings() const;
   // Whether the plugin's graph-compile interface is used (ABI 1.2 entries
   // present), and why a graph table it has is not ("" otherwise).
