@@ -1,6 +1,6 @@
 // The template plugin's op kernels: one working `add` (out = self +
-// alpha * other) in float32, so hal-conformance passes op.add.float32 on
-// the template as copied. Also the plugin's entry point (HAL_SDK_PLUGIN, at
+// alpha * other) in float32, so hal-conformance passes op.add.float32
+// before you change anything. Also the plugin's entry point (HAL_SDK_PLUGIN, at
 // the end): a plugin with operators needs the op tables in the file that
 // has it, and the memory part (template_plugin.cc) stays free of the op
 // catalog.
@@ -14,11 +14,14 @@
 // tensor) never reaches it: the SDK declines it with HAL_STATUS_MIXED_DTYPES
 // and libhal's op launch casts those inputs and launches again.
 //
-// Kernels for host-accessible memory can use the SDK's helpers:
-// hal/sdk/kernel/strided.hpp (StridedLoop: walks strided, broadcast
-// operands) and hal/sdk/kernel/dispatch.hpp (the C++ type of a dtype, for a
-// kernel registered for several dtypes). docs/vendor_guide.md in the HAL
-// source adds mul, relu and mm to this file, step by step.
+// Kernels for host-accessible memory can use the SDK's helpers in
+// hal/sdk/kernel/: strided.hpp (StridedLoop: walks strided, broadcast
+// operands), reduce.hpp (ReduceIter: a reduction's geometry, with
+// hal::sdk::shape_rules::reduce_mask for its dims), rows.hpp (rows of a
+// normalization), wrap.hpp (wrap_dim: negative dims) and dispatch.hpp (the
+// C++ type of a dtype, for a kernel registered for several dtypes). docs/vendor_guide.md in the HAL
+// source adds mul, relu, mm, sum, softmax and layer_norm to this file, step
+// by step (and names the helpers for reductions and rows).
 #include <cstdint>
 #include <cstring>
 #include <memory>
