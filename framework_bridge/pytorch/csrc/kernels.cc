@@ -133,6 +133,24 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
 
 at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, 0); }
 
+// Whether `self.data = from` may keep self's TensorImpl (Module._apply and
+// `p.data = t` ask): a dense hal tensor pairs with any dense tensor, as
+// CUDA's does with CPU's, so module.to("hal") keeps each Parameter object
+// and tied weights stay tied. c10's TensorImpl::has_compatible_shallow_copy_type
+// lists CPU, CUDA, MPS, ... but not PrivateUse1, so its answer is false here.
+// Runs only when a hal tensor is an argument (PrivateUse1 dispatch).
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_hal = [](const at::Tensor& t) { return t.is_privateuseone() && t.layout() == c10::kStrided; };
+  // A built-in dense backend (CPU, CUDA, ...), by c10's own rule against a dense CPU key set.
+  auto dense_builtin = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided &&
+           t.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(c10::DispatchKeySet(c10::DispatchKey::CPU));
+  };
+  if ((dense_hal(self) && (dense_hal(from) || dense_builtin(from))) || (dense_hal(from) && dense_builtin(self)))
+    return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
@@ -149,6 +167,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("zero_", zero);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
