@@ -1,6 +1,7 @@
 // torch_hal streams, events and the device guard (c10's
 // DeviceGuardImplInterface, which torch.Stream, torch.Event,
 // torch.accelerator and the autograd engine drive).
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -155,6 +156,21 @@ struct HalGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream& s) const override { synchronize_stream(s); }
   void synchronizeDevice(c10::DeviceIndex index) const override { synchronize_device(index); }
+  // torch.accelerator.get_device_capability: the dtypes a hal tensor holds
+  // and converts between on the device (those with a HAL dtype; the others
+  // are stored, but converted on the CPU).
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    const c10::DeviceIndex index = resolve(d);
+    TORCH_CHECK(index >= 0 && index < device_count(), "torch_hal: invalid device index ", int(index), " (",
+                int(device_count()), " hal devices)");
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+#define HAL_CAPABILITY_BIT(_, name) \
+  if (hal_dtype_of(c10::ScalarType::name)) cap.capability_data.capability_bits |= uint64_t{1} << c10::kIndex_##name;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(HAL_CAPABILITY_BIT)
+#undef HAL_CAPABILITY_BIT
+    return cap;
+  }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& s) const override {
     allocator()->recordStream(ptr, s);
   }

@@ -115,3 +115,16 @@ def test_cpu_only_code_keeps_pytorchs_answer():
     assert not torch._has_compatible_shallow_copy_type(hal, torch.randn(2).to_sparse())
     with pytest.raises(RuntimeError, match="incompatible tensor type"):
         nn.Parameter(torch.randn(2)).data = torch.randn(2).to_sparse()
+
+
+def test_accelerator_device_capability_lists_the_devices_dtypes():
+    cap = torch.accelerator.get_device_capability("hal")
+    dtypes = cap["supported_dtypes"]
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
+               torch.int32, torch.int64, torch.bool):
+        assert dt in dtypes, dt
+    # Only dtypes with a HAL dtype (hal/types.h): no quantized or float8 types.
+    assert torch.qint8 not in dtypes and torch.float8_e4m3fn not in dtypes and torch.float8_e5m2 not in dtypes
+    assert torch.accelerator.get_device_capability(torch.device("hal", 0)) == cap
+    with pytest.raises(RuntimeError, match="invalid device index 7"):
+        torch.accelerator.get_device_capability("hal:7")
