@@ -430,3 +430,36 @@ def test_streams_events_pinned_and_save_on_the_opencl_plugin():
         """
     )
     assert out.strip() == "ok"
+
+
+def test_checkpoints_keep_the_device_index_and_map_location_moves_them(tmp_path):
+    # Two devices of the CPU plugin; a checkpoint saved on hal:1 loads on hal:1, map_location moves
+    # it, and one from a device this machine lacks gets PyTorch's error until map_location fixes it.
+    config = tmp_path / "hal.toml"
+    config.write_text(f'discover = false\n[[plugin]]\npath = "{_build() / "lib/hal/plugins/libhal_plugin_cpu.so"}"\n'
+                      'options = { device_count = 2 }\n')
+    out = _python(
+        """
+        import io, torch, torch_hal
+        m = torch.nn.Linear(2, 2).to("hal:1")
+        buf = io.BytesIO()
+        torch.save(m.state_dict(), buf)
+        raw = buf.getvalue()
+        print("same:", torch.load(io.BytesIO(raw))["weight"].device)
+        print("cpu:", torch.load(io.BytesIO(raw), map_location="cpu")["weight"].device)
+        print("moved:", torch.load(io.BytesIO(raw), map_location={"hal:1": "hal:0"})["weight"].device)
+        sd = torch.load(io.BytesIO(raw))
+        assert torch.equal(sd["weight"].cpu(), m.weight.detach().cpu())
+        missing = raw.replace(b"hal:1", b"hal:3")  # as saved on a machine with four devices
+        try:
+            torch.load(io.BytesIO(missing))
+        except RuntimeError as e:
+            print("error:", e)
+        print("fixed:", torch.load(io.BytesIO(missing), map_location="hal:0")["weight"].device)
+        """,
+        HAL_CONFIG=str(config),
+    )
+    assert "same: hal:1" in out and "cpu: cpu" in out and "moved: hal:0" in out, out
+    assert ("error: Attempting to deserialize object on HAL device 3 but torch.hal.device_count() is 2. Please use "
+            "torch.load with map_location to map your storages to an existing device.") in out, out
+    assert "fixed: hal:0" in out, out
