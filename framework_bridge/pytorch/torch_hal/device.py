@@ -258,6 +258,12 @@ def _rng_state_runs_eagerly(dynamo):
             g[name] = dynamo.disable(g[name], reason="the hal generator's host state")
 
 
+def get_amp_supported_dtype():
+    """The dtypes torch.autocast("hal") computes in: float16 and bfloat16 (a plugin that lacks a kernel in
+    one gets the core's casts or the CPU fallback, never a failure)."""
+    return [torch.float16, torch.bfloat16]
+
+
 def get_device_properties(device=None):
     return DeviceProperties(**_C.get_device_properties(_index(device)))
 
