@@ -661,3 +661,28 @@ def test_sparse_tensors_under_compile_run_eagerly_and_match():
         got = torch.compile(fn, backend="hal")(*[a.to("hal") for a in args])
         torch.testing.assert_close(got.cpu(), fn(*args), rtol=1e-6, atol=1e-6)
     assert torch_hal.dynamo.stats()["segments"] >= 1  # makes's sigmoid, before the break
+
+
+def test_dynamo_has_a_device_interface_for_hal():
+    from torch._dynamo.device_interface import get_interface_for_device, get_registered_device_interfaces
+
+    iface = get_interface_for_device("hal")
+    assert iface is get_interface_for_device(torch.device("hal", 0))
+    assert "hal" in dict(get_registered_device_interfaces())
+    assert iface.is_available() and iface.device_count() == torch.hal.device_count() >= 1
+    assert iface.current_device() == torch.hal.current_device() == 0
+    assert iface.exchange_device(0) == 0 and iface.maybe_exchange_device(0) == 0
+    with iface.device(0):
+        assert iface.current_device() == 0
+    stream = iface.current_stream()
+    assert stream.device == torch.device("hal", 0) and iface.get_raw_stream(0) == stream.stream_id
+    start, end = iface.Event(enable_timing=True), iface.Event(enable_timing=True)
+    start.record()
+    torch.ones(64, device="hal").sum()
+    end.record()
+    iface.synchronize()
+    assert start.elapsed_time(end) >= 0
+    assert iface.get_device_properties().plugin == torch.hal.get_device_properties(0).plugin
+    assert iface.Worker.get_device_properties(0).plugin == torch.hal.get_device_properties(0).plugin
+    assert iface.is_bf16_supported() and not iface.is_triton_capable()
+    assert iface.memory_allocated() == torch.hal.memory_allocated()

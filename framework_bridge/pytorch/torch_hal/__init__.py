@@ -49,6 +49,9 @@ def _register_dynamo_backend():
 
     register_backend(compile_backend, name="hal")
     _device_module._rng_state_runs_eagerly(sys.modules["torch._dynamo"])
+    from . import _dynamo_device
+
+    _dynamo_device.register()
 
 
 class _RegisterWhenDynamoImports(importlib.abc.MetaPathFinder):
