@@ -4,6 +4,8 @@
 #include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
+#include <c10/util/ApproximateClock.h>
+#include <torch/csrc/profiler/stubs/base.h>
 
 #include <array>
 #include <atomic>
@@ -213,6 +215,57 @@ struct HalGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, HalGuardImpl);
+
+// The profiler's device events (torch.autograd.profiler.profile(use_device="hal")
+// records one at each op's start and end): HAL events on the current stream,
+// their difference in microseconds as CUDA's stubs give it. Without these
+// PyTorch's default stubs report garbage times.
+struct HalProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    const c10::DeviceIndex index = current_device();
+    if (device != nullptr) *device = index;
+    const hal::Stream* hs = hal_stream(current_stream(index));
+    const hal::Stream& on = hs != nullptr ? *hs : slot_stream(index, 0);
+    auto* e = checked("recording a profiler event", index,
+                      [&] { return new hal::Event(torch_hal::device(index)->create_event()); });
+    *event = std::shared_ptr<void>(e, [](void* p) { delete as_event(p); });
+    if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
+    checked("recording a profiler event", index, [&] { e->record(on); });
+  }
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* start,
+                const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
+    hal::Event* a = as_event(start->get());
+    hal::Event* b = as_event(end->get());
+    return checked("profiler elapsed time", current_device(), [&] {
+      a->synchronize();
+      b->synchronize();
+      return static_cast<float>(static_cast<double>(hal::Event::elapsed_ns(*a, *b)) / 1e3);
+    });
+  }
+  void mark(const char*) const override {}
+  void rangePush(const char*) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+  void onEachDevice(std::function<void(int)> op) const override {
+    const c10::DeviceIndex previous = current_device();
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+      set_current_device(i);
+      op(i);
+    }
+    set_current_device(previous);
+  }
+  void synchronize() const override {
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) synchronize_device(i);
+  }
+};
+
+struct RegisterProfilerStubs {
+  RegisterProfilerStubs() {
+    static HalProfilerStubs stubs;
+    torch::profiler::impl::registerPrivateUse1Methods(&stubs);
+  }
+} register_profiler_stubs;
 
 }  // namespace
 }  // namespace torch_hal

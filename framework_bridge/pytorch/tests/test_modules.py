@@ -128,3 +128,21 @@ def test_accelerator_device_capability_lists_the_devices_dtypes():
     assert torch.accelerator.get_device_capability(torch.device("hal", 0)) == cap
     with pytest.raises(RuntimeError, match="invalid device index 7"):
         torch.accelerator.get_device_capability("hal:7")
+
+
+def test_profiler_device_times_are_true_elapsed_times():
+    import time
+
+    x = torch.randn(128, 128, device="hal")
+    x @ x  # warm up
+    start = time.perf_counter()
+    with torch.autograd.profiler.profile(use_device="hal") as prof:
+        for _ in range(3):
+            x @ x
+        torch.hal.synchronize()
+    wall_us = (time.perf_counter() - start) * 1e6
+    events = [e for e in prof.function_events if e.name == "aten::mm"]
+    assert len(events) == 3
+    for e in events:
+        assert 0 <= e.cpu_time_total <= wall_us and 0 < e.device_time_total <= wall_us, (e.cpu_time_total,
+                                                                                           e.device_time_total)
