@@ -127,6 +127,13 @@ void synchronize_device(c10::DeviceIndex index) {
 
 namespace {
 
+// The HAL stream an event on S is recorded on: S's, or for the synchronous
+// default stream (id 0, no HAL stream) the device's slot-0 stream.
+const hal::Stream& recording_stream(c10::Stream s) {
+  const hal::Stream* hs = hal_stream(s);
+  return hs != nullptr ? *hs : slot_stream(s.device_index(), 0);
+}
+
 struct HalGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kHal; }
   c10::Device exchangeDevice(c10::Device d) const override {
@@ -180,8 +187,7 @@ struct HalGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& s, c10::DeviceIndex index, c10::EventFlag) const override {
     TORCH_CHECK(index == -1 || index == s.device_index(), "torch_hal: event of hal:", int(index),
                 " recorded on a stream of hal:", int(s.device_index()));
-    const hal::Stream* hs = hal_stream(s);
-    const hal::Stream& on = hs != nullptr ? *hs : slot_stream(s.device_index(), 0);
+    const hal::Stream& on = recording_stream(s);
     checked("recording an event", s.device_index(), [&] {
       if (*event == nullptr) *event = new hal::Event(device(s.device_index())->create_event());
       as_event(*event)->record(on);
@@ -225,8 +231,7 @@ struct HalProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
               int64_t* cpu_ns) const override {
     const c10::DeviceIndex index = current_device();
     if (device != nullptr) *device = index;
-    const hal::Stream* hs = hal_stream(current_stream(index));
-    const hal::Stream& on = hs != nullptr ? *hs : slot_stream(index, 0);
+    const hal::Stream& on = recording_stream(current_stream(index));
     auto* e = checked("recording a profiler event", index,
                       [&] { return new hal::Event(torch_hal::device(index)->create_event()); });
     *event = std::shared_ptr<void>(e, [](void* p) { delete as_event(p); });
