@@ -15,6 +15,7 @@ void register_transformer_ops(sdk::OpRegistry& ops);
 void register_data_ops(sdk::OpRegistry& ops);
 void register_random_ops(sdk::OpRegistry& ops);
 void register_llm_ops(sdk::OpRegistry& ops);
+void register_rnn_ops(sdk::OpRegistry& ops);
 
 inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
@@ -26,6 +27,7 @@ inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_data_ops(ops);
   register_random_ops(ops);
   register_llm_ops(ops);
+  register_rnn_ops(ops);
 }
 
 }  // namespace hal::opencl

@@ -16,6 +16,7 @@
 #include "hal/common/shapes/nn.hpp"
 #include "hal/common/shapes/random.hpp"
 #include "hal/common/shapes/reduction.hpp"
+#include "hal/common/shapes/rnn.hpp"
 #include "hal/common/shapes/llm.hpp"
 #include "hal/common/shapes/transformer.hpp"
 
