@@ -94,6 +94,52 @@ def test_grad_scaler_skips_a_step_with_an_inf_gradient_and_backs_off():
     assert scaler.get_scale() == 512.0
 
 
+def test_grad_scaler_ops_run_on_the_device_as_on_cpu():
+    """_amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_: same results as PyTorch's CPU
+    kernels, for finite grads, an inf, a NaN, growth after growth_interval clean steps, and a growth
+    that would overflow; no CPU fallback."""
+    torch_hal.reset_fallback_stats()
+    cases = [[torch.randn(5, 3), torch.randn(7)], [torch.randn(4), torch.tensor([1.0, float("inf")])],
+             [torch.tensor([float("nan"), 2.0]), torch.randn(3, 3)], [torch.empty(0), torch.randn(2)]]
+    for grads in cases:
+        results = {}
+        for device in ("cpu", "hal"):
+            g = [t.clone().to(device) for t in grads]
+            found = torch.zeros(1, device=device)
+            torch._amp_foreach_non_finite_check_and_unscale_(g, found, torch.full((1,), 0.25, device=device))
+            results[device] = ([t.cpu() for t in g], found.cpu())
+        for a, b in zip(results["hal"][0], results["cpu"][0]):
+            torch.testing.assert_close(a, b, equal_nan=True)
+        assert torch.equal(results["hal"][1], results["cpu"][1])
+    for scale0, tracker0, found0, interval in [(1024.0, 0, 0.0, 3), (1024.0, 2, 0.0, 3), (1024.0, 2, 1.0, 3),
+                                               (3e38, 0, 0.0, 1), (8.0, 5, 0.0, 2000)]:
+        results = {}
+        for device in ("cpu", "hal"):
+            scale = torch.full((1,), scale0, device=device)
+            tracker = torch.full((1,), tracker0, dtype=torch.int32, device=device)
+            torch._amp_update_scale_(scale, tracker, torch.full((1,), found0, device=device), 2.0, 0.5, interval)
+            results[device] = (scale.cpu(), tracker.cpu())
+        assert torch.equal(results["hal"][0], results["cpu"][0]), (scale0, tracker0, found0, results)
+        assert torch.equal(results["hal"][1], results["cpu"][1]), (scale0, tracker0, found0, results)
+    assert dict(torch_hal.fallback_stats()) == {}
+    with pytest.raises(RuntimeError, match="growth_tracker must be a Int tensor"):
+        torch._amp_update_scale_(torch.ones(1, device="hal"), torch.zeros(1, device="hal"),
+                                 torch.zeros(1, device="hal"), 2.0, 0.5, 10)
+
+
+def test_torch_hal_amp_is_torch_cuda_amps_interface():
+    assert torch.get_autocast_dtype("hal") == torch.float16  # the default, as CUDA's
+    with torch.hal.amp.autocast():
+        assert torch.is_autocast_enabled("hal") and torch.get_autocast_dtype("hal") == torch.float16
+        assert (torch.ones(2, 2, device="hal") @ torch.ones(2, 2, device="hal")).dtype == torch.float16
+    with torch.hal.amp.autocast(dtype=torch.bfloat16):
+        assert torch.get_autocast_dtype("hal") == torch.bfloat16
+    assert not torch.is_autocast_enabled("hal")
+    scaler = torch.hal.amp.GradScaler(init_scale=8.0)
+    assert isinstance(scaler, torch.amp.GradScaler) and scaler._device == "hal" and scaler.get_scale() == 8.0
+    assert torch.hal.amp.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+
+
 def test_autocast_inside_torch_compile_gives_eagers_dtypes_and_values():
     torch.manual_seed(4)
     lin = nn.Linear(8, 4).to("hal")
