@@ -94,9 +94,18 @@ c10::DeviceIndex device_count() noexcept {
 
 const std::shared_ptr<hal::Device>& device(c10::DeviceIndex index) {
   const auto& devices = initialized_state().devices;
-  TORCH_CHECK(index >= 0 && static_cast<size_t>(index) < devices.size(), "torch_hal: device hal:", int(index),
-              " does not exist; there ", devices.size() == 1 ? "is 1 device" : "are " + std::to_string(devices.size()) + " devices",
-              " (hal:0..hal:", devices.size() - 1, ")");
+  if (C10_UNLIKELY(index < 0 || static_cast<size_t>(index) >= devices.size())) {
+    // Worded as CUDA's "CUDA error: invalid device ordinal\nGPU device may be
+    // out of range, do you have enough GPUs?" (a torch.AcceleratorError, as
+    // C10_CUDA_CHECK raises it), naming the hal device and the count.
+    std::ostringstream os;
+    os << "hal error: invalid device ordinal\nhal device may be out of range, do you have enough hal devices? (hal:"
+       << int(index) << " does not exist; there "
+       << (devices.size() == 1 ? "is 1 device" : "are " + std::to_string(devices.size()) + " devices")
+       << ": hal:0..hal:" << devices.size() - 1 << ")";
+    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, HAL_STATUS_INVALID_ARGUMENT,
+                                os.str());
+  }
   return devices[index];
 }
 
@@ -234,8 +243,9 @@ class HalAllocator final : public c10::DeviceAllocator {
   }
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
     if (ptr.get() == nullptr) return;
-    TORCH_CHECK(ptr.get_deleter() == &delete_allocation, "torch_hal: record_stream on memory torch_hal did not allocate");
-    auto* a = static_cast<Allocation*>(ptr.get_context());
+    TORCH_CHECK(ptr.get_deleter() == &delete_allocation || ptr.get_deleter() == &release_shared_allocation,
+                "torch_hal: record_stream on memory torch_hal did not allocate");
+    Allocation* a = allocation_of(ptr);
     TORCH_CHECK(stream.device_index() == a->device, "torch_hal: record_stream: the tensor is on hal:", int(a->device),
                 " but the stream is on hal:", int(stream.device_index()));
     // Default-stream work has completed on return: nothing to wait for.
@@ -405,11 +415,22 @@ at::Tensor empty_dense(c10::IntArrayRef shape, c10::ScalarType dtype, c10::Devic
   return t;
 }
 
-Allocation* allocation_of(const c10::Storage& storage) {
-  const c10::DataPtr& p = storage.data_ptr();
+Allocation* allocation_of(const c10::DataPtr& p) {
   if (p.get() == nullptr) return nullptr;
-  TORCH_CHECK(p.get_deleter() == &delete_allocation, "torch_hal: a hal tensor whose storage was not allocated by torch_hal");
-  return static_cast<Allocation*>(p.get_context());
+  if (p.get_deleter() == &delete_allocation) return static_cast<Allocation*>(p.get_context());
+  if (p.get_deleter() == &release_shared_allocation) return static_cast<SharedAllocation*>(p.get_context())->allocation;
+  TORCH_CHECK(false, "torch_hal: a hal tensor whose storage (data pointer ", p.get(),
+              ") was not allocated by torch_hal nor shares a hal allocation");
+}
+
+Allocation* allocation_of(const c10::Storage& storage) { return allocation_of(storage.data_ptr()); }
+
+std::pair<Allocation*, uint64_t> allocation_at(const void* p) noexcept {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(registry_mu);
+  Allocation* a = registry().find(addr);
+  if (a == nullptr) return {nullptr, 0};
+  return {a, addr - a->token};
 }
 
 hal::Buffer& buffer_of(const at::Tensor& t) {

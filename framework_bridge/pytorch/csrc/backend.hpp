@@ -20,6 +20,7 @@
 #include <c10/core/Stream.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -112,8 +113,40 @@ at::Tensor empty_dense(c10::IntArrayRef shape, c10::ScalarType dtype, c10::Devic
 // is "pinned" in PyTorch's sense: it came from this allocator. Thread-safe.
 c10::Allocator* pinned_allocator();
 bool is_pinned_ptr(const void* p) noexcept;
-// The Allocation behind a hal storage; nullptr for an empty (0-byte) one.
+// The Allocation behind a hal storage (one torch_hal allocated, or one
+// sharing another's Allocation: SharedAllocation); nullptr for an empty
+// (0-byte) one. Throws c10::Error for any other storage.
 Allocation* allocation_of(const c10::Storage& storage);
+// The same for a storage's DataPtr P.
+Allocation* allocation_of(const c10::DataPtr& p);
+// The live Allocation whose token range holds address P, and P's byte
+// offset in it; {nullptr, 0} for any other address. Thread-safe.
+std::pair<Allocation*, uint64_t> allocation_at(const void* p) noexcept;
+
+// ---- sharing an Allocation (DLPack import, storage.cc) ----
+
+// The context of a DataPtr that shares an Allocation it does not own: a
+// storage made by tensor_sharing. Its address is the Allocation's token, so
+// every view of it addresses the Buffer as the owner's views do. RELEASE
+// lets go of what keeps the owner alive (a DLPack capsule's deleter).
+struct SharedAllocation {
+  Allocation* allocation = nullptr;
+  std::function<void()> release;
+};
+// SharedAllocation's DataPtr deleter: runs RELEASE, deletes the context.
+void release_shared_allocation(void* ctx);
+// A hal tensor over memory a live hal tensor owns, as a DLPack capsule
+// describes it: DATA is an address inside a live Allocation (a hal
+// DataPtr's token plus an offset), BYTE_OFFSET is added to it, SIZES and
+// STRIDES are in elements (STRIDES nullopt: contiguous), DEVICE is the
+// device the capsule names. The new storage spans the whole Allocation, so
+// the tensor shares the owner's storage bytes (writes are seen both ways);
+// RELEASE runs once the new storage dies and must keep the owner alive until
+// then. Throws c10::Error naming what is wrong (DATA is no live hal memory,
+// another device, a negative size or stride, an offset not a multiple of
+// the element size, a view past the allocation); RELEASE is then not run.
+at::Tensor tensor_sharing(const void* data, uint64_t byte_offset, c10::DeviceIndex device, c10::IntArrayRef sizes,
+                          std::optional<c10::IntArrayRef> strides, c10::ScalarType dtype, std::function<void()> release);
 // The Buffer behind non-empty hal tensor T's storage; throws c10::Error
 // naming T when its storage is empty (freed, or resized to 0 as FSDP does).
 hal::Buffer& buffer_of(const at::Tensor& t);

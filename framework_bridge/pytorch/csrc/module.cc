@@ -5,6 +5,9 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/ATen.h>
+#include <ATen/DLConvertor.h>
+#include <ATen/dlpack.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cstring>
@@ -38,6 +41,66 @@ void drain_autograd_device_threads() {
     torch::autograd::backward({x.sum()});
   }
 }
+
+// DLPack import of a capsule naming kDLExtDev (PyTorch's DLPack device type
+// for PrivateUse1, i.e. "hal"): a hal tensor sharing the exporting hal
+// tensor's storage. PyTorch's own import (at::fromDLPack) would wrap the
+// address in a storage torch_hal cannot map to its Buffer; torch_hal/_dlpack.py
+// routes capsules here first. Returns None for any other capsule (PyTorch
+// imports it). Consumes the capsule (renames it "used_...") only on success;
+// on error the capsule keeps its owner and nothing was made.
+template <class Managed>
+py::object import_hal_capsule(PyObject* capsule, const char* used, Managed* m) {
+  DLTensor& dl = m->dl_tensor;
+  if (dl.device.device_type != kDLExtDev) return py::none();
+  TORCH_CHECK(dl.device.device_id >= 0 && dl.device.device_id < 128, "torch_hal: the DLPack capsule names hal:",
+              dl.device.device_id, ", which is no device index");
+  const auto index = static_cast<c10::DeviceIndex>(dl.device.device_id);
+  torch_hal::device(index);  // checks the index (naming how many exist)
+  const c10::ScalarType dtype = at::toScalarType(dl.dtype);
+  TORCH_CHECK(dl.ndim >= 0 && (dl.ndim == 0 || dl.shape != nullptr), "torch_hal: the DLPack capsule has ndim ",
+              dl.ndim, (dl.shape == nullptr ? " and no shape" : ""));
+  const c10::IntArrayRef sizes(dl.shape, static_cast<size_t>(dl.ndim));
+  std::optional<c10::IntArrayRef> strides;
+  if (dl.strides != nullptr && dl.ndim > 0) strides = c10::IntArrayRef(dl.strides, static_cast<size_t>(dl.ndim));
+  const auto release = [m] {
+    if (m->deleter == nullptr) return;
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;  // the producer's deleter may need it (as PyTorch's import assumes)
+      m->deleter(m);
+    } else {
+      m->deleter(m);
+    }
+  };
+  at::Tensor t;
+  if (c10::multiply_integers(sizes) == 0) {
+    // No elements: nothing to share (an empty hal tensor exports a null pointer).
+    for (int64_t s : sizes)
+      TORCH_CHECK(s >= 0, "torch_hal: the DLPack capsule has a negative size (sizes ", sizes, ")");
+    t = at::empty(sizes, at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1, index));
+    release();
+  } else {
+    t = torch_hal::tensor_sharing(dl.data, dl.byte_offset, index, sizes, strides, dtype, release);
+  }
+  PyCapsule_SetName(capsule, used);
+  return py::cast(t);
+}
+
+py::object import_dlpack(const py::object& obj) {
+  HANDLE_TH_ERRORS
+  PyObject* capsule = obj.ptr();
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (m->version.major != DLPACK_MAJOR_VERSION) return py::none();  // PyTorch reports the version
+    return import_hal_capsule(capsule, "used_dltensor_versioned", m);
+  }
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    return import_hal_capsule(capsule, "used_dltensor", m);
+  }
+  return py::none();
+  END_HANDLE_TH_ERRORS_PYBIND
+}
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -59,7 +122,13 @@ PYBIND11_MODULE(_C, m) {
         "At interpreter exit: waits until the autograd engine's hal worker threads hold no earlier backward's state.");
   m.def("device_count", [] { return static_cast<int>(torch_hal::device_count()); });
   m.def("current_device", [] { return static_cast<int>(torch_hal::current_device()); });
-  m.def("set_device", [](int i) { torch_hal::set_current_device(static_cast<c10::DeviceIndex>(i)); });
+  m.def("set_device", [](int i) {
+    HANDLE_TH_ERRORS  // torch.AcceleratorError for a missing device, as torch.cuda.set_device raises
+    torch_hal::set_current_device(static_cast<c10::DeviceIndex>(i));
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  m.def("_from_dlpack", &import_dlpack, py::arg("capsule"),
+        "Imports a DLPack capsule of a hal tensor (kDLExtDev) sharing its storage; None for other capsules.");
   m.def("synchronize", [](int i) { torch_hal::synchronize_device(static_cast<c10::DeviceIndex>(i)); },
         "Waits for the work queued on every stream of hal:I.");
   // Streams cross as (stream_id, device_index, device_type), torch.Stream's fields.

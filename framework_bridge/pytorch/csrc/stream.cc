@@ -63,7 +63,14 @@ c10::Stream make_stream(c10::DeviceIndex index, c10::StreamId id) {
 // Per thread: the current stream id of each device (absent = default).
 thread_local std::vector<c10::StreamId> tls_streams;
 
-hal::Event* as_event(void* e) { return static_cast<hal::Event*>(e); }
+// The object behind a c10 event's void*: the HAL event and the device it
+// was made on (hal::Event does not say), so a wait knows when it crosses
+// devices or plugins.
+struct HalEvent {
+  hal::Event event;
+  c10::DeviceIndex device;
+};
+HalEvent* as_event(void* e) { return static_cast<HalEvent*>(e); }
 
 // torch.Stream(device="hal") asks for index -1: the current device.
 c10::DeviceIndex resolve(c10::Device d) { return d.has_index() ? d.index() : current_device(); }
@@ -188,34 +195,50 @@ struct HalGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(index == -1 || index == s.device_index(), "torch_hal: event of hal:", int(index),
                 " recorded on a stream of hal:", int(s.device_index()));
     const hal::Stream& on = recording_stream(s);
+    if (*event != nullptr)
+      TORCH_CHECK(as_event(*event)->device == s.device_index(), "torch_hal: an event of hal:",
+                  int(as_event(*event)->device), " recorded on a stream of hal:", int(s.device_index()));
     checked("recording an event", s.device_index(), [&] {
-      if (*event == nullptr) *event = new hal::Event(device(s.device_index())->create_event());
-      as_event(*event)->record(on);
+      if (*event == nullptr) *event = new HalEvent{device(s.device_index())->create_event(), s.device_index()};
+      as_event(*event)->event.record(on);
     });
   }
-  // The default stream is synchronous: it waits by blocking the host.
+  // A pool stream waits on the device for an event of its own device (HAL
+  // streams wait only on events of their device: hal/stream.h). An event of
+  // another device (of this plugin or another) and the synchronous default
+  // stream wait on the host: the event has completed when block returns, so
+  // everything queued on S afterwards runs after it.
   void block(void* event, const c10::Stream& s) const override {
     if (event == nullptr) return;
+    HalEvent* e = as_event(event);
     const hal::Stream* hs = hal_stream(s);
-    checked("waiting for an event", s.device_index(), [&] {
-      if (hs != nullptr)
-        hs->wait(*as_event(event));
-      else
-        as_event(event)->synchronize();
-    });
+    if (hs != nullptr && e->device == s.device_index()) {
+      checked("waiting for an event", s.device_index(), [&] { hs->wait(e->event); });
+      return;
+    }
+    const auto& from = device(e->device);
+    const auto& to = device(s.device_index());
+    checked(e->device == s.device_index() ? "waiting for an event"
+            : &from->plugin() == &to->plugin() ? "waiting for an event of another device"
+                                               : "waiting for an event of another plugin's device",
+            e->device, [&] { e->event.synchronize(); });
   }
   bool queryEvent(void* event) const override {
-    return event == nullptr || checked("querying an event", current_device(), [&] { return as_event(event)->query(); });
+    return event == nullptr ||
+           checked("querying an event", as_event(event)->device, [&] { return as_event(event)->event.query(); });
   }
   void synchronizeEvent(void* event) const override {
-    if (event != nullptr) checked("synchronizing an event", current_device(), [&] { as_event(event)->synchronize(); });
+    if (event != nullptr)
+      checked("synchronizing an event", as_event(event)->device, [&] { as_event(event)->event.synchronize(); });
   }
   void destroyEvent(void* event, c10::DeviceIndex) const noexcept override { delete as_event(event); }
   double elapsedTime(void* start, void* end, c10::DeviceIndex index) const override {
     TORCH_CHECK(start != nullptr && end != nullptr,
                 "torch_hal: elapsed_time needs both events recorded (record() them on a stream first)");
+    TORCH_CHECK(as_event(start)->device == as_event(end)->device, "torch_hal: elapsed_time between an event of hal:",
+                int(as_event(start)->device), " and one of hal:", int(as_event(end)->device));
     return checked("elapsed_time", index, [&] {
-      return static_cast<double>(hal::Event::elapsed_ns(*as_event(start), *as_event(end))) / 1e6;
+      return static_cast<double>(hal::Event::elapsed_ns(as_event(start)->event, as_event(end)->event)) / 1e6;
     });
   }
 };
@@ -233,16 +256,16 @@ struct HalProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
     if (device != nullptr) *device = index;
     const hal::Stream& on = recording_stream(current_stream(index));
     auto* e = checked("recording a profiler event", index,
-                      [&] { return new hal::Event(torch_hal::device(index)->create_event()); });
+                      [&] { return new HalEvent{torch_hal::device(index)->create_event(), index}; });
     *event = std::shared_ptr<void>(e, [](void* p) { delete as_event(p); });
     if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
-    checked("recording a profiler event", index, [&] { e->record(on); });
+    checked("recording a profiler event", index, [&] { e->event.record(on); });
   }
   float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* start,
                 const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
-    hal::Event* a = as_event(start->get());
-    hal::Event* b = as_event(end->get());
-    return checked("profiler elapsed time", current_device(), [&] {
+    hal::Event* a = &as_event(start->get())->event;
+    hal::Event* b = &as_event(end->get())->event;
+    return checked("profiler elapsed time", as_event(end->get())->device, [&] {
       a->synchronize();
       b->synchronize();
       return static_cast<float>(static_cast<double>(hal::Event::elapsed_ns(*a, *b)) / 1e3);

@@ -30,6 +30,10 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
 
+from . import _dlpack
+
+_dlpack.install()  # DLPack import/export of hal tensors through PyTorch's API
+
 from ._fallback import ExplainEntry, FallbackStats, explain, fallback_stats, reset_fallback_stats
 from . import llm  # torch.ops.hal.<op>: the catalog's fused inference ops
 

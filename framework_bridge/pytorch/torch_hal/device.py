@@ -54,8 +54,14 @@ def _index(device):
 
     device = torch.device(device)
     if device.type != "hal":
-        raise ValueError(f"expected a hal device, got {device}")
+        raise ValueError(f"Expected a hal device, but got: {device}")  # torch.cuda's wording
     return _C.current_device() if device.index is None else device.index
+
+
+class InvalidDeviceIdError(AssertionError, RuntimeError):
+    """What torch.hal.get_device_properties raises for a device that does not
+    exist: an AssertionError("Invalid device id ...") as torch.cuda's, and a
+    RuntimeError as torch_hal's other device-index errors."""
 
 
 def current_device():
@@ -63,7 +69,11 @@ def current_device():
 
 
 def set_device(device):
-    _C.set_device(_index(device))
+    """Makes DEVICE current; a negative index is a no-op (as torch.cuda.set_device). A
+    missing device raises torch.AcceleratorError ("hal error: invalid device ordinal ...")."""
+    index = _index(device)
+    if index >= 0:
+        _C.set_device(index)
 
 
 def synchronize(device=None):
@@ -265,8 +275,20 @@ def get_amp_supported_dtype():
 
 
 def get_device_properties(device=None):
-    return DeviceProperties(**_C.get_device_properties(_index(device)))
+    """The properties of DEVICE (default: the current one). A device that does not exist
+    raises InvalidDeviceIdError ("Invalid device id", as torch.cuda.get_device_properties)."""
+    _lazy_init()  # a runtime that cannot start says why (every skipped plugin)
+    index = _index(device)
+    count = device_count()
+    if index < 0 or index >= count:
+        there = "is 1 device" if count == 1 else f"are {count} devices"
+        raise InvalidDeviceIdError(f"Invalid device id: hal:{index} does not exist; there {there} "
+                                   f"(hal:0..hal:{count - 1})")
+    return DeviceProperties(**_C.get_device_properties(index))
 
 
 def _is_in_bad_fork():
     return False
+
+
+from . import amp  # noqa: E402  (torch.hal.amp: needs get_amp_supported_dtype above)
