@@ -180,6 +180,9 @@ class MappedKernel final : public c10::OperatorKernel {
     } catch (const hal::Error& e) {
       if (declined(e)) throw Decline{e.what()};
       const auto& d = device(call.dev);
+      // An index out of range is PyTorch's IndexError, as on the CPU.
+      TORCH_CHECK_INDEX(e.code() != HAL_STATUS_OUT_OF_RANGE, "torch_hal: aten::", name_, " as catalog op ", call.catalog,
+                        " on hal:", int(call.dev), " (plugin ", d->plugin_name(), ", device ", d->id(), "): ", e.what());
       TORCH_CHECK(false, "torch_hal: aten::", name_, " as catalog op ", call.catalog, " on hal:", int(call.dev),
                   " (plugin ", d->plugin_name(), ", device ", d->id(), ") failed: ", e.what());
     }

@@ -4,8 +4,8 @@
 // sdk/catalog/ops/*.toml. Where the aten op means something else for some
 // argument values, the row's hook declines those calls (they decompose or
 // fall back). Not mapped, and why:
-//   - scatter.value, masked_fill.Tensor, scatter.reduce: the catalog ops take
-//     a tensor src, a scalar value attribute and no reduce mode.
+//   - masked_fill.Tensor, scatter.reduce: the catalog ops take a scalar value
+//     attribute and no reduce mode (scatter.value fills a src tensor: a hook).
 //   - var.dim/std.dim (unbiased bool), where.Scalar*, silu_backward and
 //     _fused_rms_norm (2.15) are CompositeImplicitAutograd: they reach the
 //     device as the rows they are written in (.correction, where.self,
@@ -121,6 +121,128 @@ void divisor_not_negative(Call& c) {
   if (!d.isNone() && d.toInt() < 0) throw Decline{"divisor_override " + std::to_string(d.toInt()) + " is negative"};
 }
 
+// arange.start_out: the catalog's dtype attribute is the out tensor's. An
+// integral out with a fractional start or step is declined: PyTorch sizes it
+// from the real values but steps in the truncated ones (arange(0, 5., 0.5,
+// dtype=int32) is ten 0s), which the catalog op does not mean.
+void arange_dtype_of_out(Call& c) {
+  const c10::ScalarType dtype = c.arg("out").toTensor().scalar_type();
+  if (at::isIntegralType(dtype, /*includeBool=*/true))
+    for (const char* arg : {"start", "step"}) {
+      const c10::Scalar v = c.arg(arg).toScalar();
+      if (v.isFloatingPoint() && v.toDouble() != static_cast<double>(static_cast<int64_t>(v.toDouble())))
+        throw Decline{std::string("fractional ") + arg + " for an integral out"};
+    }
+  c.attrs.push_back(hal::Attr::dtype("dtype", to_hal_dtype(dtype)));
+}
+
+// _index_put_impl_ (self[..., i0, ..., iK-1, ...] = values, index_put_'s
+// kernel): the catalog takes the K leading index tensors broadcast and
+// stacked as one int64 [K, *B] tensor, built here with device ops. Indices
+// after P leading Nones (x[:, i] = v) index a permuted view of self whose
+// indexed dims lead, with values expanded to PyTorch's indexed shape
+// (self[:P] + B + rest) and permuted alike; the output is that view of self.
+// Declined: Nones between indices (PyTorch moves the indexed dims first),
+// bool/uint8 masks (PyTorch turns those into nonzero()), values of another
+// dtype (PyTorch's error), and graphs (no device ops there).
+void index_put_stacked_indices(Call& c) {
+  if (c.lowering) throw Decline{"indices built with device ops"};
+  const at::Tensor& self = c.arg("self").toTensor();
+  const at::Tensor& values = c.arg("values").toTensor();
+  if (values.scalar_type() != self.scalar_type()) throw Decline{"values of another dtype"};
+  std::vector<at::Tensor> indices;
+  int64_t lead = 0;  // Nones before the first index
+  bool ended = false;
+  for (const c10::IValue& v : c.arg("indices").toListRef()) {
+    const bool given = !v.isNone() && v.toTensor().defined();
+    if (!given) {
+      if (indices.empty()) ++lead;
+      else ended = true;
+      continue;
+    }
+    if (ended) throw Decline{"Nones between indices"};
+    const at::Tensor& t = v.toTensor();
+    if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false) || t.scalar_type() == at::kByte)
+      throw Decline{std::string("a ") + c10::toString(t.scalar_type()) + " index (a mask)"};
+    indices.push_back(t.to(self.device(), at::kLong));
+  }
+  const int64_t k = static_cast<int64_t>(indices.size());
+  if (k == 0 || lead + k > self.dim()) throw Decline{"no index, or more than self's dims"};
+  const std::vector<at::Tensor> b = at::broadcast_tensors(indices);
+  c.inputs[1] = at::stack(b, 0);
+  if (lead == 0) return;
+  const int64_t nb = b[0].dim();
+  std::vector<int64_t> self_perm, value_perm, indexed_shape;
+  for (int64_t d = lead; d < lead + k; ++d) self_perm.push_back(d);
+  for (int64_t d = 0; d < lead; ++d) self_perm.push_back(d), indexed_shape.push_back(self.size(d));
+  for (int64_t d = lead + k; d < self.dim(); ++d) self_perm.push_back(d);
+  for (int64_t s : b[0].sizes()) indexed_shape.push_back(s);
+  for (int64_t d = lead + k; d < self.dim(); ++d) indexed_shape.push_back(self.size(d));
+  for (int64_t d = lead; d < lead + nb; ++d) value_perm.push_back(d);
+  for (int64_t d = 0; d < lead; ++d) value_perm.push_back(d);
+  for (int64_t d = lead + nb; d < static_cast<int64_t>(indexed_shape.size()); ++d) value_perm.push_back(d);
+  if (values.dim() > static_cast<int64_t>(indexed_shape.size())) throw Decline{"values of more dims than indexed"};
+  const at::Tensor view = self.permute(self_perm);
+  c.inputs[0] = view;
+  c.inputs[2] = values.expand(indexed_shape).permute(value_perm);
+  c.replace_output(0, view);
+}
+
+// index.Tensor with one index tensor (x[i], x[:, i]: the common gathers) as
+// index_select on its dim: the index flattened, entries in [-size, 0)
+// wrapped (index_select takes [0, size): what is out of range fails), the
+// result viewed as PyTorch's self[:P] + B + rest. Several index tensors,
+// masks and graphs decline.
+void index_as_index_select(Call& c) {
+  if (c.lowering) throw Decline{"index wrapped with device ops"};
+  const at::Tensor& self = c.arg("self").toTensor();
+  at::Tensor index;
+  int64_t lead = 0;
+  for (const c10::IValue& v : c.arg("indices").toListRef()) {
+    if (v.isNone() || !v.toTensor().defined()) {
+      if (!index.defined()) ++lead;
+      continue;
+    }
+    if (index.defined()) throw Decline{"several index tensors"};
+    index = v.toTensor();
+  }
+  if (!index.defined() || lead >= self.dim()) throw Decline{"no index tensor"};
+  if (!at::isIntegralType(index.scalar_type(), /*includeBool=*/false) || index.scalar_type() == at::kByte)
+    throw Decline{std::string("a ") + c10::toString(index.scalar_type()) + " index (a mask)"};
+  const at::Tensor& out = c.outputs[0];
+  if (!out.is_contiguous()) throw Decline{"a strided result"};
+  const at::Tensor flat = index.to(self.device(), at::kLong).reshape({-1});
+  std::vector<int64_t> shape = self.sizes().vec();
+  shape[lead] = flat.numel();
+  c.catalog = "index_select";
+  c.inputs.clear();
+  c.inputs.push_back(self);
+  // [-size, 0) wraps; anything else stays, so an error names the value given.
+  const int64_t size = self.size(lead);
+  c.inputs.push_back(at::where(flat.lt(0).logical_and(flat.ge(-size)), flat.add(size), flat));
+  c.attrs.push_back(hal::Attr::i("dim", lead));
+  c.replace_output(0, out.view(shape));
+}
+
+// scatter.value: the catalog's scatter takes a tensor src; the value filled
+// into an index-shaped tensor is one (device fill, no host copy).
+void scatter_value_as_src(Call& c) {
+  if (c.lowering) throw Decline{"src filled with a device op"};
+  const at::Tensor& self = c.arg("self").toTensor();
+  c.inputs[2] = at::full(c.arg("index").toTensor().sizes(), c.arg("value").toScalar(), self.options());
+}
+
+// bitwise_not as bitwise_xor with all ones (-1; 255 for uint8, true for bool).
+void bitwise_not_as_xor(Call& c) {
+  if (c.lowering) throw Decline{"the constant made with a device op"};
+  const at::Tensor& self = c.arg("self").toTensor();
+  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) throw Decline{"a floating input"};
+  const c10::ScalarType t = self.scalar_type();
+  if (t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64) throw Decline{"a wide unsigned input"};
+  const c10::Scalar ones = t == at::kBool ? c10::Scalar(true) : t == at::kByte ? c10::Scalar(255) : c10::Scalar(-1);
+  c.inputs.push_back(at::full({}, ones, self.options()));
+}
+
 // The fused SDPA op takes neither dropout nor a debug mask.
 void sdpa_plain(Call& c) {
   if (c.arg("dropout_p").toDouble() != 0.0) throw Decline{"dropout_p != 0"};
@@ -221,6 +343,7 @@ const std::vector<Mapping>& mappings() {
       add(fio(op, "Tensor", "Tensor_out"), op, {t("self"), t("other")}, {}, E);
       add(fio(op, "Scalar", "Scalar_out"), op, {t("self"), sc("other")}, {}, E);
     }
+    add(fio("bitwise_not"), "bitwise_xor", {t("self")}).hook = bitwise_not_as_xor;
     for (const char* op : {"bitwise_and", "bitwise_or", "bitwise_xor"}) {
       add(fio(op, "Tensor", "Tensor_out"), op, {t("self"), t("other")});
       add(fio(op, "Scalar", "Scalar_out"), op, {t("self"), sc("other")});
@@ -421,10 +544,21 @@ const std::vector<Mapping>& mappings() {
     add({"index_select", "index_select.out"}, "index_select", {t("self"), t("index")}, {dim});
     add({"gather", "gather.out"}, "gather", {t("self"), t("index")}, {dim});
     add({"scatter.src", "scatter_.src", "scatter.src_out"}, "scatter", {t("self"), t("index"), t("src")}, {dim});
+    add({"scatter.value", "scatter_.value", "scatter.value_out"}, "scatter", {t("self"), t("index"), kNoInput}, {dim})
+        .hook = scatter_value_as_src;
     add({"scatter_add", "scatter_add_", "scatter_add.out"}, "scatter_add", {t("self"), t("index"), t("src")}, {dim});
     add({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out"}, "masked_fill",
         {t("self"), t("mask")}, {{"value", "value", A::kScalar}});
     add({"cat", "cat.out"}, "cat", {{"tensors", I::kTensorList}}, {dim}).hook = cat_skip_legacy_empty;
+    add({"index.Tensor", "index.Tensor_out"}, "index_select", {t("self")}).hook = index_as_index_select;
+    add({"_index_put_impl_"}, "index_put", {t("self"), kNoInput, t("values")},
+        {{"accumulate", "accumulate", A::kBool}})
+        .hook = index_put_stacked_indices;
+    add({"arange.start_out"}, "arange", {},
+        {{"start", "start", A::kScalar}, {"end", "end", A::kScalar}, {"step", "step", A::kScalar}})
+        .hook = arange_dtype_of_out;
+    add({"flip", "flip.out"}, "flip", {t("self")}, {{"dims", "dims", A::kInts}});
+    add({"roll", "roll.out"}, "roll", {t("self")}, {{"shifts", "shifts", A::kInts}, {"dims", "dims", A::kInts}});
     for (const char* op : {"tril", "triu"})
       add(fio(op), op, {t("self")}, {{"diagonal", "diagonal", A::kInt}});
     add({"topk", "topk.values"}, "topk", {t("self")},

@@ -181,9 +181,10 @@ void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const
   bool cacheable = true;
   for (size_t i = 0; i < call.args.size() && cacheable; ++i) {
     const c10::IValue& a = call.args[i];
-    // A Scalar argument's value does not shape the outputs of a mapped row
-    // (no factory rows), only its kind does: AdamW's per-step scalars hit.
-    if (call.schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType &&
+    // A Scalar argument's value does not shape the outputs of a row with
+    // tensor inputs, only its kind does: AdamW's per-step scalars hit. A
+    // factory row's (arange: no tensor inputs) scalars are its shape.
+    if (!row_.inputs.empty() && call.schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType &&
         (a.isInt() || a.isDouble() || a.isBool())) {
       key.append(a.isInt() ? "#i;" : a.isDouble() ? "#d;" : "#b;");
       continue;
@@ -443,7 +444,7 @@ std::vector<int64_t> RowConversion::scratch_shape(const Call& call, const char* 
 void RowConversion::build_outputs(Call& call) const {
   const size_t to_catalog =
       row_.returns_to_catalog < 0 ? call.returns.size() : static_cast<size_t>(row_.returns_to_catalog);
-  const at::TensorOptions like = call.inputs.front().defined() ? call.inputs.front().options()
+  const at::TensorOptions like = !call.inputs.empty() && call.inputs.front().defined() ? call.inputs.front().options()
                                                               : call.returns.front().options();
   for (size_t r = 0; r < to_catalog; ++r) {
     if (call.returns[r].defined()) {

@@ -376,3 +376,115 @@ def test_output_aliasing_an_input(case):
     assert stats == {} and stats.decompositions == {}, stats
     assert dev[0].untyped_storage().data_ptr() == storage
     torch.testing.assert_close(dev[0].cpu(), expected_fn(s, a, b), rtol=1e-4, atol=1e-5)
+
+
+def _no_fallback_since_reset():
+    stats = torch_hal.fallback_stats()
+    assert dict(stats) == {} and stats.decompositions == {}, stats
+
+
+def test_arange_runs_on_the_device_for_every_dtype():
+    torch_hal.reset_fallback_stats()
+    for args in [(0, 5.0, 0.5), (10, 0, -3), (0, 1, 0.1), (-5, 5), (7,), (1.5, 9, 2)]:
+        for dtype in [None, torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int8]:
+            if dtype is not None and not dtype.is_floating_point and any(isinstance(a, float) for a in args):
+                continue  # PyTorch's truncating integral arange: declined to the CPU (below)
+            want = torch.arange(*args, dtype=dtype)
+            got = torch.arange(*args, dtype=dtype, device="hal")
+            assert got.device.type == "hal" and got.dtype == want.dtype
+            assert torch.equal(got.cpu(), want), (args, dtype)
+    _no_fallback_since_reset()
+    # arange(0, 5., 0.5, dtype=int32) is ten 0s in PyTorch (sized by the real step, stepped by the
+    # truncated one): the bridge declines it and the CPU fallback gives PyTorch's answer.
+    assert torch.equal(torch.arange(0, 5.0, 0.5, dtype=torch.int32, device="hal").cpu(),
+                       torch.arange(0, 5.0, 0.5, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        torch.arange(0, 5, 0, device="hal")
+
+
+@pytest.mark.parametrize("key", [
+    (torch.tensor([0, -1, 2]),), (slice(None), torch.tensor([[0, 4], [-5, 1]])),
+    (slice(None), slice(1, 3), torch.tensor([2])), (torch.tensor(2),), (Ellipsis, torch.tensor([1, 0]))])
+def test_one_index_tensor_gathers_and_scatters_on_the_device(key):
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 3)
+    hkey = tuple(k.to("hal") if isinstance(k, torch.Tensor) else k for k in key)
+    torch_hal.reset_fallback_stats()
+    h = x.to("hal").requires_grad_()
+    got = h[hkey]
+    got.square().sum().backward()  # index_put(accumulate) in the backward
+    xg = x.clone().requires_grad_()
+    want = xg[key]
+    want.square().sum().backward()
+    assert got.shape == want.shape and torch.equal(got.detach().cpu(), want.detach())
+    torch.testing.assert_close(h.grad.cpu(), xg.grad)
+    v = torch.randn(want.shape)
+    hs, xs = x.to("hal"), x.clone()
+    hs[hkey] = v.to("hal")
+    xs[key] = v
+    assert torch.equal(hs.cpu(), xs)
+    _no_fallback_since_reset()
+
+
+def test_index_put_with_several_indices_and_accumulate():
+    torch_hal.reset_fallback_stats()
+    x = torch.randn(4, 5, 3)
+    i0, i1 = torch.tensor([[1], [3]]), torch.tensor([0, 1, 1])
+    h = x.to("hal")
+    h.index_put_((i0.to("hal"), i1.to("hal")), torch.ones(3, device="hal"), accumulate=True)
+    x.index_put_((i0, i1), torch.ones(3), accumulate=True)
+    assert torch.equal(h.cpu(), x)
+    _no_fallback_since_reset()
+
+
+def test_an_index_out_of_range_is_an_index_error_naming_it():
+    h = torch.zeros(4, 3, device="hal")
+    for bad in (4, -5):
+        with pytest.raises(IndexError, match=f"index {bad} in 'index'.*out of range"):
+            h[torch.tensor([1, bad], device="hal")]
+    before = h.cpu()
+    with pytest.raises(IndexError):
+        h[torch.tensor([7], device="hal")] = torch.ones(1, 3, device="hal")
+    assert torch.equal(h.cpu(), before)
+
+
+def test_equal_runs_on_the_device():
+    torch_hal.reset_fallback_stats()
+    a = torch.randn(3, 4)
+    h = a.to("hal")
+    assert torch.equal(h, a.clone().to("hal")) and not torch.equal(h, (a + 1).to("hal"))
+    assert not torch.equal(h, h[:2]) and torch.equal(h[:0], a[:0].to("hal"))
+    nan = torch.tensor([float("nan")], device="hal")
+    assert not torch.equal(nan, nan)  # as PyTorch's CPU kernel
+    _no_fallback_since_reset()
+    with pytest.raises(RuntimeError, match="different devices"):
+        torch.equal(h, a)
+
+
+def test_scatter_value_and_bitwise_not_run_on_the_device():
+    torch_hal.reset_fallback_stats()
+    x = torch.randn(3, 5)
+    index = torch.tensor([[0, 4], [2, 2], [1, 3]])
+    got = x.to("hal").scatter(1, index.to("hal"), 2.5)
+    assert torch.equal(got.cpu(), x.scatter(1, index, 2.5))
+    h = x.to("hal")
+    h.scatter_(0, torch.tensor([[2, 0, 1, 2, 0]], device="hal"), -1.0)
+    assert torch.equal(h.cpu(), x.clone().scatter_(0, torch.tensor([[2, 0, 1, 2, 0]]), -1.0))
+    for dtype in (torch.int64, torch.int32, torch.uint8, torch.int8, torch.bool):
+        v = torch.randint(-100, 100, (4, 3)).to(dtype)
+        assert torch.equal(torch.bitwise_not(v.to("hal")).cpu(), torch.bitwise_not(v)), dtype
+        assert torch.equal((~v.t().to("hal")).cpu(), ~v.t()), dtype
+    _no_fallback_since_reset()
+
+
+def test_flip_and_roll_run_on_the_device():
+    torch_hal.reset_fallback_stats()
+    x = torch.randn(3, 4, 5)
+    for v in _views(x):
+        h = v.to("hal") if v.is_contiguous() else x.to("hal").transpose(-1, -2).contiguous().transpose(-1, -2)
+        ref = h.cpu()
+        for dims in [(0,), (-1,), (0, 2), ()]:
+            assert torch.equal(torch.flip(h, dims).cpu(), torch.flip(ref, dims)), dims
+        for shifts, dims in [((1,), (0,)), ((-2, 7), (1, -1)), ((3,), ())]:
+            assert torch.equal(torch.roll(h, shifts, dims).cpu(), torch.roll(ref, shifts, dims)), (shifts, dims)
+    _no_fallback_since_reset()

@@ -14,6 +14,13 @@ from . import _C
 
 _table = None
 
+# PyTorch decompositions that give a different answer from PyTorch's own kernels: these ops take the
+# CPU fallback instead (a right answer over a fast one).
+WRONG_DECOMPOSITIONS = {
+    # 2.15: a 1-D input with reduction='none' gives shape [1]; the kernels give [] (0-d).
+    "multilabel_margin_loss_forward",
+}
+
 
 def _decompose(name, overload, args):
     """Called by the C++ fallback (holding the GIL): runs aten::NAME.OVERLOAD's
@@ -24,6 +31,8 @@ def _decompose(name, overload, args):
         from torch._decomp import decomposition_table
 
         _table = decomposition_table
+    if name in WRONG_DECOMPOSITIONS:
+        return NotImplemented
     op = getattr(getattr(torch.ops.aten, name), overload or "default")
     fn = _table.get(op)
     if fn is None:
