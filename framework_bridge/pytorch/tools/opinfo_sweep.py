@@ -25,21 +25,16 @@ device, finiteness), not values, and skip the backward.
 """
 from __future__ import annotations
 
-import argparse
 import collections
-import datetime
-import faulthandler
-import json
 import os
 import pathlib
 import re
-import select
-import signal
 import subprocess
 import sys
-import threading
-import time
-import traceback
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import _sweep  # noqa: E402  (the command line, the worker pool, report files)
+from _sweep import _cell, _short  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DOCS = REPO / "docs" / "pytorch.md"
@@ -79,12 +74,6 @@ def ops_by_key():
     for op in load_op_db():
         out.setdefault(op_key(op), op)
     return out
-
-
-def _short(e, limit=300):
-    text = f"{type(e).__name__}: {str(e).strip()}"
-    first = text.splitlines()[0] if text else ""
-    return first[:limit]
 
 
 def _float32_tolerance(op):
@@ -617,187 +606,16 @@ def category(op):
 # --------------------------------------------------------------------------
 
 
-def init_device(config=None, plugins=()):
-    import torch  # noqa: F401
-    import torch_hal
-
-    if not torch_hal.is_initialized() and (config or plugins):
-        torch_hal.init(config=config, plugins=list(plugins))
-    import torch as _t
-
-    _t.empty(1, device="hal")  # starts the runtime: a broken config fails here, once
-
-
 def worker_main(args):
     """Reads OpInfo keys from stdin, writes one JSON result line per key."""
-    import warnings
-
-    proto = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # an op's prints must not corrupt the protocol
-    warnings.simplefilter("ignore")
-    faulthandler.enable()  # a crash leaves its Python stack in the log
-    faulthandler.register(signal.SIGUSR1, all_threads=False)  # the parent asks for the stack of a hang
-    os.environ["HAL_FALLBACK_WARN"] = "0"
-    init_device(args.config, args.plugin)
-    ops = ops_by_key()
-    proto.write(json.dumps({"ready": True}) + "\n")
-    for line in sys.stdin:
-        key = line.strip()
-        if not key:
-            continue
-        t0 = time.monotonic()
-        try:
-            res = (run_opinfo_compiled if args.compile else run_opinfo)(ops[key], args.max_samples)
-        except Exception as e:  # noqa: BLE001 - the harness itself must not die
-            res = {"key": key, "status": "error", "reason": _short(e), "trace": traceback.format_exc()[-2000:]}
-        res["seconds"] = round(time.monotonic() - t0, 3)
-        proto.write(json.dumps(res) + "\n")
-
-
-class Worker:
-    """One worker subprocess; stderr goes to a log file (its tail explains a crash)."""
-
-    def __init__(self, args, log_path, start_timeout):
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker"]
-        if args.config:
-            cmd += ["--config", args.config]
-        for p in args.plugin:
-            cmd += ["--plugin", p]
-        if args.max_samples is not None:
-            cmd += ["--max-samples", str(args.max_samples)]
-        if args.compile:
-            cmd += ["--compile"]
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), PYTHONUNBUFFERED="1")
-        self.log_path = log_path
-        self.log = open(log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
-        self.buf = b""
-        hello = self.read_line(start_timeout)
-        if not hello or not json.loads(hello).get("ready"):
-            tail = self.log_tail()
-            self.kill()
-            raise RuntimeError(f"worker did not start: {tail}")
-
-    def read_line(self, timeout):
-        """The next stdout line; None on timeout; "" at EOF (the worker died)."""
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return ""
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
-
-    def run(self, key, timeout):
-        self.proc.stdin.write((key + "\n").encode())
-        self.proc.stdin.flush()
-        return self.read_line(timeout)
-
-    def log_tail(self, n=400):
-        if not self.log.closed:
-            self.log.flush()
-        try:
-            text = pathlib.Path(self.log_path).read_text(errors="replace")
-        except OSError:
-            return ""
-        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        return " | ".join(lines[-3:])[-n:]
-
-    def crash_line(self):
-        """The fatal-error line of the log (faulthandler's), else its last line."""
-        try:
-            lines = pathlib.Path(self.log_path).read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        fatal = [ln for ln in lines if ln.startswith("Fatal Python error")]
-        return (fatal or lines or [""])[-1][:200]
-
-    def hang_site(self):
-        """The innermost frames of the last faulthandler dump in the log."""
-        try:
-            text = pathlib.Path(self.log_path).read_text(errors="replace")
-        except OSError:
-            return ""
-        dump = text[max(text.rfind("Stack (most recent call first)"), text.rfind("Current thread")):]
-        frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', dump)
-        return "stack: " + " <- ".join(f"{pathlib.Path(f).name}:{ln} {fn}" for f, ln, fn in frames[:4])
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self.log.close()
+    run = run_opinfo_compiled if args.compile else run_opinfo
+    _sweep.worker_main(args, ops_by_key, lambda op: run(op, args.max_samples))
 
 
 def sweep(keys, args, log_dir):
     """Runs KEYS over args.jobs workers. Returns {key: result}."""
-    todo = collections.deque(keys)
-    results = {}
-    lock = threading.Lock()
-    done = [0]
-
-    def job(j):
-        worker = None
-        while True:
-            with lock:
-                if not todo:
-                    break
-                key = todo.popleft()
-            try:
-                if worker is None:
-                    worker = Worker(args, log_dir / f"worker{j}.log", start_timeout=max(300, args.timeout))
-            except RuntimeError as e:
-                res = {"key": key, "status": "error", "reason": str(e)[:400]}
-            else:
-                t0 = time.monotonic()
-                with open(worker.log_path, "ab") as f:
-                    f.write(f"\n=== {key}\n".encode())
-                try:
-                    line = worker.run(key, args.timeout)
-                except OSError:  # the worker died before reading the key
-                    line = ""
-                if line:
-                    res = json.loads(line)
-                else:
-                    alive = line is None
-                    if alive:  # where it hangs: faulthandler's stack dump into the log
-                        worker.proc.send_signal(signal.SIGUSR1)
-                        time.sleep(1.0)
-                    tail = worker.crash_line()
-                    worker.kill()
-                    if alive:
-                        res = {"key": key, "status": "timeout",
-                               "reason": f"no result within {args.timeout:g} s; {worker.hang_site()}"}
-                    else:
-                        res = {"key": key, "status": "crash",
-                               "reason": f"worker died (exit {worker.proc.returncode}); {worker.hang_site()}; {tail}"}
-                    res["seconds"] = round(time.monotonic() - t0, 3)
-                    worker = None
-            with lock:
-                results[key] = res
-                done[0] += 1
-                if not args.quiet:
-                    print(f"[{done[0]}/{len(keys)}] {key}: {res['status']} {res.get('reason', '')[:120]}",
-                          file=sys.stderr, flush=True)
-        if worker is not None:
-            worker.proc.stdin.close()
-            worker.proc.wait()
-            worker.log.close()
-
-    threads = [threading.Thread(target=job, args=(j,)) for j in range(max(1, args.jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
+    cmd = _sweep.worker_command(__file__, args, *(["--compile"] if args.compile else []))
+    return _sweep.sweep(keys, args, log_dir, cmd)
 
 
 # --------------------------------------------------------------------------
@@ -842,10 +660,6 @@ def failure_kind(reason):
     r = re.sub(r"\d+(\.\d+)?(e-?\d+)?", "N", r)
     r = re.sub(r"'[^']*'", "'…'", r)
     return r[:140]
-
-
-def _cell(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(data):
@@ -952,33 +766,16 @@ def markdown_compiled(data):
     return "\n".join(out) + "\n"
 
 
-def _write_reports(data, out, stem, summarize_fn, markdown_fn):
-    """Adds the summary to DATA, writes OUT/STEM.json and OUT/STEM.md; returns the markdown."""
-    data["summary"] = summarize_fn(data["results"].values())
-    (out / f"{stem}.json").write_text(json.dumps(data, indent=1, sort_keys=True))
-    md = markdown_fn(data)
-    (out / f"{stem}.md").write_text(md)
-    return md
-
-
 def _report_compiled(data, out, args):
-    md = _write_reports(data, out, "opinfo_compile_sweep", summarize_compiled, markdown_compiled)
+    md = _sweep.write_reports(data, out, "opinfo_compile_sweep", summarize_compiled, markdown_compiled)
     s = data["summary"]
     print(f"{s['tested']} OpInfos tested under torch.compile: {s['pass']} pass ({s['pass_pct']} %), "
           f"samples {s['samples_passed']}/{s['samples']} ({data['meta']['seconds']:.0f} s). "
           f"Reports: {out}/opinfo_compile_sweep.{{json,md}}")
     if args.write_docs:
-        write_docs(md, begin=COMPILE_DOCS_BEGIN, end=COMPILE_DOCS_END)
+        _sweep.write_docs(md, DOCS, COMPILE_DOCS_BEGIN, COMPILE_DOCS_END)
         print(f"rewrote the compile sweep section of {DOCS}")
     return 0
-
-
-def write_docs(md, path=DOCS, begin=DOCS_BEGIN, end=DOCS_END):
-    text = path.read_text()
-    b, e = text.find(begin), text.find(end)
-    if b < 0 or e < b:
-        raise SystemExit(f"{path}: the markers {begin!r} ... {end!r} are missing")
-    path.write_text(text[: b + len(begin)] + "\n" + md + text[e:])
 
 
 def choose_ci(results, budget_s=40.0, per_category=60):
@@ -1011,77 +808,41 @@ def write_ci_list(results, path=CI_LIST):
 
 def read_ci_list(path=CI_LIST):
     """[(key, category, mode)] from the checked-in CI list."""
-    out = []
-    for line in path.read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            key, cat, mode = line.split("\t")
-            out.append((key, cat, mode))
-    return out
+    return [(key, cat, mode) for key, cat, mode in _sweep.ci_rows(path)]
 
 
 # --------------------------------------------------------------------------
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--ops", help="regex: only OpInfos whose key (name or name.variant) matches (re.search)")
-    p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per OpInfo before it counts as a hang")
-    p.add_argument("--out", default=str(REPO / "build" / "opinfo"), help="output directory (JSON, markdown, logs)")
-    p.add_argument("--config", help="hal.toml for the device (default: $HAL_CONFIG / installed default)")
-    p.add_argument("--plugin", action="append", default=[], help="plugin file to load (repeatable; only these load)")
-    p.add_argument("--max-samples", type=int, help="at most this many samples per OpInfo (quick runs)")
-    p.add_argument("--from-json", help="no sweep: regenerate the reports from this sweep JSON")
-    p.add_argument("--write-docs", action="store_true", help=f"rewrite the generated section of {DOCS.relative_to(REPO)}")
-    p.add_argument("--write-ci-list", action="store_true", help=f"regenerate {CI_LIST.relative_to(REPO)}")
+    p = _sweep.parser(__doc__, select_flag="--ops",
+                      select_help="regex: only OpInfos whose key (name or name.variant) matches (re.search)",
+                      jobs=2, timeout=120.0, per="OpInfo", out=REPO / "build" / "opinfo",
+                      max_samples_help="at most this many samples per OpInfo (quick runs)", docs=DOCS, ci_list=CI_LIST,
+                      repo=REPO)
     p.add_argument("--compile", action="store_true",
                    help="issue 15's sweep: float32 forward under torch.compile(backend=\"hal\") vs eager \"hal\", for the\n"
                         "samples that pass in eager (reports opinfo_compile_sweep.*; --write-docs rewrites its section)")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         return worker_main(args)
 
     out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.from_json:
-        data = json.loads(pathlib.Path(args.from_json).read_text())
-    else:
-        import torch
-
-        keys = [op_key(op) for op in load_op_db()]
-        keys = list(dict.fromkeys(k for k in keys if not args.ops or re.search(args.ops, k)))
-        if not keys:
-            raise SystemExit(f"no OpInfo matches {args.ops!r}")
-        for f in out.glob("worker*.log"):
-            f.unlink()
-        t0 = time.monotonic()
-        results = sweep(keys, args, out)
-        meta = {
-            "torch": torch.__version__,
-            "plugins": [pathlib.Path(x).name for x in args.plugin] or ([args.config] if args.config else []),
-            "date": datetime.date.today().isoformat(),
-            "seconds": round(time.monotonic() - t0, 1),
-            "jobs": args.jobs,
-            "timeout": args.timeout,
-            "ops_filter": args.ops,
-            "compile": args.compile,
-            "max_samples": args.max_samples,
-            "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip(),
-        }
-        data = {"meta": meta, "results": results}
+    data = _sweep.sweep_data(
+        args, out, lambda: [op_key(op) for op in load_op_db()], args.ops, "OpInfo", sweep,
+        lambda: {"ops_filter": args.ops, "compile": args.compile,
+                 "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                          text=True).stdout.strip()})
     if args.compile or data["meta"].get("compile"):
         return _report_compiled(data, out, args)
-    md = _write_reports(data, out, "opinfo_sweep", summarize, markdown)
+    md = _sweep.write_reports(data, out, "opinfo_sweep", summarize, markdown)
     s = data["summary"]
     print(f"{s['tested']} OpInfos tested: {s['pass_with_fallback_allowed_pct']} % pass with fallback allowed, "
           f"{s['pass_without_fallback_pct']} % without; {s['all_mapped']} have every aten op on a device kernel, "
           f"{s['all_mapped_pass_without_fallback_pct']} % of those pass without fallback "
           f"({data['meta']['seconds']:.0f} s). Reports: {out}/opinfo_sweep.{{json,md}}")
     if args.write_docs:
-        write_docs(md)
+        _sweep.write_docs(md, DOCS, DOCS_BEGIN, DOCS_END)
         print(f"rewrote the sweep section of {DOCS}")
     if args.write_ci_list:
         n = write_ci_list(data["results"])
