@@ -45,7 +45,7 @@ template <class A>
 inline A tanh_a(A x) { return vmath::tanh(x); }
 
 // Calls UNIT(in, out, r, j) for every row r < B and hidden unit j < H of C:
-// IN[i] is input i as a contiguous array of A (nullptr when absent), OUT[k]
+// IN[i] is input i as a contiguous array of A (zeros when absent), OUT[k]
 // output k as a contiguous array of T. Rows are split across threads (a row
 // is ~10·H flops); UNIT is a generic lambda, inlined into the unit loop.
 template <size_t kOutputs, class Unit>
@@ -54,8 +54,14 @@ void for_each_unit(const OpCall& c, int64_t b, int64_t h, Unit unit) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     Operands<A> operands(c);
+    // An absent optional input (a bias [G·H], a gradient [B, H]) reads zeros:
+    // no branch in the unit loop, so it vectorises.
+    const std::vector<A> zeros(static_cast<size_t>(std::max(b * h, 4 * h)), A(0));
     std::array<const A*, 5> in{};
-    for (size_t i = 0; i < c.input_count(); ++i) in[i] = operands.get(i);
+    for (size_t i = 0; i < c.input_count(); ++i) {
+      in[i] = operands.get(i);
+      if (in[i] == nullptr) in[i] = zeros.data();
+    }
     std::vector<std::unique_ptr<ContiguousOut<T>>> outs;
     std::array<T*, kOutputs> out{};
     for (size_t k = 0; k < kOutputs; ++k) {
@@ -86,7 +92,7 @@ void lstm_cell_body(const OpCall& c) {
     A g[4];
     for (int64_t k = 0; k < 4; ++k) {
       const int64_t e = r * 4 * h + k * h + j;
-      g[k] = in[0][e] + in[1][e] + (in[3] != nullptr ? in[3][k * h + j] + in[4][k * h + j] : A(0));
+      g[k] = in[0][e] + in[1][e] + (in[3][k * h + j] + in[4][k * h + j]);
     }
     const A i = sigmoid(g[0]), f = sigmoid(g[1]), gg = tanh_a(g[2]), o = sigmoid(g[3]);
     const A cn = f * in[2][r * h + j] + i * gg;
@@ -110,9 +116,9 @@ void lstm_cell_backward_body(const OpCall& c) {
     const int64_t e = r * h + j;
     const A* w = in[2] + r * 4 * h + j;
     const A i = w[0], f = w[h], g = w[2 * h], o = w[3 * h];
-    const A dh = in[3] != nullptr ? in[3][e] : A(0);
+    const A dh = in[3][e];
     const A t = tanh_a(in[1][e]);
-    const A dc = dh * o * (A(1) - t * t) + (in[4] != nullptr ? in[4][e] : A(0));
+    const A dc = dh * o * (A(1) - t * t) + in[4][e];
     T* d = out[0] + r * 4 * h + j;
     d[0] = T(dc * g * i * (A(1) - i));
     d[h] = T(dc * in[0][e] * f * (A(1) - f));
@@ -132,8 +138,8 @@ void gru_cell_body(const OpCall& c) {
     A xi[3], xh[3];
     for (int64_t k = 0; k < 3; ++k) {
       const int64_t e = r * 3 * h + k * h + j;
-      xi[k] = in[0][e] + (in[3] != nullptr ? in[3][k * h + j] : A(0));
-      xh[k] = in[1][e] + (in[4] != nullptr ? in[4][k * h + j] : A(0));
+      xi[k] = in[0][e] + in[3][k * h + j];
+      xh[k] = in[1][e] + in[4][k * h + j];
     }
     const A rg = sigmoid(xi[0] + xh[0]), z = sigmoid(xi[1] + xh[1]);
     const A n = tanh_a(xi[2] + rg * xh[2]);
