@@ -136,56 +136,85 @@ void arange_dtype_of_out(Call& c) {
   c.attrs.push_back(hal::Attr::dtype("dtype", to_hal_dtype(dtype)));
 }
 
-// _index_put_impl_ (self[..., i0, ..., iK-1, ...] = values, index_put_'s
-// kernel): the catalog takes the K leading index tensors broadcast and
-// stacked as one int64 [K, *B] tensor, built here with device ops. Indices
-// after P leading Nones (x[:, i] = v) index a permuted view of self whose
-// indexed dims lead, with values expanded to PyTorch's indexed shape
-// (self[:P] + B + rest) and permuted alike; the output is that view of self.
-// Declined: Nones between indices (PyTorch moves the indexed dims first),
-// bool/uint8 masks (PyTorch turns those into nonzero()), values of another
-// dtype (PyTorch's error), and graphs (no device ops there).
-void index_put_stacked_indices(Call& c) {
+// The catalog's index_put for self[:LEAD, i0, ..., iK-1, ...] = VALUES (the
+// aten ops below): it takes the K index tensors broadcast and stacked as one
+// int64 [K, *B] tensor, built here with device ops. With LEAD > 0 it indexes
+// a permuted view of self whose indexed dims lead, with values expanded to
+// PyTorch's indexed shape (self[:LEAD] + B + rest) and permuted alike; the
+// output is the same view of the op's output.
+void index_put_at(Call& c, const at::Tensor& self, int64_t lead, const std::vector<at::Tensor>& indices,
+                  const at::Tensor& values) {
   if (c.lowering) throw Decline{"indices built with device ops"};
-  const at::Tensor& self = c.arg("self").toTensor();
-  const at::Tensor& values = c.arg("values").toTensor();
   if (values.scalar_type() != self.scalar_type()) throw Decline{"values of another dtype"};
-  std::vector<at::Tensor> indices;
-  int64_t lead = 0;  // Nones before the first index
-  bool ended = false;
-  for (const c10::IValue& v : c.arg("indices").toListRef()) {
-    const bool given = !v.isNone() && v.toTensor().defined();
-    if (!given) {
-      if (indices.empty()) ++lead;
-      else ended = true;
-      continue;
-    }
-    if (ended) throw Decline{"Nones between indices"};
-    const at::Tensor& t = v.toTensor();
-    if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false) || t.scalar_type() == at::kByte)
-      throw Decline{std::string("a ") + c10::toString(t.scalar_type()) + " index (a mask)"};
-    indices.push_back(t.to(self.device(), at::kLong));
-  }
   const int64_t k = static_cast<int64_t>(indices.size());
   if (k == 0 || lead + k > self.dim()) throw Decline{"no index, or more than self's dims"};
-  const std::vector<at::Tensor> b = at::broadcast_tensors(indices);
-  c.inputs[1] = at::stack(b, 0);
-  if (lead == 0) return;
-  const int64_t nb = b[0].dim();
+  std::vector<at::Tensor> long_indices;
+  for (const at::Tensor& t : indices) {
+    if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false) || t.scalar_type() == at::kByte)
+      throw Decline{std::string("a ") + c10::toString(t.scalar_type()) + " index (a mask)"};
+    long_indices.push_back(t.to(self.device(), at::kLong));
+  }
+  const std::vector<at::Tensor> b = at::broadcast_tensors(long_indices);
   std::vector<int64_t> self_perm, value_perm, indexed_shape;
   for (int64_t d = lead; d < lead + k; ++d) self_perm.push_back(d);
   for (int64_t d = 0; d < lead; ++d) self_perm.push_back(d), indexed_shape.push_back(self.size(d));
   for (int64_t d = lead + k; d < self.dim(); ++d) self_perm.push_back(d);
   for (int64_t s : b[0].sizes()) indexed_shape.push_back(s);
   for (int64_t d = lead + k; d < self.dim(); ++d) indexed_shape.push_back(self.size(d));
+  if (values.dim() > static_cast<int64_t>(indexed_shape.size())) throw Decline{"values of more dims than indexed"};
+  const int64_t nb = b[0].dim();
   for (int64_t d = lead; d < lead + nb; ++d) value_perm.push_back(d);
   for (int64_t d = 0; d < lead; ++d) value_perm.push_back(d);
   for (int64_t d = lead + nb; d < static_cast<int64_t>(indexed_shape.size()); ++d) value_perm.push_back(d);
-  if (values.dim() > static_cast<int64_t>(indexed_shape.size())) throw Decline{"values of more dims than indexed"};
-  const at::Tensor view = self.permute(self_perm);
-  c.inputs[0] = view;
-  c.inputs[2] = values.expand(indexed_shape).permute(value_perm);
-  c.replace_output(0, view);
+  c.inputs[0] = self.permute(self_perm);
+  c.inputs[1] = at::stack(b, 0);
+  c.inputs[2] = values.to(self.device()).expand(indexed_shape).permute(value_perm);
+  c.replace_output(0, c.outputs[0].permute(self_perm));
+}
+
+// _index_put_impl_ (index_put_'s kernel): Nones then index tensors, e.g.
+// x[i] = v, x[:, i] = v. Declined: Nones between indices (PyTorch moves the
+// indexed dims first), bool/uint8 masks (PyTorch turns those into
+// nonzero()), values of another dtype (PyTorch's error), graphs.
+void index_put_stacked_indices(Call& c) {
+  std::vector<at::Tensor> indices;
+  int64_t lead = 0;  // Nones before the first index
+  bool ended = false;
+  for (const c10::IValue& v : c.arg("indices").toListRef()) {
+    if (v.isNone() || !v.toTensor().defined()) {
+      if (indices.empty()) ++lead;
+      else ended = true;
+      continue;
+    }
+    if (ended) throw Decline{"Nones between indices"};
+    indices.push_back(v.toTensor());
+  }
+  index_put_at(c, c.arg("self").toTensor(), lead, indices, c.arg("values").toTensor());
+}
+
+// index_fill (a Scalar or a 0-d Tensor value) and index_copy along DIM:
+// index_put with DIM leading Nones and the 1-D index. Shapes PyTorch
+// refuses (a value of rank > 0, an index of rank > 1, a source not shaped
+// like the selection) decline, so PyTorch's CPU kernel gives its error.
+void index_fill_or_copy_as_index_put(Call& c) {
+  const at::Tensor& self = c.arg("self").toTensor();
+  const at::Tensor& index = c.arg("index").toTensor();
+  if (self.dim() == 0 || index.dim() > 1) throw Decline{"a 0-d self or an index of rank > 1"};
+  const int64_t dim = c10::maybe_wrap_dim(c.arg("dim").toInt(), self.dim());
+  at::Tensor values;
+  if (c.schema.argumentIndexWithName("source")) {
+    values = c.arg("source").toTensor();
+    std::vector<int64_t> want = self.sizes().vec();
+    want[dim] = index.numel();
+    if (values.sizes().vec() != want) throw Decline{"a source not shaped like the selection"};
+  } else if (c.arg("value").isTensor()) {
+    values = c.arg("value").toTensor();
+    if (values.dim() != 0) throw Decline{"a value of rank > 0"};
+    values = values.to(self.scalar_type());
+  } else {
+    values = at::full({}, c.arg("value").toScalar(), self.options());
+  }
+  index_put_at(c, self, dim, {index.reshape({-1})}, values);
 }
 
 // index.Tensor with one index tensor (x[i], x[:, i]: the common gathers) as
@@ -554,6 +583,15 @@ const std::vector<Mapping>& mappings() {
     add({"_index_put_impl_"}, "index_put", {t("self"), kNoInput, t("values")},
         {{"accumulate", "accumulate", A::kBool}})
         .hook = index_put_stacked_indices;
+    for (const char* overload : {"int_Scalar", "int_Tensor"}) {
+      const std::string o(overload);
+      add({"index_fill_." + o, "index_fill." + o, "index_fill." + o + "_out"}, "index_put",
+          {t("self"), kNoInput, kNoInput}, {{nullptr, "accumulate", A::kFalse}})
+          .hook = index_fill_or_copy_as_index_put;
+    }
+    add({"index_copy_", "index_copy", "index_copy.out"}, "index_put", {t("self"), kNoInput, kNoInput},
+        {{nullptr, "accumulate", A::kFalse}})
+        .hook = index_fill_or_copy_as_index_put;
     add({"arange.start_out"}, "arange", {},
         {{"start", "start", A::kScalar}, {"end", "end", A::kScalar}, {"step", "step", A::kScalar}})
         .hook = arange_dtype_of_out;

@@ -488,3 +488,34 @@ def test_flip_and_roll_run_on_the_device():
         for shifts, dims in [((1,), (0,)), ((-2, 7), (1, -1)), ((3,), ())]:
             assert torch.equal(torch.roll(h, shifts, dims).cpu(), torch.roll(ref, shifts, dims)), (shifts, dims)
     _no_fallback_since_reset()
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_fill_and_index_copy_run_on_the_device(dim):
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 3)
+    index = torch.tensor([0, 2, -1])
+    torch_hal.reset_fallback_stats()
+    for value in (2.5, torch.tensor(-1.0)):
+        hv = value.to("hal") if isinstance(value, torch.Tensor) else value
+        assert torch.equal(x.to("hal").index_fill(dim, index.to("hal"), hv).cpu(), x.index_fill(dim, index, value))
+    h = x.to("hal")
+    h.index_fill_(dim, index.to("hal"), 7.0)
+    assert torch.equal(h.cpu(), x.clone().index_fill_(dim, index, 7.0))
+    shape = list(x.shape)
+    shape[dim] = 2
+    source = torch.randn(shape)
+    into = torch.tensor([2, 0])
+    assert torch.equal(x.to("hal").index_copy(dim, into.to("hal"), source.to("hal")).cpu(),
+                       x.index_copy(dim, into, source))
+    h = x.to("hal")
+    h[(slice(None),) * (dim % 3) + (into.to("hal"),)] = 0.5  # x[..., i] = scalar: index_fill_ / index_put_
+    want = x.clone()
+    want[(slice(None),) * (dim % 3) + (into,)] = 0.5
+    assert torch.equal(h.cpu(), want)
+    _no_fallback_since_reset()
+    # A source PyTorch refuses gets PyTorch's error (the bridge declines; nothing is written).
+    h = x.to("hal")
+    with pytest.raises(RuntimeError, match="same slice shapes"):
+        h.index_copy_(0, torch.tensor([0], device="hal"), torch.randn(1, 5, 1, device="hal"))
+    assert torch.equal(h.cpu(), x)
