@@ -133,6 +133,16 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
 
 at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, 0); }
 
+// fill_(Tensor): a 0-d value (PyTorch's check and message); a CPU value is a
+// scalar fill, a hal one is copied into every element on the device.
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  if (!value.is_privateuseone()) return fill_scalar(self, value.item());
+  if (self.numel() == 0) return self;
+  return self.copy_(value.to(self.scalar_type()).expand(self.sizes()));
+}
+
 // Whether `self.data = from` may keep self's TensorImpl (Module._apply and
 // `p.data = t` ask): a dense hal tensor pairs with any dense tensor, as
 // CUDA's does with CPU's, so module.to("hal") keeps each Parameter object
@@ -180,6 +190,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("zero_", zero);
+  m.impl("fill_.Tensor", fill_tensor);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 

@@ -4,8 +4,8 @@
 // sdk/catalog/ops/*.toml. Where the aten op means something else for some
 // argument values, the row's hook declines those calls (they decompose or
 // fall back). Not mapped, and why:
-//   - masked_fill.Tensor, scatter.reduce: the catalog ops take a scalar value
-//     attribute and no reduce mode (scatter.value fills a src tensor: a hook).
+//   - scatter.reduce: the catalog's scatter has no reduce mode (scatter.value
+//     fills a src tensor and masked_fill.Tensor is a where(): hooks).
 //   - var.dim/std.dim (unbiased bool), where.Scalar*, silu_backward and
 //     _fused_rms_norm (2.15) are CompositeImplicitAutograd: they reach the
 //     device as the rows they are written in (.correction, where.self,
@@ -270,6 +270,20 @@ void bitwise_not_as_xor(Call& c) {
   if (t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64) throw Decline{"a wide unsigned input"};
   const c10::Scalar ones = t == at::kBool ? c10::Scalar(true) : t == at::kByte ? c10::Scalar(255) : c10::Scalar(-1);
   c.inputs.push_back(at::full({}, ones, self.options()));
+}
+
+// masked_fill.Tensor (a 0-d value tensor) as where(mask, value, self), the
+// value in self's dtype on the device. A mask that would broadcast self to a
+// larger shape declines (PyTorch's error).
+void masked_fill_tensor_as_where(Call& c) {
+  const at::Tensor& self = c.arg("self").toTensor();
+  const at::Tensor& value = c.arg("value").toTensor();
+  const at::Tensor& mask = c.arg("mask").toTensor();
+  if (value.dim() != 0) throw Decline{"a value of rank > 0"};
+  if (mask.scalar_type() != at::kBool) throw Decline{"a mask that is not bool"};
+  if (at::infer_size(mask.sizes(), self.sizes()) != self.sizes()) throw Decline{"a mask broadcasting self"};
+  if (c.lowering) throw Decline{"the value converted with a device op"};
+  c.inputs[1] = value.to(self.device(), self.scalar_type());
 }
 
 // The fused SDPA op takes neither dropout nor a debug mask.
@@ -578,6 +592,9 @@ const std::vector<Mapping>& mappings() {
     add({"scatter_add", "scatter_add_", "scatter_add.out"}, "scatter_add", {t("self"), t("index"), t("src")}, {dim});
     add({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out"}, "masked_fill",
         {t("self"), t("mask")}, {{"value", "value", A::kScalar}});
+    add({"masked_fill.Tensor", "masked_fill_.Tensor", "masked_fill.Tensor_out"}, "where",
+        {t("mask"), kNoInput, t("self")})
+        .hook = masked_fill_tensor_as_where;
     add({"cat", "cat.out"}, "cat", {{"tensors", I::kTensorList}}, {dim}).hook = cat_skip_legacy_empty;
     add({"index.Tensor", "index.Tensor_out"}, "index_select", {t("self")}).hook = index_as_index_select;
     add({"_index_put_impl_"}, "index_put", {t("self"), kNoInput, t("values")},

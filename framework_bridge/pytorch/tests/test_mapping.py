@@ -519,3 +519,22 @@ def test_index_fill_and_index_copy_run_on_the_device(dim):
     with pytest.raises(RuntimeError, match="same slice shapes"):
         h.index_copy_(0, torch.tensor([0], device="hal"), torch.randn(1, 5, 1, device="hal"))
     assert torch.equal(h.cpu(), x)
+
+
+def test_masked_fill_and_fill_with_a_tensor_value_run_on_the_device():
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    mask = x > 0.3
+    torch_hal.reset_fallback_stats()
+    for value in (torch.tensor(2.5), torch.tensor(3), torch.tensor(-1.5, dtype=torch.float64)):
+        for hv in (value, value.to("hal")):  # a CPU 0-d value is allowed, as on CUDA
+            assert torch.equal(x.to("hal").masked_fill(mask.to("hal"), hv).cpu(), x.masked_fill(mask, value))
+            h = x.to("hal")
+            h.masked_fill_(mask[0].to("hal"), hv)  # a mask broadcasting over rows
+            assert torch.equal(h.cpu(), x.clone().masked_fill_(mask[0], value))
+            for dtype in (torch.float32, torch.int32):
+                got = torch.empty(3, 2, device="hal", dtype=dtype).fill_(hv)
+                assert torch.equal(got.cpu(), torch.empty(3, 2, dtype=dtype).fill_(value))
+    _no_fallback_since_reset()
+    with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
+        torch.empty(3, device="hal").fill_(torch.ones(2, device="hal"))
