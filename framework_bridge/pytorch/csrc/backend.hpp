@@ -20,6 +20,7 @@
 #include <c10/core/Stream.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <functional>
 #include <map>
 #include <memory>
@@ -194,6 +195,19 @@ void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<
 // current stream: the mapped kernels' launch.
 void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorRef*>& inputs,
             const std::vector<const hal::TensorRef*>& outputs, const std::vector<hal::Attr>& attrs);
+// Runs catalog op CATALOG on REF's hal device with INPUTS (undefined =
+// absent) into new dense outputs, OUTPUTS[k] = {shape, dtype}, returned in
+// order; ATEN ("aten::foo") names the call in explain() records and errors.
+// Returns nullopt when the plugin lacks the op or declines the dtypes (the
+// caller decomposes or falls back); throws c10 errors naming ATEN for
+// anything else (INVALID_ARGUMENT: ValueError, OUT_OF_RANGE: IndexError).
+struct OutputSpec {
+  std::vector<int64_t> shape;
+  c10::ScalarType dtype;
+};
+std::optional<std::vector<at::Tensor>> run_catalog(const char* aten, const char* catalog, const at::Tensor& ref,
+                                                   std::initializer_list<at::Tensor> inputs,
+                                                   std::initializer_list<OutputSpec> outputs);
 // A contiguous CPU copy of hal tensor T (same dtype).
 at::Tensor download(const at::Tensor& t);
 // DST (hal) = SRC (CPU), with copy_'s dtype conversion and broadcast done on the CPU side.

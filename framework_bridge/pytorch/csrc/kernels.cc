@@ -161,6 +161,29 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
+// nonzero as the catalog's nonzero: an upper-bound [numel, rank] output and
+// the count, read back (the one synchronisation, as on CUDA); a plugin
+// without the op gets the counted CPU fallback.
+at::Tensor nonzero(const at::Tensor& self) {
+  const int64_t n = self.numel();
+  std::optional<std::vector<at::Tensor>> out;
+  if (hal_dtype_of(self.scalar_type()))
+    out = run_catalog("aten::nonzero", "nonzero", self, {self}, {{{n, self.dim()}, at::kLong}, {{}, at::kLong}});
+  if (!out) {
+    count_fallback("aten::nonzero", "the plugin has no catalog nonzero for " + std::string(c10::toString(self.scalar_type())));
+    return at::nonzero(self.cpu()).to(self.device());
+  }
+  return (*out)[0].narrow(0, 0, (*out)[1].item<int64_t>());
+}
+
+// masked_select as nonzero of the broadcast mask and an index_select of the
+// broadcast self (device ops; PyTorch's mask check and message).
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto [s, m] = at::expand_outplace(self, mask);
+  return at::index_select(s->reshape({-1}), 0, at::nonzero(m->reshape({-1})).view({-1}));
+}
+
 // torch.equal as device ops (eq, all) and one scalar read, with PyTorch's
 // CPU checks (one device, one dtype); NaN is unequal to itself, as there.
 bool equal(const at::Tensor& self, const at::Tensor& other) {
@@ -176,6 +199,8 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("equal", equal);
+  m.impl("nonzero", nonzero);
+  m.impl("masked_select", masked_select);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
   m.impl("view", view);

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "mapping.hpp"
 
 namespace torch_hal {
 namespace {
@@ -38,46 +37,6 @@ void check_same_device(const char* op, const Tensor& ref, const char* ref_name,
     TORCH_CHECK_VALUE(!t->defined() || t->device() == ref.device(), op, ": argument '", name, "' is on ",
                       t->device(), " but '", ref_name, "' is on ", ref.device(),
                       " (every tensor argument must be on the same device)");
-}
-
-// Runs catalog op CATALOG on REF's device with INPUTS (undefined = absent)
-// into new dense outputs of SHAPES (REF's dtype). Returns false when the
-// plugin lacks the op or declines the dtype; throws c10 errors naming OP
-// for anything else (a shape the catalog refuses: ValueError).
-bool run_catalog(const char* op, const char* catalog, const Tensor& ref, std::initializer_list<Tensor> inputs,
-                 std::initializer_list<std::vector<int64_t>> shapes, std::vector<Tensor>& outputs) {
-  const c10::DeviceIndex dev = ref.device().index();
-  try {
-    const hal::OpRunner& runner = op_runner(dev, catalog);
-    outputs.clear();
-    for (const std::vector<int64_t>& s : shapes) outputs.push_back(empty_dense(s, ref.scalar_type(), dev));
-    std::vector<hal::TensorRef> refs;
-    refs.reserve(inputs.size() + outputs.size());
-    std::vector<const hal::TensorRef*> ins, outs;
-    for (const Tensor& t : inputs) {
-      if (!t.defined()) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      refs.push_back(ref_of(t));
-      ins.push_back(&refs.back());
-    }
-    for (const Tensor& t : outputs) {
-      refs.push_back(ref_of(t));
-      outs.push_back(&refs.back());
-    }
-    if (explaining()) record_catalog_run(std::string(op).substr(6), catalog, dev);  // without "aten::"
-    launch(runner, dev, ins, outs, {});
-    return true;
-  } catch (const hal::Error& e) {
-    const hal_status_code_e code = e.code();
-    if (code == HAL_STATUS_UNIMPLEMENTED || code == HAL_STATUS_UNSUPPORTED_DTYPE || code == HAL_STATUS_MIXED_DTYPES)
-      return false;
-    const std::string msg = std::string(op) + " on hal:" + std::to_string(dev) + " (plugin " +
-                            device(dev)->plugin_name() + "): " + e.what();
-    if (code == HAL_STATUS_INVALID_ARGUMENT) TORCH_CHECK_VALUE(false, msg);
-    TORCH_CHECK(false, msg);
-  }
 }
 
 // Whether every defined tensor has REF's dtype (else the formulas run as
@@ -112,11 +71,11 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell(const Tensor& input_gates, const Te
                     {{"hidden_gates", &hidden_gates}, {"cx", &cx}, {"input_bias", &ib}, {"hidden_bias", &hb}});
   check_biases(kOp, ib, hb);
   c10::DeviceGuard guard(input_gates.device());
-  std::vector<Tensor> out;
-  if (cx.dim() == 2 && one_dtype(input_gates, {hidden_gates, cx, ib, hb}) &&
-      run_catalog(kOp, "lstm_cell", input_gates, {input_gates, hidden_gates, cx, ib, hb},
-                  {cx.sizes().vec(), cx.sizes().vec(), input_gates.sizes().vec()}, out))
-    return {out[0], out[1], out[2]};
+  const c10::ScalarType dt = input_gates.scalar_type();
+  if (cx.dim() == 2 && one_dtype(input_gates, {hidden_gates, cx, ib, hb}))
+    if (auto out = run_catalog(kOp, "lstm_cell", input_gates, {input_gates, hidden_gates, cx, ib, hb},
+                               {{cx.sizes().vec(), dt}, {cx.sizes().vec(), dt}, {input_gates.sizes().vec(), dt}}))
+      return {(*out)[0], (*out)[1], (*out)[2]};
   const std::vector<Tensor> g = summed_gates(input_gates, hidden_gates, ib, hb).chunk(4, 1);
   const Tensor i = g[0].sigmoid(), f = g[1].sigmoid(), c = g[2].tanh(), o = g[3].sigmoid();
   const Tensor cy = f * cx + i * c;
@@ -133,12 +92,14 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell_backward(const OptTensor& grad_hy_o
   check_same_device(kOp, workspace, "workspace", {{"grad_hy", &ghy}, {"grad_cy", &gcy}, {"cx", &cx}, {"cy", &cy}});
   c10::DeviceGuard guard(workspace.device());
   Tensor grad_gates, grad_cx;
-  std::vector<Tensor> out;
-  if (cx.dim() == 2 && one_dtype(workspace, {cx, cy, ghy, gcy}) &&
-      run_catalog(kOp, "lstm_cell_backward", workspace, {cx, cy, workspace, ghy, gcy},
-                                   {workspace.sizes().vec(), cx.sizes().vec()}, out)) {
-    grad_gates = out[0];
-    grad_cx = out[1];
+  const c10::ScalarType dt = workspace.scalar_type();
+  std::optional<std::vector<Tensor>> out;
+  if (cx.dim() == 2 && one_dtype(workspace, {cx, cy, ghy, gcy}))
+    out = run_catalog(kOp, "lstm_cell_backward", workspace, {cx, cy, workspace, ghy, gcy},
+                      {{workspace.sizes().vec(), dt}, {cx.sizes().vec(), dt}});
+  if (out) {
+    grad_gates = (*out)[0];
+    grad_cx = (*out)[1];
   } else {
     const std::vector<Tensor> w = workspace.chunk(4, 1);
     const Tensor &i = w[0], &f = w[1], &c = w[2], &o = w[3];
@@ -162,11 +123,11 @@ std::tuple<Tensor, Tensor> gru_cell(const Tensor& input_gates, const Tensor& hid
                     {{"hidden_gates", &hidden_gates}, {"hx", &hx}, {"input_bias", &ib}, {"hidden_bias", &hb}});
   check_biases(kOp, ib, hb);
   c10::DeviceGuard guard(input_gates.device());
-  std::vector<Tensor> out;
-  if (hx.dim() == 2 && one_dtype(input_gates, {hidden_gates, hx, ib, hb}) &&
-      run_catalog(kOp, "gru_cell", input_gates, {input_gates, hidden_gates, hx, ib, hb},
-                                   {hx.sizes().vec(), {hx.size(0), 5 * hx.size(1)}}, out))
-    return {out[0], out[1]};
+  const c10::ScalarType dt = input_gates.scalar_type();
+  if (hx.dim() == 2 && one_dtype(input_gates, {hidden_gates, hx, ib, hb}))
+    if (auto out = run_catalog(kOp, "gru_cell", input_gates, {input_gates, hidden_gates, hx, ib, hb},
+                               {{hx.sizes().vec(), dt}, {{hx.size(0), 5 * hx.size(1)}, dt}}))
+      return {(*out)[0], (*out)[1]};
   const std::vector<Tensor> xi = (ib.defined() ? input_gates + ib : input_gates).chunk(3, 1);
   const std::vector<Tensor> xh = (hb.defined() ? hidden_gates + hb : hidden_gates).chunk(3, 1);
   const Tensor r = (xi[0] + xh[0]).sigmoid(), z = (xi[1] + xh[1]).sigmoid();
@@ -181,14 +142,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gru_cell_backward(const Tenso
   check_same_device(kOp, workspace, "workspace", {{"grad_hy", &grad_hy}});
   c10::DeviceGuard guard(workspace.device());
   Tensor gi, gh, ghx;
-  std::vector<Tensor> out;
-  if (grad_hy.dim() == 2 && one_dtype(workspace, {grad_hy}) &&
-      run_catalog(kOp, "gru_cell_backward", workspace, {grad_hy, workspace},
-                  {{grad_hy.size(0), 3 * grad_hy.size(1)}, {grad_hy.size(0), 3 * grad_hy.size(1)}, grad_hy.sizes().vec()},
-                  out)) {
-    gi = out[0];
-    gh = out[1];
-    ghx = out[2];
+  const c10::ScalarType dt = workspace.scalar_type();
+  std::optional<std::vector<Tensor>> out;
+  if (grad_hy.dim() == 2 && one_dtype(workspace, {grad_hy})) {
+    const std::vector<int64_t> gates{grad_hy.size(0), 3 * grad_hy.size(1)};
+    out = run_catalog(kOp, "gru_cell_backward", workspace, {grad_hy, workspace},
+                      {{gates, dt}, {gates, dt}, {grad_hy.sizes().vec(), dt}});
+  }
+  if (out) {
+    gi = (*out)[0];
+    gh = (*out)[1];
+    ghx = (*out)[2];
   } else {
     const std::vector<Tensor> w = workspace.chunk(5, 1);
     const Tensor &r = w[0], &z = w[1], &n = w[2], &hn = w[3], &hx = w[4];

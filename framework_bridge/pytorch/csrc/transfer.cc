@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include "backend.hpp"
+#include "mapping.hpp"
 
 namespace torch_hal {
 namespace {
@@ -59,6 +60,45 @@ void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<
 void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorRef*>& inputs,
             const std::vector<const hal::TensorRef*>& outputs, const std::vector<hal::Attr>& attrs) {
   runner.launch(inputs.data(), inputs.size(), outputs.data(), outputs.size(), attrs, current_hal_stream(dev));
+}
+
+std::optional<std::vector<at::Tensor>> run_catalog(const char* aten, const char* catalog, const at::Tensor& ref,
+                                                   std::initializer_list<at::Tensor> inputs,
+                                                   std::initializer_list<OutputSpec> outputs) {
+  const c10::DeviceIndex dev = ref.device().index();
+  try {
+    const hal::OpRunner& runner = op_runner(dev, catalog);
+    std::vector<at::Tensor> outs;
+    for (const OutputSpec& o : outputs) outs.push_back(empty_dense(o.shape, o.dtype, dev));
+    std::vector<hal::TensorRef> refs;
+    refs.reserve(inputs.size() + outs.size());
+    std::vector<const hal::TensorRef*> ins, out_refs;
+    for (const at::Tensor& t : inputs) {
+      if (!t.defined()) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      refs.push_back(ref_of(t));
+      ins.push_back(&refs.back());
+    }
+    for (const at::Tensor& t : outs) {
+      refs.push_back(ref_of(t));
+      out_refs.push_back(&refs.back());
+    }
+    const std::string name(aten);
+    if (explaining()) record_catalog_run(name.rfind("aten::", 0) == 0 ? name.substr(6) : name, catalog, dev);
+    launch(runner, dev, ins, out_refs, {});
+    return outs;
+  } catch (const hal::Error& e) {
+    const hal_status_code_e code = e.code();
+    if (code == HAL_STATUS_UNIMPLEMENTED || code == HAL_STATUS_UNSUPPORTED_DTYPE || code == HAL_STATUS_MIXED_DTYPES)
+      return std::nullopt;
+    const std::string msg = std::string(aten) + " on hal:" + std::to_string(dev) + " (plugin " +
+                            device(dev)->plugin_name() + "): " + e.what();
+    if (code == HAL_STATUS_INVALID_ARGUMENT) TORCH_CHECK_VALUE(false, msg);
+    if (code == HAL_STATUS_OUT_OF_RANGE) TORCH_CHECK_INDEX(false, msg);
+    TORCH_CHECK(false, msg);
+  }
 }
 
 at::Tensor download(const at::Tensor& t) {

@@ -538,3 +538,20 @@ def test_masked_fill_and_fill_with_a_tensor_value_run_on_the_device():
     _no_fallback_since_reset()
     with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
         torch.empty(3, device="hal").fill_(torch.ones(2, device="hal"))
+
+
+def test_nonzero_masked_select_and_printing_run_on_the_device():
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    torch_hal.reset_fallback_stats()
+    for t in (x, x > 0, torch.zeros(3), torch.tensor(2.0), torch.tensor(0), torch.randint(0, 2, (2, 3, 4)),
+              torch.tensor([float("nan"), 0.0, 1.0])):
+        want, got = torch.nonzero(t), torch.nonzero(t.to("hal"))
+        assert got.device.type == "hal" and got.shape == want.shape and torch.equal(got.cpu(), want), t
+    mask = x > 0.2
+    assert torch.equal(torch.masked_select(x.to("hal"), mask.to("hal")).cpu(), torch.masked_select(x, mask))
+    assert torch.equal(torch.masked_select(x.to("hal"), mask[0].to("hal")).cpu(), torch.masked_select(x, mask[0]))
+    assert repr(x.to("hal")) == repr(x).replace(")", ", device='hal:0')")  # str() of a float tensor: masked_select
+    _no_fallback_since_reset()
+    with pytest.raises(RuntimeError, match="expected BoolTensor for mask"):
+        torch.masked_select(x.to("hal"), torch.ones(4, 5, dtype=torch.int32, device="hal"))
