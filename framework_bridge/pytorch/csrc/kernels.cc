@@ -5,6 +5,7 @@
 // everything else decomposes or falls back (fallback.cc).
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -184,6 +185,41 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   return at::index_select(s->reshape({-1}), 0, at::nonzero(m->reshape({-1})).view({-1}));
 }
 
+// addmv (and mv, matmul of a matrix and a vector, which call it): beta·self +
+// alpha·(mat @ vec) as an mm of [n, m] x [m, 1] and elementwise device ops,
+// with PyTorch's shape checks and messages; beta = 0 ignores self (NaN too).
+at::Tensor addmv_value(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                       const at::Scalar& alpha) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1, "vector + matrix @ vector expected, got ",
+              self.dim(), ", ", mat.dim(), ", ", vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0) && (mat.size(0) == self.numel() || self.numel() == 1),
+              "size mismatch, got input (", self.dim() == 0 ? 1 : self.size(0), "), mat (", mat.size(0), "x",
+              mat.size(1), "), vec (", vec.size(0), ")");
+  at::Tensor prod = at::mm(mat, vec.unsqueeze(1)).squeeze(1);
+  if (!(alpha.isIntegral(false) && alpha.toLong() == 1) && alpha.toDouble() != 1.0) prod = prod * alpha;
+  if (beta.toComplexDouble() == 0.0) return prod;
+  return at::add(prod, beta.toDouble() == 1.0 ? self : self * beta);
+}
+
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  return addmv_value(self, mat, vec, beta, alpha);
+}
+
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  const at::Tensor r = addmv_value(self, mat, vec, beta, alpha);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor& addmv_inplace(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                          const at::Scalar& alpha) {
+  TORCH_CHECK(self.dim() == 1 && mat.dim() == 2 && self.size(0) == mat.size(0),
+              "addmv_: self must be a vector of mat's rows, got self ", self.sizes(), " and mat ", mat.sizes());
+  return self.copy_(addmv_value(self, mat, vec, beta, alpha));
+}
+
 // torch.equal as device ops (eq, all) and one scalar read, with PyTorch's
 // CPU checks (one device, one dtype); NaN is unequal to itself, as there.
 bool equal(const at::Tensor& self, const at::Tensor& other) {
@@ -201,6 +237,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", equal);
   m.impl("nonzero", nonzero);
   m.impl("masked_select", masked_select);
+  m.impl("addmv", addmv);
+  m.impl("addmv.out", addmv_out);
+  m.impl("addmv_", addmv_inplace);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
   m.impl("view", view);

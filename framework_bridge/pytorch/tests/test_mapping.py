@@ -555,3 +555,26 @@ def test_nonzero_masked_select_and_printing_run_on_the_device():
     _no_fallback_since_reset()
     with pytest.raises(RuntimeError, match="expected BoolTensor for mask"):
         torch.masked_select(x.to("hal"), torch.ones(4, 5, dtype=torch.int32, device="hal"))
+
+
+def test_matrix_vector_products_run_on_the_device():
+    torch.manual_seed(0)
+    a, v, s = torch.randn(4, 5), torch.randn(5), torch.randn(4)
+    torch_hal.reset_fallback_stats()
+    cases = [lambda a, v, s: torch.mv(a, v), lambda a, v, s: a @ v, lambda a, v, s: a.t() @ s,
+             lambda a, v, s: torch.addmv(s, a, v), lambda a, v, s: torch.addmv(s, a, v, beta=0.5, alpha=2),
+             lambda a, v, s: torch.addmv(s[:1], a, v), lambda a, v, s: torch.addmv(s.sum(), a, v),
+             lambda a, v, s: torch.addmv(s * float("nan"), a, v, beta=0),  # beta = 0 ignores NaN
+             lambda a, v, s: s.clone().addmv_(a, v, alpha=3)]
+    for f in cases:
+        torch.testing.assert_close(f(a.to("hal"), v.to("hal"), s.to("hal")).cpu(), f(a, v, s))
+    out = torch.empty(0, device="hal")
+    torch.mv(a.to("hal"), v.to("hal"), out=out)
+    torch.testing.assert_close(out.cpu(), torch.mv(a, v))
+    ag, hg = a.clone().requires_grad_(), a.to("hal").requires_grad_()
+    (ag @ v).sum().backward()
+    (hg @ v.to("hal")).sum().backward()
+    torch.testing.assert_close(hg.grad.cpu(), ag.grad)
+    _no_fallback_since_reset()
+    with pytest.raises(RuntimeError, match=r"size mismatch, got input \(4\), mat \(4x5\), vec \(3\)"):
+        torch.mv(a.to("hal"), torch.randn(3, device="hal"))
