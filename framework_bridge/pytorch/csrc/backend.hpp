@@ -195,6 +195,10 @@ void launch(c10::DeviceIndex dev, const std::string& catalog, const std::vector<
 // current stream: the mapped kernels' launch.
 void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector<const hal::TensorRef*>& inputs,
             const std::vector<const hal::TensorRef*>& outputs, const std::vector<hal::Attr>& attrs);
+// The same on hal tensors (an undefined input is absent; every tensor
+// outlives the call).
+void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, c10::ArrayRef<at::Tensor> inputs,
+            c10::ArrayRef<at::Tensor> outputs, const std::vector<hal::Attr>& attrs);
 // Runs catalog op CATALOG on REF's hal device with INPUTS (undefined =
 // absent) into new dense outputs, OUTPUTS[k] = {shape, dtype}, returned in
 // order; ATEN ("aten::foo") names the call in explain() records and errors.

@@ -140,23 +140,7 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
       for (const hal::ValueSpec& s : hal::infer_node(p.catalog, in, attrs, 0))
         outputs.push_back(empty_dense(s.shape, scalar_type_of(s.dtype), dev));
     }
-    // Descriptors over the tensors' own sizes (they outlive the launch).
-    std::vector<hal::TensorRef> refs;
-    refs.reserve(inputs.size() + outputs.size());
-    std::vector<const hal::TensorRef*> ins, outs;
-    for (const at::Tensor& t : inputs) {
-      if (!t.defined()) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      refs.push_back(ref_of(t));
-      ins.push_back(&refs.back());
-    }
-    for (const at::Tensor& t : outputs) {
-      refs.push_back(ref_of(t));
-      outs.push_back(&refs.back());
-    }
-    launch(runner, dev, ins, outs, attrs);
+    launch(runner, dev, inputs, outputs, attrs);
   } catch (const hal::Error& e) {
     if (declined(e)) return run_on_cpu(op, stack, e.what());
     raise(p, dev, e);

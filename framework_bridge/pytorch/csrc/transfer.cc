@@ -62,6 +62,27 @@ void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector
   runner.launch(inputs.data(), inputs.size(), outputs.data(), outputs.size(), attrs, current_hal_stream(dev));
 }
 
+void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, c10::ArrayRef<at::Tensor> inputs,
+            c10::ArrayRef<at::Tensor> outputs, const std::vector<hal::Attr>& attrs) {
+  // Descriptors over the tensors' own sizes (they outlive the launch).
+  std::vector<hal::TensorRef> refs;
+  refs.reserve(inputs.size() + outputs.size());
+  std::vector<const hal::TensorRef*> ins, outs;
+  for (const at::Tensor& t : inputs) {
+    if (!t.defined()) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    refs.push_back(ref_of(t));
+    ins.push_back(&refs.back());
+  }
+  for (const at::Tensor& t : outputs) {
+    refs.push_back(ref_of(t));
+    outs.push_back(&refs.back());
+  }
+  launch(runner, dev, ins, outs, attrs);
+}
+
 std::optional<std::vector<at::Tensor>> run_catalog(const char* aten, const char* catalog, const at::Tensor& ref,
                                                    std::initializer_list<at::Tensor> inputs,
                                                    std::initializer_list<OutputSpec> outputs) {
@@ -70,24 +91,9 @@ std::optional<std::vector<at::Tensor>> run_catalog(const char* aten, const char*
     const hal::OpRunner& runner = op_runner(dev, catalog);
     std::vector<at::Tensor> outs;
     for (const OutputSpec& o : outputs) outs.push_back(empty_dense(o.shape, o.dtype, dev));
-    std::vector<hal::TensorRef> refs;
-    refs.reserve(inputs.size() + outs.size());
-    std::vector<const hal::TensorRef*> ins, out_refs;
-    for (const at::Tensor& t : inputs) {
-      if (!t.defined()) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      refs.push_back(ref_of(t));
-      ins.push_back(&refs.back());
-    }
-    for (const at::Tensor& t : outs) {
-      refs.push_back(ref_of(t));
-      out_refs.push_back(&refs.back());
-    }
     const std::string name(aten);
     if (explaining()) record_catalog_run(name.rfind("aten::", 0) == 0 ? name.substr(6) : name, catalog, dev);
-    launch(runner, dev, ins, out_refs, {});
+    launch(runner, dev, std::vector<at::Tensor>(inputs), outs, {});
     return outs;
   } catch (const hal::Error& e) {
     const hal_status_code_e code = e.code();
