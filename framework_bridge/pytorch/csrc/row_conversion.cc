@@ -44,6 +44,9 @@ at::Tensor to_meta(const at::Tensor& t) {
 
 c10::IValue to_meta(const c10::IValue& v) {
   if (v.isTensor() && v.toTensor().defined()) return to_meta(v.toTensor());
+  // A hal device argument (_to_copy(..., device=hal:0) in AOTAutograd's
+  // backward graphs): the Meta run must not make a hal tensor from meta data.
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::IValue(c10::Device(kMeta));
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
     for (const at::Tensor& t : v.toTensorList()) out.push_back(to_meta(t));

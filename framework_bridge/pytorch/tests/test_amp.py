@@ -155,3 +155,28 @@ def test_autocast_inside_torch_compile_gives_eagers_dtypes_and_values():
     assert (got_y.dtype, got_s.dtype) == (want_y.dtype, want_s.dtype) == (torch.bfloat16, torch.float32)
     torch.testing.assert_close(got_y, want_y)
     torch.testing.assert_close(got_s, want_s, atol=1e-2, rtol=1e-2)
+
+
+def test_autocast_training_step_under_torch_compile_lowers_the_backward_casts():
+    """AOTAutograd's backward graph casts with _to_copy(..., device=hal:0): lowered like the forward's
+    (before: its Meta run made a hal tensor from meta data and the casts ran eagerly)."""
+    import torch_hal.dynamo as hal_dynamo
+
+    torch.manual_seed(5)
+    lin = nn.Linear(8, 4).to("hal")
+    x = torch.randn(2, 8, device="hal")
+
+    def loss(x):
+        with torch.autocast("hal", dtype=torch.bfloat16):
+            return lin(x).float().square().sum()
+
+    loss(x).backward()
+    want = [p.grad.clone() for p in lin.parameters()]
+    lin.zero_grad()
+    torch._dynamo.reset()
+    hal_dynamo.reset_stats()
+    torch.compile(loss, backend="hal")(x).backward()
+    stats = hal_dynamo.stats()
+    assert all("meta tensor" not in reason for reason in stats["eager_reasons"]), stats["eager_reasons"]
+    for got, w in zip((p.grad for p in lin.parameters()), want):
+        torch.testing.assert_close(got, w, atol=2e-2, rtol=2e-2)
