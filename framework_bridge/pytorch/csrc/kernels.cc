@@ -220,6 +220,42 @@ at::Tensor& addmv_inplace(at::Tensor& self, const at::Tensor& mat, const at::Ten
   return self.copy_(addmv_value(self, mat, vec, beta, alpha));
 }
 
+// linspace.out as device ops in PyTorch's CPU formula: step = (end - start)
+// / (steps - 1); the first half start + step·i, the second end - step·(steps
+// - 1 - i) (so both ends are exact), in the dtype for floating outputs and
+// in double, truncated, for integral ones. Complex, bool and float16/bfloat16
+// outputs take the CPU fallback.
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  if (steps == 1) return fill_scalar(out, start);
+  const c10::ScalarType dtype = out.scalar_type();
+  // bool: PyTorch's own error; float16/bfloat16: PyTorch's Half arithmetic
+  // (rounding each step) is not reproduced here.
+  if (at::isComplexType(dtype) || at::isReducedFloatingType(dtype) || dtype == at::kBool || !hal_dtype_of(dtype)) {
+    count_fallback("aten::linspace.out", std::string("dtype ") + c10::toString(dtype));
+    return out.copy_(at::linspace(start, end, steps, out.options().device(at::kCPU)));
+  }
+  const bool integral = at::isIntegralType(dtype, /*includeBool=*/true);
+  // In double, rounded once to the dtype: PyTorch's CPU kernel fuses the
+  // multiply-add (one rounding), which double emulates: float32 and integer
+  // outputs match it bit for bit, float64 within one ulp.
+  const c10::ScalarType compute = at::kDouble;
+  const at::TensorOptions opts = out.options().dtype(compute);
+  // start and end as the dtype first (PyTorch's Scalar::to<scalar_t>), then
+  // the step in the dtype (double for integral outputs), on the host.
+  const at::Tensor s = at::scalar_tensor(start, at::TensorOptions().dtype(dtype));
+  const at::Tensor e = at::scalar_tensor(end, at::TensorOptions().dtype(dtype));
+  const at::Tensor step_t = integral ? (e.to(at::kDouble) - s.to(at::kDouble)) / static_cast<double>(steps - 1)
+                                     : (e - s) / static_cast<double>(steps - 1);
+  const at::Scalar step = step_t.to(compute).item();
+  const at::Tensor index = at::arange(steps, opts);
+  const at::Tensor low = index.mul(step).add(s.to(compute).item());
+  const at::Tensor high = at::arange(steps - 1, -1, -1, opts).mul(step).neg().add(e.to(compute).item());
+  return out.copy_(at::where(index.lt(steps / 2), low, high));  // integral: truncated by the cast
+}
+
 // torch.equal as device ops (eq, all) and one scalar read, with PyTorch's
 // CPU checks (one device, one dtype); NaN is unequal to itself, as there.
 bool equal(const at::Tensor& self, const at::Tensor& other) {
@@ -240,6 +276,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv", addmv);
   m.impl("addmv.out", addmv_out);
   m.impl("addmv_", addmv_inplace);
+  m.impl("linspace.out", linspace_out);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
   m.impl("view", view);

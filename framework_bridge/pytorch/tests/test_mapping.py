@@ -578,3 +578,28 @@ def test_matrix_vector_products_run_on_the_device():
     _no_fallback_since_reset()
     with pytest.raises(RuntimeError, match=r"size mismatch, got input \(4\), mat \(4x5\), vec \(3\)"):
         torch.mv(a.to("hal"), torch.randn(3, device="hal"))
+
+
+def test_linspace_runs_on_the_device():
+    torch_hal.reset_fallback_stats()
+    cases = [(0, 1, 5), (-3.5, 7.25, 11), (1, 0, 7), (0, 10, 1), (2, 2, 3), (0, 1, 0), (0.1, 0.7, 1000),
+             (-1e3, 1e3, 77), (3, -8, 6)]
+    for args in cases:
+        for dtype in (torch.float32, torch.int64, torch.int32, torch.uint8, torch.float64):
+            if dtype == torch.uint8 and min(args[:2]) < 0:
+                continue
+            want = torch.linspace(*args, dtype=dtype)
+            got = torch.linspace(*args, dtype=dtype, device="hal")
+            assert got.device.type == "hal" and got.dtype == want.dtype and got.shape == want.shape
+            if dtype in (torch.float32, torch.int64, torch.int32, torch.uint8):
+                assert torch.equal(got.cpu(), want), (args, dtype)  # bit for bit
+            else:  # float64: one rounding of start + step·i apart from PyTorch CPU's fused multiply-add
+                ulp = torch.finfo(dtype).eps * max(abs(args[0]), abs(args[1]), 1)
+                assert ((got.cpu() - want).abs() <= ulp).all(), (args, dtype)
+    _no_fallback_since_reset()
+    # float16/bfloat16: PyTorch's Half arithmetic rounds every step; the CPU fallback gives its answer.
+    for dtype in (torch.float16, torch.bfloat16):
+        assert torch.equal(torch.linspace(-3.5, 7.25, 11, dtype=dtype, device="hal").cpu(),
+                           torch.linspace(-3.5, 7.25, 11, dtype=dtype))
+    with pytest.raises(RuntimeError, match="number of steps must be non-negative"):
+        torch.linspace(0, 1, -1, device="hal")
