@@ -199,6 +199,13 @@ void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector
 // outlives the call).
 void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, c10::ArrayRef<at::Tensor> inputs,
             c10::ArrayRef<at::Tensor> outputs, const std::vector<hal::Attr>& attrs);
+// Whether E says the plugin cannot run the call as asked (no such op, a
+// dtype or dtype mix it declines): the caller decomposes or falls back.
+bool declined(const hal::Error& e) noexcept;
+// Throws E as a c10 error "WHAT on hal:DEV (plugin P): <message>": a
+// ValueError for INVALID_ARGUMENT, an IndexError for OUT_OF_RANGE (as
+// PyTorch's CPU kernels raise them), else a RuntimeError.
+[[noreturn]] void raise_plugin_error(const std::string& what, c10::DeviceIndex dev, const hal::Error& e);
 // Runs catalog op CATALOG on REF's hal device with INPUTS (undefined =
 // absent) into new dense outputs, OUTPUTS[k] = {shape, dtype}, returned in
 // order; ATEN ("aten::foo") names the call in explain() records and errors.

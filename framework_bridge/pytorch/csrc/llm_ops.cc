@@ -77,19 +77,6 @@ const Plan& plan_of(const c10::OperatorHandle& op) {
   return it->second;
 }
 
-bool declined(const hal::Error& e) {
-  return e.code() == HAL_STATUS_UNIMPLEMENTED || e.code() == HAL_STATUS_UNSUPPORTED_DTYPE ||
-         e.code() == HAL_STATUS_MIXED_DTYPES;
-}
-
-[[noreturn]] void raise(const Plan& p, c10::DeviceIndex dev, const hal::Error& e) {
-  const std::string msg = p.display + " on hal:" +
-                          std::to_string(dev) + " (plugin " + device(dev)->plugin_name() + "): " + e.what();
-  if (e.code() == HAL_STATUS_INVALID_ARGUMENT) TORCH_CHECK_VALUE(false, msg);
-  if (e.code() == HAL_STATUS_OUT_OF_RANGE) TORCH_CHECK_INDEX(false, msg);
-  TORCH_CHECK(false, msg);
-}
-
 // The boxed kernel of every torch.ops.hal op on the "hal" device.
 void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const Plan& p = plan_of(op);
@@ -143,7 +130,7 @@ void llm_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
     launch(runner, dev, inputs, outputs, attrs);
   } catch (const hal::Error& e) {
     if (declined(e)) return run_on_cpu(op, stack, e.what());
-    raise(p, dev, e);
+    raise_plugin_error(p.display, dev, e);
   }
   torch::jit::drop(*stack, n);
   for (size_t r = outputs.size() - p.returns; r < outputs.size(); ++r) stack->emplace_back(std::move(outputs[r]));

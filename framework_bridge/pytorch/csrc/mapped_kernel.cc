@@ -30,11 +30,6 @@
 namespace torch_hal {
 namespace {
 
-bool declined(const hal::Error& e) {
-  return e.code() == HAL_STATUS_UNIMPLEMENTED || e.code() == HAL_STATUS_UNSUPPORTED_DTYPE ||
-         e.code() == HAL_STATUS_MIXED_DTYPES;
-}
-
 class MappedKernel final : public c10::OperatorKernel {
  public:
   MappedKernel(const Mapping& row, std::string name) : row_(row), name_(std::move(name)) {}

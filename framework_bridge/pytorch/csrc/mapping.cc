@@ -136,6 +136,13 @@ void arange_dtype_of_out(Call& c) {
   c.attrs.push_back(hal::Attr::dtype("dtype", to_hal_dtype(dtype)));
 }
 
+// An index tensor the catalog's index ops take: integers. bool and uint8
+// are masks (PyTorch turns those into nonzero()): declined.
+void require_integer_index(const at::Tensor& t) {
+  if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false) || t.scalar_type() == at::kByte)
+    throw Decline{std::string("a ") + c10::toString(t.scalar_type()) + " index (a mask)"};
+}
+
 // The catalog's index_put for self[:LEAD, i0, ..., iK-1, ...] = VALUES (the
 // aten ops below): it takes the K index tensors broadcast and stacked as one
 // int64 [K, *B] tensor, built here with device ops. With LEAD > 0 it indexes
@@ -150,8 +157,7 @@ void index_put_at(Call& c, const at::Tensor& self, int64_t lead, const std::vect
   if (k == 0 || lead + k > self.dim()) throw Decline{"no index, or more than self's dims"};
   std::vector<at::Tensor> long_indices;
   for (const at::Tensor& t : indices) {
-    if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false) || t.scalar_type() == at::kByte)
-      throw Decline{std::string("a ") + c10::toString(t.scalar_type()) + " index (a mask)"};
+    require_integer_index(t);
     long_indices.push_back(t.to(self.device(), at::kLong));
   }
   const std::vector<at::Tensor> b = at::broadcast_tensors(long_indices);
@@ -236,8 +242,7 @@ void index_as_index_select(Call& c) {
     index = v.toTensor();
   }
   if (!index.defined() || lead >= self.dim()) throw Decline{"no index tensor"};
-  if (!at::isIntegralType(index.scalar_type(), /*includeBool=*/false) || index.scalar_type() == at::kByte)
-    throw Decline{std::string("a ") + c10::toString(index.scalar_type()) + " index (a mask)"};
+  require_integer_index(index);
   const at::Tensor& out = c.outputs[0];
   if (!out.is_contiguous()) throw Decline{"a strided result"};
   const at::Tensor flat = index.to(self.device(), at::kLong).reshape({-1});

@@ -62,6 +62,19 @@ void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, const std::vector
   runner.launch(inputs.data(), inputs.size(), outputs.data(), outputs.size(), attrs, current_hal_stream(dev));
 }
 
+bool declined(const hal::Error& e) noexcept {
+  return e.code() == HAL_STATUS_UNIMPLEMENTED || e.code() == HAL_STATUS_UNSUPPORTED_DTYPE ||
+         e.code() == HAL_STATUS_MIXED_DTYPES;
+}
+
+void raise_plugin_error(const std::string& what, c10::DeviceIndex dev, const hal::Error& e) {
+  const std::string msg =
+      what + " on hal:" + std::to_string(dev) + " (plugin " + device(dev)->plugin_name() + "): " + e.what();
+  if (e.code() == HAL_STATUS_INVALID_ARGUMENT) TORCH_CHECK_VALUE(false, msg);
+  if (e.code() == HAL_STATUS_OUT_OF_RANGE) TORCH_CHECK_INDEX(false, msg);
+  TORCH_CHECK(false, msg);
+}
+
 void launch(const hal::OpRunner& runner, c10::DeviceIndex dev, c10::ArrayRef<at::Tensor> inputs,
             c10::ArrayRef<at::Tensor> outputs, const std::vector<hal::Attr>& attrs) {
   // Descriptors over the tensors' own sizes (they outlive the launch).
@@ -96,14 +109,8 @@ std::optional<std::vector<at::Tensor>> run_catalog(const char* aten, const char*
     launch(runner, dev, std::vector<at::Tensor>(inputs), outs, {});
     return outs;
   } catch (const hal::Error& e) {
-    const hal_status_code_e code = e.code();
-    if (code == HAL_STATUS_UNIMPLEMENTED || code == HAL_STATUS_UNSUPPORTED_DTYPE || code == HAL_STATUS_MIXED_DTYPES)
-      return std::nullopt;
-    const std::string msg = std::string(aten) + " on hal:" + std::to_string(dev) + " (plugin " +
-                            device(dev)->plugin_name() + "): " + e.what();
-    if (code == HAL_STATUS_INVALID_ARGUMENT) TORCH_CHECK_VALUE(false, msg);
-    if (code == HAL_STATUS_OUT_OF_RANGE) TORCH_CHECK_INDEX(false, msg);
-    TORCH_CHECK(false, msg);
+    if (declined(e)) return std::nullopt;
+    raise_plugin_error(aten, dev, e);
   }
 }
 
