@@ -3,21 +3,12 @@
 # the compiler. Not installed; driven by ctest:
 #   cmake -DCXX=<compiler> -DSOURCE=<file> -DINCLUDES=<dir:dir> [-DDEFINES=<A=1:B>] -DEXPECT=<regex>
 #         -P check_compile_error.cmake
-foreach(var CXX SOURCE INCLUDES EXPECT)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "check_compile_error.cmake: -D${var}= is required")
-  endif()
-endforeach()
-string(REPLACE ":" ";" INCLUDES "${INCLUDES}")
+include(${CMAKE_CURRENT_LIST_DIR}/script_args.cmake)
+hal_require_script_args(check_compile_error.cmake CXX SOURCE INCLUDES EXPECT)
+hal_flag_list(include_args -I "${INCLUDES}")
+hal_flag_list(define_args -D "${DEFINES}")
 string(REPLACE ":" ";" DEFINES "${DEFINES}")
-set(args)
-foreach(dir IN LISTS INCLUDES)
-  list(APPEND args -I${dir})
-endforeach()
-foreach(d IN LISTS DEFINES)
-  list(APPEND args -D${d})
-endforeach()
-execute_process(COMMAND ${CXX} -std=c++17 -fsyntax-only ${args} -x c++ ${SOURCE}
+execute_process(COMMAND ${CXX} -std=c++17 -fsyntax-only ${include_args} ${define_args} -x c++ ${SOURCE}
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
 if(rc EQUAL 0)
   message(FATAL_ERROR "${SOURCE} (${DEFINES}) compiled, but it must be refused with /${EXPECT}/")

@@ -3,17 +3,10 @@
 # matches FORBID. Not installed; driven by ctest:
 #   cmake -DCXX=<compiler> -DSOURCES=<a:b> -DINCLUDES=<dir:dir> -DFORBID=<regex> -P check_includes.cmake
 # (lists separated by ':', which survives add_test's argument quoting).
-foreach(var CXX SOURCES INCLUDES FORBID)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "check_includes.cmake: -D${var}= is required")
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/script_args.cmake)
+hal_require_script_args(check_includes.cmake CXX SOURCES INCLUDES FORBID)
 string(REPLACE ":" ";" SOURCES "${SOURCES}")
-string(REPLACE ":" ";" INCLUDES "${INCLUDES}")
-set(include_args)
-foreach(dir IN LISTS INCLUDES)
-  list(APPEND include_args -I${dir})
-endforeach()
+hal_flag_list(include_args -I "${INCLUDES}")
 foreach(src IN LISTS SOURCES)
   # -H lists every header the compiler opens, one per line, on stderr.
   execute_process(COMMAND ${CXX} -std=c++17 -fsyntax-only -H ${include_args} -x c++ ${src}
