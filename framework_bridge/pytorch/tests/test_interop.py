@@ -3,17 +3,19 @@ torch.utils.dlpack, Tensor.__dlpack__), stream waits across devices and plugins,
 errors worded as PyTorch's for CUDA."""
 import ctypes
 import gc
-import os
-import pathlib
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 import torch.utils.dlpack as dlpack
 
 import torch_hal
+
+from subprocess_util import build_dir, run_python
+
+
+def run_interop_python(code, **env):
+    return run_python(code, timeout=600, **env)  # two plugins and a slow producer
+
 
 kDLCPU, kDLVulkan, kDLExtDev = 1, 7, 12
 
@@ -241,15 +243,6 @@ def test_foreign_capsule_errors_name_what_is_wrong(make, error, match):
 # ---- stream waits across devices and plugins ----
 
 
-def _build():
-    return pathlib.Path(os.environ["HAL_BUILD_DIR"])
-
-
-def _python(code, **env):
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=dict(os.environ, HAL_FALLBACK_WARN="0", **env), timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 # A producer slow enough to still run when the consumer is queued: a chain of matmuls on a pool stream
@@ -285,9 +278,9 @@ def chain(src, dst, n, steps, how):
 
 def test_stream_waits_across_devices_of_one_plugin(tmp_path):
     config = tmp_path / "hal.toml"
-    plugin = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
+    plugin = build_dir() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
     config.write_text(f'discover = false\n\n[[plugin]]\npath = "{plugin}"\noptions = {{ device_count = 2 }}\n')
-    out = _python(
+    out = run_interop_python(
         _PRODUCER
         + """
 assert torch.hal.device_count() == 2
@@ -319,13 +312,13 @@ print("ok")
 
 
 def test_stream_waits_across_plugins(tmp_path):
-    cpu = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
-    opencl = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so"
+    cpu = build_dir() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
+    opencl = build_dir() / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so"
     if not opencl.exists():
         pytest.skip("the OpenCL plugin was not built")
     config = tmp_path / "hal.toml"
     config.write_text(f'discover = false\n\n[[plugin]]\npath = "{cpu}"\n\n[[plugin]]\npath = "{opencl}"\n')
-    out = _python(
+    out = run_interop_python(
         _PRODUCER
         + """
 plugins = [torch.hal.get_device_properties(i).plugin for i in range(torch.hal.device_count())]
@@ -390,9 +383,9 @@ def test_missing_device_errors_are_worded_as_cuda_s():
 
 def test_missing_device_errors_with_two_devices(tmp_path):
     config = tmp_path / "hal.toml"
-    plugin = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
+    plugin = build_dir() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
     config.write_text(f'discover = false\n\n[[plugin]]\npath = "{plugin}"\noptions = {{ device_count = 2 }}\n')
-    out = _python(
+    out = run_interop_python(
         """
         import torch, torch_hal
         for f in (lambda: torch.empty(1, device="hal:5"), lambda: torch.hal.set_device(9),

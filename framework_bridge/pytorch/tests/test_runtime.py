@@ -3,16 +3,13 @@ memory statistics, pinned host memory, torch.save/torch.load, bad input."""
 import copy
 import gc
 import io
-import os
-import pathlib
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 
 import torch_hal
+
+from subprocess_util import build_dir, run_python
 
 
 def _settle():
@@ -284,15 +281,6 @@ def test_mixing_hal_and_cpu_tensors():
         torch.ones(3) * torch.ones(3, device="hal")
 
 
-def _build():
-    return pathlib.Path(os.environ["HAL_BUILD_DIR"])
-
-
-def _python(code, **env):
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=dict(os.environ, HAL_FALLBACK_WARN="0", **env), timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def test_no_loadable_plugin_fails_at_first_use_naming_each(tmp_path):
@@ -301,7 +289,7 @@ def test_no_loadable_plugin_fails_at_first_use_naming_each(tmp_path):
         'search_paths = []\ndiscover = false\n\n[[plugin]]\npath = "missing/libhal_plugin_gone.so"\n\n'
         '[[plugin]]\nname = "nowhere"\n'
     )
-    out = _python(
+    out = run_python(
         """
         import torch, torch_hal  # importing does not start the runtime
         torch.manual_seed(1)  # nor does seeding (kept for the start)
@@ -321,8 +309,8 @@ def test_no_loadable_plugin_fails_at_first_use_naming_each(tmp_path):
 
 
 def test_out_of_memory_names_sizes_and_recovers():
-    acme = _build() / "test_fixtures" / "libhal_plugin_acme.so"
-    out = _python(
+    acme = build_dir() / "test_fixtures" / "libhal_plugin_acme.so"
+    out = run_python(
         f"""
         import torch, torch_hal
         torch_hal.init(plugins=[{str(acme)!r}])
@@ -346,9 +334,9 @@ def test_out_of_memory_names_sizes_and_recovers():
 
 def test_two_devices(tmp_path):
     config = tmp_path / "hal.toml"
-    plugin = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
+    plugin = build_dir() / "lib" / "hal" / "plugins" / "libhal_plugin_cpu.so"
     config.write_text(f'discover = false\n\n[[plugin]]\npath = "{plugin}"\noptions = {{ device_count = 2 }}\n')
-    out = _python(
+    out = run_python(
         """
         import threading, torch, torch_hal
         assert torch.hal.device_count() == 2 and torch.accelerator.device_count() == 2
@@ -390,10 +378,10 @@ def test_two_devices(tmp_path):
 
 
 def test_streams_events_pinned_and_save_on_the_opencl_plugin():
-    plugin = _build() / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so"
+    plugin = build_dir() / "lib" / "hal" / "plugins" / "libhal_plugin_opencl.so"
     if not plugin.exists():
         pytest.skip("the OpenCL plugin was not built")
-    out = _python(
+    out = run_python(
         f"""
         import io, torch, torch_hal
         torch_hal.init(plugins=[{str(plugin)!r}])
@@ -436,9 +424,9 @@ def test_checkpoints_keep_the_device_index_and_map_location_moves_them(tmp_path)
     # Two devices of the CPU plugin; a checkpoint saved on hal:1 loads on hal:1, map_location moves
     # it, and one from a device this machine lacks gets PyTorch's error until map_location fixes it.
     config = tmp_path / "hal.toml"
-    config.write_text(f'discover = false\n[[plugin]]\npath = "{_build() / "lib/hal/plugins/libhal_plugin_cpu.so"}"\n'
+    config.write_text(f'discover = false\n[[plugin]]\npath = "{build_dir() / "lib/hal/plugins/libhal_plugin_cpu.so"}"\n'
                       'options = { device_count = 2 }\n')
-    out = _python(
+    out = run_python(
         """
         import io, torch, torch_hal
         m = torch.nn.Linear(2, 2).to("hal:1")

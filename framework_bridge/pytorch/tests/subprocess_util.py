@@ -1,0 +1,20 @@
+"""Helpers for tests that run torch_hal in a fresh Python process (another hal.toml, other plugins)."""
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+
+def build_dir():
+    """The build tree under test ($HAL_BUILD_DIR, set by .ci/test.sh)."""
+    return pathlib.Path(os.environ["HAL_BUILD_DIR"])
+
+
+def run_python(code, timeout=300, **env):
+    """Runs CODE (dedented) in a new interpreter with ENV added and fallback warnings off; asserts it
+    exits 0 (the message has its stdout and stderr) and returns its stdout."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=dict(os.environ, HAL_FALLBACK_WARN="0", **env), timeout=timeout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
