@@ -210,6 +210,179 @@ HAL_UNARY_SUITE(logical_not, kAll, Out::kBool, f_logical_not, {-1, 2}, kSpecials
 HAL_UNARY_SUITE(isnan, kAll, Out::kBool, f_isnan, {}, kSpecials);
 HAL_UNARY_SUITE(isinf, kAll, Out::kBool, f_isinf, {}, kSpecials);
 
+// ---- catalog 1.4: trigonometric, hyperbolic, logarithmic and special functions ----
+// The references of the special functions are independent of the SDK's
+// implementations (kernel/special.hpp): long double series, bisection, or
+// known closed forms, so a shared mistake cannot pass.
+
+double f_tan(double x) { return std::tan(x); }
+double f_asin(double x) { return std::asin(x); }
+double f_acos(double x) { return std::acos(x); }
+double f_atan(double x) { return std::atan(x); }
+double f_sinh(double x) { return std::sinh(x); }
+double f_cosh(double x) { return std::cosh(x); }
+double f_asinh(double x) { return std::asinh(x); }
+double f_acosh(double x) { return std::acosh(x); }
+double f_atanh(double x) { return std::atanh(x); }
+double f_log2(double x) { return std::log2(x); }
+double f_log10(double x) { return std::log10(x); }
+double f_exp2(double x) { return std::exp2(x); }
+double f_trunc(double x) { return std::trunc(x); }
+double f_signbit(double x) { return std::signbit(x) ? 1.0 : 0.0; }
+double f_erfc(double x) { return std::erfc(x); }
+double f_lgamma(double x) {
+  int sign;
+  return static_cast<double>(::lgammal_r(static_cast<long double>(x), &sign));
+}
+
+// erfcx: e^(x²)·erfc(x) in long double below 50, the asymptotic series above.
+double f_erfcx(double x) {
+  if (std::isnan(x)) return x;
+  if (x == kInf) return 0.0;
+  if (x < 50) {
+    long double v = std::exp(static_cast<long double>(x) * x) * std::erfc(static_cast<long double>(x));
+    return static_cast<double>(v);
+  }
+  long double y = 1.0L / (static_cast<long double>(x) * x), sum = 1, term = 1;
+  for (int k = 1; k < 12; ++k) sum += (term *= -(2 * k - 1) * y / 2);
+  return static_cast<double>(sum / (x * 1.7724538509055160273L));
+}
+// Root of the increasing G at TARGET in [lo, hi] by bisection in long double.
+template <class G>
+double bisect(G g, long double target, long double lo, long double hi) {
+  for (int i = 0; i < 200 && lo < hi; ++i) {
+    long double mid = (lo + hi) / 2;
+    if (mid == lo || mid == hi) break;
+    (g(mid) < target ? lo : hi) = mid;
+  }
+  return static_cast<double>((lo + hi) / 2);
+}
+double f_erfinv(double y) {
+  if (std::isnan(y) || y < -1 || y > 1) return kNaN;
+  if (y == 1 || y == -1) return std::copysign(kInf, y);
+  return bisect([](long double x) { return std::erf(x); }, y, -7, 7);
+}
+double f_ndtri(double p) {
+  if (std::isnan(p) || p < 0 || p > 1) return kNaN;
+  if (p == 0) return -kInf;
+  if (p == 1) return kInf;
+  // Φ(x) = erfc(-x/√2)/2, accurate in both tails for the comparison.
+  return bisect([](long double x) { return std::erfc(-x * 0.70710678118654752440L) / 2; }, p, -40, 40);
+}
+// ψ⁽ⁿ⁾ (n = 0: ψ) by recurrence to x >= 40 and the asymptotic series, in long double.
+long double psi_n(int n, long double x) {
+  long double acc = 0, fact = 1;
+  for (int k = 2; k <= n; ++k) fact *= k;  // n!
+  const long double sign = (n % 2) ? 1 : -1;  // ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x+1) + (-1)^(n+1) n! x^-(n+1)
+  while (x < 40) {
+    acc += n == 0 ? -1 / x : sign * fact / std::pow(x, static_cast<long double>(n + 1));
+    x += 1;
+  }
+  // The n-th derivative of ln x - 1/(2x) - Σ B2k/(2k x^2k), term by term.
+  const long double b2k[] = {1.0L / 6, -1.0L / 30, 1.0L / 42, -1.0L / 30, 5.0L / 66, -691.0L / 2730, 7.0L / 6};
+  auto dpow = [&](long double a, int p) {  // a · d^n/dx^n x^(-p)
+    long double c = 1;
+    for (int k = 0; k < n; ++k) c *= -(p + k);
+    return c * std::pow(x, static_cast<long double>(-p - n)) * a;
+  };
+  long double v = n == 0 ? std::log(x) : sign * (fact / n) / std::pow(x, static_cast<long double>(n));  // of ln x
+  v += dpow(-0.5L, 1);
+  for (int k = 1; k <= 7; ++k) v += dpow(-b2k[k - 1] / (2 * k), 2 * k);
+  return acc + v;
+}
+double f_digamma(double x) {
+  if (std::isnan(x)) return x;
+  if (x == 0) return std::copysign(kInf, -x);
+  if (x < 0 && x == std::trunc(x)) return kNaN;
+  const long double pi = 3.14159265358979323846L;
+  if (x < 0) return static_cast<double>(psi_n(0, 1.0L - x) - pi / std::tan(pi * static_cast<long double>(x)));
+  return static_cast<double>(psi_n(0, x));
+}
+// I0, I1 by their power series in long double (positive terms).
+double bessel_i(int nu, double x) {
+  if (std::isnan(x)) return x;
+  long double y = static_cast<long double>(x) * x / 4, term = nu == 0 ? 1.0L : x / 2.0L, sum = term;
+  for (int k = 1; k < 400; ++k) sum += (term *= y / (k * static_cast<long double>(k + nu)));
+  return static_cast<double>(sum);
+}
+double f_i0(double x) { return bessel_i(0, x); }
+double f_i1(double x) { return bessel_i(1, x); }
+double f_i0e(double x) { return static_cast<double>(bessel_i(0, x) * std::exp(-std::fabs(static_cast<long double>(x)))); }
+double f_i1e(double x) { return static_cast<double>(bessel_i(1, x) * std::exp(-std::fabs(static_cast<long double>(x)))); }
+
+const std::vector<double> kUnitSpecials = {kNaN, kInf, -kInf, 1.0, -1.0, 0.0, -0.0, 0.5, 1.5, -1.5};
+const std::vector<double> kGammaSpecials = {kNaN, kInf, 0.0, -0.0, 1.0, 2.0, 0.5, -0.5, -1.0, -2.0, -2.5, 1e-3, 30.0};
+HAL_UNARY_SUITE(tan, kAll, Out::kFloat, f_tan, {-1.5, 1.5}, {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, 30.0});
+HAL_UNARY_SUITE(asin, kAll, Out::kFloat, f_asin, {-1, 1}, kUnitSpecials);
+HAL_UNARY_SUITE(acos, kAll, Out::kFloat, f_acos, {-1, 1}, kUnitSpecials);
+HAL_UNARY_SUITE(atan, kAll, Out::kFloat, f_atan, {-4, 4}, kSpecials);
+HAL_UNARY_SUITE(sinh, kAll, Out::kFloat, f_sinh, {-4, 4}, {kNaN, kInf, -kInf, 0.0, -0.0, 1e-3, 30.0, -30.0, 89.0});
+HAL_UNARY_SUITE(cosh, kAll, Out::kFloat, f_cosh, {-4, 4}, {kNaN, kInf, -kInf, 0.0, -0.0, 1e-3, 30.0, -30.0, 89.0});
+HAL_UNARY_SUITE(asinh, kAll, Out::kFloat, f_asinh, {-4, 4}, kSpecials);
+HAL_UNARY_SUITE(acosh, kAll, Out::kFloat, f_acosh, {1, 5}, {kNaN, kInf, -kInf, 1.0, 0.5, 0.0, 1.001, 100.0});
+HAL_UNARY_SUITE(atanh, kAll, Out::kFloat, f_atanh, {-0.99, 0.99}, kUnitSpecials);
+HAL_UNARY_SUITE(log2, kAll, Out::kFloat, f_log2, {0.05, 4}, {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1.0, 8.0, 0.25});
+HAL_UNARY_SUITE(log10, kAll, Out::kFloat, f_log10, {0.05, 4}, {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1.0, 1000.0, 0.01});
+HAL_UNARY_SUITE(exp2, kAll, Out::kFloat, f_exp2, {-4, 4}, {kNaN, kInf, -kInf, 0.0, 10.0, -3.0, 127.0, 128.0, -149.0});
+HAL_UNARY_SUITE(trunc, kNumeric, Out::kSame, f_trunc, {-4, 4}, kRoundSpecials, BOOL);
+HAL_UNARY_SUITE(signbit, kAll, Out::kBool, f_signbit, {-3, 3}, {kNaN, -kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0});
+HAL_UNARY_SUITE(erfc, kAll, Out::kFloat, f_erfc, {-3, 3}, {kNaN, kInf, -kInf, 0.0, 5.0, 9.0, -5.0});
+HAL_UNARY_SUITE(erfcx, kAll, Out::kFloat, f_erfcx, {-3, 5}, {kNaN, kInf, 0.0, 1.0, 10.0, 60.0, 1e4, -1.0, -9.0, -30.0});
+HAL_UNARY_SUITE(erfinv, kAll, Out::kFloat, f_erfinv, {-0.99, 0.99}, {kNaN, 1.0, -1.0, 0.0, -0.0, 0.999, -0.5, 1.5, -2.0});
+HAL_UNARY_SUITE(ndtri, kAll, Out::kFloat, f_ndtri, {0.01, 0.99}, {kNaN, 0.0, 1.0, 0.5, 1e-10, 0.999, 1.5, -0.5});
+HAL_UNARY_SUITE(lgamma, kAll, Out::kFloat, f_lgamma, {0.1, 6}, kGammaSpecials);
+HAL_UNARY_SUITE(digamma, kAll, Out::kFloat, f_digamma, {0.1, 6}, kGammaSpecials);
+HAL_UNARY_SUITE(i0, kAll, Out::kFloat, f_i0, {-6, 6}, {kNaN, 0.0, -0.0, 1.0, 20.0, -20.0, 30.0});
+HAL_UNARY_SUITE(i0e, kAll, Out::kFloat, f_i0e, {-6, 6}, {kNaN, 0.0, 1.0, 20.0, -20.0, 30.0});
+HAL_UNARY_SUITE(i1, kAll, Out::kFloat, f_i1, {-6, 6}, {kNaN, 0.0, -0.0, 1.0, 20.0, -20.0, 30.0});
+HAL_UNARY_SUITE(i1e, kAll, Out::kFloat, f_i1e, {-6, 6}, {kNaN, 0.0, 1.0, 20.0, -20.0, 30.0});
+
+// polygamma: attribute n; known values check the series independently:
+// ψ'(1) = π²/6, ψ''(1) = -2ζ(3), ψ⁽³⁾(1/2) = π⁴.
+std::vector<OpCase> polygamma_cases(hal_dtype_e dt) {
+  std::vector<OpCase> cases;
+  for (int64_t n : {0, 1, 2, 3, 4}) {
+    std::string tag = "n=" + std::to_string(n);
+    cases.push_back(OpCase(tag + " [3,5]").in(random(dt, {3, 5}, 10 + n, 0.2, 6)).attr(Attr::i("n", n)));
+    if (is_float(dt)) {
+      cases.push_back(OpCase(tag + " negative non-integers").in(values(dt, {-0.5, -1.5, -2.25, -3.75})).attr(Attr::i("n", n)));
+      cases.push_back(OpCase(tag + " special values").in(values(dt, {kNaN, 1.0, 0.5, 30.0, 1e-3})).attr(Attr::i("n", n)));
+    }
+  }
+  cases.push_back(OpCase("0-d").in(random(dt, {}, 20, 0.5, 3)).attr(Attr::i("n", 1)));
+  cases.push_back(OpCase("zero-size [0,3]").in(random(dt, {0, 3}, 21)).attr(Attr::i("n", 2)));
+  if (dt == F32) {
+    cases.push_back(OpCase("negative n").in(random(dt, {3}, 22)).attr(Attr::i("n", -1))
+                        .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3})}, {"polygamma", "'n'", "-1"}));
+    cases.push_back(OpCase("n missing").in(random(dt, {3}, 23))
+                        .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3})}, {"polygamma", "n"}));
+    cases.push_back(OpCase("n of wrong type").in(random(dt, {3}, 24)).attr(Attr::f("n", 1.5))
+                        .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {3})}, {"polygamma", "n"}));
+  }
+  return cases;
+}
+std::vector<HostTensor> polygamma_ref(const OpCase& c) {
+  HAL_REF_ERROR_GUARD(c);
+  const HostTensor& x = c.input(0);
+  const int n = static_cast<int>(c.attr_int("n", 0));
+  hal_dtype_e out = to_float(x.dtype);
+  return {eval(out, out, {&x}, [&](const double* v) {
+    double a = v[0];
+    if (n == 0) return f_digamma(a);
+    if (std::isnan(a)) return a;
+    if (a == 1.0 && n == 1) return 1.6449340668482264;  // π²/6
+    if (a == 1.0 && n == 2) return -2.4041138063191885;  // -2ζ(3)
+    if (a == 0.5 && n == 3) return 97.409091034002437;   // π⁴
+    if (a <= 0 && a == std::trunc(a)) return (n % 2) ? kInf : -kInf;  // the pole's sign of (-1)^(n+1)
+    // Below 0: ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x + m) + (-1)^(n+1) n! Σ_{k<m} (x+k)^-(n+1) (no reflection).
+    long double fact = 1, acc = 0, y = a;
+    for (int k = 2; k <= n; ++k) fact *= k;
+    for (; y < 0; y += 1) acc += ((n % 2) ? 1 : -1) * fact / std::pow(y, static_cast<long double>(n + 1));
+    return static_cast<double>(psi_n(n, y) + acc);
+  })};
+}
+HAL_CONFORMANCE_SUITE(polygamma, polygamma_cases, polygamma_ref, kAll);
+
 // gelu: unary with the approximate attribute.
 std::vector<OpCase> gelu_cases(hal_dtype_e dt) {
   std::vector<OpCase> cases = {
@@ -563,6 +736,84 @@ double remainder_f(const double* x, const OpCase&) {
 }
 HAL_NARY_SUITE(remainder, kNumeric, Out::kPromoted, remainder_f, 2, divisor_input,
                [](hal_dtype_e dt, std::vector<OpCase>& cases) { modulo_specials("remainder", dt, cases); });
+
+// atan2, hypot, fmax, fmin, nextafter, copysign, zeta (catalog 1.4).
+void atan2_specials(hal_dtype_e dt, std::vector<OpCase>& cases) {
+  if (is_float(dt))
+    cases.push_back(special_pair("signed zeros, inf, nan", dt, {0.0, -0.0, 0.0, -0.0, 1, -1, kInf, kInf, kNaN, 1},
+                                 {0.0, 0.0, -0.0, -0.0, 0, 0, kInf, -kInf, 1, kNaN}));
+  if (dt == I32) cases.push_back(OpCase("integers give float32").in(values(I32, {1, -1, 0, 3})).in(values(I32, {1, 1, -2, 0})));
+}
+HAL_NARY_SUITE(atan2, kAll, Out::kFloat, [](const double* x, const OpCase&) { return std::atan2(x[0], x[1]); }, 2,
+               any_input, atan2_specials);
+HAL_NARY_SUITE(hypot, kFloats, Out::kPromoted, [](const double* x, const OpCase&) { return std::hypot(x[0], x[1]); }, 2,
+               any_input, [](hal_dtype_e dt, std::vector<OpCase>& cases) {
+                 cases.push_back(special_pair("inf beats nan, no overflow", dt, {kInf, kNaN, 3e38, 1e-30, -3, 0},
+                                              {kNaN, -kInf, 3e38, 1e-30, 4, -0.0}));
+               });
+double fmax_f(const double* x, const OpCase&) { return std::fmax(x[0], x[1]); }
+double fmin_f(const double* x, const OpCase&) { return std::fmin(x[0], x[1]); }
+HAL_NARY_SUITE(fmax, kAll, Out::kPromoted, fmax_f, 2, any_input, nan_inf_pairs);
+HAL_NARY_SUITE(fmin, kAll, Out::kPromoted, fmin_f, 2, any_input, nan_inf_pairs);
+// nextafter: the reference steps in the case's own dtype (float32 or float64).
+std::vector<OpCase> nextafter_cases(hal_dtype_e dt) {
+  std::vector<OpCase> cases = {
+      OpCase("[3,4]").in(random(dt, {3, 4}, 1)).in(random(dt, {3, 4}, 2)),
+      OpCase("broadcast [3,1]x[4]").in(random(dt, {3, 1}, 3)).in(random(dt, {4}, 4)),
+      OpCase("0-d").in(random(dt, {}, 5)).in(random(dt, {}, 6)),
+      special_pair("specials", dt, {0.0, 0.0, 1.0, 1.0, kInf, kNaN, 1, -0.0, 1e-30}, {1.0, -1.0, 1.0, kInf, 0, 1, kNaN, 0.0, 0}),
+  };
+  if (dt == F32) {
+    cases.push_back(OpCase("broadcast-incompatible [2,3]x[4]").in(random(dt, {2, 3}, 7)).in(random(dt, {4}, 8))
+                        .error(HAL_STATUS_INVALID_ARGUMENT, {HostTensor(dt, {2, 3})}, {"nextafter", "does not broadcast"}));
+    cases.push_back(OpCase("unsupported dtype").in(random(I32, {3}, 9)).in(random(I32, {3}, 10))
+                        .error(HAL_STATUS_UNSUPPORTED_DTYPE, {HostTensor(I32, {3})}, {"nextafter", "int32"}));
+  }
+  return cases;
+}
+std::vector<HostTensor> nextafter_ref(const OpCase& c) {
+  HAL_REF_ERROR_GUARD(c);
+  std::vector<const HostTensor*> ins = present_inputs(c);
+  hal_dtype_e dt = result_type(ins);
+  return {eval(dt, dt, ins, [&](const double* x) {
+    return dt == F32 ? static_cast<double>(std::nextafter(static_cast<float>(x[0]), static_cast<float>(x[1])))
+                     : std::nextafter(x[0], x[1]);
+  })};
+}
+HAL_CONFORMANCE_SUITE(nextafter, nextafter_cases, nextafter_ref, bit(F32) | bit(F64));
+HAL_NARY_SUITE(copysign, kAll, Out::kFloat, [](const double* x, const OpCase&) { return std::copysign(x[0], x[1]); }, 2,
+               any_input, [](hal_dtype_e dt, std::vector<OpCase>& cases) {
+                 if (is_float(dt))
+                   cases.push_back(special_pair("signed zeros, inf, nan", dt, {1, 1, kInf, kNaN, 0.0, -2},
+                                                {-0.0, 0.0, -1, -1, -kInf, kNaN}));
+               });
+// zeta(s, q): s in [1.5, 5], q in [0.25, 4]; known values ζ(2, 1) = π²/6,
+// ζ(4, 1) = π⁴/90, ζ(3, 2) = ζ(3) - 1, and PyTorch's special points.
+HostTensor zeta_input(int k, hal_dtype_e dt, std::vector<int64_t> shape, uint64_t seed) {
+  if (is_int(dt)) return random(dt, std::move(shape), seed, k == 0 ? 2 : 1, 5);
+  return random(dt, std::move(shape), seed, k == 0 ? 1.5 : 0.25, k == 0 ? 5.0 : 4.0);
+}
+double zeta_f(const double* x, const OpCase&) {
+  double s = x[0], q = x[1];
+  if (std::isnan(s) || std::isnan(q)) return kNaN;
+  if (s == 1) return kInf;
+  if (s < 1) return kNaN;
+  if (q <= 0 && q == std::floor(q)) return kInf;
+  if (q <= 0 && s != std::floor(s)) return kNaN;
+  if (s == 2 && q == 1) return 1.6449340668482264;
+  if (s == 4 && q == 1) return 1.0823232337111382;
+  if (s == 3 && q == 2) return 0.20205690315959429;
+  // Direct sum up to q + N >= 2000, then ∫ + half term + the B2 term, in long double.
+  const long double ls = s;
+  long double sum = 0, a = q;
+  for (; a < 2000; a += 1) sum += std::pow(a, -ls);
+  sum += std::pow(a, 1 - ls) / (ls - 1) + std::pow(a, -ls) / 2 + ls * std::pow(a, -ls - 1) / 12;
+  return static_cast<double>(sum);
+}
+HAL_NARY_SUITE(zeta, kAll, Out::kFloat, zeta_f, 2, zeta_input, [](hal_dtype_e dt, std::vector<OpCase>& cases) {
+  if (is_float(dt))
+    cases.push_back(special_pair("known values and poles", dt, {2, 4, 3, 1, 0.5, 2, 2, 2.5, kNaN}, {1, 1, 2, 3, 3, 0, -2, -1.5, 1}));
+});
 
 // Comparisons and logical ops: small ranges so equal values occur.
 HostTensor small_input(int, hal_dtype_e dt, std::vector<int64_t> shape, uint64_t seed) {

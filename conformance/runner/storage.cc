@@ -21,7 +21,7 @@ uint16_t half_bits(double v) {
   v = round_to(HAL_DTYPE_FLOAT16, v);
   uint16_t sign = std::signbit(v) ? 0x8000 : 0;
   double a = std::fabs(v);
-  if (std::isnan(v)) return 0x7E00;
+  if (std::isnan(v)) return sign | 0x7E00;  // the sign of NaN is kept (signbit tests it)
   if (std::isinf(a)) return sign | 0x7C00;
   if (a == 0) return sign;
   if (a < std::ldexp(1.0, -14))  // subnormal: multiples of 2^-24
@@ -36,14 +36,14 @@ double half_value(uint16_t bits) {
   double sign = (bits & 0x8000) ? -1.0 : 1.0;
   int exp = (bits >> 10) & 0x1F;
   int mant = bits & 0x3FF;
-  if (exp == 0x1F) return mant ? std::nan("") : sign * INFINITY;
+  if (exp == 0x1F) return mant ? std::copysign(std::nan(""), sign) : sign * INFINITY;
   if (exp == 0) return sign * std::ldexp(mant, -24);
   return sign * std::ldexp(1024 + mant, exp - 25);
 }
 
 uint16_t bfloat16_bits(double v) {
   v = round_to(HAL_DTYPE_BFLOAT16, v);
-  if (std::isnan(v)) return 0x7FC0;
+  if (std::isnan(v)) return std::signbit(v) ? 0xFFC0 : 0x7FC0;
   // Rounded to bfloat16, the float32 value is exact and its low half zero.
   float f = static_cast<float>(v);
   uint32_t u;

@@ -7,6 +7,7 @@
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "hal/sdk/kernel/special.hpp"
 #include "vector_math.hpp"
 
 namespace hal::cpu {
@@ -86,10 +87,44 @@ HAL_CPU_UNARY(relu, kNumeric, x < V(0) ? V(0) : x)  // NaN propagates, as clamp_
 HAL_CPU_UNARY(silu, kFloat, vmath::silu(x))
 HAL_CPU_UNARY(erf, kFloat, vmath::erf(x))
 
+HAL_CPU_UNARY(tan, kFloat, std::tan(x))
+HAL_CPU_UNARY(asin, kFloat, std::asin(x))
+HAL_CPU_UNARY(acos, kFloat, std::acos(x))
+HAL_CPU_UNARY(atan, kFloat, std::atan(x))
+HAL_CPU_UNARY(sinh, kFloat, std::sinh(x))
+HAL_CPU_UNARY(cosh, kFloat, std::cosh(x))
+HAL_CPU_UNARY(asinh, kFloat, std::asinh(x))
+HAL_CPU_UNARY(acosh, kFloat, std::acosh(x))
+HAL_CPU_UNARY(atanh, kFloat, std::atanh(x))
+HAL_CPU_UNARY(log2, kFloat, std::log2(x))
+HAL_CPU_UNARY(log10, kFloat, std::log10(x))
+HAL_CPU_UNARY(exp2, kFloat, std::exp2(x))
+HAL_CPU_UNARY(erfc, kFloat, std::erfc(x))
+
+// The special functions compute in double whatever the dtype (float32 gets
+// a correctly rounded result nearly always; these ops are rare, not hot).
+namespace special = sdk::kernel::special;
+HAL_CPU_UNARY(erfcx, kFloat, V(special::erfcx(double(x))))
+HAL_CPU_UNARY(erfinv, kFloat, V(special::erfinv(double(x))))
+HAL_CPU_UNARY(ndtri, kFloat, V(special::ndtri(double(x))))
+HAL_CPU_UNARY(lgamma, kFloat, V(special::lgamma(double(x))))
+HAL_CPU_UNARY(digamma, kFloat, V(special::digamma(double(x))))
+HAL_CPU_UNARY(i0, kFloat, V(special::i0(double(x))))
+HAL_CPU_UNARY(i0e, kFloat, V(special::i0e(double(x))))
+HAL_CPU_UNARY(i1, kFloat, V(special::i1(double(x))))
+HAL_CPU_UNARY(i1e, kFloat, V(special::i1e(double(x))))
+
+void polygamma_body(const OpCall& c) {
+  int64_t n = op::polygamma::n(c);
+  if (n < 0) sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "polygamma: attribute 'n' is ", n, "; it must be >= 0");
+  unary<kFloat>(c, [n](auto x) { return decltype(x)(special::polygamma(n, double(x))); });
+}
+HAL_CPU_KERNEL(polygamma_kernel, polygamma_body)
+
 template <class V>
-V round_op(V x, int mode) {  // 0 floor, 1 ceil, 2 nearest-even
+V round_op(V x, int mode) {  // 0 floor, 1 ceil, 2 nearest-even, 3 toward zero
   if constexpr (std::is_floating_point_v<V>) {
-    return mode == 0 ? std::floor(x) : mode == 1 ? std::ceil(x) : std::nearbyint(x);
+    return mode == 0 ? std::floor(x) : mode == 1 ? std::ceil(x) : mode == 2 ? std::nearbyint(x) : std::trunc(x);
   } else {
     return x;
   }
@@ -97,6 +132,7 @@ V round_op(V x, int mode) {  // 0 floor, 1 ceil, 2 nearest-even
 HAL_CPU_UNARY(floor, kNumeric, round_op(x, 0))
 HAL_CPU_UNARY(ceil, kNumeric, round_op(x, 1))
 HAL_CPU_UNARY(round, kNumeric, round_op(x, 2))
+HAL_CPU_UNARY(trunc, kNumeric, round_op(x, 3))
 
 template <class V>
 V sign_op(V x) {
@@ -132,6 +168,18 @@ void isinf_body(const OpCall& c) {
   });
 }
 HAL_CPU_KERNEL(isinf_kernel, isinf_body)
+
+void signbit_body(const OpCall& c) {
+  predicate(c, [](auto x) {
+    using V = decltype(x);
+    // float through its bits: GCC 12 fails (internal error) vectorising std::signbit of bfloat16→float.
+    if constexpr (std::is_same_v<V, float>) return (sdk::kernel::float_bits(x) >> 31) != 0;
+    else if constexpr (std::is_floating_point_v<V>) return std::signbit(x);
+    else if constexpr (std::is_signed_v<V>) return x < V(0);
+    else return false;
+  });
+}
+HAL_CPU_KERNEL(signbit_kernel, signbit_body)
 
 // ---- n-ary ----------------------------------------------------------------------
 
@@ -324,6 +372,36 @@ void extremum_body(const OpCall& c) {
 HAL_CPU_KERNEL(maximum_kernel, extremum_body<true>)
 HAL_CPU_KERNEL(minimum_kernel, extremum_body<false>)
 
+// fmax/fmin: a NaN operand yields the other one (C's fmax), unlike maximum.
+template <bool kMax>
+void fextremum_body(const OpCall& c) {
+  binary<kAll>(c, [](auto a, auto b) {
+    using V = decltype(a);
+    if constexpr (std::is_floating_point_v<V>) return kMax ? std::fmax(a, b) : std::fmin(a, b);
+    else return kMax ? (a > b ? a : b) : (a < b ? a : b);
+  });
+}
+HAL_CPU_KERNEL(fmax_kernel, fextremum_body<true>)
+HAL_CPU_KERNEL(fmin_kernel, fextremum_body<false>)
+
+#define HAL_CPU_FLOAT_BINARY(NAME, EXPR)                        \
+  void NAME##_body(const OpCall& c) {                           \
+    binary<kFloat>(c, [](auto a, auto b) {                      \
+      using V = decltype(a);                                    \
+      (void)sizeof(V);                                          \
+      return EXPR;                                              \
+    });                                                         \
+  }                                                             \
+  HAL_CPU_KERNEL(NAME##_kernel, NAME##_body)
+
+HAL_CPU_FLOAT_BINARY(atan2, std::atan2(a, b))
+HAL_CPU_FLOAT_BINARY(hypot, std::hypot(a, b))
+HAL_CPU_FLOAT_BINARY(copysign, std::copysign(a, b))
+HAL_CPU_FLOAT_BINARY(zeta, V(special::zeta(double(a), double(b))))
+// In the storage type itself: float32 and float64 only are registered (a
+// float16 step is not float's step).
+HAL_CPU_FLOAT_BINARY(nextafter, std::nextafter(a, b))
+
 void fmod_body(const OpCall& c) {
   check_nonzero_divisor(c);
   binary<kNumeric>(c, [](auto a, auto b) {
@@ -488,7 +566,13 @@ void register_elementwise_ops(sdk::OpRegistry& ops) {
   HAL_REG(exp, kAll); HAL_REG(log, kAll); HAL_REG(log1p, kAll); HAL_REG(expm1, kAll); HAL_REG(sqrt, kAll);
   HAL_REG(rsqrt, kAll); HAL_REG(reciprocal, kAll); HAL_REG(sin, kAll); HAL_REG(cos, kAll); HAL_REG(tanh, kAll);
   HAL_REG(sigmoid, kAll); HAL_REG(erf, kAll); HAL_REG(silu, kFloat); HAL_REG(gelu, kFloat);
-  HAL_REG(logical_not, kAll); HAL_REG(isnan, kAll); HAL_REG(isinf, kAll);
+  HAL_REG(logical_not, kAll); HAL_REG(isnan, kAll); HAL_REG(isinf, kAll); HAL_REG(signbit, kAll);
+  HAL_REG(trunc, kNumeric);
+  HAL_REG(tan, kAll); HAL_REG(asin, kAll); HAL_REG(acos, kAll); HAL_REG(atan, kAll); HAL_REG(sinh, kAll);
+  HAL_REG(cosh, kAll); HAL_REG(asinh, kAll); HAL_REG(acosh, kAll); HAL_REG(atanh, kAll); HAL_REG(log2, kAll);
+  HAL_REG(log10, kAll); HAL_REG(exp2, kAll); HAL_REG(erfc, kAll); HAL_REG(erfcx, kAll); HAL_REG(erfinv, kAll);
+  HAL_REG(ndtri, kAll); HAL_REG(lgamma, kAll); HAL_REG(digamma, kAll); HAL_REG(polygamma, kAll);
+  HAL_REG(i0, kAll); HAL_REG(i0e, kAll); HAL_REG(i1, kAll); HAL_REG(i1e, kAll);
   HAL_REG(relu_backward, kFloat); HAL_REG(gelu_backward, kFloat); HAL_REG(silu_backward, kFloat);
   HAL_REG(sigmoid_backward, kFloat); HAL_REG(tanh_backward, kFloat);
   HAL_REG(add, kAll); HAL_REG(sub, kNumeric); HAL_REG(mul, kAll); HAL_REG(div, kAll); HAL_REG(pow, kNumeric);
@@ -498,6 +582,9 @@ void register_elementwise_ops(sdk::OpRegistry& ops) {
   HAL_REG(bitwise_and, kIntegral); HAL_REG(bitwise_or, kIntegral); HAL_REG(bitwise_xor, kIntegral);
   HAL_REG(where, kAll); HAL_REG(clamp, kNumeric); HAL_REG(lerp, kFloat); HAL_REG(addcmul, kNumeric);
   HAL_REG(addcdiv, kFloat);
+  HAL_REG(atan2, kAll); HAL_REG(copysign, kAll); HAL_REG(zeta, kAll); HAL_REG(hypot, kFloat);
+  HAL_REG(fmax, kAll); HAL_REG(fmin, kAll);
+  ops.add<op::nextafter>(&nextafter_kernel, HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32) | HAL_DTYPE_BIT(HAL_DTYPE_FLOAT64));
 #undef HAL_REG
 }
 
