@@ -4,7 +4,9 @@
 // which keeps the work on the device; then the counted boxed CPU fallback.
 // Also explain()'s per-op records and the Python bindings of this area.
 #include <ATen/native/CPUFallback.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/library.h>
 
 #include <unistd.h>  // environ
@@ -82,6 +84,27 @@ bool decomposable(const c10::OperatorHandle& op) {
   return true;
 }
 
+// V as the Python object a decomposition expects for ARG: IValue holds
+// dtypes, layouts and memory formats as ints, which torch._refs refuse.
+py::object python_argument(const c10::Argument& arg, const c10::IValue& v) {
+  if (v.isInt()) {
+    c10::TypePtr type = arg.type();
+    if (auto opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType();
+    const auto as = [](PyObject* o) { return py::reinterpret_borrow<py::object>(o); };
+    switch (type->kind()) {
+      case c10::TypeKind::ScalarTypeType:
+        return as(reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<at::ScalarType>(v.toInt()))));
+      case c10::TypeKind::LayoutType:
+        return as(reinterpret_cast<PyObject*>(torch::getTHPLayout(static_cast<at::Layout>(v.toInt()))));
+      case c10::TypeKind::MemoryFormatType:
+        return as(torch::utils::getTHPMemoryFormat(static_cast<at::MemoryFormat>(v.toInt())));
+      default:
+        break;
+    }
+  }
+  return torch::jit::toPyObject(v);
+}
+
 // Runs the decomposition of OP on STACK; false (stack untouched) when there
 // is none, OP is already decomposing on this thread, or it raised (WHY).
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::string* why) {
@@ -109,7 +132,8 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std:
   const size_t n = schema.arguments().size();
   py::gil_scoped_acquire gil;
   py::list args;
-  for (const c10::IValue& v : torch::jit::last(*stack, n)) args.append(torch::jit::toPyObject(v));
+  size_t i = 0;
+  for (const c10::IValue& v : torch::jit::last(*stack, n)) args.append(python_argument(schema.arguments()[i++], v));
   const size_t at = g_explaining.load() ? record(name, "decomposed") : SIZE_MAX;
   ++tls_depth;
   py::object result;

@@ -424,6 +424,25 @@ const std::vector<Mapping>& mappings() {
                            "tanh", "sigmoid", "erf", "floor", "ceil", "round", "sign"})
       add(fio(op), op, {t("self")}, {}, E);
     add({"relu", "relu_"}, "relu", {t("self")}, {}, E);
+    for (const char* op : {"tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10",
+                           "exp2", "trunc", "erfc", "erfinv", "lgamma", "digamma", "i0"})
+      add(fio(op), op, {t("self")}, {}, E);
+    add({"fix", "fix_", "fix.out"}, "trunc", {t("self")}, {}, E);
+    add({"signbit", "signbit.out"}, "signbit", {t("self")}, {}, C);
+    for (const char* op : {"erfcx", "ndtri", "i0e", "i1", "i1e"})
+      add({std::string("special_") + op, std::string("special_") + op + ".out"}, op, {t("self")}, {}, E);
+    add({"special_modified_bessel_i0", "special_modified_bessel_i0.out"}, "i0", {t("self")}, {}, E);
+    add({"special_modified_bessel_i1", "special_modified_bessel_i1.out"}, "i1", {t("self")}, {}, E);
+    add({"polygamma", "polygamma.out"}, "polygamma", {t("self")}, {{"n", "n", A::kInt}}, E);
+    add({"polygamma_"}, "polygamma", {t("self")}, {{"n", "n", A::kInt}});
+    for (const char* op : {"atan2", "hypot", "nextafter"}) add(fio(op), op, {t("self"), t("other")}, {}, E);
+    add({"arctan2", "arctan2_", "arctan2.out"}, "atan2", {t("self"), t("other")}, {}, E);
+    for (const char* op : {"fmax", "fmin"}) add({op, std::string(op) + ".out"}, op, {t("self"), t("other")}, {}, E);
+    add(fio("copysign", "Tensor", "out"), "copysign", {t("self"), t("other")}, {}, E);
+    add(fio("copysign", "Scalar", "Scalar_out"), "copysign", {t("self"), sc("other")}, {}, E);
+    add({"special_zeta", "special_zeta.out"}, "zeta", {t("self"), t("other")}, {}, E);
+    add({"special_zeta.self_scalar", "special_zeta.self_scalar_out"}, "zeta", {sc("self"), t("other")});
+    add({"special_zeta.other_scalar", "special_zeta.other_scalar_out"}, "zeta", {t("self"), sc("other")}, {}, E);
     add(fio("silu"), "silu", {t("self")}, {}, E);
     add(fio("gelu"), "gelu", {t("self")}, {{"approximate", "approximate", A::kString}});
 

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import torch
 
 from . import _C
+from ._decompositions import own_decomposition
 
 _table = None
 
@@ -34,7 +35,7 @@ def _decompose(name, overload, args):
     if name in WRONG_DECOMPOSITIONS:
         return NotImplemented
     op = getattr(getattr(torch.ops.aten, name), overload or "default")
-    fn = _table.get(op)
+    fn = own_decomposition(name, overload or "default") or _table.get(op)
     if fn is None:
         return NotImplemented
     positional, keywords = [], {}
