@@ -74,11 +74,10 @@ std::set<std::string>& without_decomposition() {
 }
 thread_local std::set<std::string>* tls_decomposing = nullptr;
 
-// Ops whose decomposition would change meaning: random ops (they must use
-// the fallback's generator until the device has one) and views (a
-// decomposition need not alias its input).
+// Ops whose decomposition would change meaning: views (a decomposition
+// need not alias its input). Random ops decompose onto the device's own
+// generator (the Python side refuses a generator of another device).
 bool decomposable(const c10::OperatorHandle& op) {
-  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
   for (const auto& r : op.schema().returns())
     if (r.alias_info() != nullptr && !r.alias_info()->isWrite()) return false;
   return true;
@@ -88,7 +87,7 @@ bool decomposable(const c10::OperatorHandle& op) {
 // dtypes, layouts and memory formats as ints, which torch._refs refuse.
 py::object python_argument(const c10::Argument& arg, const c10::IValue& v) {
   if (v.isInt()) {
-    c10::TypePtr type = arg.type();
+    c10::TypePtr type = arg.real_type();  // type() is the int IValue carries; real_type() says ScalarType
     if (auto opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType();
     const auto as = [](PyObject* o) { return py::reinterpret_borrow<py::object>(o); };
     switch (type->kind()) {

@@ -8,6 +8,7 @@ They run below autograd, on hal tensors, and call only ops the device runs
 device with the answer PyTorch's own kernel gives.
 """
 import contextlib
+import math
 
 import torch
 
@@ -111,6 +112,119 @@ def _index_put_impl(self, indices, values, accumulate=False, unsafe=False):
     return self
 
 
+def _flat_bounds(index, n, what):
+    """IndexError (PyTorch's words) unless every INDEX is in [-n, n)."""
+    if index.numel():
+        lo, hi = torch.stack([index.min(), index.max()]).tolist()
+        if lo < -n or hi >= n:
+            raise IndexError(f"out of range: tried to access index {lo if lo < -n else hi} on a tensor of {n} elements.")
+
+
+def _put(self, index, source, accumulate=False):
+    """self.put_: INDEX into self as if it were 1-D (row-major), through index_put."""
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {_dtype_name(index.dtype)}")
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+                           f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {_dtype_name(self.dtype)} and source.dtype = {_dtype_name(source.dtype)}")
+    _flat_bounds(index, self.numel(), "put_")
+    flat = self.reshape(-1) if self.is_contiguous() else self.contiguous().reshape(-1)
+    flat.index_put_((index.reshape(-1),), source.reshape(-1), accumulate)
+    if not self.is_contiguous():
+        self.copy_(flat.reshape(self.shape))
+    return self
+
+
+def _masked_scatter(self, mask, source):
+    """self.masked_scatter_: the positions where MASK (broadcast to self) is
+    true, in row-major order, take SOURCE's first elements."""
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{_dtype_name(mask.dtype)}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but got "
+                           f"{_dtype_name(self.dtype)} and {_dtype_name(source.dtype)}")
+    positions = torch.nonzero(mask.expand(self.shape).reshape(-1)).reshape(-1)
+    if positions.numel() > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    flat = self.reshape(-1) if self.is_contiguous() else self.contiguous().reshape(-1)
+    flat.index_put_((positions,), source.reshape(-1)[: positions.numel()])
+    if not self.is_contiguous():
+        self.copy_(flat.reshape(self.shape))
+    return self
+
+
+def _nonzero_static(self, *, size, fill_value=-1):
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got {size}")
+    nz = torch.nonzero(self)
+    if nz.shape[0] >= size:
+        return nz[:size].clone()
+    pad = torch.full((size - nz.shape[0], nz.shape[1]), fill_value, dtype=nz.dtype, device=nz.device)
+    return torch.cat([nz, pad])
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """beta·self + alpha·Σ_b batch1[b] @ batch2[b] as one addmm over the joined batch."""
+    if batch1.dim() != 3 or batch2.dim() != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor" if batch1.dim() != 3 else "batch2 must be a 3D tensor")
+    b, n, m = batch1.shape
+    p = batch2.shape[2]
+    if batch2.shape[0] != b or batch2.shape[1] != m:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{b}, {m}] but got: "
+                           f"[{batch2.shape[0]}, {batch2.shape[1]}].")
+    left = batch1.permute(1, 0, 2).reshape(n, b * m)
+    return torch.addmm(self, left, batch2.reshape(b * m, p), beta=beta, alpha=alpha)
+
+
+def _angle(self):
+    """angle of a real tensor: π below 0 (-inf too), 0 at or above, NaN for NaN."""
+    if self.is_complex():
+        return NotImplemented
+    x = self if self.is_floating_point() else self.to(torch.get_default_dtype())
+    return torch.where(torch.isnan(x), x, torch.where(x < 0, torch.full_like(x, math.pi), torch.zeros_like(x)))
+
+
+def _histc(self, bins=100, min=0, max=0):
+    """torch.histc as PyTorch's CPU kernel computes it: bin edges from
+    linspace, each element's bin from the linear formula corrected by one
+    comparison with its edges (so edge values land as there); out-of-range
+    and NaN elements are not counted. Integer inputs count too (as CUDA)."""
+    if bins <= 0:
+        raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dimension 0")
+    x = self.reshape(-1)
+    dtype = self.dtype if self.is_floating_point() else torch.float32
+    lo, hi = float(min), float(max)
+    if lo == hi and x.numel():
+        lo, hi = torch.stack([x.min().to(torch.float64), x.max().to(torch.float64)]).tolist()
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise RuntimeError(f"torch.histc(): range of [{lo}, {hi}] is not finite")
+    if lo > hi:
+        raise RuntimeError("torch.histc(): max must be larger than min")
+    x = x.to(dtype)
+    edges = torch.linspace(lo, hi, bins + 1, dtype=dtype, device=self.device)
+    lo_t, hi_t = edges[0], edges[-1]
+    inside = (x >= lo_t) & (x <= hi_t)
+    pos = ((x - lo_t) * bins / (hi_t - lo_t)).floor().clamp(0, bins - 1).to(torch.int64)
+    pos = torch.where(inside, pos, torch.zeros_like(pos))
+    below = x < torch.index_select(edges, 0, pos)
+    above = (x >= torch.index_select(edges, 0, pos + 1)) & (pos + 1 < bins)
+    pos = pos - below.to(torch.int64) + above.to(torch.int64)
+    counts = torch.zeros(bins, dtype=self.dtype if self.is_floating_point() else self.dtype, device=self.device)
+    return counts.index_put_((pos,), inside.to(counts.dtype), accumulate=True)
+
+
+def _dtype_name(dtype):
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+            torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+            torch.bool: "Bool"}.get(dtype, str(dtype))
+
+
 # ---- backward ops as the vector-Jacobian product of the forward's decomposition ----------------
 
 @contextlib.contextmanager
@@ -180,23 +294,65 @@ def _pad_backward(forward_op):
     return backward
 
 
-def own_decomposition(name, overload):
-    """torch_hal's decomposition of aten::NAME.OVERLOAD, or None. An out=
-    overload without an entry of its own runs the functional one's and
-    copies the results into its out arguments (resized), which it returns."""
-    fn = OWN_DECOMPOSITIONS.get(f"{name}.{overload}")
-    if fn is not None or overload == "default":
-        return fn
-    functional = OWN_DECOMPOSITIONS.get(f"{name}.default")
-    if functional is None:
-        return None
-    outs = [a.name for a in getattr(getattr(aten, name), overload)._schema.arguments if a.is_out]
-    if not outs:
-        return None
+def _max_pool_backward(spatial):
+    """max_pool*_with_indices_backward / adaptive_max_pool*_backward: the
+    gradient lands where the forward took its maximum; INDICES are flat over
+    the last SPATIAL dims, so one scatter_add per (batch, channel) row."""
 
+    def backward(grad_output, self, *args):
+        indices = args[-1]
+        lead = list(self.shape[: self.dim() - spatial])
+        grad = torch.zeros(lead + [self.shape[self.dim() - spatial:].numel()], dtype=grad_output.dtype,
+                           device=grad_output.device)
+        grad.scatter_add_(-1, indices.reshape(lead + [-1]), grad_output.reshape(lead + [-1]))
+        return grad.reshape(self.shape)
+
+    return backward
+
+
+def _multi_margin_loss_backward(grad_output, self, target, p, margin, weight=None, reduction=1):
+    forward = _forward_decomposition(aten.multi_margin_loss.default)
+    return _vjp(lambda x: forward(x, target, p, margin, weight, reduction), self, grad_output)
+
+
+def _functional_overload(packet, out_overload):
+    """The overload of PACKET that OUT_OVERLOAD is the out= form of: the one
+    without out arguments whose arguments are OUT_OVERLOAD's other ones."""
+    want = [a.name for a in out_overload._schema.arguments if not a.is_out]
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        args = candidate._schema.arguments
+        if not any(a.is_out for a in args) and [a.name for a in args] == want:
+            return name
+    return None
+
+
+def decomposition(name, overload, table):
+    """The decomposition of aten::NAME.OVERLOAD: torch_hal's own first, then
+    PyTorch's (TABLE); an out= overload without one of its own runs its
+    functional overload's and copies the results into its out arguments
+    (resized), which it returns. None when there is none."""
+    packet = getattr(aten, name)
+    op = getattr(packet, overload)
+    outs = [a.name for a in op._schema.arguments if a.is_out]
+    functional_name = _functional_overload(packet, op) if outs else None
+    for source in (OWN_DECOMPOSITIONS, table):
+        key = (lambda o: f"{name}.{o}") if source is OWN_DECOMPOSITIONS else (lambda o: getattr(packet, o))
+        fn = source.get(key(overload))
+        if fn is not None:
+            return fn
+        functional = source.get(key(functional_name)) if functional_name else None
+        if functional is not None:
+            return _into_outs(functional, outs)
+    return None
+
+
+def _into_outs(functional, outs):
     def out_variant(*args, **kwargs):
         targets = [kwargs.pop(o) for o in outs]
         results = functional(*args, **kwargs)
+        if results is NotImplemented:
+            return results
         results = list(results) if isinstance(results, (tuple, list)) else [results]
         for out, r in zip(targets, results):
             if out.shape != r.shape:
@@ -214,6 +370,17 @@ OWN_DECOMPOSITIONS = {
     "softshrink_backward.default": _shrink_backward,
     "index.Tensor": _index_tensor,
     "_index_put_impl_.default": _index_put_impl,
+    "put_.default": _put,
+    "masked_scatter_.default": _masked_scatter,
+    "nonzero_static.default": _nonzero_static,
+    "addbmm.default": _addbmm,
+    "addbmm_.default": lambda self, b1, b2, *, beta=1, alpha=1: self.copy_(_addbmm(self, b1, b2, beta=beta, alpha=alpha)),
+    "angle.default": _angle,
+    "histc.default": _histc,
+    "adaptive_max_pool2d_backward.default": _max_pool_backward(2),
+    "adaptive_max_pool3d_backward.default": _max_pool_backward(3),
+    "max_pool3d_with_indices_backward.default": _max_pool_backward(3),
+    "multi_margin_loss_backward.default": _multi_margin_loss_backward,
 }
 for _name in ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
               "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"):

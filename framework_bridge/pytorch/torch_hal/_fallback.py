@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 
 from . import _C
-from ._decompositions import own_decomposition
+from ._decompositions import decomposition
 
 _table = None
 
@@ -20,7 +20,11 @@ _table = None
 WRONG_DECOMPOSITIONS = {
     # 2.15: a 1-D input with reduction='none' gives shape [1]; the kernels give [] (0-d).
     "multilabel_margin_loss_forward",
+    # 2.15: returns (output, logsumexp) in another layout than the kernel's ([B, H, L, E] vs [B, H, L]).
+    "_scaled_dot_product_flash_attention_for_cpu",
 }
+# (grid_sampler_2d_backward is left to the fallback too: the vjp of PyTorch's grid_sampler_2d
+# decomposition gives grid gradients up to 8e-5 away from the kernel's in float32.)
 
 
 def _decompose(name, overload, args):
@@ -35,9 +39,15 @@ def _decompose(name, overload, args):
     if name in WRONG_DECOMPOSITIONS:
         return NotImplemented
     op = getattr(getattr(torch.ops.aten, name), overload or "default")
-    fn = own_decomposition(name, overload or "default") or _table.get(op)
+    fn = decomposition(name, overload or "default", _table)
     if fn is None:
         return NotImplemented
+    if torch.Tag.nondeterministic_seeded in op.tags:
+        for arg, value in zip(op._schema.arguments, args):
+            if isinstance(value, torch.Generator) and value.device.type != "hal":
+                # As on CUDA, a generator serves its own device only; the CPU
+                # fallback keeps a CPU generator's stream for a hal tensor.
+                raise RuntimeError(f"a {value.device.type} generator draws for the CPU fallback")
     positional, keywords = [], {}
     for arg, value in zip(op._schema.arguments, args):
         if arg.kwarg_only:

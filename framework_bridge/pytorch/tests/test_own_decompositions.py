@@ -1,0 +1,227 @@
+"""torch_hal's own decompositions (torch_hal/_decompositions.py): aten calls
+without a catalog row, or whose row declines, run as device ops with
+PyTorch CPU's answer and errors, never on the CPU fallback."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_hal
+from test_special_math import run_on_both as _run
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, i, j: x[i, j],
+        lambda x, i, j: x[:, i, j],
+        lambda x, i, j: x[i, :, j],  # not adjacent: the indexed dims go first
+        lambda x, i, j: x[i[:, None], j],  # broadcast index tensors
+        lambda x, i, j: x[-i - 1, j],  # negative indices
+        lambda x, i, j: x[x > 0],  # a bool mask
+        lambda x, i, j: x[x[:, 0, 0] > 0, 1],
+        lambda x, i, j: torch.ops.aten._unsafe_index(x, [None, i[:, None], j]),
+    ],
+)
+def test_multi_index_gathers_on_device(fn):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 5, 6, generator=g)
+    i = torch.tensor([0, 3, 2, 1])
+    j = torch.tensor([1, 0, 4, 3])
+    got, expected = _run(fn, x, i, j, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_multi_index_out_of_range_raises_index_error():
+    x = torch.randn(4, 5).to("hal")
+    i = torch.tensor([0, 1]).to("hal")
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 1 with size 5"):
+        x[i, torch.tensor([0, 5]).to("hal")]
+    with pytest.raises(IndexError, match="index -6 is out of bounds for dimension 1 with size 5"):
+        x[i, torch.tensor([0, -6]).to("hal")]
+    with pytest.raises(IndexError, match="shape of the mask"):
+        x[torch.ones(3, dtype=torch.bool).to("hal")]
+
+
+def test_var_std_with_a_non_integral_correction():
+    x = torch.randn(5, 6, 7, generator=torch.Generator().manual_seed(4))
+    for fn in (
+        lambda t: torch.var(t, dim=1, correction=1.3),
+        lambda t: torch.std(t, correction=0.5, keepdim=True),
+        lambda t: torch.var_mean(t, dim=(0, 2), correction=2.5),
+        lambda t: torch.var(t[:1, :1, :1], correction=2.5),  # N - correction < 0: inf or nan as PyTorch
+    ):
+        got, expected = _run(fn, x, decompositions_allowed=True)
+        torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("fn", [F.hardshrink, F.softshrink, lambda t: F.hardshrink(t, 1.2)])
+def test_shrink_backward(fn):
+    x = torch.randn(4, 9, generator=torch.Generator().manual_seed(5))
+
+    def grad(t):
+        t = t.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad((fn(t) * torch.arange(9.0, device=t.device)).sum(), t)
+        return g
+
+    got, expected = _run(grad, x, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t: F.interpolate(t, scale_factor=2, mode="nearest"),
+        lambda t: F.interpolate(t, size=(7, 5), mode="nearest-exact"),
+        lambda t: F.interpolate(t, size=(7, 5), mode="bilinear", align_corners=False),
+        lambda t: F.interpolate(t, size=(3, 9), mode="bilinear", align_corners=True),
+        lambda t: F.interpolate(t, scale_factor=1.5, mode="bicubic"),
+        lambda t: F.interpolate(t[:, :, 0], size=11, mode="linear"),
+        lambda t: F.interpolate(t[:, :, 0], size=11, mode="nearest"),
+        lambda t: F.interpolate(t[:, :, None].expand(-1, -1, 3, -1, -1), size=(4, 5, 6), mode="trilinear"),
+        lambda t: F.interpolate(t[:, :, None].expand(-1, -1, 3, -1, -1), size=(4, 5, 6), mode="nearest"),
+        lambda t: F.pad(t, (1, 2, 2, 1), mode="reflect"),
+        lambda t: F.pad(t, (2, 1, 1, 3), mode="replicate"),
+        lambda t: F.pad(t[:, :, 0], (2, 3), mode="reflect"),
+        lambda t: F.pad(t[:, :, 0], (2, 3), mode="replicate"),
+    ],
+)
+def test_upsample_and_pad_forward_backward_on_device(fn):
+    x = torch.randn(2, 3, 4, 6, generator=torch.Generator().manual_seed(6))
+    w = torch.randn(64, generator=torch.Generator().manual_seed(7))
+
+    def forward_backward(t):
+        t = t.detach().requires_grad_(True)
+        y = fn(t)
+        weights = w.to(t.device).repeat(y.numel() // 64 + 1)[: y.numel()].reshape(y.shape)
+        (g,) = torch.autograd.grad((y * weights).sum(), t)
+        return y, g
+
+    got, expected = _run(forward_backward, x, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected)
+
+
+def _forward_backward(fn):
+    def run(t):
+        t = t.detach().requires_grad_(True)
+        y = fn(t)
+        y = y[0] if isinstance(y, tuple) else y
+        weights = torch.arange(y.numel(), dtype=y.dtype, device=y.device).reshape(y.shape).sin()
+        (g,) = torch.autograd.grad((y * weights).sum(), t)
+        return y, g
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t: F.adaptive_max_pool2d(t, (7, 3)),  # windows PyTorch's decomposition takes
+        lambda t: F.adaptive_max_pool3d(t, (1, 7, 3)),
+        lambda t: F.max_pool3d(t, 2),
+        lambda t: F.max_pool3d(t, (1, 3, 2), stride=(1, 2, 1), padding=(0, 1, 1)),
+        lambda t: F.multi_margin_loss(t[0, 0], torch.tensor([1, 0, 2, 2, 4, 1, 0], device=t.device)),
+        lambda t: F.multi_margin_loss(t[0, 0], torch.tensor([1, 0, 2, 2, 4, 1, 0], device=t.device), p=2, margin=0.5,
+                                      reduction="sum"),
+        lambda t: torch.logit(t.sigmoid(), 1e-3),
+    ],
+)
+def test_pooling_loss_and_logit_backwards_on_device(fn):
+    x = torch.randn(2, 3, 7, 9, generator=torch.Generator().manual_seed(8))
+    got, expected = _run(_forward_backward(fn), x, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected)
+
+
+def test_dtype_arguments_reach_decompositions_as_dtypes():
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(10))
+    got, expected = _run(lambda t: torch.linalg.vector_norm(t, 2, dim=1, dtype=torch.float64), x,
+                         decompositions_allowed=True)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize(
+    "name, draw, median",
+    [
+        ("exponential", lambda t: t.exponential_(2.0), math.log(2) / 2),
+        ("cauchy", lambda t: t.cauchy_(1.0, 0.5), 1.0),
+        ("log_normal", lambda t: t.log_normal_(0.5, 0.25), math.exp(0.5)),
+        ("normal", lambda t: torch.normal(t + 3.0, 2.0), 3.0),
+        ("normal tensor std", lambda t: torch.normal(t, t + 0.5), 0.0),
+    ],
+)
+def test_random_distributions_draw_from_the_device_generator(name, draw, median):
+    t = torch.zeros(20000, device="hal")
+    torch.manual_seed(11)
+    torch_hal.reset_fallback_stats()
+    a = draw(t.clone())
+    assert torch_hal.fallback_stats() == {}, name
+    torch.manual_seed(11)
+    b = draw(t.clone())
+    assert torch.equal(a.cpu(), b.cpu())  # the seed decides, as on CUDA
+    assert abs(float(a.cpu().median()) - median) < 0.05
+
+
+def test_geometric_values_are_positive_integers():
+    t = torch.zeros(20000, device="hal").geometric_(0.3).cpu()
+    assert torch.equal(t, t.round()) and t.min() >= 1 and abs(float(t.mean()) - 1 / 0.3) < 0.1
+
+
+def test_a_cpu_generator_keeps_the_cpu_stream():
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    torch_hal.reset_fallback_stats()
+    a = torch.zeros(8, device="hal").exponential_(generator=g1)
+    assert torch_hal.fallback_stats() == {"aten::exponential_": 1}
+    torch.testing.assert_close(a.cpu(), torch.zeros(8).exponential_(generator=g2))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: a.put_(torch.tensor([0, 11, -1, 5], device=a.device), torch.tensor([1.0, 2, 3, 4], device=a.device)),
+        lambda a: a.put_(torch.tensor([0, 0, -1], device=a.device), torch.tensor([1.0, 2, 3], device=a.device),
+                         accumulate=True),
+        lambda a: a.t().put_(torch.tensor([0, 11, 2], device=a.device), torch.tensor([1.0, 2, 3], device=a.device)),
+        lambda a: torch.take(a, torch.tensor([[0, 11], [3, -4]], device=a.device)),
+        lambda a: a.masked_scatter(a > 0, torch.arange(20.0, device=a.device)),
+        lambda a: a.masked_scatter(torch.tensor([True, False, True, True], device=a.device),
+                                   torch.arange(20.0, device=a.device)),
+        lambda a: torch.nonzero_static(a > 0, size=4),
+        lambda a: torch.nonzero_static(a > 0, size=20, fill_value=-7),
+        lambda a: torch.addbmm(a[:, :2], a[None, :, :3].expand(2, -1, -1) * torch.tensor([[[1.0]], [[-2.0]]], device=a.device),
+                               a[None, :3, :2].expand(2, -1, -1), beta=0.5, alpha=2),
+        lambda a: torch.angle(torch.cat([a.reshape(-1), torch.tensor([-0.0, math.nan, -math.inf], device=a.device)])),
+        lambda a: torch.histc(a, bins=5, min=-1, max=1),
+        lambda a: torch.histc(a, bins=7),
+        lambda a: torch.histc(torch.linspace(0, 1, 101, device=a.device), bins=4, min=0, max=1),  # edge values
+    ],
+)
+def test_put_masked_scatter_nonzero_static_addbmm_angle_histc(fn):
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(12))
+    got, expected = _run(fn, x, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+def test_histc_counts_integers_as_cuda_does():
+    h = torch.histc(torch.tensor([1, 2, 2, 5, 9]).to("hal"), bins=4, min=1, max=9)
+    assert h.dtype == torch.int64 and h.cpu().tolist() == [3, 0, 1, 1]
+
+
+def test_bad_inputs_of_own_decompositions_raise_pytorch_errors_and_write_nothing():
+    x = torch.zeros(4, device="hal")
+    with pytest.raises(IndexError, match="out of range: tried to access index 4 on a tensor of 4 elements"):
+        x.put_(torch.tensor([1, 4], device="hal"), torch.tensor([1.0, 2.0], device="hal"))
+    with pytest.raises(RuntimeError, match="Expected a long tensor for index"):
+        x.put_(torch.tensor([1], dtype=torch.int32, device="hal"), torch.tensor([1.0], device="hal"))
+    with pytest.raises((RuntimeError, IndexError), match="same number of elements"):
+        x.put_(torch.tensor([1, 2], device="hal"), torch.tensor([1.0], device="hal"))
+    with pytest.raises(RuntimeError, match="boolean masks"):
+        x.masked_scatter_(torch.ones(4, dtype=torch.uint8, device="hal"), torch.ones(4, device="hal"))
+    with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
+        x.masked_scatter_(torch.ones(4, dtype=torch.bool, device="hal"), torch.ones(3, device="hal"))
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histc(x, bins=0)
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(x, bins=3, min=2, max=1)
+    assert torch.equal(x.cpu(), torch.zeros(4))
