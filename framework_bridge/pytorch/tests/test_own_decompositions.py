@@ -225,3 +225,44 @@ def test_bad_inputs_of_own_decompositions_raise_pytorch_errors_and_write_nothing
     with pytest.raises(RuntimeError, match="max must be larger than min"):
         torch.histc(x, bins=3, min=2, max=1)
     assert torch.equal(x.cpu(), torch.zeros(4))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_scatter_reduce_and_index_reduce(reduce, include_self, dtype):
+    g = torch.Generator().manual_seed(13)
+    self = (torch.randn(5, 4, generator=g) * 4).to(dtype)
+    src = (torch.randn(6, 3, generator=g) * 4).to(dtype)
+    src[0, 0] = math.nan if dtype.is_floating_point else src[0, 0]  # NaN propagates through amax/amin as on CPU
+    idx0, idx1 = torch.randint(0, 5, (6, 3), generator=g), torch.randint(0, 4, (2, 3), generator=g)
+    for fn in (
+        lambda s, x: s.scatter_reduce(0, idx0.to(s.device), x, reduce, include_self=include_self),
+        lambda s, x: s.scatter_reduce(1, idx1.to(s.device), x, reduce, include_self=include_self),
+        lambda s, x: s.clone().scatter_reduce_(0, idx0.to(s.device), x, reduce, include_self=include_self),
+    ):
+        got, expected = _run(fn, self, src, decompositions_allowed=True)
+        torch.testing.assert_close(got, expected, equal_nan=True)
+    if reduce != "sum":  # index_reduce has prod, mean, amax, amin
+        index = torch.tensor([0, 2, 2, 4, 0, 1])
+        for fn in (
+            lambda s, x: s.index_reduce(0, index.to(s.device), x.repeat(1, 2)[:, :4], reduce, include_self=include_self),
+            lambda s, x: s.clone().index_reduce_(0, index.to(s.device), x.repeat(1, 2)[:, :4], reduce,
+                                                 include_self=include_self),
+        ):
+            got, expected = _run(fn, self, src, decompositions_allowed=True)
+            torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+def test_scatter_reduce_index_out_of_range_writes_nothing():
+    x = torch.zeros(4, device="hal")
+    with pytest.raises(RuntimeError, match="index 4 is out of bounds for dimension 0 with size 4"):
+        x.scatter_reduce_(0, torch.tensor([1, 4], device="hal"), torch.ones(2, device="hal"), "amax")
+    assert torch.equal(x.cpu(), torch.zeros(4))
+
+
+def test_scatter_reduce_of_0d_tensors():
+    for include_self in (True, False):
+        fn = lambda s, x: s.scatter_reduce(0, torch.tensor(0, device=s.device), x, "amax", include_self=include_self)
+        got, expected = _run(fn, torch.tensor(1.5), torch.tensor(-2.0), decompositions_allowed=True)
+        torch.testing.assert_close(got, expected)

@@ -219,6 +219,102 @@ def _histc(self, bins=100, min=0, max=0):
     return counts.index_put_((pos,), inside.to(counts.dtype), accumulate=True)
 
 
+# One-hot reductions hold a [..., N, M] mask: beyond this many elements the
+# call is left to the CPU fallback rather than allocate it.
+_ONE_HOT_LIMIT = 1 << 24
+
+
+def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    """scatter_reduce (sum, prod, mean, amax, amin) as a reduction over a
+    one-hot [..., N, M] mask of INDEX along DIM, then combined with self
+    where an index hits (PyTorch's rules: include_self, mean's count, floor
+    division for integer means, NaN propagating through amax/amin)."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if index.dtype != torch.int64:
+        raise RuntimeError("scatter_reduce(): Expected dtype int64 for index")
+    if src.dtype != self.dtype:
+        raise RuntimeError("scatter_reduce(): Expected self.dtype to be equal to src.dtype")
+    if self.dim() == 0:  # a 0-d self: its 1-element view (index and src 0-d or 1-element too)
+        r = _scatter_reduce(self.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce, include_self=include_self)
+        return r if r is NotImplemented else r.reshape(())
+    dim = dim % self.dim()
+    if index.numel() == 0:
+        return self.clone()
+    m = self.shape[dim]
+    if index.numel() * m > _ONE_HOT_LIMIT:
+        return NotImplemented
+    _flat_bounds_dim(index, m, dim)
+    # The part of self and src that index covers (src and self may be larger in other dims).
+    region = tuple(slice(0, index.shape[d]) if d != dim else slice(None) for d in range(index.dim()))
+    src_part = src[tuple(slice(0, index.shape[d]) for d in range(index.dim()))]
+    idx = index.movedim(dim, -1)
+    vals = src_part.movedim(dim, -1).unsqueeze(-1)                # [..., N, 1]
+    hit = idx.unsqueeze(-1) == torch.arange(m, device=self.device)  # [..., N, M]
+    count = hit.sum(-2)                                           # [..., M]
+    floating = self.is_floating_point()
+    if reduce in ("sum", "mean"):
+        acc = torch.where(hit, vals, torch.zeros((), dtype=self.dtype, device=self.device)).sum(-2, dtype=self.dtype)
+    elif reduce == "prod":
+        acc = torch.where(hit, vals, torch.ones((), dtype=self.dtype, device=self.device)).prod(-2, dtype=self.dtype)
+    else:
+        info = torch.finfo(self.dtype) if floating else torch.iinfo(self.dtype)
+        fill = (-math.inf if reduce == "amax" else math.inf) if floating else (info.min if reduce == "amax" else info.max)
+        masked = torch.where(hit, vals, torch.full((), fill, dtype=self.dtype, device=self.device))
+        acc = masked.amax(-2) if reduce == "amax" else masked.amin(-2)
+    base = self[region].movedim(dim, -1)
+    if include_self:
+        if reduce == "sum":
+            acc = acc + base
+        elif reduce == "prod":
+            acc = acc * base
+        elif reduce == "mean":
+            acc = acc + base
+        else:
+            pair = torch.stack([acc, base])
+            acc = pair.amax(0) if reduce == "amax" else pair.amin(0)
+    if reduce == "mean":
+        n = (count + (1 if include_self else 0)).to(self.dtype).clamp_min(1)
+        acc = acc / n if floating else torch.div(acc, n, rounding_mode="floor")
+    combined = torch.where(count > 0, acc.to(self.dtype), base)
+    out = self.clone()
+    out[region] = combined.movedim(-1, dim)
+    return out
+
+
+def _flat_bounds_dim(index, size, dim):
+    lo, hi = torch.stack([index.min(), index.max()]).tolist()
+    if lo < -size or hi >= size:
+        raise RuntimeError(f"index {lo if lo < -size else hi} is out of bounds for dimension {dim} with size {size}")
+    if lo < 0:
+        raise RuntimeError(f"index {lo} is out of bounds for dimension {dim} with size {size}")
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """index_reduce: scatter_reduce with the 1-D INDEX laid along DIM of source."""
+    if index.dim() > 1:
+        raise IndexError("index_reduce_(): Index is supposed to be a vector")
+    dim = dim % max(self.dim(), 1)
+    if source.dim() and index.numel() != source.shape[dim]:
+        raise IndexError("index_reduce_(): Index should have the same number of elements as dimension "
+                         f"{dim} of source")
+    shape = [1] * source.dim()
+    if source.dim():
+        shape[dim] = -1
+    return _scatter_reduce(self, dim, index.reshape(shape).expand(source.shape), source, reduce,
+                           include_self=include_self)
+
+
+def _in_place(fn):
+    """The in-place form of functional FN: its result copied into self."""
+
+    def in_place(self, *args, **kwargs):
+        result = fn(self, *args, **kwargs)
+        return result if result is NotImplemented else self.copy_(result)
+
+    return in_place
+
+
 def _dtype_name(dtype):
     return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
             torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
@@ -374,9 +470,13 @@ OWN_DECOMPOSITIONS = {
     "masked_scatter_.default": _masked_scatter,
     "nonzero_static.default": _nonzero_static,
     "addbmm.default": _addbmm,
-    "addbmm_.default": lambda self, b1, b2, *, beta=1, alpha=1: self.copy_(_addbmm(self, b1, b2, beta=beta, alpha=alpha)),
+    "addbmm_.default": _in_place(_addbmm),
     "angle.default": _angle,
     "histc.default": _histc,
+    "scatter_reduce.two": _scatter_reduce,
+    "scatter_reduce_.two": _in_place(_scatter_reduce),
+    "index_reduce.default": _index_reduce,
+    "index_reduce_.default": _in_place(_index_reduce),
     "adaptive_max_pool2d_backward.default": _max_pool_backward(2),
     "adaptive_max_pool3d_backward.default": _max_pool_backward(3),
     "max_pool3d_with_indices_backward.default": _max_pool_backward(3),
