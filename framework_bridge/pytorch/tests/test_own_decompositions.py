@@ -266,3 +266,29 @@ def test_scatter_reduce_of_0d_tensors():
         fn = lambda s, x: s.scatter_reduce(0, torch.tensor(0, device=s.device), x, "amax", include_self=include_self)
         got, expected = _run(fn, torch.tensor(1.5), torch.tensor(-2.0), decompositions_allowed=True)
         torch.testing.assert_close(got, expected)
+
+
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+               "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_orthogonal_polynomials_follow_pytorch_kernels(name, dtype):
+    op = getattr(torch.special, name)
+    g = torch.Generator().manual_seed(14)
+    # Random x in [-2, 2] and n in [-2, 14] (trigonometric forms above 4..8), the kernels' special
+    # points (±1, 0, 1/2), NaN and ±inf, and orders whose float32 values overflow (NaN as PyTorch).
+    x = torch.cat([torch.rand(300, generator=g) * 4 - 2,
+                   torch.tensor([1.0, -1.0, 0.0, 0.5, math.nan, math.inf, -math.inf, 2.0, -2.0, 0.25])]).to(dtype)
+    n = torch.cat([torch.randint(-2, 15, (300,), generator=g).float(),
+                   torch.tensor([3.0, 4.0, 9.0, 10.0, 2.0, 3.0, 4.0, 150.0, 151.0, 7.9])]).to(dtype)
+    got, expected = _run(op, x, n, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4 if dtype == torch.float32 else 1e-10,
+                               atol=1e-5)
+    got, expected = _run(lambda t: op(t, 5), x, decompositions_allowed=True)  # a scalar order
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
+    got, expected = _run(lambda t: op(0.3, t), n, decompositions_allowed=True)  # a scalar x
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4, atol=1e-5)

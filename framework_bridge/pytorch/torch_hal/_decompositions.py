@@ -321,6 +321,154 @@ def _dtype_name(dtype):
             torch.bool: "Bool"}.get(dtype, str(dtype))
 
 
+# ---- orthogonal polynomials: PyTorch's kernels' branches, then a vectorised recurrence ----------
+# Each entry: (special cases in the kernel's order, the first two terms, the step, the trigonometric
+# form and the n above which the kernel uses it for |t| < 1, where t is x or 2x - 1 (shifted)).
+# The recurrence runs to the largest n that needs it; beyond _RECURRENCE_LIMIT steps the call is
+# left to the CPU fallback.
+_RECURRENCE_LIMIT = 4096
+
+
+def _poly_recurrence(x, n, first, second, step, upto, limit, divides=False):
+    """P_n(x) elementwise for 0 <= n <= UPTO by P_k = STEP(x, P_{k-1}, P_{k-2}, k), in float64.
+    PyTorch's loop in a narrower dtype overflows to ±inf once |P_m| exceeds LIMIT (that dtype's
+    largest value), and two steps later computes inf - inf: NaN from P_{m+2} on. That is
+    reproduced, so an answer differs from PyTorch's only by rounding. A recurrence that DIVIDES
+    its step by k overflows when the undivided value k·|P_k| does."""
+    p, q = first(x), second(x)
+    never = torch.full_like(n, upto + 3)
+    overflow_at = torch.where(q.abs() > limit, torch.ones_like(n), never)
+    out = torch.where(n == 0, p, q)
+    for k in range(2, upto + 1):
+        p, q = q, step(x, q, p, k)
+        over = (q.abs() * k if divides else q.abs()) > limit
+        overflow_at = torch.where(over & (overflow_at == never), torch.full_like(n, k), overflow_at)
+        out = torch.where(n == k, q, out)
+    return torch.where(n >= overflow_at + 2, torch.full_like(out, math.nan), out)
+
+
+def _chebyshev_like(kind, shifted):
+    """Chebyshev T, U, V, W (and their shifted forms, in t = 2x - 1)."""
+    trig_from = {"t": 6, "u": 8, "v": 8, "w": 8}[kind] if not shifted else {"t": 6, "u": 6, "v": 6, "w": 4}[kind]
+    one = lambda x: torch.ones_like(x)
+    tv = (lambda x: x + x - 1) if shifted else (lambda x: x)
+    second = {"t": tv, "u": lambda x: tv(x) + tv(x), "v": lambda x: tv(x) + tv(x) - 1,
+              "w": lambda x: tv(x) + tv(x) + 1}[kind]
+    step = lambda x, q, p, k: (tv(x) + tv(x)) * q - p
+
+    def trig(x, nf):
+        a = torch.acos(tv(x))
+        if kind == "t":
+            return torch.cos(nf * a)
+        if kind == "u":
+            s = torch.sin(a)
+            return torch.where(s != 0, torch.sin((nf + 1) * a) / s, (nf + 1) * torch.cos((nf + 1) * a) / tv(x))
+        if kind == "v":
+            return torch.cos((nf + 0.5) * a) / torch.cos(a / 2)
+        return torch.sin((nf + 0.5) * a) / torch.sin(a / 2)
+
+    def value(x, n, dtype):
+        nf = n.to(x.dtype)
+        even = n % 2 == 0
+        # At the ends (x = ±1, or x = 1 and 0 shifted): the kernels' closed forms.
+        hi, lo = (x == 1, x == 0) if shifted else (x == 1, x == -1)
+        ends = {
+            "t": (one(x), torch.where(even, 1.0, -1.0).to(x.dtype)),
+            "u": (nf + 1, torch.where(even, nf + 1, -(nf + 1))),
+            "v": (one(x), torch.where(even, nf + nf + 1, -(nf + nf + 1))),
+            "w": (nf + nf + 1, torch.where(even, 1.0, -1.0).to(x.dtype)),
+        }[kind]
+        trig_mask = (n > trig_from) & (tv(x).abs() < 1)
+        # The trigonometric form in the caller's dtype, as the kernel evaluates it (its phase error
+        # n·ulp(acos) is part of PyTorch's answer for large n).
+        xd = x.to(dtype)
+        trig_val = trig(xd, n.to(dtype)).to(x.dtype)
+        if kind == "v":  # the kernel's guard: sin(acos(t)/2) == 1 gives the x = -1 value
+            trig_val = torch.where(torch.sin(torch.acos(tv(xd)) / 2) != 1, trig_val, ends[1])
+        if kind == "w":
+            trig_val = torch.where(torch.cos(torch.acos(tv(xd)) / 2) != 1, trig_val,
+                                   torch.where(tv(x) > 0, ends[0], ends[1]))
+        return [(n < 0, torch.zeros_like(x)), (hi, ends[0]), (lo, ends[1]), (trig_mask, trig_val)], one, second, step, \
+            ~((n < 0) | hi | lo | trig_mask)
+
+    return value
+
+
+def _hermite(physicists):
+    def value(x, n, dtype):
+        one = lambda t: torch.ones_like(t)
+        second = (lambda t: t + t) if physicists else (lambda t: t)
+        if physicists:
+            step = lambda t, q, p, k: (t + t) * q - (2 * (k - 1)) * p
+        else:
+            step = lambda t, q, p, k: t * q - (k - 1) * p
+        over = n > {torch.float32: 128, torch.float64: 512}.get(dtype, 1024)  # the kernel's per-type limit
+        return [(n < 0, torch.zeros_like(x)), (over & (n > 1), torch.full_like(x, math.nan))], one, second, step, \
+            ~((n < 0) | (over & (n > 1)))
+
+    return value
+
+
+def _laguerre(x, n, dtype):
+    one = lambda t: torch.ones_like(t)
+    step = lambda t, q, p, k: (((2 * (k - 1)) + (1 - t)) * q - (k - 1) * p) / k
+    return [(n < 0, torch.zeros_like(x)), (x.abs() == 0, one(x))], one, lambda t: 1 - t, step, \
+        ~((n < 0) | (x.abs() == 0))
+
+
+def _legendre(x, n, dtype):
+    one = lambda t: torch.ones_like(t)
+    step = lambda t, q, p, k: ((2 * (k - 1) + 1) * t * q - (k - 1) * p) / k
+    ends = torch.where(n % 2 == 0, 1.0, -1.0).to(x.dtype)
+    return [(n < 0, torch.zeros_like(x)), (x == 1, one(x)), (x == -1, ends)], one, lambda t: t, step, \
+        ~((n < 0) | (x.abs() == 1))
+
+
+def _polynomial(value_of):
+    def op(x, n):
+        if not isinstance(x, torch.Tensor):
+            x = torch.tensor(x, dtype=n.dtype if n.is_floating_point() else torch.get_default_dtype(), device=n.device)
+        if not isinstance(n, torch.Tensor):
+            n = torch.tensor(n, device=x.device)
+        dtype = torch.result_type(x, n)
+        if not dtype.is_floating_point:
+            dtype = torch.get_default_dtype()
+        x, n = torch.broadcast_tensors(x.to(dtype), n)
+        n = n.to(torch.int64)  # the kernel's static_cast: toward zero
+        # In float64 whatever the dtype: PyTorch's compiled loop contracts a·q - p into one fused
+        # multiply-add, which separate float32 ops cannot; float64 keeps the terms that overflow
+        # float32 finite (their float32 result rounds to ±inf, where PyTorch may give NaN) and is closer
+        # to the true value than either float32 recurrence.
+        x = x.to(torch.float64)
+        cases, first, second, step, needs_recurrence = value_of(x, n, dtype)
+        upto = int(torch.where(needs_recurrence, n, torch.zeros_like(n)).max().item()) if n.numel() else 0
+        if upto > _RECURRENCE_LIMIT:
+            return NotImplemented
+        out = _poly_recurrence(x, n, first, second, step, max(upto, 1), torch.finfo(dtype).max,
+                               divides=value_of in (_laguerre, _legendre))
+        for mask, val in reversed(cases):  # the kernel's first matching branch wins
+            out = torch.where(mask, val, out)
+        return out.to(dtype)
+
+    return op
+
+
+_POLYNOMIALS = {
+    "special_chebyshev_polynomial_t": _polynomial(_chebyshev_like("t", False)),
+    "special_chebyshev_polynomial_u": _polynomial(_chebyshev_like("u", False)),
+    "special_chebyshev_polynomial_v": _polynomial(_chebyshev_like("v", False)),
+    "special_chebyshev_polynomial_w": _polynomial(_chebyshev_like("w", False)),
+    "special_shifted_chebyshev_polynomial_t": _polynomial(_chebyshev_like("t", True)),
+    "special_shifted_chebyshev_polynomial_u": _polynomial(_chebyshev_like("u", True)),
+    "special_shifted_chebyshev_polynomial_v": _polynomial(_chebyshev_like("v", True)),
+    "special_shifted_chebyshev_polynomial_w": _polynomial(_chebyshev_like("w", True)),
+    "special_hermite_polynomial_h": _polynomial(_hermite(True)),
+    "special_hermite_polynomial_he": _polynomial(_hermite(False)),
+    "special_laguerre_polynomial_l": _polynomial(_laguerre),
+    "special_legendre_polynomial_p": _polynomial(_legendre),
+}
+
+
 # ---- backward ops as the vector-Jacobian product of the forward's decomposition ----------------
 
 @contextlib.contextmanager
@@ -490,3 +638,6 @@ for _name in ("upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d", 
 for _name in ("reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
               "replication_pad3d"):
     OWN_DECOMPOSITIONS[f"{_name}_backward.default"] = _pad_backward(getattr(aten, _name).default)
+for _name, _fn in _POLYNOMIALS.items():
+    for _overload in ("default", "x_scalar", "n_scalar"):
+        OWN_DECOMPOSITIONS[f"{_name}.{_overload}"] = _fn
