@@ -4,6 +4,7 @@
 // Every reference evaluates the op's formula in double over the broadcast
 // inputs, after casting each input to the op's computing dtype (PyTorch's
 // result_type, re-derived here); the runner rounds to the output dtype.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -382,6 +383,54 @@ std::vector<HostTensor> polygamma_ref(const OpCase& c) {
   })};
 }
 HAL_CONFORMANCE_SUITE(polygamma, polygamma_cases, polygamma_ref, kAll);
+
+// Bessel functions (catalog 1.5). References: glibc's long double j0l/j1l/y0l/y1l;
+// K by the trapezoidal rule in long double (finer step than the SDK's) and the
+// tabulated K0(1), K1(1), K0(2); j0 = sin x / x in long double.
+double f_bessel_j0(double x) { return static_cast<double>(::j0l(x)); }
+double f_bessel_j1(double x) { return static_cast<double>(::j1l(x)); }
+double f_bessel_y0(double x) { return x < 0 || std::isnan(x) ? kNaN : static_cast<double>(::y0l(x)); }
+double f_bessel_y1(double x) { return x < 0 || std::isnan(x) ? kNaN : static_cast<double>(::y1l(x)); }
+double bessel_k_ref(int nu, double x, bool scaled) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return kInf;
+  if (x == kInf) return 0;
+  if (!scaled && x == 1) return nu == 0 ? 0.42102443824070833 : 0.60190723019723457;
+  if (!scaled && x == 2 && nu == 0) return 0.11389387274953344;
+  const long double h = std::min(0.05L, 0.25L / std::sqrt(static_cast<long double>(x)));
+  long double sum = 0.5L;
+  for (int k = 1; k < 400000; ++k) {
+    long double t = k * h, e = std::exp(-static_cast<long double>(x) * (std::cosh(t) - 1));
+    long double term = nu == 0 ? e : e * std::cosh(t);
+    sum += term;
+    if (term < 1e-22L * sum) break;
+  }
+  long double v = sum * h;
+  return static_cast<double>(scaled ? v : v * std::exp(-static_cast<long double>(x)));
+}
+double f_modified_bessel_k0(double x) { return bessel_k_ref(0, x, false); }
+double f_modified_bessel_k1(double x) { return bessel_k_ref(1, x, false); }
+double f_scaled_modified_bessel_k0(double x) { return bessel_k_ref(0, x, true); }
+double f_scaled_modified_bessel_k1(double x) { return bessel_k_ref(1, x, true); }
+double f_spherical_bessel_j0(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x)) return 0;
+  if (x == 0) return 1;
+  return static_cast<double>(std::sin(static_cast<long double>(x)) / x);
+}
+const std::vector<double> kBesselSpecials = {kNaN, kInf, 0.0, -0.0, 1.0, 2.0, 30.0, -1.0, 2.404825557695773};
+HAL_UNARY_SUITE(bessel_j0, kAll, Out::kFloat, f_bessel_j0, {-10, 10}, kBesselSpecials);
+HAL_UNARY_SUITE(bessel_j1, kAll, Out::kFloat, f_bessel_j1, {-10, 10}, kBesselSpecials);
+HAL_UNARY_SUITE(bessel_y0, kAll, Out::kFloat, f_bessel_y0, {0.1, 10}, kBesselSpecials);
+HAL_UNARY_SUITE(bessel_y1, kAll, Out::kFloat, f_bessel_y1, {0.1, 10}, kBesselSpecials);
+HAL_UNARY_SUITE(modified_bessel_k0, kAll, Out::kFloat, f_modified_bessel_k0, {0.05, 8}, kBesselSpecials);
+HAL_UNARY_SUITE(modified_bessel_k1, kAll, Out::kFloat, f_modified_bessel_k1, {0.05, 8}, kBesselSpecials);
+HAL_UNARY_SUITE(scaled_modified_bessel_k0, kAll, Out::kFloat, f_scaled_modified_bessel_k0, {0.05, 8},
+                {kNaN, kInf, 0.0, 1.0, 2.0, 30.0, -1.0, 500.0});
+HAL_UNARY_SUITE(scaled_modified_bessel_k1, kAll, Out::kFloat, f_scaled_modified_bessel_k1, {0.05, 8},
+                {kNaN, kInf, 0.0, 1.0, 2.0, 30.0, -1.0, 500.0});
+HAL_UNARY_SUITE(spherical_bessel_j0, kAll, Out::kFloat, f_spherical_bessel_j0, {-10, 10},
+                {kNaN, kInf, -kInf, 0.0, -0.0, 1e-4, 0.49, 0.51, 3.141592653589793});
 
 // gelu: unary with the approximate attribute.
 std::vector<OpCase> gelu_cases(hal_dtype_e dt) {
@@ -814,6 +863,49 @@ HAL_NARY_SUITE(zeta, kAll, Out::kFloat, zeta_f, 2, zeta_input, [](hal_dtype_e dt
   if (is_float(dt))
     cases.push_back(special_pair("known values and poles", dt, {2, 4, 3, 1, 0.5, 2, 2, 2.5, kNaN}, {1, 1, 2, 3, 3, 0, -2, -1.5, 1}));
 });
+
+// igamma / igammac (catalog 1.5): P(a, x) and Q = 1 - P. The reference sums
+// P's power series in long double (positive terms) and uses the closed forms
+// P(1, x) = 1 - e^-x and P(1/2, x) = erf(√x); PyTorch's special values.
+HostTensor igamma_input(int k, hal_dtype_e dt, std::vector<int64_t> shape, uint64_t seed) {
+  if (is_int(dt)) return random(dt, std::move(shape), seed, k == 0 ? 1 : 0, k == 0 ? 6 : 9);
+  return random(dt, std::move(shape), seed, k == 0 ? 0.1 : 0.0, k == 0 ? 6.0 : 10.0);
+}
+double incomplete_gamma_ref(double a, double x, bool upper) {
+  if (std::isnan(a) || std::isnan(x) || a < 0 || x < 0) return kNaN;
+  double p;
+  if (a == 0) {
+    if (x == 0) return kNaN;
+    p = 1;
+  } else if (x == 0) {
+    p = 0;
+  } else if (std::isinf(a)) {
+    if (std::isinf(x)) return kNaN;
+    p = 0;
+  } else if (std::isinf(x)) {
+    p = 1;
+  } else if (a == 1) {
+    p = -std::expm1(-x);
+  } else if (a == 0.5) {
+    p = std::erf(std::sqrt(x));
+  } else {
+    // P = x^a e^-x Σ x^n / Γ(a + n + 1)
+    const long double la = a, lx = x;
+    long double term = std::exp(la * std::log(lx) - lx - std::lgamma(la + 1)), sum = term;
+    for (int n = 1; n < 2000; ++n) sum += (term *= lx / (la + n));
+    p = static_cast<double>(sum);
+  }
+  return upper ? 1 - p : p;
+}
+void igamma_specials(hal_dtype_e dt, std::vector<OpCase>& cases) {
+  if (is_float(dt))
+    cases.push_back(special_pair("special values", dt, {0, 0, 1, -1, 1, kInf, kInf, 2, 0.5, 1, 0.5},
+                                 {1, 0, 0, 1, -1, 1, kInf, kInf, kNaN, 3, 2}));
+}
+HAL_NARY_SUITE(igamma, kAll, Out::kFloat, [](const double* x, const OpCase&) { return incomplete_gamma_ref(x[0], x[1], false); },
+               2, igamma_input, igamma_specials);
+HAL_NARY_SUITE(igammac, kAll, Out::kFloat, [](const double* x, const OpCase&) { return incomplete_gamma_ref(x[0], x[1], true); },
+               2, igamma_input, igamma_specials);
 
 // Comparisons and logical ops: small ranges so equal values occur.
 HostTensor small_input(int, hal_dtype_e dt, std::vector<int64_t> shape, uint64_t seed) {

@@ -114,6 +114,16 @@ HAL_CPU_UNARY(i0e, kFloat, V(special::i0e(double(x))))
 HAL_CPU_UNARY(i1, kFloat, V(special::i1(double(x))))
 HAL_CPU_UNARY(i1e, kFloat, V(special::i1e(double(x))))
 
+HAL_CPU_UNARY(bessel_j0, kFloat, V(::j0(double(x))))  // POSIX j0/j1/y0/y1 (glibc), double precision
+HAL_CPU_UNARY(bessel_j1, kFloat, V(::j1(double(x))))
+HAL_CPU_UNARY(bessel_y0, kFloat, V(double(x) < 0 ? special::kNaN : ::y0(double(x))))
+HAL_CPU_UNARY(bessel_y1, kFloat, V(double(x) < 0 ? special::kNaN : ::y1(double(x))))
+HAL_CPU_UNARY(modified_bessel_k0, kFloat, V(special::bessel_k(0, double(x), false)))
+HAL_CPU_UNARY(modified_bessel_k1, kFloat, V(special::bessel_k(1, double(x), false)))
+HAL_CPU_UNARY(scaled_modified_bessel_k0, kFloat, V(special::bessel_k(0, double(x), true)))
+HAL_CPU_UNARY(scaled_modified_bessel_k1, kFloat, V(special::bessel_k(1, double(x), true)))
+HAL_CPU_UNARY(spherical_bessel_j0, kFloat, V(special::spherical_bessel_j0(double(x))))
+
 void polygamma_body(const OpCall& c) {
   int64_t n = op::polygamma::n(c);
   if (n < 0) sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "polygamma: attribute 'n' is ", n, "; it must be >= 0");
@@ -398,6 +408,8 @@ HAL_CPU_FLOAT_BINARY(atan2, std::atan2(a, b))
 HAL_CPU_FLOAT_BINARY(hypot, std::hypot(a, b))
 HAL_CPU_FLOAT_BINARY(copysign, std::copysign(a, b))
 HAL_CPU_FLOAT_BINARY(zeta, V(special::zeta(double(a), double(b))))
+HAL_CPU_FLOAT_BINARY(igamma, V(special::incomplete_gamma(double(a), double(b), false)))
+HAL_CPU_FLOAT_BINARY(igammac, V(special::incomplete_gamma(double(a), double(b), true)))
 // In the storage type itself: float32 and float64 only are registered (a
 // float16 step is not float's step).
 HAL_CPU_FLOAT_BINARY(nextafter, std::nextafter(a, b))
@@ -573,6 +585,9 @@ void register_elementwise_ops(sdk::OpRegistry& ops) {
   HAL_REG(log10, kAll); HAL_REG(exp2, kAll); HAL_REG(erfc, kAll); HAL_REG(erfcx, kAll); HAL_REG(erfinv, kAll);
   HAL_REG(ndtri, kAll); HAL_REG(lgamma, kAll); HAL_REG(digamma, kAll); HAL_REG(polygamma, kAll);
   HAL_REG(i0, kAll); HAL_REG(i0e, kAll); HAL_REG(i1, kAll); HAL_REG(i1e, kAll);
+  HAL_REG(bessel_j0, kAll); HAL_REG(bessel_j1, kAll); HAL_REG(bessel_y0, kAll); HAL_REG(bessel_y1, kAll);
+  HAL_REG(modified_bessel_k0, kAll); HAL_REG(modified_bessel_k1, kAll); HAL_REG(scaled_modified_bessel_k0, kAll);
+  HAL_REG(scaled_modified_bessel_k1, kAll); HAL_REG(spherical_bessel_j0, kAll);
   HAL_REG(relu_backward, kFloat); HAL_REG(gelu_backward, kFloat); HAL_REG(silu_backward, kFloat);
   HAL_REG(sigmoid_backward, kFloat); HAL_REG(tanh_backward, kFloat);
   HAL_REG(add, kAll); HAL_REG(sub, kNumeric); HAL_REG(mul, kAll); HAL_REG(div, kAll); HAL_REG(pow, kNumeric);
@@ -583,6 +598,7 @@ void register_elementwise_ops(sdk::OpRegistry& ops) {
   HAL_REG(where, kAll); HAL_REG(clamp, kNumeric); HAL_REG(lerp, kFloat); HAL_REG(addcmul, kNumeric);
   HAL_REG(addcdiv, kFloat);
   HAL_REG(atan2, kAll); HAL_REG(copysign, kAll); HAL_REG(zeta, kAll); HAL_REG(hypot, kFloat);
+  HAL_REG(igamma, kAll); HAL_REG(igammac, kAll);
   HAL_REG(fmax, kAll); HAL_REG(fmin, kAll);
   ops.add<op::nextafter>(&nextafter_kernel, HAL_DTYPE_BIT(HAL_DTYPE_FLOAT32) | HAL_DTYPE_BIT(HAL_DTYPE_FLOAT64));
 #undef HAL_REG

@@ -1,12 +1,14 @@
 // HAL C++ SDK, kernel helpers: special functions of the op catalog that the
 // C++ standard library lacks (digamma, polygamma, Hurwitz zeta, the modified
-// Bessel functions I0/I1 and their scaled forms, erfcx, erfinv, ndtri), for
+// Bessel functions I0/I1/K0/K1 and their scaled forms, the regularized incomplete
+// gamma functions, erfcx, erfinv, ndtri, the spherical Bessel j0), for
 // any plugin to use. Computed in double, to about 1e-15 relative; the
 // special points (poles, ±1 of erfinv, 0 and 1 of ndtri, NaN) give PyTorch's
 // values. Header-only, pure functions: safe from any thread, no errno.
 #ifndef HAL_SDK_KERNEL_SPECIAL_HPP_
 #define HAL_SDK_KERNEL_SPECIAL_HPP_
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -228,6 +230,90 @@ inline double ndtri(double p) {
   if (p >= 0.25 && p <= 0.75) return kSqrt2 * erfinv(2 * p - 1);  // 2p - 1 is exact here
   if (p < 0.5) return -kSqrt2 * erfcinv(2 * p);
   return kSqrt2 * erfcinv(2 * (1 - p));  // 1 - p is exact for p in [1/2, 1]
+}
+
+// e^x·K_ν(x) for ν = 0, 1 and x > 0, from K_ν(x) = ∫₀^∞ e^(-x·cosh t)·cosh(νt) dt by the
+// trapezoidal rule: the integrand is analytic in a strip around the real axis, so the rule
+// converges geometrically; a step of 1/10, and of half the peak's width 1/√x for large x, keeps
+// the error below double's precision.
+inline double bessel_k_scaled(int nu, double x) {
+  const double h = std::min(0.1, 0.5 / std::sqrt(x));
+  double sum = 0.5;  // t = 0: e^0·cosh 0, halved
+  for (int k = 1; k < 100000; ++k) {
+    double t = k * h, e = std::exp(-x * (std::cosh(t) - 1));
+    double term = nu == 0 ? e : e * std::cosh(t);
+    sum += term;
+    if (term < 1e-18 * sum) break;
+  }
+  return sum * h;
+}
+
+// K_ν(x) (ν = 0, 1): +inf at 0, NaN below, 0 at +inf.
+inline double bessel_k(int nu, double x, bool scaled) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return kInf;
+  if (x == kInf) return 0;
+  double v = bessel_k_scaled(nu, x);
+  return scaled ? v : v * std::exp(-x);
+}
+
+// The regularized lower incomplete gamma P(a, x) and upper Q(a, x) = 1 - P, with PyTorch's
+// special values (a or x below 0: NaN; a = 0: P = 1 for x > 0; x = 0: P = 0; a = inf: P = 0
+// unless x = inf, NaN; x = inf: P = 1). Series for x < a + 1, Lentz's continued fraction beyond.
+inline double incomplete_gamma(double a, double x, bool upper) {
+  if (std::isnan(a) || std::isnan(x) || a < 0 || x < 0) return kNaN;
+  double p;
+  if (a == 0) {
+    if (x == 0) return kNaN;
+    p = 1;
+  } else if (x == 0) {
+    p = 0;
+  } else if (std::isinf(a)) {
+    if (std::isinf(x)) return kNaN;
+    p = 0;
+  } else if (std::isinf(x)) {
+    p = 1;
+  } else {
+    double log_prefactor = a * std::log(x) - x - lgamma(a);
+    if (x < a + 1) {
+      double term = 1 / a, sum = term;
+      for (int n = 1; n < 100000; ++n) {
+        term *= x / (a + n);
+        sum += term;
+        if (std::fabs(term) < std::fabs(sum) * 1e-17) break;
+      }
+      p = sum * std::exp(log_prefactor);
+    } else {
+      const double tiny = 1e-300;
+      double b = x + 1 - a, c = 1 / tiny, d = 1 / b, f = d;
+      for (int n = 1; n < 100000; ++n) {
+        double an = -n * (n - a);
+        b += 2;
+        d = an * d + b;
+        if (std::fabs(d) < tiny) d = tiny;
+        c = b + an / c;
+        if (std::fabs(c) < tiny) c = tiny;
+        d = 1 / d;
+        double delta = d * c;
+        f *= delta;
+        if (std::fabs(delta - 1) < 1e-16) break;
+      }
+      double q = std::exp(log_prefactor) * f;
+      return upper ? q : 1 - q;
+    }
+  }
+  return upper ? 1 - p : p;
+}
+
+// sin(x)/x, 1 at 0 (its series below 1/2 keeps full precision), 0 at ±inf.
+inline double spherical_bessel_j0(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x)) return 0;
+  if (std::fabs(x) < 0.5) {
+    double y = x * x;
+    return 1 - y / 6 * (1 - y / 20 * (1 - y / 42 * (1 - y / 72 * (1 - y / 110 * (1 - y / 156)))));
+  }
+  return std::sin(x) / x;
 }
 
 }  // namespace hal::sdk::kernel::special
