@@ -149,10 +149,16 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack, std:
     return false;
   }
   --tls_depth;
-  if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) {
-    {
+  const bool none = result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented));
+  // Ellipsis: the decomposition exists but declined these arguments (e.g. uneven pooling
+  // windows); unlike NotImplemented (no decomposition at all) it is not remembered.
+  const bool declined = result.is(py::reinterpret_borrow<py::object>(Py_Ellipsis));
+  if (none || declined) {
+    if (none) {
       std::lock_guard<std::mutex> lock(g_none_mu);
       without_decomposition().insert(name);
+    } else {
+      *why = "its decomposition declined these arguments";
     }
     if (at != SIZE_MAX) {
       std::lock_guard<std::mutex> lock(g_records_mu);

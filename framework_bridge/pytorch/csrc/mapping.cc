@@ -431,6 +431,11 @@ const std::vector<Mapping>& mappings() {
     add({"signbit", "signbit.out"}, "signbit", {t("self")}, {}, C);
     for (const char* op : {"erfcx", "ndtri", "i0e", "i1", "i1e"})
       add({std::string("special_") + op, std::string("special_") + op + ".out"}, op, {t("self")}, {}, E);
+    for (const char* op : {"bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1"})
+      add({std::string("special_") + op, std::string("special_") + op + ".out"}, op, {t("self")}, {}, E);
+    for (const char* op : {"scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0"})
+      add({std::string("special_") + op, std::string("special_") + op + ".out"}, op, {t("x")}, {}, E);
+    for (const char* op : {"igamma", "igammac"}) add(fio(op), op, {t("self"), t("other")}, {}, E);
     add({"special_modified_bessel_i0", "special_modified_bessel_i0.out"}, "i0", {t("self")}, {}, E);
     add({"special_modified_bessel_i1", "special_modified_bessel_i1.out"}, "i1", {t("self")}, {}, E);
     add({"polygamma", "polygamma.out"}, "polygamma", {t("self")}, {{"n", "n", A::kInt}}, E);

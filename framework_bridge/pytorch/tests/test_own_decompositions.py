@@ -292,3 +292,16 @@ def test_orthogonal_polynomials_follow_pytorch_kernels(name, dtype):
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
     got, expected = _run(lambda t: op(0.3, t), n, decompositions_allowed=True)  # a scalar x
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
+
+
+def test_a_decomposition_declining_some_arguments_still_serves_others():
+    # PyTorch's adaptive_max_pool2d decomposition declines uneven windows (9 -> 4): that call takes the
+    # CPU fallback, and a later call with even windows is still decomposed on the device.
+    x = torch.randn(1, 2, 7, 9, generator=torch.Generator().manual_seed(15)).to("hal")
+    torch_hal.reset_fallback_stats()
+    F.adaptive_max_pool2d(x, (3, 4))
+    assert torch_hal.fallback_stats() == {"aten::adaptive_max_pool2d.out": 1}
+    torch_hal.reset_fallback_stats()
+    got = F.adaptive_max_pool2d(x, (7, 3))
+    assert torch_hal.fallback_stats() == {}
+    torch.testing.assert_close(got.cpu(), F.adaptive_max_pool2d(x.cpu(), (7, 3)))

@@ -29,8 +29,8 @@ WRONG_DECOMPOSITIONS = {
 
 def _decompose(name, overload, args):
     """Called by the C++ fallback (holding the GIL): runs aten::NAME.OVERLOAD's
-    decomposition on ARGS (the schema's arguments in order), or returns
-    NotImplemented when PyTorch has none."""
+    decomposition on ARGS (the schema's arguments in order); returns
+    NotImplemented when there is none, Ellipsis when it declines these ARGS."""
     global _table
     if _table is None:
         from torch._decomp import decomposition_table
@@ -54,7 +54,10 @@ def _decompose(name, overload, args):
             keywords[arg.name] = value
         else:
             positional.append(value)
-    return fn(*positional, **keywords)
+    result = fn(*positional, **keywords)
+    # A decomposition returning NotImplemented declines these arguments only (PyTorch's do for
+    # some shapes): Ellipsis tells the C++ side not to remember the op as having none.
+    return ... if result is NotImplemented else result
 
 
 _C._set_decomposer(_decompose)
