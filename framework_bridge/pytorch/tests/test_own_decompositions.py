@@ -305,3 +305,20 @@ def test_a_decomposition_declining_some_arguments_still_serves_others():
     got = F.adaptive_max_pool2d(x, (7, 3))
     assert torch_hal.fallback_stats() == {}
     torch.testing.assert_close(got.cpu(), F.adaptive_max_pool2d(x.cpu(), (7, 3)))
+
+
+@pytest.mark.parametrize(
+    "fn, x",
+    [
+        (lambda a: torch.cummax(a, 1), torch.tensor([[1.0, 3, 3, math.nan, 2, math.nan, 5], [2.0, 2, 1, 0, 7, 7, -1]])),
+        (lambda a: torch.cummin(a, 1), torch.tensor([[1.0, 3, 3, math.nan, 2, math.nan, 5], [2.0, 2, 1, 0, 7, 7, -1]])),
+        (lambda a: torch.cummax(a, 0), torch.randn(9, 4, generator=torch.Generator().manual_seed(16))),
+        (lambda a: torch.cummin(a, 0), torch.randint(0, 3, (11,), generator=torch.Generator().manual_seed(17))),
+        (lambda a: torch.cummax(a, 0), torch.tensor([True, False, True])),
+        (torch.frexp, torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1e-40, 3.0, -0.75, 1.0, 0.5, 1e30])),
+        (torch.frexp, torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(19)) * 1e5),
+    ],
+)
+def test_scans_and_frexp(fn, x):
+    got, expected = _run(fn, x, decompositions_allowed=True)
+    torch.testing.assert_close(got, list(expected) if isinstance(expected, tuple) else expected, equal_nan=True)

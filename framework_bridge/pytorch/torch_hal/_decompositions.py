@@ -315,6 +315,69 @@ def _in_place(fn):
     return in_place
 
 
+# ---- scans ---------------------------------------------------------------------------------------
+
+
+def _scan(x, dim, combine, identity):
+    """Inclusive scan of X along DIM by COMBINE in log2(n) doubling steps (Hillis-Steele): step s
+    combines each element with the one s places before it (IDENTITY before the start)."""
+    n = x.shape[dim]
+    s = 1
+    while s < n:
+        pad_shape = list(x.shape)
+        pad_shape[dim] = s
+        before = torch.cat([torch.full(pad_shape, identity, dtype=x.dtype, device=x.device),
+                            x.narrow(dim, 0, n - s)], dim)
+        x = combine(before, x)
+        s *= 2
+    return x
+
+
+def _cum_extreme(self, values, indices, dim, largest):
+    """_cummax_helper / _cummin_helper: the running max (min), NaN sticking as PyTorch's kernel
+    has it, and the index of the last element that set or tied it (or the last NaN)."""
+    if self.dim() == 0:
+        values.copy_(self)
+        indices.zero_()
+        return ()  # the helper op returns nothing: it writes VALUES and INDICES
+    dim = dim % self.dim()
+    if self.shape[dim] == 0:
+        return ()  # the helper op returns nothing: it writes VALUES and INDICES
+    x = self if self.dtype != torch.bool else self.to(torch.uint8)
+    floating = x.is_floating_point()
+    info = torch.finfo(x.dtype) if floating else torch.iinfo(x.dtype)
+    identity = (-math.inf if largest else math.inf) if floating else (info.min if largest else info.max)
+    running = _scan(x, dim, torch.maximum if largest else torch.minimum, identity)
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    position = torch.arange(x.shape[dim], device=x.device).reshape(shape).expand(x.shape)
+    record = x == running
+    if floating:
+        record = record | torch.isnan(x)
+    candidate = torch.where(record, position, torch.full_like(position, -1))
+    values.copy_(running.to(values.dtype))
+    indices.copy_(_scan(candidate, dim, torch.maximum, -1))
+    return ()  # the helper op returns nothing: it writes VALUES and INDICES
+
+
+def _frexp(self):
+    """mantissa in [0.5, 1) (sign kept) and int32 exponent with self = mantissa·2^exponent, exact:
+    computed in float64 and corrected so the mantissa lands in range; 0, ±inf and NaN give
+    (self, 0) as the C library's frexp."""
+    if not self.is_floating_point():
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    a = self.to(torch.float64)
+    finite_nonzero = torch.isfinite(a) & (a != 0)
+    safe = torch.where(finite_nonzero, a.abs(), torch.ones_like(a))
+    e = torch.floor(torch.log2(safe)) + 1
+    m = safe / torch.exp2(e)
+    e = torch.where(m >= 1, e + 1, torch.where(m < 0.5, e - 1, e))
+    m = safe / torch.exp2(e)
+    mantissa = torch.where(finite_nonzero, torch.copysign(m, a), a).to(self.dtype)
+    exponent = torch.where(finite_nonzero, e, torch.zeros_like(e)).to(torch.int32)
+    return mantissa, exponent
+
+
 def _dtype_name(dtype):
     return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
             torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
@@ -621,6 +684,9 @@ OWN_DECOMPOSITIONS = {
     "addbmm_.default": _in_place(_addbmm),
     "angle.default": _angle,
     "histc.default": _histc,
+    "_cummax_helper.default": lambda self, values, indices, dim: _cum_extreme(self, values, indices, dim, True),
+    "_cummin_helper.default": lambda self, values, indices, dim: _cum_extreme(self, values, indices, dim, False),
+    "frexp.Tensor": _frexp,
     "scatter_reduce.two": _scatter_reduce,
     "scatter_reduce_.two": _in_place(_scatter_reduce),
     "index_reduce.default": _index_reduce,
