@@ -322,3 +322,38 @@ def test_a_decomposition_declining_some_arguments_still_serves_others():
 def test_scans_and_frexp(fn, x):
     got, expected = _run(fn, x, decompositions_allowed=True)
     torch.testing.assert_close(got, list(expected) if isinstance(expected, tuple) else expected, equal_nan=True)
+
+
+def _median_input():
+    x = torch.randn(4, 7, generator=torch.Generator().manual_seed(20))
+    x[1, 3] = x[0, 2] = x[0, 5] = math.nan
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: torch.median(a, 1),
+        lambda a: torch.median(a, 0, keepdim=True),
+        lambda a: torch.nanmedian(a, 1),
+        torch.median,
+        torch.nanmedian,
+        lambda a: torch.kthvalue(a, 3, 1),
+        lambda a: torch.kthvalue(a, 2, 0, True),
+        lambda a: torch.median(a[0, 0], 0),
+        lambda a: torch.median((a.nan_to_num() * 10).long(), 1),
+    ],
+)
+def test_median_and_kthvalue(fn):
+    got, expected = _run(fn, _median_input(), decompositions_allowed=True)
+    torch.testing.assert_close(got, list(expected) if isinstance(expected, tuple) else expected, equal_nan=True)
+
+
+def test_nanmedian_of_an_all_nan_slice_is_nan():
+    # Which NaN's index comes back is unspecified (PyTorch's CPU and CUDA kernels differ): values only.
+    x = torch.full((2, 5), math.nan)
+    x[0] = torch.arange(5.0)
+    got = torch.nanmedian(x.to("hal"), 1)
+    assert got.values.cpu()[0] == 2.0 and math.isnan(got.values.cpu()[1])
+    with pytest.raises((RuntimeError, IndexError), match="k out of range"):
+        torch.kthvalue(x.to("hal"), 6, 1)

@@ -378,6 +378,58 @@ def _frexp(self):
     return mantissa, exponent
 
 
+# ---- order statistics ----------------------------------------------------------------------------
+# From a stable sort (NaN after every number): which index comes back among equal values is not
+# specified by PyTorch (its CPU and CUDA kernels differ); the stable sort gives the first.
+
+
+def _select_sorted(self, dim, keepdim, position_of):
+    """Values and indices at sorted position POSITION_OF(sorted values, n) along DIM."""
+    if self.dim() == 0:
+        return self.clone(), torch.zeros((), dtype=torch.int64, device=self.device)
+    dim = dim % self.dim()
+    n = self.shape[dim]
+    values, indices = torch.sort(self, dim=dim, stable=True)
+    pos = position_of(values, n, dim)
+    v, i = values.gather(dim, pos), indices.gather(dim, pos)
+    return (v, i) if keepdim else (v.squeeze(dim), i.squeeze(dim))
+
+
+def _nan_count(values, dim):
+    if not values.is_floating_point():
+        return torch.zeros_like(values.narrow(dim, 0, 1), dtype=torch.int64)
+    return torch.isnan(values).sum(dim, keepdim=True)
+
+
+def _median_dim(self, dim, keepdim=False, ignore_nan=False):
+    """median / nanmedian along DIM: the lower middle element; median gives NaN (the first NaN's
+    index) when the slice has one, nanmedian the middle of the other elements (NaN if all are)."""
+    if self.dim() and self.shape[dim] == 0:
+        raise IndexError(f"{'nanmedian' if ignore_nan else 'median'}(): Expected reduction dim {dim} to have "
+                         "non-zero size.")
+
+    def position(values, n, d):
+        nans = _nan_count(values, d)
+        if ignore_nan:
+            return torch.div((n - nans - 1).clamp_min(0), 2, rounding_mode="floor")
+        return torch.where(nans > 0, n - nans, torch.full_like(nans, (n - 1) // 2))
+
+    return _select_sorted(self, dim, keepdim, position)
+
+
+def _median_all(self, ignore_nan=False):
+    if self.numel() == 0:
+        return torch.full((), math.nan, dtype=self.dtype, device=self.device)
+    return _median_dim(self.reshape(-1), 0, False, ignore_nan)[0]
+
+
+def _kthvalue(self, k, dim=-1, keepdim=False):
+    n = self.shape[dim % self.dim()] if self.dim() else 1
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue(): selected number k out of range for dimension {dim}")
+    return _select_sorted(self, dim, keepdim, lambda values, n, d: torch.full_like(_nan_count(values, d), k - 1))
+
+
 def _dtype_name(dtype):
     return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
             torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
@@ -687,6 +739,11 @@ OWN_DECOMPOSITIONS = {
     "_cummax_helper.default": lambda self, values, indices, dim: _cum_extreme(self, values, indices, dim, True),
     "_cummin_helper.default": lambda self, values, indices, dim: _cum_extreme(self, values, indices, dim, False),
     "frexp.Tensor": _frexp,
+    "median.dim": lambda self, dim, keepdim=False: _median_dim(self, dim, keepdim),
+    "nanmedian.dim": lambda self, dim, keepdim=False: _median_dim(self, dim, keepdim, ignore_nan=True),
+    "median.default": _median_all,
+    "nanmedian.default": lambda self: _median_all(self, ignore_nan=True),
+    "kthvalue.default": _kthvalue,
     "scatter_reduce.two": _scatter_reduce,
     "scatter_reduce_.two": _in_place(_scatter_reduce),
     "index_reduce.default": _index_reduce,
