@@ -357,3 +357,36 @@ def test_nanmedian_of_an_all_nan_slice_is_nan():
     assert got.values.cpu()[0] == 2.0 and math.isnan(got.values.cpu()[1])
     with pytest.raises((RuntimeError, IndexError), match="k out of range"):
         torch.kthvalue(x.to("hal"), 6, 1)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda s, x: torch.searchsorted(s, x),
+        lambda s, x: torch.searchsorted(s, x, right=True),
+        lambda s, x: torch.searchsorted(s, x, side="right", out_int32=True),
+        lambda s, x: torch.searchsorted(s[0], x),
+        lambda s, x: torch.searchsorted(s[0], 4.0),
+        lambda s, x: torch.searchsorted(s.flip(-1), x, sorter=torch.arange(7, -1, -1, device=s.device).expand(3, 8)),
+        lambda s, x: torch.isin(x, s[0]),
+        lambda s, x: x[torch.tensor([0, 2]), torch.tensor([1, 1])],  # CPU index tensors for a device tensor
+    ],
+)
+def test_searchsorted_isin_and_cpu_indices(fn):
+    g = torch.Generator().manual_seed(21)
+    seq = torch.sort(torch.randint(0, 10, (3, 8), generator=g).float(), -1).values  # ties included
+    values = torch.randint(-1, 11, (3, 5), generator=g).float()
+    got, expected = _run(fn, seq, values, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected)
+
+
+def test_gather_backward_of_an_empty_index():
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(22))
+
+    def grad(t):
+        t = t.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(torch.gather(t, 0, torch.empty(0, 4, dtype=torch.int64, device=t.device)).sum(), t)
+        return g
+
+    got, expected = _run(grad, x, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected)

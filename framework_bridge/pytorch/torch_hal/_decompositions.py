@@ -47,6 +47,8 @@ def _expand_masks(self, indices):
     indices of its nonzero elements; its shape must match self's there."""
     out = []
     for i in indices:
+        if i is not None:
+            i = i.to(self.device)  # CPU index tensors index a device tensor, as on CUDA
         if i is None or i.dtype not in (torch.bool, torch.uint8):
             out.append(i)
             continue
@@ -118,6 +120,36 @@ def _flat_bounds(index, n, what):
         lo, hi = torch.stack([index.min(), index.max()]).tolist()
         if lo < -n or hi >= n:
             raise IndexError(f"out of range: tried to access index {lo if lo < -n else hi} on a tensor of {n} elements.")
+
+
+def _scatter_add(self, dim, index, src):
+    """scatter_add with an empty index (of any integer dtype: gather's backward makes one for an
+    empty sample) is self; others are the catalog row's, which declined them."""
+    if index.numel() == 0:
+        return self.clone()
+    return NotImplemented
+
+
+def _searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    """For each value, how many boundaries of its row lie below it (left) or at or below it
+    (right): a count over a [..., N, M] comparison, bounded like the one-hot reductions. NaN
+    (whose place a binary search leaves to its comparisons) goes to the CPU fallback."""
+    if side is not None:
+        right = side == "right"
+    seq = sorted_sequence
+    if sorter is not None:
+        seq = seq.gather(-1, sorter.to(seq.device))
+    values = self if isinstance(self, torch.Tensor) else torch.tensor(self, dtype=seq.dtype, device=seq.device)
+    if values.numel() * max(seq.shape[-1], 1) > _ONE_HOT_LIMIT:
+        return NotImplemented
+    if seq.is_floating_point() or values.is_floating_point():
+        if bool(torch.stack([torch.isnan(seq).any(), torch.isnan(values).any()]).any().item()):
+            return NotImplemented
+    if seq.dim() == 1:
+        cmp = (seq <= values.unsqueeze(-1)) if right else (seq < values.unsqueeze(-1))
+    else:
+        cmp = (seq.unsqueeze(-2) <= values.unsqueeze(-1)) if right else (seq.unsqueeze(-2) < values.unsqueeze(-1))
+    return cmp.sum(-1).to(torch.int32 if out_int32 else torch.int64)
 
 
 def _put(self, index, source, accumulate=False):
@@ -744,6 +776,9 @@ OWN_DECOMPOSITIONS = {
     "median.default": _median_all,
     "nanmedian.default": lambda self: _median_all(self, ignore_nan=True),
     "kthvalue.default": _kthvalue,
+    "scatter_add.default": _scatter_add,
+    "searchsorted.Tensor": _searchsorted,
+    "searchsorted.Scalar": _searchsorted,
     "scatter_reduce.two": _scatter_reduce,
     "scatter_reduce_.two": _in_place(_scatter_reduce),
     "index_reduce.default": _index_reduce,
