@@ -122,6 +122,8 @@ const char* const kIntHelpers = cl_source::int_helpers;  // kernels/int_helpers.
 
 const char* const kFloatHelpers = cl_source::float_helpers;  // kernels/float_helpers.cl
 
+const char* const kSpecialHelpers = cl_source::special_helpers;  // kernels/special_helpers.cl
+
 const std::string kMax = "((x0 != x0) ? x0 : (x1 != x1) ? x1 : (x0 > x1 ? x0 : x1))";
 const std::string kMin = "((x0 != x0) ? x0 : (x1 != x1) ? x1 : (x0 < x1 ? x0 : x1))";
 
@@ -157,6 +159,12 @@ const std::unordered_map<std::string, Spec>& specs() {
       {"erfc", {"erfc(x0)", "", "", "", true}},
       {"lgamma", {"lgamma(x0)", "", "", "", true}},
       {"trunc", {"trunc(x0)", "x0", ""}},
+      {"digamma", {"digamma_(x0)", "", "", kSpecialHelpers, true}},
+      {"i0", {"i0_(x0)", "", "", kSpecialHelpers, true}},
+      {"i0e", {"i0e_(x0)", "", "", kSpecialHelpers, true}},
+      {"i1", {"i1_(x0)", "", "", kSpecialHelpers, true}},
+      {"i1e", {"i1e_(x0)", "", "", kSpecialHelpers, true}},
+      {"spherical_bessel_j0", {"spherical_j0_(x0)", "", "", kSpecialHelpers, true}},
       {"signbit", {"(signbit(x0) != 0)", "(x0 < 0)", "0", "", false, 1}},
       {"relu", {"(x0 < (C)0 ? (C)0 : x0)", "(x0 < 0 ? (C)0 : x0)", ""}},
       {"silu", {"x0 / ((C)1 + exp(-x0))", "", ""}},
