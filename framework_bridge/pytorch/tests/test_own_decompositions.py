@@ -295,16 +295,17 @@ def test_orthogonal_polynomials_follow_pytorch_kernels(name, dtype):
 
 
 def test_a_decomposition_declining_some_arguments_still_serves_others():
-    # PyTorch's adaptive_max_pool2d decomposition declines uneven windows (9 -> 4): that call takes the
-    # CPU fallback, and a later call with even windows is still decomposed on the device.
-    x = torch.randn(1, 2, 7, 9, generator=torch.Generator().manual_seed(15)).to("hal")
+    # searchsorted's decomposition declines NaN values (a binary search's answer for NaN is its
+    # comparisons' business): that call takes the CPU fallback, and a later call without NaN is
+    # still decomposed on the device.
+    seq = torch.tensor([1.0, 2.0, 3.0]).to("hal")
     torch_hal.reset_fallback_stats()
-    F.adaptive_max_pool2d(x, (3, 4))
-    assert torch_hal.fallback_stats() == {"aten::adaptive_max_pool2d.out": 1}
+    torch.searchsorted(seq, torch.tensor([math.nan, 2.0]).to("hal"))
+    assert torch_hal.fallback_stats() == {"aten::searchsorted.Tensor": 1}
     torch_hal.reset_fallback_stats()
-    got = F.adaptive_max_pool2d(x, (7, 3))
+    got = torch.searchsorted(seq, torch.tensor([0.5, 2.0, 9.0]).to("hal"))
     assert torch_hal.fallback_stats() == {}
-    torch.testing.assert_close(got.cpu(), F.adaptive_max_pool2d(x.cpu(), (7, 3)))
+    assert got.cpu().tolist() == [0, 1, 3]
 
 
 @pytest.mark.parametrize(
@@ -390,3 +391,20 @@ def test_gather_backward_of_an_empty_index():
 
     got, expected = _run(grad, x, decompositions_allowed=True)
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: F.adaptive_max_pool2d(a, (3, 4), return_indices=True),  # uneven windows
+        lambda a: F.adaptive_max_pool2d(a, (9, 11), return_indices=True),  # more outputs than inputs
+        lambda a: F.adaptive_max_pool1d(a[0], 4, return_indices=True),
+        lambda a: F.adaptive_max_pool3d(a, (2, 3, 4), return_indices=True),
+        lambda a: F.adaptive_max_pool2d(a[0], (5, 2), return_indices=True),
+        lambda a: F.adaptive_max_pool2d((a * 2).round(), (3, 4), return_indices=True),  # ties: the first maximum
+    ],
+)
+def test_adaptive_max_pooling_with_any_windows(fn):
+    x = torch.randn(2, 3, 7, 9, generator=torch.Generator().manual_seed(23))
+    got, expected = _run(fn, x, decompositions_allowed=True)
+    torch.testing.assert_close(got, list(expected))

@@ -685,6 +685,59 @@ def _pad_backward(forward_op):
     return backward
 
 
+def _adaptive_max_pool(spatial):
+    """adaptive_max_pool{2,3}d for any window sizes (PyTorch's decomposition takes only even
+    ones): window i of a dim spans [floor(i·I/O), ceil((i+1)·I/O)); every window's elements are
+    gathered (padded to the largest window with -inf) and reduced with amax/argmax, whose first
+    maximum is the kernel's; the index is flat over the spatial dims."""
+
+    def forward(self, output_size):
+        sizes = list(self.shape[-spatial:])
+        outs = [int(o) for o in output_size]
+        lead = list(self.shape[:-spatial])
+        windows = []
+        for size, out in zip(sizes, outs):
+            start = [(i * size) // out for i in range(out)]
+            end = [-((-(i + 1) * size) // out) for i in range(out)]
+            k = max(e - b for b, e in zip(start, end)) if out else 1
+            windows.append((start, end, k))
+        count = 1
+        for o in outs:
+            count *= o
+        for _, _, k in windows:
+            count *= k
+        if self.numel() // max(1, self.shape[-spatial:].numel()) * count > _ONE_HOT_LIMIT or min(outs + sizes) == 0:
+            return NotImplemented
+        # Flat spatial position of every (output cell, window offset), and whether it is inside.
+        pos = torch.zeros([1] * (2 * spatial), dtype=torch.int64, device=self.device)
+        valid = torch.ones([1] * (2 * spatial), dtype=torch.bool, device=self.device)
+        stride = 1
+        for d in reversed(range(spatial)):
+            start, end, k = windows[d]
+            b = torch.tensor(start, device=self.device).unsqueeze(1)
+            e = torch.tensor(end, device=self.device).unsqueeze(1)
+            p = b + torch.arange(k, device=self.device)
+            ok = p < e
+            shape = [1] * (2 * spatial)
+            shape[d], shape[spatial + d] = len(start), k
+            pos = pos + (torch.where(ok, p, b) * stride).reshape(shape)
+            valid = valid & ok.reshape(shape)
+            stride *= sizes[d]
+        pos = pos.expand(outs + [w[2] for w in windows]).reshape(-1)
+        valid = valid.expand(outs + [w[2] for w in windows]).reshape(outs + [-1])
+        flat = self.reshape(lead + [-1])
+        picked = torch.index_select(flat, len(lead), pos).reshape(lead + outs + [-1])
+        floor = torch.full((), -math.inf if self.is_floating_point() else torch.iinfo(self.dtype).min,
+                           dtype=self.dtype, device=self.device)
+        picked = torch.where(valid, picked, floor)
+        which = torch.argmax(picked, dim=-1, keepdim=True)
+        values = picked.gather(-1, which).squeeze(-1)
+        indices = pos.reshape(outs + [-1]).expand(lead + outs + [picked.shape[-1]]).gather(-1, which).squeeze(-1)
+        return values, indices
+
+    return forward
+
+
 def _max_pool_backward(spatial):
     """max_pool*_with_indices_backward / adaptive_max_pool*_backward: the
     gradient lands where the forward took its maximum; INDICES are flat over
@@ -783,6 +836,8 @@ OWN_DECOMPOSITIONS = {
     "scatter_reduce_.two": _in_place(_scatter_reduce),
     "index_reduce.default": _index_reduce,
     "index_reduce_.default": _in_place(_index_reduce),
+    "adaptive_max_pool2d.default": _adaptive_max_pool(2),
+    "adaptive_max_pool3d.default": _adaptive_max_pool(3),
     "adaptive_max_pool2d_backward.default": _max_pool_backward(2),
     "adaptive_max_pool3d_backward.default": _max_pool_backward(3),
     "max_pool3d_with_indices_backward.default": _max_pool_backward(3),
