@@ -326,8 +326,13 @@ void bind_kernels(py::module_& m) {
     return decomposition_counts();
   });
   m.def("_reset_decomposition_stats", [] {
-    std::lock_guard<std::mutex> lock(g_decomp_mu);
-    decomposition_counts().clear();
+    {
+      std::lock_guard<std::mutex> lock(g_decomp_mu);
+      decomposition_counts().clear();
+    }
+    // Ops found without a decomposition are asked again (a test may install one).
+    std::lock_guard<std::mutex> lock(g_none_mu);
+    without_decomposition().clear();
   });
   m.def("_explain_begin", [] {
     std::lock_guard<std::mutex> lock(g_records_mu);

@@ -83,7 +83,8 @@ def fallback_stats():
 
 
 def reset_fallback_stats():
-    """Sets every CPU-fallback and decomposition count back to zero."""
+    """Sets every CPU-fallback and decomposition count back to zero, and forgets
+    which ops were found to have no decomposition (they are asked again)."""
     _C.reset_fallback_stats()
     _C._reset_decomposition_stats()
 
