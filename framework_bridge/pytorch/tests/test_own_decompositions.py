@@ -408,3 +408,22 @@ def test_adaptive_max_pooling_with_any_windows(fn):
     x = torch.randn(2, 3, 7, 9, generator=torch.Generator().manual_seed(23))
     got, expected = _run(fn, x, decompositions_allowed=True)
     torch.testing.assert_close(got, list(expected))
+
+
+@pytest.mark.parametrize(
+    "fn, x",
+    [
+        (lambda a: torch.unique(a, return_inverse=True, return_counts=True),
+         torch.tensor([[3.0, 1.0, math.nan], [1.0, math.nan, 3.0]])),  # each NaN its own value, as PyTorch
+        (torch.unique, torch.tensor([[3.0, 1.0], [1.0, 2.0]])),
+        (lambda a: torch.unique(a, sorted=False, return_counts=True),
+         torch.randint(0, 5, (4, 6), generator=torch.Generator().manual_seed(24))),
+        (lambda a: torch.unique_consecutive(a, return_inverse=True, return_counts=True),
+         torch.tensor([1, 1, 2, 2, 3, 1, 1, 2])),
+        (torch.unique_consecutive, torch.tensor([1.0, 1.0, math.nan, math.nan, 2.0])),
+        (lambda a: torch.unique(a, return_inverse=True, return_counts=True), torch.empty(0)),
+    ],
+)
+def test_unique(fn, x):
+    got, expected = _run(fn, x, decompositions_allowed=True)
+    torch.testing.assert_close(got, list(expected) if isinstance(expected, tuple) else expected, equal_nan=True)

@@ -462,6 +462,42 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
     return _select_sorted(self, dim, keepdim, lambda values, n, d: torch.full_like(_nan_count(values, d), k - 1))
 
 
+# ---- unique ----------------------------------------------------------------------------------------
+
+
+def _runs(values, order):
+    """For VALUES (1-D, in the order runs are taken): the first element of each run of equal
+    values (NaN never equals NaN, so each NaN is its own run, as PyTorch), the run id of every
+    element, and each run's length."""
+    starts = torch.ones(values.numel(), dtype=torch.bool, device=values.device)
+    if values.numel() > 1:
+        starts[1:] = values[1:] != values[:-1]
+    run_id = torch.cumsum(starts.to(torch.int64), 0) - 1
+    output = torch.masked_select(values, starts)
+    counts = torch.zeros(output.numel(), dtype=torch.int64, device=values.device)
+    counts.index_put_((run_id,), torch.ones_like(run_id), accumulate=True)
+    inverse = run_id if order is None else torch.empty_like(run_id).index_put_((order,), run_id)
+    return output, inverse, counts
+
+
+def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
+    """torch.unique (flattened): sorted unique values as PyTorch CPU returns them whatever
+    SORTED says; inverse and counts empty unless asked for."""
+    flat = self.reshape(-1)
+    values, order = torch.sort(flat, stable=True)
+    output, inverse, counts = _runs(values, order)
+    empty = torch.empty(0, dtype=torch.int64, device=self.device)
+    return (output, inverse.reshape(self.shape) if return_inverse else empty, counts if return_counts else empty)
+
+
+def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+    if dim is not None:
+        return NotImplemented
+    output, inverse, counts = _runs(self.reshape(-1), None)
+    empty = torch.empty(0, dtype=torch.int64, device=self.device)
+    return (output, inverse.reshape(self.shape) if return_inverse else empty, counts if return_counts else empty)
+
+
 def _dtype_name(dtype):
     return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
             torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
@@ -824,6 +860,9 @@ OWN_DECOMPOSITIONS = {
     "_cummax_helper.default": lambda self, values, indices, dim: _cum_extreme(self, values, indices, dim, True),
     "_cummin_helper.default": lambda self, values, indices, dim: _cum_extreme(self, values, indices, dim, False),
     "frexp.Tensor": _frexp,
+    "_unique2.default": _unique2,
+    "_unique.default": lambda self, sorted=True, return_inverse=False: _unique2(self, sorted, return_inverse)[:2],
+    "unique_consecutive.default": _unique_consecutive,
     "median.dim": lambda self, dim, keepdim=False: _median_dim(self, dim, keepdim),
     "nanmedian.dim": lambda self, dim, keepdim=False: _median_dim(self, dim, keepdim, ignore_nan=True),
     "median.default": _median_all,
