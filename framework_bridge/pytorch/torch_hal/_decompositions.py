@@ -24,8 +24,8 @@ def _var_correction(self, dim=None, *, correction=None, keepdim=False, std=False
     c = 1 if correction is None else correction
     dims = range(self.dim()) if dim is None or len(dim) == 0 else dim
     n = 1
-    for d in dims:
-        n *= self.shape[d] if self.dim() else 1
+    for d in dims:  # none for a 0-d self
+        n *= self.shape[d]
     v = aten.var.correction(self, dim, correction=0, keepdim=keepdim)
     v = v * (n / (n - c) if n - c > 0 else float("inf"))
     return v.sqrt() if std else v
@@ -40,6 +40,11 @@ def _shrink_backward(grad_out, self, lambd):
 
 
 # ---- advanced indexing ------------------------------------------------------------------------
+
+
+def _min_max(t):
+    """(min, max) of non-empty T as Python numbers, in one device-to-host read."""
+    return torch.stack([t.min(), t.max()]).tolist()
 
 
 def _expand_masks(self, indices):
@@ -81,7 +86,7 @@ def _index_tensor(self, indices):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         t = t.long()
         if t.numel():
-            lo, hi = torch.stack([t.min(), t.max()]).tolist()
+            lo, hi = _min_max(t)
             if lo < -size or hi >= size:
                 raise IndexError(f"index {lo if lo < -size else hi} is out of bounds for dimension {d} with size {size}")
         t = torch.where(t < 0, t + size, t)
@@ -114,10 +119,10 @@ def _index_put_impl(self, indices, values, accumulate=False, unsafe=False):
     return self
 
 
-def _flat_bounds(index, n, what):
+def _flat_bounds(index, n):
     """IndexError (PyTorch's words) unless every INDEX is in [-n, n)."""
     if index.numel():
-        lo, hi = torch.stack([index.min(), index.max()]).tolist()
+        lo, hi = _min_max(index)
         if lo < -n or hi >= n:
             raise IndexError(f"out of range: tried to access index {lo if lo < -n else hi} on a tensor of {n} elements.")
 
@@ -162,9 +167,15 @@ def _put(self, index, source, accumulate=False):
     if source.dtype != self.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {_dtype_name(self.dtype)} and source.dtype = {_dtype_name(source.dtype)}")
-    _flat_bounds(index, self.numel(), "put_")
+    _flat_bounds(index, self.numel())
+    return _index_put_flat(self, index.reshape(-1), source.reshape(-1), accumulate)
+
+
+def _index_put_flat(self, positions, values, accumulate=False):
+    """self viewed as 1-D (row-major) [POSITIONS] = VALUES, through a contiguous copy written
+    back when self is not contiguous; returns self."""
     flat = self.reshape(-1) if self.is_contiguous() else self.contiguous().reshape(-1)
-    flat.index_put_((index.reshape(-1),), source.reshape(-1), accumulate)
+    flat.index_put_((positions,), values, accumulate)
     if not self.is_contiguous():
         self.copy_(flat.reshape(self.shape))
     return self
@@ -182,11 +193,7 @@ def _masked_scatter(self, mask, source):
     positions = torch.nonzero(mask.expand(self.shape).reshape(-1)).reshape(-1)
     if positions.numel() > source.numel():
         raise RuntimeError("Number of elements of source < number of ones in mask")
-    flat = self.reshape(-1) if self.is_contiguous() else self.contiguous().reshape(-1)
-    flat.index_put_((positions,), source.reshape(-1)[: positions.numel()])
-    if not self.is_contiguous():
-        self.copy_(flat.reshape(self.shape))
-    return self
+    return _index_put_flat(self, positions, source.reshape(-1)[: positions.numel()])
 
 
 def _nonzero_static(self, *, size, fill_value=-1):
@@ -231,7 +238,7 @@ def _histc(self, bins=100, min=0, max=0):
     dtype = self.dtype if self.is_floating_point() else torch.float32
     lo, hi = float(min), float(max)
     if lo == hi and x.numel():
-        lo, hi = torch.stack([x.min().to(torch.float64), x.max().to(torch.float64)]).tolist()
+        lo, hi = (float(v) for v in _min_max(x))
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -247,7 +254,7 @@ def _histc(self, bins=100, min=0, max=0):
     below = x < torch.index_select(edges, 0, pos)
     above = (x >= torch.index_select(edges, 0, pos + 1)) & (pos + 1 < bins)
     pos = pos - below.to(torch.int64) + above.to(torch.int64)
-    counts = torch.zeros(bins, dtype=self.dtype if self.is_floating_point() else self.dtype, device=self.device)
+    counts = torch.zeros(bins, dtype=self.dtype, device=self.device)
     return counts.index_put_((pos,), inside.to(counts.dtype), accumulate=True)
 
 
@@ -296,12 +303,10 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
         acc = masked.amax(-2) if reduce == "amax" else masked.amin(-2)
     base = self[region].movedim(dim, -1)
     if include_self:
-        if reduce == "sum":
+        if reduce in ("sum", "mean"):
             acc = acc + base
         elif reduce == "prod":
             acc = acc * base
-        elif reduce == "mean":
-            acc = acc + base
         else:
             pair = torch.stack([acc, base])
             acc = pair.amax(0) if reduce == "amax" else pair.amin(0)
@@ -315,7 +320,7 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
 
 
 def _flat_bounds_dim(index, size, dim):
-    lo, hi = torch.stack([index.min(), index.max()]).tolist()
+    lo, hi = _min_max(index)
     if lo < -size or hi >= size:
         raise RuntimeError(f"index {lo if lo < -size else hi} is out of bounds for dimension {dim} with size {size}")
     if lo < 0:
@@ -485,15 +490,18 @@ def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
     SORTED says; inverse and counts empty unless asked for."""
     flat = self.reshape(-1)
     values, order = torch.sort(flat, stable=True)
-    output, inverse, counts = _runs(values, order)
-    empty = torch.empty(0, dtype=torch.int64, device=self.device)
-    return (output, inverse.reshape(self.shape) if return_inverse else empty, counts if return_counts else empty)
+    return _unique_result(self, _runs(values, order), return_inverse, return_counts)
 
 
 def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
     if dim is not None:
         return NotImplemented
-    output, inverse, counts = _runs(self.reshape(-1), None)
+    return _unique_result(self, _runs(self.reshape(-1), None), return_inverse, return_counts)
+
+
+def _unique_result(self, runs, return_inverse, return_counts):
+    """(values, inverse in self's shape, counts), the last two empty unless asked for (PyTorch's)."""
+    output, inverse, counts = runs
     empty = torch.empty(0, dtype=torch.int64, device=self.device)
     return (output, inverse.reshape(self.shape) if return_inverse else empty, counts if return_counts else empty)
 
@@ -688,19 +696,13 @@ def _linear_backward(forward_op):
     """The backward of a linear op (upsampling, padding), whose Jacobian does
     not depend on the input: taken at zeros of the input's size."""
 
-    def backward(grad_output, *args):
-        *fwd_args, input_size = _split_input_size(forward_op, args)
+    # upsample_nearest*_backward(grad_output, output_size, input_size, scales...) -> the forward
+    # (input, output_size, scales...).
+    def backward(grad_output, output_size, input_size, *scales):
         x = torch.zeros(input_size, dtype=grad_output.dtype, device=grad_output.device)
-        return _vjp(_forward_decomposition(forward_op), x, grad_output, *fwd_args)
+        return _vjp(_forward_decomposition(forward_op), x, grad_output, output_size, *scales)
 
     return backward
-
-
-def _split_input_size(forward_op, args):
-    # upsample_*_backward(grad_output, output_size, input_size, scales...) ->
-    # forward (input, output_size, scales...) plus input_size last.
-    output_size, input_size, *scales = args
-    return [output_size, *scales, input_size]
 
 
 def _upsample_linear_backward(forward_op):
