@@ -16,7 +16,7 @@ HAL_APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libtomlplusplus-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libssl-dev
-  libdnnl-dev libonnx-dev libprotobuf-dev protobuf-compiler clang libclang-rt-14-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd python3 python3-venv python3-dev
+  libdnnl-dev libopenblas-dev libonnx-dev libprotobuf-dev protobuf-compiler clang libclang-rt-14-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd python3 python3-venv python3-dev
   libgloo-dev iproute2
 )
 HAL_VENV=$HAL_CACHE/venv

@@ -181,6 +181,7 @@ class SegmentBuilder {
       if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex())
         return py::str("complex dtype");
     }
+    if (row->after != nullptr) return py::str("checks its results after the launch (eager only)");
     Call call(*row, op->schema(), stack, dev_);
     call.lowering = true;
     try {

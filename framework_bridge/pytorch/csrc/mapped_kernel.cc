@@ -83,6 +83,7 @@ class MappedKernel final : public c10::OperatorKernel {
       const auto copies = unalias_outputs(call);
       launch_call(call);
       for (const auto& [fresh, real] : copies) device_copy(fresh, real);
+      if (row_.after != nullptr) row_.after(call);
     } catch (const Decline& d) {
       *why = "catalog op " + call.catalog + " declined: " + d.reason;
       return false;

@@ -136,6 +136,48 @@ void arange_dtype_of_out(Call& c) {
   c.attrs.push_back(hal::Attr::dtype("dtype", to_hal_dtype(dtype)));
 }
 
+// ---- factorizations ----
+
+// PyTorch's check of a factorization's info: raises as its kernels do
+// (linalg.svd's "failed to converge", linalg.cholesky's "not positive-definite").
+void check_info(const Call& c, const at::Tensor& info, const char* api, const char* input) {
+  at::_linalg_check_errors(info, api, /*is_matrix=*/c.arg(input).toTensor().dim() == 2);
+}
+
+// _linalg_eigh and _linalg_svd do not return the info the catalog ops write:
+// a scratch output, checked after the launch (eager only: it reads info).
+void add_info_output(Call& c) {
+  if (c.lowering) throw Decline{"the factorization's info is checked after the launch"};
+  const at::Tensor a = c.arg("A").toTensor();
+  c.outputs.push_back(at::empty(a.sizes().slice(0, a.dim() - 2), a.options().dtype(at::kInt)));
+}
+
+void eigh_prepare(Call& c) {
+  c.attrs.push_back(hal::Attr::b("upper", c.arg("UPLO").toStringRef() == "U"));
+  add_info_output(c);
+}
+void eigh_check(Call& c) { check_info(c, c.outputs.back(), "linalg.eigh", "A"); }
+
+// A driver (cuSOLVER's gesvd/gesvdj/gesvda) is CUDA's: PyTorch's CPU kernel
+// refuses it, and so does the fallback.
+void svd_prepare(Call& c) {
+  if (!c.arg("driver").isNone()) throw Decline{"driver= is CUDA's"};
+  add_info_output(c);
+}
+void svd_check(Call& c) { check_info(c, c.outputs.back(), "linalg.svd", "A"); }
+
+void cholesky_check(Call& c) {
+  if (c.arg("check_errors").toBool()) check_info(c, c.outputs[1], "linalg.cholesky_ex", "self");
+}
+
+// LU without pivoting is not the catalog op (nor PyTorch's CPU kernel).
+void lu_pivoted(Call& c) {
+  if (!c.arg("pivot").toBool()) throw Decline{"pivot=False"};
+}
+void lu_check(Call& c) {
+  if (c.arg("check_errors").toBool()) check_info(c, c.outputs[2], "torch.linalg.lu_factor_ex", "A");
+}
+
 // An index tensor the catalog's index ops take: integers. bool and uint8
 // are masks (PyTorch turns those into nonzero()): declined.
 void require_integer_index(const at::Tensor& t) {
@@ -650,6 +692,33 @@ const std::vector<Mapping>& mappings() {
     add({"sort", "sort.values"}, "sort", {t("self")}, {dim, {"descending", "descending", A::kBool}});
     add({"sort.stable", "sort.values_stable"}, "sort", {t("self")},
         {dim, {"descending", "descending", A::kBool}, {"stable", "stable", A::kBool}});
+
+    // ---- factorizations (LAPACK's algorithms: sdk/catalog/ops/factorization.toml) ----
+    {
+      Mapping& m = add({"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, "linalg_cholesky", {t("self")},
+                       {{"upper", "upper", A::kBool}});
+      m.after = cholesky_check;
+    }
+    {
+      Mapping& m = add({"linalg_lu_factor_ex", "linalg_lu_factor_ex.out"}, "linalg_lu_factor", {t("A")});
+      m.hook = lu_pivoted;
+      m.after = lu_check;
+    }
+    add({"linalg_solve_triangular", "linalg_solve_triangular.out"}, "linalg_solve_triangular", {t("self"), t("B")},
+        {{"upper", "upper", A::kBool}, {"left", "left", A::kBool}, {"unitriangular", "unitriangular", A::kBool}});
+    {
+      Mapping& m = add({"_linalg_eigh", "_linalg_eigh.eigenvalues"}, "linalg_eigh", {t("A")},
+                       {{"compute_v", "compute_v", A::kBool}});
+      m.hook = eigh_prepare;
+      m.after = eigh_check;
+    }
+    {
+      Mapping& m = add({"_linalg_svd", "_linalg_svd.U"}, "linalg_svd", {t("A")},
+                       {{"full_matrices", "full_matrices", A::kBool}, {"compute_uv", "compute_uv", A::kBool}});
+      m.hook = svd_prepare;
+      m.after = svd_check;
+    }
+    add({"linalg_qr", "linalg_qr.out"}, "linalg_qr", {t("A")}, {{"mode", "mode", A::kString}});
 
     // ---- attention (chosen by sdp_choice) ----
     const std::vector<AttrSpec> sdpa{{"is_causal", "is_causal", A::kBool}, {"scale", "scale", A::kOptFloat}};

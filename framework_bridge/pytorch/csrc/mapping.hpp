@@ -102,6 +102,10 @@ struct Mapping {
   // [weight.size(0)]. Empty: the row has no masked outputs.
   std::vector<const char*> scratch;
   Hook hook = nullptr;
+  // Runs after a successful launch (the outputs are written): checks what
+  // only the results tell, e.g. a factorization's info output as PyTorch's
+  // kernel does (it may raise). A row with one declines in graph lowering.
+  Hook after = nullptr;
   // A row only the torch.compile lowering uses (never registered as an
   // eager kernel): PyTorch's views (view, permute, expand ...) stay views in
   // eager, and are copies (reshape, permute, copy) in a graph.

@@ -660,6 +660,129 @@ _POLYNOMIALS = {
 }
 
 
+# ---- linear algebra from the catalog's factorizations (LU, triangular solves) -------------------
+# linalg_lu_factor_ex and linalg_solve_triangular are catalog rows; what PyTorch builds on
+# them (solves, inverses, determinants, LU unpacking) is composed here as its kernels do,
+# including which LU they return (backward formulas read it).
+
+
+def _lu_permutation(pivots, m):
+    """The row order of LAPACK's 1-based PIVOTS [..., k] (row i swapped with
+    pivots[i], in order) as indices [..., m]: row r of P^T·A is A's row perm[r]."""
+    perm = torch.arange(m, device=pivots.device).expand(*pivots.shape[:-1], m).clone()
+    for i in range(pivots.shape[-1]):
+        j = (pivots[..., i:i + 1] - 1).long()
+        here = perm[..., i:i + 1].clone()
+        perm[..., i:i + 1] = perm.gather(-1, j)
+        perm.scatter_(-1, j, here)
+    return perm
+
+
+def _permutation_matrix(perm, dtype):
+    """P with P[perm[r], r] = 1, so that A = P·L·U."""
+    m = perm.shape[-1]
+    return (torch.arange(m, device=perm.device).unsqueeze(-1) == perm.unsqueeze(-2)).to(dtype)
+
+
+def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    m, n = LU_data.shape[-2:]
+    k = min(m, n)
+    empty = LU_data.new_empty(0)
+    if unpack_data:
+        eye = torch.eye(m, k, dtype=LU_data.dtype, device=LU_data.device)
+        L = LU_data[..., :, :k].tril(-1) + eye
+        U = LU_data[..., :k, :].triu()
+    else:
+        L = U = empty
+    P = _permutation_matrix(_lu_permutation(LU_pivots, m), LU_data.dtype) if unpack_pivots else empty
+    return P, L, U
+
+
+def _lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    # A = P·L·U. A·X = B: X = U⁻¹·L⁻¹·Pᵀ·B; Aᵀ·X = B: X = P·L⁻ᵀ·U⁻ᵀ·B; X·A = B is
+    # Aᵀ·Xᵀ = Bᵀ (real dtypes only: the catalog has no complex).
+    if not left:
+        return _lu_solve(LU, pivots, B.mT, left=True, adjoint=not adjoint).mT
+    P, L, U = _lu_unpack(LU, pivots)
+    if not adjoint:
+        y = torch.linalg.solve_triangular(L, P.mT @ B, upper=False, unitriangular=True)
+        return torch.linalg.solve_triangular(U, y, upper=True)
+    y = torch.linalg.solve_triangular(U.mT, B, upper=False)
+    return P @ torch.linalg.solve_triangular(L.mT, y, upper=True, unitriangular=True)
+
+
+def _solve_ex(A, B, *, left=True, check_errors=False):
+    # PyTorch's _linalg_solve_ex returns the LU of A itself (its backward
+    # solves with it); a vector B is a column (a row when not LEFT).
+    vector = B.dim() == 1 or (A.dim() - 1 == B.dim() and B.shape == A.shape[:-1])
+    B_ = B.unsqueeze(-1 if left else -2) if vector else B
+    LU, pivots, info = aten.linalg_lu_factor_ex.default(A)
+    if check_errors:
+        aten._linalg_check_errors(info, "torch.linalg.solve_ex", is_matrix=A.dim() == 2)
+    result = _lu_solve(LU, pivots, B_, left=left)
+    return (result.squeeze(-1 if left else -2) if vector else result), LU, pivots, info
+
+
+def _inv_ex(A, *, check_errors=False):
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand_as(A)
+    inverse, _, _, info = _solve_ex(A, eye)
+    if check_errors:
+        aten._linalg_check_errors(info, "linalg.inv_ex", is_matrix=A.dim() == 2)
+    return inverse, info
+
+
+def _lu_sign(LU, pivots):
+    """(the permutation's sign, the diagonal of U)."""
+    swaps = (pivots != torch.arange(1, pivots.shape[-1] + 1, device=pivots.device, dtype=pivots.dtype)).sum(-1)
+    return 1 - 2 * (swaps % 2).to(LU.dtype), LU.diagonal(dim1=-2, dim2=-1)
+
+
+def _det_lu(A):
+    # As PyTorch's _linalg_det/_linalg_slogdet: a contiguous (real) A is
+    # factored transposed (same determinant); their backwards solve with
+    # that LU accordingly.
+    return aten.linalg_lu_factor_ex.default(A.mT if A.is_contiguous() else A)[:2]
+
+
+def _det(A):
+    LU, pivots = _det_lu(A)
+    sign, diag = _lu_sign(LU, pivots)
+    return sign * diag.prod(-1), LU, pivots
+
+
+def _slogdet(A):
+    LU, pivots = _det_lu(A)
+    sign, diag = _lu_sign(LU, pivots)
+    return sign * diag.sign().prod(-1), diag.abs().log().sum(-1), LU, pivots
+
+
+def _linalg_lu(A, *, pivot=True):
+    if not pivot:
+        return NotImplemented  # PyTorch's CPU kernel refuses it too (the fallback says so)
+    LU, pivots, _ = aten.linalg_lu_factor_ex.default(A)
+    return _lu_unpack(LU, pivots)
+
+
+def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    batch = torch.broadcast_shapes(self.shape[:-2], A.shape[:-2])
+    coefficient = A.expand(*batch, *A.shape[-2:]).clone()
+    solution = torch.linalg.solve_triangular(A.mT if transpose else A, self, upper=upper != transpose,
+                                             unitriangular=unitriangular)
+    return solution, coefficient
+
+
+def _cholesky_solve_helper(self, A, upper):
+    # A is the factor: L·Lᵀ (or Uᵀ·U) X = self.
+    lower = A.mT if upper else A
+    y = torch.linalg.solve_triangular(lower, self, upper=False)
+    return torch.linalg.solve_triangular(lower.mT, y, upper=True)
+
+
+def _cholesky_inverse(self, upper=False):
+    eye = torch.eye(self.shape[-1], dtype=self.dtype, device=self.device).expand_as(self)
+    return _cholesky_solve_helper(eye, self, upper)
+
+
 # ---- backward ops as the vector-Jacobian product of the forward's decomposition ----------------
 
 @contextlib.contextmanager
@@ -883,6 +1006,16 @@ OWN_DECOMPOSITIONS = {
     "adaptive_max_pool3d_backward.default": _max_pool_backward(3),
     "max_pool3d_with_indices_backward.default": _max_pool_backward(3),
     "multi_margin_loss_backward.default": _multi_margin_loss_backward,
+    "lu_unpack.default": _lu_unpack,
+    "linalg_lu_solve.default": _lu_solve,
+    "_linalg_solve_ex.default": _solve_ex,
+    "linalg_inv_ex.default": _inv_ex,
+    "_linalg_det.default": _det,
+    "_linalg_slogdet.default": _slogdet,
+    "linalg_lu.default": _linalg_lu,
+    "triangular_solve.default": _triangular_solve,
+    "_cholesky_solve_helper.default": _cholesky_solve_helper,
+    "cholesky_inverse.default": _cholesky_inverse,
 }
 for _name in ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
               "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"):

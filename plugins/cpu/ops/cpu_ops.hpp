@@ -17,6 +17,7 @@ void register_random_ops(sdk::OpRegistry& ops);
 void register_transformer_ops(sdk::OpRegistry& ops);
 void register_llm_ops(sdk::OpRegistry& ops);
 void register_rnn_ops(sdk::OpRegistry& ops);
+void register_factorization_ops(sdk::OpRegistry& ops);
 
 inline void register_all_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
@@ -29,6 +30,7 @@ inline void register_all_ops(sdk::OpRegistry& ops) {
   register_transformer_ops(ops);
   register_llm_ops(ops);
   register_rnn_ops(ops);
+  register_factorization_ops(ops);
 }
 
 }  // namespace hal::cpu

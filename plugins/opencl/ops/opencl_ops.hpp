@@ -16,6 +16,7 @@ void register_data_ops(sdk::OpRegistry& ops);
 void register_random_ops(sdk::OpRegistry& ops);
 void register_llm_ops(sdk::OpRegistry& ops);
 void register_rnn_ops(sdk::OpRegistry& ops);
+void register_factorization_ops(sdk::OpRegistry& ops);
 
 inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_elementwise_ops(ops);
@@ -28,6 +29,7 @@ inline void register_opencl_ops(sdk::OpRegistry& ops) {
   register_random_ops(ops);
   register_llm_ops(ops);
   register_rnn_ops(ops);
+  register_factorization_ops(ops);
 }
 
 }  // namespace hal::opencl

@@ -11,6 +11,7 @@
 #include "hal/common/shapes/common.hpp"
 #include "hal/common/shapes/data.hpp"
 #include "hal/common/shapes/elementwise.hpp"
+#include "hal/common/shapes/factorization.hpp"
 #include "hal/common/shapes/index.hpp"
 #include "hal/common/shapes/linalg.hpp"
 #include "hal/common/shapes/nn.hpp"

@@ -1,0 +1,108 @@
+// OpenCL kernels of the "factorization" group (kernels/factorization.cl):
+// Cholesky, LU with partial pivoting and triangular solves, one work item per
+// matrix (per right-hand side for the solve), computed in float (double for
+// float64). Simple and exact to the algorithm; a device-wide blocked
+// factorization is future work. The eigen-, singular-value and QR
+// decompositions are not claimed (they take the CPU fallback).
+#include <string>
+#include <vector>
+
+#include "cl_sources.hpp"
+#include "hal/sdk/op_catalog.hpp"
+#include "nn_common.hpp"
+#include "opencl_ops.hpp"
+
+namespace hal::opencl {
+namespace {
+
+namespace op = sdk::op;
+using nn::Dense;
+using nn::Ops;
+
+std::string factorization_source(hal_dtype_e dtype) { return nn::row_prelude(dtype) + cl_source::factorization; }
+
+int64_t batch_of(const Tensor& t) {
+  int64_t b = 1;
+  for (int d = 0; d + 2 < t.rank; ++d) b *= t.shape[d];
+  return b;
+}
+
+// Runs KERNEL with the call's inputs then outputs as (buffer, offset) pairs,
+// then what ARGS adds, over ITEMS work items.
+template <class Args>
+void run(const CallPtr& call, sdk::Stream* stream, const char* kernel, int64_t items, Args&& args) {
+  const OpCall& c = *call;
+  if (items == 0) return;
+  ClDevice& device = device_of(c);
+  const std::string source = factorization_source(c.input(0).dtype);
+  device.submit(stream, [&](const Queue& q) {
+    Ops ops(device, q);
+    std::vector<Dense> ins, outs;
+    for (size_t i = 0; i < c.input_count(); ++i) ins.push_back(ops.in(c.input(i)));
+    for (size_t i = 0; i < c.output_count(); ++i) outs.push_back(ops.out(c.output(i)));
+    Launch l(device, source, kernel);
+    for (const Dense& d : ins) Ops::arg(l, d);
+    for (const Dense& d : outs) Ops::arg(l, d);
+    args(l);
+    l.enqueue(q, global_1d(items), kLocalSize);
+    for (Dense& d : outs) ops.finish(d);
+  });
+}
+
+void cholesky_kernel(const CallPtr& call, sdk::Stream* stream) {
+  const Tensor& a = op::linalg_cholesky::self(*call);
+  const int64_t batch = batch_of(a), n = a.shape[a.rank - 1];
+  const cl_int upper = op::linalg_cholesky::upper(*call) ? 1 : 0;
+  run(call, stream, "factor_cholesky", batch,
+      [&](Launch& l) { l.value<cl_long>(batch).value<cl_long>(n).value<cl_int>(upper); });
+}
+
+void lu_factor_kernel(const CallPtr& call, sdk::Stream* stream) {
+  const Tensor& a = op::linalg_lu_factor::self(*call);
+  const int64_t batch = batch_of(a), m = a.shape[a.rank - 2], n = a.shape[a.rank - 1];
+  // An empty matrix still reports info = 0 for each of the batch.
+  run(call, stream, "factor_lu", batch, [&](Launch& l) {
+    l.value<cl_long>(batch).value<cl_long>(m).value<cl_long>(n);
+  });
+}
+
+// An operand's batch strides (in matrices) over the output's batch dims,
+// right-aligned in 8 slots: 0 where it broadcasts.
+cl_long8 batch_strides(const Tensor& t, const Tensor& out) {
+  cl_long8 s{};
+  int64_t stride = 1;
+  for (int d = out.rank - 3, e = t.rank - 3, slot = 7; d >= 0; --d, --e, --slot) {
+    s.s[slot] = (e >= 0 && t.shape[e] != 1) ? stride : 0;
+    if (e >= 0) stride *= t.shape[e];
+  }
+  return s;
+}
+
+void solve_triangular_kernel(const CallPtr& call, sdk::Stream* stream) {
+  const OpCall& c = *call;
+  const Tensor &a = op::linalg_solve_triangular::self(c), &b = op::linalg_solve_triangular::b(c);
+  const Tensor& x = op::linalg_solve_triangular::x(c);
+  const bool left = op::linalg_solve_triangular::left(c);
+  const int64_t n = a.shape[a.rank - 1], batch = batch_of(x);
+  const int64_t r = left ? x.shape[x.rank - 1] : x.shape[x.rank - 2];
+  cl_long8 dims;
+  for (int i = 0; i < 8; ++i) dims.s[i] = 1;
+  for (int d = x.rank - 3, slot = 7; d >= 0; --d, --slot) dims.s[slot] = x.shape[d];
+  const cl_long8 as = batch_strides(a, x), bs = batch_strides(b, x);
+  run(call, stream, "factor_solve_triangular", batch * r, [&](Launch& l) {
+    l.value<cl_long>(batch).value<cl_long>(n).value<cl_long>(r);
+    l.value<cl_int>(op::linalg_solve_triangular::upper(c) ? 1 : 0).value<cl_int>(left ? 1 : 0);
+    l.value<cl_int>(op::linalg_solve_triangular::unitriangular(c) ? 1 : 0);
+    l.value<cl_long8>(dims).value<cl_long8>(as).value<cl_long8>(bs);
+  });
+}
+
+}  // namespace
+
+void register_factorization_ops(sdk::OpRegistry& ops) {
+  ops.add<op::linalg_cholesky>(&cholesky_kernel);
+  ops.add<op::linalg_lu_factor>(&lu_factor_kernel);
+  ops.add<op::linalg_solve_triangular>(&solve_triangular_kernel);
+}
+
+}  // namespace hal::opencl
