@@ -139,6 +139,13 @@ void for_matrices(int64_t b, double flops, Fn&& fn) {
   parallel_for(b, grain, fn);
 }
 
+// Defines kernel NAME running TYPED<float> or TYPED<double> by input 0's dtype.
+#define HAL_FACTOR_KERNEL(NAME, TYPED)                                                 \
+  void NAME##_body(const OpCall& c) {                                                  \
+    if (c.input(0).dtype == HAL_DTYPE_FLOAT64) TYPED<double>(c); else TYPED<float>(c); \
+  }                                                                                    \
+  HAL_CPU_KERNEL(NAME, NAME##_body)
+
 // ---- linalg_cholesky ------------------------------------------------------------
 
 template <class T>
@@ -168,10 +175,7 @@ void cholesky_typed(const OpCall& c) {
   info.finish();
 }
 
-void cholesky_body(const OpCall& c) {
-  if (c.input(0).dtype == HAL_DTYPE_FLOAT64) cholesky_typed<double>(c); else cholesky_typed<float>(c);
-}
-HAL_CPU_KERNEL(cholesky_kernel, cholesky_body)
+HAL_FACTOR_KERNEL(cholesky_kernel, cholesky_typed)
 
 // ---- linalg_lu_factor -----------------------------------------------------------
 
@@ -200,10 +204,7 @@ void lu_factor_typed(const OpCall& c) {
   info.finish();
 }
 
-void lu_factor_body(const OpCall& c) {
-  if (c.input(0).dtype == HAL_DTYPE_FLOAT64) lu_factor_typed<double>(c); else lu_factor_typed<float>(c);
-}
-HAL_CPU_KERNEL(lu_factor_kernel, lu_factor_body)
+HAL_FACTOR_KERNEL(lu_factor_kernel, lu_factor_typed)
 
 // ---- linalg_solve_triangular ----------------------------------------------------
 
@@ -251,10 +252,7 @@ void solve_triangular_typed(const OpCall& c) {
   out.finish();
 }
 
-void solve_triangular_body(const OpCall& c) {
-  if (c.input(0).dtype == HAL_DTYPE_FLOAT64) solve_triangular_typed<double>(c); else solve_triangular_typed<float>(c);
-}
-HAL_CPU_KERNEL(solve_triangular_kernel, solve_triangular_body)
+HAL_FACTOR_KERNEL(solve_triangular_kernel, solve_triangular_typed)
 
 // ---- linalg_eigh ----------------------------------------------------------------
 
@@ -295,10 +293,7 @@ void eigh_typed(const OpCall& c) {
   info.finish();
 }
 
-void eigh_body(const OpCall& c) {
-  if (c.input(0).dtype == HAL_DTYPE_FLOAT64) eigh_typed<double>(c); else eigh_typed<float>(c);
-}
-HAL_CPU_KERNEL(eigh_kernel, eigh_body)
+HAL_FACTOR_KERNEL(eigh_kernel, eigh_typed)
 
 // ---- linalg_svd -----------------------------------------------------------------
 
@@ -349,10 +344,7 @@ void svd_typed(const OpCall& c) {
   info.finish();
 }
 
-void svd_body(const OpCall& c) {
-  if (c.input(0).dtype == HAL_DTYPE_FLOAT64) svd_typed<double>(c); else svd_typed<float>(c);
-}
-HAL_CPU_KERNEL(svd_kernel, svd_body)
+HAL_FACTOR_KERNEL(svd_kernel, svd_typed)
 
 // ---- linalg_qr ------------------------------------------------------------------
 
@@ -404,10 +396,9 @@ void qr_typed(const OpCall& c) {
   r.finish();
 }
 
-void qr_body(const OpCall& c) {
-  if (c.input(0).dtype == HAL_DTYPE_FLOAT64) qr_typed<double>(c); else qr_typed<float>(c);
-}
-HAL_CPU_KERNEL(qr_kernel, qr_body)
+HAL_FACTOR_KERNEL(qr_kernel, qr_typed)
+
+#undef HAL_FACTOR_KERNEL
 
 }  // namespace
 

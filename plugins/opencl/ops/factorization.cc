@@ -4,8 +4,8 @@
 // float64). Simple and exact to the algorithm; a device-wide blocked
 // factorization is future work. The eigen-, singular-value and QR
 // decompositions are not claimed (they take the CPU fallback).
+#include <functional>
 #include <string>
-#include <vector>
 
 #include "cl_sources.hpp"
 #include "hal/sdk/op_catalog.hpp"
@@ -16,8 +16,6 @@ namespace hal::opencl {
 namespace {
 
 namespace op = sdk::op;
-using nn::Dense;
-using nn::Ops;
 
 std::string factorization_source(hal_dtype_e dtype) { return nn::row_prelude(dtype) + cl_source::factorization; }
 
@@ -27,26 +25,10 @@ int64_t batch_of(const Tensor& t) {
   return b;
 }
 
-// Runs KERNEL with the call's inputs then outputs as (buffer, offset) pairs,
-// then what ARGS adds, over ITEMS work items.
-template <class Args>
-void run(const CallPtr& call, sdk::Stream* stream, const char* kernel, int64_t items, Args&& args) {
-  const OpCall& c = *call;
-  if (items == 0) return;
-  ClDevice& device = device_of(c);
-  const std::string source = factorization_source(c.input(0).dtype);
-  device.submit(stream, [&](const Queue& q) {
-    Ops ops(device, q);
-    std::vector<Dense> ins, outs;
-    for (size_t i = 0; i < c.input_count(); ++i) ins.push_back(ops.in(c.input(i)));
-    for (size_t i = 0; i < c.output_count(); ++i) outs.push_back(ops.out(c.output(i)));
-    Launch l(device, source, kernel);
-    for (const Dense& d : ins) Ops::arg(l, d);
-    for (const Dense& d : outs) Ops::arg(l, d);
-    args(l);
-    l.enqueue(q, global_1d(items), kLocalSize);
-    for (Dense& d : outs) ops.finish(d);
-  });
+// Runs KERNEL over ITEMS work items with the call's operands, then what ARGS appends.
+void run(const CallPtr& call, sdk::Stream* stream, const char* kernel, int64_t items,
+         const std::function<void(Launch&)>& args) {
+  nn::run_dense(call, stream, factorization_source(call->input(0).dtype), kernel, items, args);
 }
 
 void cholesky_kernel(const CallPtr& call, sdk::Stream* stream) {

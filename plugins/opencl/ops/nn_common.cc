@@ -174,6 +174,27 @@ void Ops::final_sum(hal_dtype_e dtype, cl_mem partial, const Dense& out, int mod
   l.enqueue(q_, 1);
 }
 
+void run_dense(const CallPtr& call, sdk::Stream* stream, const std::string& source, const char* kernel,
+               int64_t items, const std::function<void(Launch&)>& extra) {
+  const OpCall& c = *call;
+  if (items == 0) return;
+  ClDevice& device = device_of(c);
+  device.submit(stream, [&](const Queue& q) {
+    Ops ops(device, q);
+    std::vector<Dense> ins, outs;
+    ins.reserve(c.input_count());
+    outs.reserve(c.output_count());
+    for (size_t i = 0; i < c.input_count(); ++i) ins.push_back(ops.in(c.optional_input(i)));
+    for (size_t i = 0; i < c.output_count(); ++i) outs.push_back(ops.out(c.output(i)));
+    Launch l(device, source, kernel);
+    for (const Dense& d : ins) Ops::arg(l, d);
+    for (const Dense& d : outs) Ops::arg(l, d);
+    extra(l);
+    l.enqueue(q, global_1d(items), kLocalSize);
+    for (Dense& d : outs) ops.finish(d);
+  });
+}
+
 int reduction_code(const std::string& r) { return r == "none" ? 0 : r == "mean" ? 1 : 2; }
 
 }  // namespace hal::opencl::nn

@@ -6,6 +6,7 @@
 #ifndef HAL_PLUGINS_OPENCL_OPS_NN_COMMON_HPP_
 #define HAL_PLUGINS_OPENCL_OPS_NN_COMMON_HPP_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,12 @@ class Ops {
   const Queue& q_;
   std::vector<cl_mem> temps_;
 };
+
+// Runs KERNEL of SOURCE over ITEMS work items (none when 0) on STREAM with
+// every input of CALL, then every output, as dense (buffer, offset) pairs (an
+// absent optional input has offset -1), then what EXTRA appends.
+void run_dense(const CallPtr& call, sdk::Stream* stream, const std::string& source, const char* kernel,
+               int64_t items, const std::function<void(Launch&)>& extra);
 
 // "none" 0, "mean" 1, "sum" 2.
 int reduction_code(const std::string& r);

@@ -14,32 +14,13 @@ namespace hal::opencl {
 namespace {
 
 namespace op = sdk::op;
-using nn::Dense;
-using nn::Ops;
 
 std::string rnn_source(hal_dtype_e dtype) { return nn::row_prelude(dtype) + cl_source::rnn; }
 
-// Runs KERNEL over the B·H items with the inputs and then the outputs of C
-// as (buffer, offset) pairs, then B and H.
+// Runs KERNEL over the B·H items with the call's operands, then B and H.
 void run_cell(const CallPtr& call, sdk::Stream* stream, const char* kernel, int64_t b, int64_t h) {
-  const OpCall& c = *call;
-  if (b * h == 0) return;
-  ClDevice& device = device_of(c);
-  const std::string source = rnn_source(c.input(0).dtype);
-  device.submit(stream, [&](const Queue& q) {
-    Ops ops(device, q);
-    std::vector<Dense> ins, outs;
-    ins.reserve(c.input_count());
-    outs.reserve(c.output_count());
-    for (size_t i = 0; i < c.input_count(); ++i) ins.push_back(ops.in(c.optional_input(i)));
-    for (size_t i = 0; i < c.output_count(); ++i) outs.push_back(ops.out(c.output(i)));
-    Launch l(device, source, kernel);
-    for (const Dense& d : ins) Ops::arg(l, d);
-    for (const Dense& d : outs) Ops::arg(l, d);
-    l.value<cl_long>(b).value<cl_long>(h);
-    l.enqueue(q, global_1d(b * h), kLocalSize);
-    for (Dense& d : outs) ops.finish(d);
-  });
+  nn::run_dense(call, stream, rnn_source(call->input(0).dtype), kernel, b * h,
+                [&](Launch& l) { l.value<cl_long>(b).value<cl_long>(h); });
 }
 
 // The state input (cx / hx / grad_hy) is [B, H] in every op of the group.
