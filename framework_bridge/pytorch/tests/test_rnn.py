@@ -222,3 +222,64 @@ def test_fused_cell_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="'hx' is on cpu but 'input_gates' is on hal:0"):
         torch.ops.aten._thnn_fused_gru_cell(torch.randn(3, 18, device="hal"), torch.randn(3, 18, device="hal"),
                                             torch.zeros(3, 6))
+
+
+def test_lstm_projects_the_whole_sequence_at_once():
+    """nn.LSTM on hal takes torch_hal's aten::lstm kernel (torch_hal/_rnn.py): one input-projection
+    GEMM per layer and direction instead of one matmul per step, forward and backward."""
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("aten::lstm.input", "AutogradPrivateUse1")
+    T, layers = 9, 2
+    lstm = nn.LSTM(4, 6, num_layers=layers).to("hal")
+    x = torch.randn(T, 2, 4, device="hal", requires_grad=True)
+    with torch.profiler.profile() as prof:
+        lstm(x)[0].sum().backward()
+    mm = sum(e.count for e in prof.key_averages() if e.key == "hal::mm")  # the catalog launches
+    # forward: 1 projection + T hidden matmuls per layer; backward: T + 3 per layer.
+    assert mm == layers * (2 * T + 4), mm
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(num_layers=3, bias=False), dict(num_layers=2, bidirectional=True, batch_first=True),
+     dict(num_layers=1, proj_size=3)],  # projections: PyTorch's composite, unchanged
+)
+def test_lstm_layers_double_precision_exact(kwargs):
+    torch.manual_seed(2)
+    make = lambda: nn.LSTM(5, 7, **kwargs).double()  # noqa: E731
+    dirs = 2 if kwargs.get("bidirectional") else 1
+    h = 3 if "proj_size" in kwargs else 7
+    hx = (torch.randn(kwargs["num_layers"] * dirs, 4, h, dtype=torch.float64),
+          torch.randn(kwargs["num_layers"] * dirs, 4, 7, dtype=torch.float64))
+    x = torch.randn(4, 1, 5, dtype=torch.float64) if kwargs.get("batch_first") else torch.randn(1, 4, 5, dtype=torch.float64)
+    x = x.expand(4, 6, 5).clone() if kwargs.get("batch_first") else x.expand(6, 4, 5).clone()
+    _check_module(make, x, hx, rtol=1e-12, atol=1e-12)
+
+
+def test_lstm_higher_order_gradients_raise():
+    lstm = nn.LSTM(3, 4).to("hal")
+    x = torch.randn(5, 2, 3, device="hal", requires_grad=True)
+    (g,) = torch.autograd.grad(lstm(x)[0].pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="twice|once_differentiable|double"):
+        g.sum().backward()
+
+
+def test_lstm_under_autocast_runs_in_bfloat16():
+    """Under autocast the whole-sequence kernel casts its operands once to the autocast dtype (the
+    matmuls and the fused cell are all on autocast's lower-precision list, so PyTorch's per-step
+    composite computes in bfloat16 too): bfloat16 outputs, float32 gradients, within bfloat16's
+    rounding of the float32 result."""
+    torch.manual_seed(3)
+    lstm = nn.LSTM(4, 6, num_layers=2).to("hal")
+    x = torch.randn(5, 2, 4, device="hal")
+
+    def run(autocast):
+        m = copy.deepcopy(lstm)
+        with torch.autocast("hal", dtype=torch.bfloat16, enabled=autocast):
+            out, (h, c) = m(x)
+        assert {out.dtype, h.dtype, c.dtype} == {torch.bfloat16 if autocast else torch.float32}
+        out.float().sum().backward()
+        return [out.float()] + [p.grad for p in m.parameters()]
+
+    for got, want in zip(run(True), run(False)):
+        assert got.dtype == want.dtype == torch.float32
+        torch.testing.assert_close(got.cpu(), want.cpu(), rtol=3e-2, atol=5e-2)

@@ -36,6 +36,7 @@ _dlpack.install()  # DLPack import/export of hal tensors through PyTorch's API
 
 from ._fallback import ExplainEntry, FallbackStats, explain, fallback_stats, reset_fallback_stats
 from . import llm  # torch.ops.hal.<op>: the catalog's fused inference ops
+from . import _rnn  # nn.LSTM with whole-sequence projections (aten::lstm on "hal")
 
 
 def compile_backend(gm, example_inputs, options=None):
