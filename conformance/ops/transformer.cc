@@ -121,6 +121,9 @@ std::vector<OpCase> attention_value_cases(hal_dtype_e dt) {
       qkv("heads [2, 2, 4, 8], S = 70 (two key blocks)", dt, {2, 2}, 4, 70, 8, 5, 2),
       qkv("L = 70, S = 150 (several query tiles and key blocks)", dt, {1}, 70, 150, 8, 4, 13),
       qkv("causal L = 70, S = 150", dt, {1}, 70, 150, 8, 4, 14).attr(hal::Attr::b("is_causal", true)),
+      // Six batch entries: a CPU plugin's backward may run whole entries per thread.
+      qkv("causal heads [2, 3], L = 130, S = 140", dt, {2, 3}, 130, 140, 8, 4, 15)
+          .attr(hal::Attr::b("is_causal", true)),
       qkv("scale 0.3", dt, {2}, 3, 4, 6, 2, 3).attr(hal::Attr::f("scale", 0.3)),
       qkv("causal", dt, {2}, 5, 5, 4, 3, 4).attr(hal::Attr::b("is_causal", true)),
       qkv("causal L > S", dt, {1}, 6, 3, 4, 2, 5).attr(hal::Attr::b("is_causal", true)),

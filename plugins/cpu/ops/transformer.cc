@@ -14,6 +14,7 @@
 #include "cpu_ops.hpp"
 #include "onednn_util.hpp"
 #include "random_layout.hpp"
+#include "vector_math.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -154,6 +155,7 @@ void softmax_block(A* s, int64_t ld, int64_t rows, int64_t n, A* m, A* l, A* acc
   for (int64_t r = 0; r < rows; ++r) {
     A* sr = s + r * ld;
     A bm = kNegInf;
+#pragma omp simd reduction(max : bm)
     for (int64_t jj = 0; jj < n; ++jj) bm = std::max(bm, sr[jj]);
     if (bm > m[r]) {
       const A corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
@@ -161,10 +163,18 @@ void softmax_block(A* s, int64_t ld, int64_t rows, int64_t n, A* m, A* l, A* acc
       for (int64_t e = 0; e < ev; ++e) acc[r * ev + e] *= corr;
       m[r] = bm;
     }
+    const A mr = m[r];
+    if (mr == kNegInf) {  // nothing unmasked yet
+      std::fill(sr, sr + n, A(0));
+      continue;
+    }
+    // vmath::exp vectorises (libm's does not) and gives 0 for a -inf score.
     A sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t jj = 0; jj < n; ++jj) {
-      sr[jj] = m[r] == kNegInf ? A(0) : std::exp(sr[jj] - m[r]);
-      sum += sr[jj];
+      const A e = vmath::exp(sr[jj] - mr);
+      sr[jj] = e;
+      sum += e;
     }
     l[r] += sum;
   }
@@ -233,7 +243,6 @@ void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) 
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t B = at.B, L = at.L, S = at.S, E = at.E, Ev = at.Ev;
   const int64_t tiles = (L + kGemmRows - 1) / kGemmRows;
-  const bool masked = at.causal || at.mask != nullptr;
   parallel_for(B * tiles, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> s(static_cast<size_t>(kGemmRows * kGemmKeys));
     float m[kGemmRows], l[kGemmRows];
@@ -247,10 +256,14 @@ void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) 
         const int64_t n = std::min(kGemmKeys, s_end - j0);
         sgemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f, s.data(),
               kGemmKeys);
-        if (masked)
+        if (at.mask != nullptr)
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t jj = 0; jj < n; ++jj)
               s[r * kGemmKeys + jj] = at.mask_score(b, i0 + r, j0 + jj, s[r * kGemmKeys + jj]);
+        else if (at.causal)  // only the keys past each row's index
+          for (int64_t r = 0; r < rows; ++r)
+            std::fill(s.data() + r * kGemmKeys + std::clamp<int64_t>(i0 + r - j0 + 1, 0, n), s.data() + r * kGemmKeys + n,
+                      kNegInf);
         softmax_block(s.data(), kGemmKeys, rows, n, m, l, acc, Ev);
         sgemm('N', 'N', rows, Ev, n, 1.0f, s.data(), kGemmKeys, at.v + (b * S + j0) * Ev, Ev, 1.0f, acc, Ev);
       }
@@ -344,22 +357,55 @@ void attention_backward_gemm(Backward<float>& g) {
   const Attention<float>& at = g.at;
   const int64_t L = at.L, S = at.S, E = at.E, Ev = at.Ev, ld = kGemmKeys;
   const int64_t q_tiles = (L + kGemmRows - 1) / kGemmRows, k_blocks = (S + kGemmKeys - 1) / kGemmKeys;
-  const bool masked = at.causal || at.mask != nullptr;
   // P and dS of query rows [i0, i0 + rows) of batch b with keys [j0, j0 + n).
   auto block = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, float* p, float* ds) {
     sgemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f, p, ld);
     sgemm('N', 'T', rows, n, Ev, 1.0f, g.dout + (b * L + i0) * Ev, Ev, at.v + (b * S + j0) * Ev, Ev, 0.0f, ds, ld);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = b * L + i0 + r;
+      float* pr = p + r * ld;
+      float* dsr = ds + r * ld;
+      if (at.mask != nullptr)
+        for (int64_t jj = 0; jj < n; ++jj) pr[jj] = at.mask_score(b, i0 + r, j0 + jj, pr[jj]);
+      const float lse = g.lse[row], d = g.d[row];
+      if (lse == -std::numeric_limits<float>::infinity()) {  // a row with nothing to attend
+        std::fill(pr, pr + n, 0.0f);
+        std::fill(dsr, dsr + n, 0.0f);
+        continue;
+      }
+      // Causal: keys past the row's own index (jj > last) are masked out.
+      const int64_t last = at.causal ? i0 + r - j0 : n;
+#pragma omp simd
       for (int64_t jj = 0; jj < n; ++jj) {
-        float score = p[r * ld + jj];
-        if (masked) score = at.mask_score(b, i0 + r, j0 + jj, score);
-        const float pr = g.prob(row, score);
-        p[r * ld + jj] = pr;
-        ds[r * ld + jj] = pr * (ds[r * ld + jj] - g.d[row]);
+        const float e = vmath::select(jj > last, 0.0f, vmath::exp(pr[jj] - lse));
+        pr[jj] = e;
+        dsr[jj] = e * (dsr[jj] - d);
       }
     }
   };
+  // With two batch entries (of B·heads) per thread or more, each task owns whole entries: one pass
+  // over (key block, query tile) pairs makes each P and dS once and accumulates all three
+  // gradients from them (5 GEMMs a pair, not the 7 of the two passes below).
+  if (at.B >= 2 * static_cast<int64_t>(omp_get_max_threads())) {
+    parallel_for(at.B, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> p(static_cast<size_t>(kGemmRows * ld)), ds(p.size());
+      for (int64_t b = begin; b < end; ++b)
+        for (int64_t j0 = 0; j0 < S; j0 += kGemmKeys) {
+          const int64_t n = std::min(kGemmKeys, S - j0);
+          for (int64_t i0 = at.causal ? j0 / kGemmRows * kGemmRows : 0; i0 < L; i0 += kGemmRows) {
+            const int64_t rows = std::min(kGemmRows, L - i0);
+            block(b, i0, rows, j0, n, p.data(), ds.data());
+            sgemm('T', 'N', n, Ev, rows, 1.0f, p.data(), ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f,
+                  g.dv.data() + (b * S + j0) * Ev, Ev);
+            sgemm('T', 'N', n, E, rows, at.scale, ds.data(), ld, at.q + (b * L + i0) * E, E, 1.0f,
+                  g.dk.data() + (b * S + j0) * E, E);
+            sgemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
+                  g.dq.data() + (b * L + i0) * E, E);
+          }
+        }
+    });
+    return;
+  }
   parallel_for(at.B * q_tiles, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> p(static_cast<size_t>(kGemmRows * ld)), ds(p.size());
     for (int64_t t = begin; t < end; ++t) {
