@@ -238,7 +238,7 @@ using onednn::sgemm;
 
 // float32 version: per tile of kGemmRows query rows and block of kGemmKeys
 // keys, scores = scale·Q·Kᵀ and out += P·V are oneDNN sgemms.
-constexpr int64_t kGemmRows = 64, kGemmKeys = 128;
+constexpr int64_t kGemmRows = 64, kGemmKeys = 64;  // 64 keys: a causal backward skips more blocks
 void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t B = at.B, L = at.L, S = at.S, E = at.E, Ev = at.Ev;
