@@ -174,6 +174,21 @@ void device_copy(const at::Tensor& src, const at::Tensor& dst) {
                            current_hal_stream(dst.device().index()));
     return;
   }
+  if (dst.dim() > HAL_TENSOR_MAX_RANK) {
+    // HAL tensors have at most HAL_TENSOR_MAX_RANK dims; PyTorch's views may have more (repeat()
+    // copies through unfolded views of twice the input's rank): without the size-1 dims, then
+    // slice by slice along dim 0 until the rest fits.
+    const at::Tensor s = src.expand(dst.sizes());
+    c10::SmallVector<int64_t, 16> ones;
+    for (int64_t d = 0; d < dst.dim(); ++d)
+      if (dst.size(d) == 1) ones.push_back(d);
+    if (!ones.empty()) {
+      device_copy(s.squeeze(ones), dst.squeeze(ones));
+      return;
+    }
+    for (int64_t i = 0; i < dst.size(0); ++i) device_copy(s.select(0, i), dst.select(0, i));
+    return;
+  }
   if (!hal_dtype_of(src.scalar_type()) || !hal_dtype_of(dst.scalar_type())) {
     count_fallback("aten::copy_", std::string("no HAL dtype for ") + c10::toString(src.scalar_type()) + " -> " +
                                       c10::toString(dst.scalar_type()));

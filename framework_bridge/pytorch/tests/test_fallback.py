@@ -175,3 +175,18 @@ def test_plugin_without_addmm_runs_linear_by_decomposition():
     assert "PLUGIN acme" in run.stdout
     assert "CPU {}" in run.stdout, run.stdout  # nothing of nn.Linear ran on the CPU
     assert "DECOMPOSED {'aten::addmm': 1}" in run.stdout, run.stdout
+
+
+def test_tensors_of_more_dims_than_hal_takes():
+    """HAL tensors have at most HAL_TENSOR_MAX_RANK (8) dims, PyTorch's 64: a mapped op on more
+    declines to the fallback (right answer, counted) and a device copy of more dims (repeat() copies
+    through views of twice its input's rank) runs slice by slice on the device."""
+    x = torch.randn(1, 2, 1, 2, 1, 2, 1, 2, 3)
+    torch_hal.reset_fallback_stats()
+    torch.testing.assert_close((x.to("hal") * 2 + 1).cpu(), x * 2 + 1)
+    assert "aten::mul.Tensor" in torch_hal.fallback_stats()
+    y = torch.randn(2, 3, 1, 4, 5)
+    torch_hal.reset_fallback_stats()
+    for reps in [(2, 1, 1, 1, 1), (1, 2, 3, 1, 2), (2, 2, 2, 2, 2)]:
+        assert torch.equal(y.to("hal").repeat(*reps).cpu(), y.repeat(*reps))
+    assert dict(torch_hal.fallback_stats()) == {}

@@ -427,3 +427,64 @@ def test_adaptive_max_pooling_with_any_windows(fn):
 def test_unique(fn, x):
     got, expected = _run(fn, x, decompositions_allowed=True)
     torch.testing.assert_close(got, list(expected) if isinstance(expected, tuple) else expected, equal_nan=True)
+
+
+def _values_and_grads(fn, *tensors):
+    """fn's output and the gradients of every input, on CPU and on hal (no CPU fallback)."""
+    def run(*xs):
+        xs = [x.detach().requires_grad_() for x in xs]
+        out = fn(*xs)
+        grads = torch.autograd.grad(out, xs, torch.ones_like(out))
+        return [out.detach()] + list(grads)
+
+    return _run(run, *tensors, decompositions_allowed=True)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: F.avg_pool3d(x, 3, stride=2, padding=1),
+        lambda x: F.avg_pool3d(x, (2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0), ceil_mode=True,
+                               count_include_pad=False),
+        lambda x: F.avg_pool3d(x, 2, divisor_override=3),
+        lambda x: F.adaptive_avg_pool3d(x, (3, 2, 4)),
+        lambda x: F.adaptive_avg_pool3d(x[0], 3),  # unbatched
+        lambda x: F.avg_pool2d(x[:, :, 0], 3, stride=2, padding=1, ceil_mode=True, divisor_override=2),
+        lambda x: F.interpolate(x, size=(2, 3, 3), mode="area"),
+    ],
+)
+def test_3d_pooling_runs_on_the_device(fn):
+    x = torch.randn(2, 3, 7, 6, 5, generator=torch.Generator().manual_seed(5))
+    got, expected = _values_and_grads(fn, x)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, w: F.conv3d(x, w, stride=(2, 1, 1), padding=1, dilation=(1, 2, 1)),
+        lambda x, w: F.conv3d(x, w.repeat(2, 1, 1, 1, 1)[:, :2], padding="same", groups=2),
+        lambda x, w: F.conv_transpose1d(x[:, :, 0, 0], w[:, :, 0, 0].transpose(0, 1).contiguous(), stride=2,
+                                        padding=1, output_padding=1),
+        # grad only: the transposed 2-D backward, output_padding at or above the stride (below the dilation)
+        lambda x, w: F.conv_transpose2d(x[:, :, 0], w[:, :, 0].transpose(0, 1).contiguous(), stride=(3, 2),
+                                        padding=(1, 2), output_padding=(2, 3), dilation=(4, 4)),
+    ],
+)
+def test_3d_and_transposed_convolutions_run_on_the_device(fn):
+    g = torch.Generator().manual_seed(6)
+    x, w = torch.randn(2, 4, 6, 7, 5, generator=g), torch.randn(4, 4, 3, 3, 3, generator=g)
+    got, expected = _values_and_grads(fn, x, w)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_pooling_keeps_a_nan_inside_its_windows():
+    x = torch.randn(1, 2, 6, 6, 6, generator=torch.Generator().manual_seed(8))
+    x[0, 0, 1, 2, 3] = math.nan
+    x[0, 1, 4, 4, 4] = math.inf
+    for fn in (lambda t: F.avg_pool3d(t, 2), lambda t: F.adaptive_avg_pool3d(t, 4)):
+        got, expected = _run(fn, x, decompositions_allowed=True)
+        torch.testing.assert_close(got, expected, equal_nan=True)
+        assert got.isnan().sum() == expected.isnan().sum() and got.isinf().sum() == expected.isinf().sum()
