@@ -488,3 +488,44 @@ def test_pooling_keeps_a_nan_inside_its_windows():
         got, expected = _run(fn, x, decompositions_allowed=True)
         torch.testing.assert_close(got, expected, equal_nan=True)
         assert got.isnan().sum() == expected.isnan().sum() and got.isinf().sum() == expected.isinf().sum()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+@pytest.mark.parametrize("concatenated", [False, True])
+def test_ctc_loss_forward_and_backward_on_device(reduction, zero_infinity, concatenated):
+    """CTC on the device: padded or concatenated targets, an empty target, a sequence shorter than
+    its input, and one too short for its target (infinite loss; zero_infinity zeroes it and its
+    gradient), with PyTorch's gradient convention (its fused log_softmax term included)."""
+    g = torch.Generator().manual_seed(9)
+    T, N, C = 7, 4, 5
+    logits = torch.randn(T, N, C, generator=g)
+    input_lengths = [7, 5, 7, 2]
+    target_lengths = [3, 0, 2, 3]  # sequence 3: 3 labels (with a repeat) cannot fit in 2 steps
+    padded = torch.tensor([[1, 2, 2], [0, 0, 0], [4, 1, 0], [3, 3, 1]])
+    targets = torch.cat([padded[n, :k] for n, k in enumerate(target_lengths)]) if concatenated else padded
+
+    def fn(x, tg):
+        x = x.detach().requires_grad_()
+        loss = F.ctc_loss(x.log_softmax(2), tg, input_lengths, target_lengths, reduction=reduction,
+                          zero_infinity=zero_infinity)
+        (grad,) = torch.autograd.grad(loss.sum(), x)
+        return loss.detach(), grad
+
+    got, expected = _run(fn, logits, targets, decompositions_allowed=True)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_ctc_loss_gradient_with_respect_to_log_probs_is_pytorchs():
+    # Taken directly w.r.t. log_probs (a leaf): PyTorch's kernel adds exp(log_probs).
+    g = torch.Generator().manual_seed(10)
+    lp = torch.randn(6, 2, 4, generator=g).log_softmax(2)
+
+    def fn(x):
+        x = x.detach().requires_grad_()
+        loss = F.ctc_loss(x, torch.tensor([[1, 2], [3, 0]]), [6, 4], [2, 1], reduction="sum")
+        return torch.autograd.grad(loss, x)[0]
+
+    got, expected = _run(fn, lp, decompositions_allowed=True)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)

@@ -1091,6 +1091,91 @@ def _conv3d_grads(input, grad_output, weight, stride, padding, dilation, groups,
     return (grads.pop(0) if want_input else None), (grads.pop(0) if want_weight else None)
 
 
+def _as_list(lengths):
+    return lengths.tolist() if isinstance(lengths, torch.Tensor) else list(lengths)
+
+
+_CTC_LOG_ZERO = -1e30
+
+
+def _ctc_alpha(log_probs, targets, input_lengths, target_lengths, blank):
+    """CTC's forward variables (Graves et al. 2006) on the device, batched over N and over the
+    extended label sequence (blanks between and around the targets): T steps of a three-way
+    logsumexp. Returns (nll [N], log_alpha [N, T, 2·S+1]); a sequence stops at its input length."""
+    T, N, _ = log_probs.shape
+    lens = _as_list(target_lengths)
+    S = max(lens + [0])
+    dev = log_probs.device
+    tl = torch.tensor(lens, device=dev)
+    if targets.dim() == 1:  # concatenated targets: pad them to [N, S]
+        offsets = torch.cumsum(tl, 0) - tl
+        idx = (offsets.unsqueeze(1) + torch.arange(S, device=dev)).clamp(0, max(targets.numel() - 1, 0))
+        padded = targets.to(dev)[idx] if targets.numel() else torch.zeros(N, S, dtype=torch.long, device=dev)
+    else:
+        padded = targets[:, :S].to(dev)
+    padded = padded.long()
+    ext = torch.full((N, 2 * S + 1), blank, dtype=torch.long, device=dev)
+    ext[:, 1::2] = padded
+    pos = torch.arange(2 * S + 1, device=dev)
+    in_seq = pos.unsqueeze(0) < (2 * tl + 1).unsqueeze(1)  # [N, 2S+1]
+    # s may come from s-2 when its label is not blank and differs from the one two back.
+    skip = torch.zeros_like(in_seq)
+    if S > 0:
+        skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    # log(0) as a large finite value: a state no path reaches yet stays at it (adding log-probs
+    # does not move it), and autograd's logsumexp gradient through it is 0 instead of the NaN an
+    # all -inf logsumexp gives (which would spread through 0·NaN into every gradient).
+    log_zero = torch.full((), _CTC_LOG_ZERO, dtype=log_probs.dtype, device=dev)
+    lp = log_probs.gather(2, ext.unsqueeze(0).expand(T, N, 2 * S + 1))  # [T, N, 2S+1]
+    alpha = torch.where(in_seq & (pos < 2).unsqueeze(0), lp[0].clamp(min=_CTC_LOG_ZERO), log_zero)
+    il = torch.tensor(_as_list(input_lengths), device=dev)
+    alphas = [alpha]
+    for t in range(1, T):
+        a1 = torch.nn.functional.pad(alpha, (1, 0), value=_CTC_LOG_ZERO)[:, :-1]
+        a2 = torch.where(skip, torch.nn.functional.pad(alpha, (2, 0), value=_CTC_LOG_ZERO)[:, :-2], log_zero)
+        new = torch.where(in_seq, (torch.logsumexp(torch.stack([alpha, a1, a2]), 0) + lp[t]).clamp(min=_CTC_LOG_ZERO),
+                          log_zero)
+        alpha = torch.where((t < il).unsqueeze(1), new, alpha)
+        alphas.append(alpha)
+    last = alpha.gather(1, (2 * tl).unsqueeze(1)).squeeze(1)
+    before = torch.where(tl > 0, alpha.gather(1, (2 * tl - 1).clamp(min=0).unsqueeze(1)).squeeze(1), log_zero)
+    nll = -torch.logaddexp(last, before)
+    inf = torch.full((), math.inf, dtype=log_probs.dtype, device=dev)
+    nll = torch.where(nll > -_CTC_LOG_ZERO / 10, inf, nll)  # no path: an infinite loss
+    log_alpha = torch.stack(alphas, 1)
+    return nll, torch.where(log_alpha < _CTC_LOG_ZERO / 10, -inf, log_alpha)
+
+
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    # float32/float64 only, as PyTorch's CPU kernel (its refusal of other dtypes comes from the fallback).
+    if log_probs.dim() != 3 or log_probs.dtype not in (torch.float32, torch.float64) or log_probs.shape[0] == 0:
+        return NotImplemented
+    return _ctc_alpha(log_probs, targets, input_lengths, target_lengths, blank)
+
+
+def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
+                       blank, zero_infinity=False):
+    """PyTorch's CTC gradient: (exp(lp) - γ)·grad for t below the input length, 0 after it, where
+    γ, the labels' posterior occupancy, is minus autograd's gradient of the NLL through the
+    forward variables (exp(lp) is the term of its fused log_softmax, which PyTorch's kernels add)."""
+    if log_probs.dim() != 3 or log_probs.dtype not in (torch.float32, torch.float64):
+        return NotImplemented
+    T = log_probs.shape[0]
+    with _autograd_on():
+        x = log_probs.detach().requires_grad_(True)
+        nll, _ = _ctc_alpha(x, targets, input_lengths, target_lengths, blank)
+        (minus_gamma,) = torch.autograd.grad(nll, x, grad)
+    il = torch.tensor(_as_list(input_lengths), device=log_probs.device)
+    live = (torch.arange(T, device=log_probs.device).unsqueeze(1) < il.unsqueeze(0)).unsqueeze(2)  # [T, N, 1]
+    out = torch.where(live, log_probs.exp() * grad.reshape(1, -1, 1) + minus_gamma, torch.zeros((), dtype=log_probs.dtype, device=log_probs.device))
+    # A sequence with no alignment (infinite loss): its gradient is 0 with zero_infinity, else
+    # PyTorch's formula's exp(-inf + inf) = NaN wherever t is below the input length.
+    infinite = (neg_log_likelihood == math.inf).reshape(1, -1, 1)
+    fill = torch.zeros((), dtype=out.dtype, device=out.device) if zero_infinity else torch.full(
+        (), math.nan, dtype=out.dtype, device=out.device)
+    return torch.where(infinite & (live | zero_infinity), fill, out)
+
+
 def _max_pool_backward(spatial):
     """max_pool*_with_indices_backward / adaptive_max_pool*_backward: the
     gradient lands where the forward took its maximum; INDICES are flat over
@@ -1198,6 +1283,10 @@ OWN_DECOMPOSITIONS = {
     "adaptive_max_pool3d_backward.default": _max_pool_backward(3),
     "max_pool3d_with_indices_backward.default": _max_pool_backward(3),
     "multi_margin_loss_backward.default": _multi_margin_loss_backward,
+    "_ctc_loss.default": _ctc_loss,
+    "_ctc_loss.Tensor": _ctc_loss,
+    "_ctc_loss_backward.default": _ctc_loss_backward,
+    "_ctc_loss_backward.Tensor": _ctc_loss_backward,
     "convolution.default": _convolution,
     "convolution_backward.default": _convolution_backward,
     "_adaptive_avg_pool3d.default": _adaptive_avg_pool(3),
