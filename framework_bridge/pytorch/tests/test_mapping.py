@@ -325,14 +325,16 @@ def test_batch_norm_eval_backward_uses_running_stats(affine):
             torch.testing.assert_close(d.grad.cpu(), r.grad, rtol=1e-4, atol=1e-5)
 
 
-def test_avg_pool2d_negative_divisor_falls_back():
-    # PyTorch takes any non-zero divisor_override; the catalog's must be >= 0.
+def test_avg_pool2d_negative_divisor_is_declined_and_decomposed():
+    # PyTorch takes any non-zero divisor_override; the catalog's must be >= 0: the row declines and
+    # torch_hal's own avg_pool decomposition runs it on the device (no CPU fallback).
     x = _args((1, 2, 4, 4))
     ref, dev = x.clone().requires_grad_(), x.to("hal").requires_grad_()
     torch_hal.reset_fallback_stats()
     out = F.avg_pool2d(dev, 2, divisor_override=-3)
     out.square().sum().backward()
-    assert torch_hal.fallback_stats().get("aten::avg_pool2d") == 1, torch_hal.fallback_stats()
+    stats = torch_hal.fallback_stats()
+    assert dict(stats) == {} and stats.decompositions.get("aten::avg_pool2d") == 1, stats
     expected = F.avg_pool2d(ref, 2, divisor_override=-3)
     expected.square().sum().backward()
     torch.testing.assert_close(out.detach().cpu(), expected.detach())
