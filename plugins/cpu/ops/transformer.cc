@@ -383,6 +383,12 @@ void attention_backward_gemm(Backward<float>& g) {
       }
     }
   };
+  // grad_value += Pᵀ·grad_out and grad_key += scale·dSᵀ·Q for keys [j0, j0 + n) of batch b.
+  auto key_grads = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, const float* p, const float* ds) {
+    sgemm('T', 'N', n, Ev, rows, 1.0f, p, ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f, g.dv.data() + (b * S + j0) * Ev,
+          Ev);
+    sgemm('T', 'N', n, E, rows, at.scale, ds, ld, at.q + (b * L + i0) * E, E, 1.0f, g.dk.data() + (b * S + j0) * E, E);
+  };
   // With two batch entries (of B·heads) per thread or more, each task owns whole entries: one pass
   // over (key block, query tile) pairs makes each P and dS once and accumulates all three
   // gradients from them (5 GEMMs a pair, not the 7 of the two passes below).
@@ -395,10 +401,7 @@ void attention_backward_gemm(Backward<float>& g) {
           for (int64_t i0 = at.causal ? j0 / kGemmRows * kGemmRows : 0; i0 < L; i0 += kGemmRows) {
             const int64_t rows = std::min(kGemmRows, L - i0);
             block(b, i0, rows, j0, n, p.data(), ds.data());
-            sgemm('T', 'N', n, Ev, rows, 1.0f, p.data(), ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f,
-                  g.dv.data() + (b * S + j0) * Ev, Ev);
-            sgemm('T', 'N', n, E, rows, at.scale, ds.data(), ld, at.q + (b * L + i0) * E, E, 1.0f,
-                  g.dk.data() + (b * S + j0) * E, E);
+            key_grads(b, i0, rows, j0, n, p.data(), ds.data());
             sgemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
                   g.dq.data() + (b * L + i0) * E, E);
           }
@@ -426,10 +429,7 @@ void attention_backward_gemm(Backward<float>& g) {
       for (int64_t i0 = at.causal ? j0 / kGemmRows * kGemmRows : 0; i0 < L; i0 += kGemmRows) {
         const int64_t rows = std::min(kGemmRows, L - i0);
         block(b, i0, rows, j0, n, p.data(), ds.data());
-        sgemm('T', 'N', n, Ev, rows, 1.0f, p.data(), ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f,
-              g.dv.data() + (b * S + j0) * Ev, Ev);
-        sgemm('T', 'N', n, E, rows, at.scale, ds.data(), ld, at.q + (b * L + i0) * E, E, 1.0f,
-              g.dk.data() + (b * S + j0) * E, E);
+        key_grads(b, i0, rows, j0, n, p.data(), ds.data());
       }
     }
   });
