@@ -141,13 +141,6 @@ class MappedKernel final : public c10::OperatorKernel {
   void launch_call(const Call& call) const {
     for (const auto& o : call.outputs)
       if (o.numel() == 0 && call.outputs.size() == 1) return;  // nothing to compute
-    // PyTorch allows 64 dims (CUDA 25), a HAL tensor HAL_TENSOR_MAX_RANK: more is the
-    // decomposition's or the fallback's to run, not an error.
-    for (const Call::Tensors* ts : {&call.inputs, &call.outputs})
-      for (const auto& t : *ts)
-        if (t.defined() && t.dim() > HAL_TENSOR_MAX_RANK)
-          throw Decline{"rank " + std::to_string(t.dim()) + " exceeds HAL_TENSOR_MAX_RANK (" +
-                        std::to_string(HAL_TENSOR_MAX_RANK) + ")"};
     // Descriptors in per-thread scratch whose vectors keep their capacity:
     // no allocation per call. Nothing re-enters a kernel during a launch.
     struct Scratch {  // one thread_local: each costs a TLS lookup per access
@@ -159,17 +152,25 @@ class MappedKernel final : public c10::OperatorKernel {
     refs.resize(std::max(refs.size(), call.inputs.size() + call.outputs.size()));
     ins.clear();
     outs.clear();
+    // PyTorch allows 64 dims (CUDA 25), a HAL tensor HAL_TENSOR_MAX_RANK: more is the
+    // decomposition's or the fallback's to run, not an error.
+    auto checked_ref = [](const at::Tensor& t) {
+      if (C10_UNLIKELY(t.dim() > HAL_TENSOR_MAX_RANK))
+        throw Decline{"rank " + std::to_string(t.dim()) + " exceeds HAL_TENSOR_MAX_RANK (" +
+                      std::to_string(HAL_TENSOR_MAX_RANK) + ")"};
+      return ref_of(t);
+    };
     size_t next = 0;
     for (const auto& t : call.inputs) {
       if (!t.defined()) {
         ins.push_back(nullptr);
         continue;
       }
-      refs[next] = ref_of(t);
+      refs[next] = checked_ref(t);
       ins.push_back(&refs[next++]);
     }
     for (const auto& t : call.outputs) {
-      refs[next] = ref_of(t);
+      refs[next] = checked_ref(t);
       outs.push_back(&refs[next++]);
     }
     try {

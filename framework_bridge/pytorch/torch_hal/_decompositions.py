@@ -846,6 +846,12 @@ def _pad_backward(forward_op):
     return backward
 
 
+def _adaptive_windows(size, out):
+    """Adaptive pooling's windows of a dim of SIZE into OUT cells: window i spans
+    [floor(i·size/out), ceil((i+1)·size/out)) (PyTorch's kernels). Returns (starts, ends)."""
+    return [(i * size) // out for i in range(out)], [-((-(i + 1) * size) // out) for i in range(out)]
+
+
 def _adaptive_max_pool(spatial):
     """adaptive_max_pool{2,3}d for any window sizes (PyTorch's decomposition takes only even
     ones): window i of a dim spans [floor(i·I/O), ceil((i+1)·I/O)); every window's elements are
@@ -858,8 +864,7 @@ def _adaptive_max_pool(spatial):
         lead = list(self.shape[:-spatial])
         windows = []
         for size, out in zip(sizes, outs):
-            start = [(i * size) // out for i in range(out)]
-            end = [-((-(i + 1) * size) // out) for i in range(out)]
+            start, end = _adaptive_windows(size, out)
             k = max(e - b for b, e in zip(start, end)) if out else 1
             windows.append((start, end, k))
         count = 1
@@ -897,6 +902,14 @@ def _adaptive_max_pool(spatial):
         return values, indices
 
     return forward
+
+
+def _per_dim(v, spatial, default=()):
+    """A pooling or convolution int (list) argument as SPATIAL values: aten takes one value for
+    all dims, and an empty list means DEFAULT (pooling's stride: the kernel size)."""
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    v = v or list(default)
+    return v * spatial if len(v) == 1 else v
 
 
 def _window_sum(x, dim, starts, ends, scales):
@@ -938,9 +951,7 @@ def _adaptive_avg_pool(spatial):
             return NotImplemented
         mats = []
         for size, out in zip(self.shape[-spatial:], output_size):
-            out = int(out)
-            starts = [(i * size) // out for i in range(out)]
-            ends = [-((-(i + 1) * size) // out) for i in range(out)]
+            starts, ends = _adaptive_windows(size, int(out))
             mats.append((starts, ends, [1.0 / max(1, e - b) for b, e in zip(starts, ends)]))
         return _separable(self, mats)
 
@@ -958,14 +969,9 @@ def _avg_pool(spatial):
         if not self.is_floating_point():
             return NotImplemented
 
-        def per_dim(v, default):
-            v = list(v) if isinstance(v, (list, tuple)) else [v]
-            v = v or list(default)
-            return v * spatial if len(v) == 1 else v
-
-        ks = per_dim(kernel_size, ())
-        st = per_dim(stride, ks)
-        pads = per_dim(padding, ())
+        ks = _per_dim(kernel_size, spatial)
+        st = _per_dim(stride, spatial, ks)
+        pads = _per_dim(padding, spatial)
         mats = []
         for size, k, s, p in zip(self.shape[-spatial:], ks, st, pads):
             out = (size + 2 * p - (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
@@ -998,10 +1004,6 @@ def _pool_backward(forward, spatial):
     return backward
 
 
-def _per_dim(v, spatial):
-    """A convolution's int list as SPATIAL values (aten takes one value for all dims)."""
-    v = list(v)
-    return v * spatial if len(v) == 1 else v
 
 
 def _conv3d(x, weight, stride, padding, dilation, groups):

@@ -11,6 +11,7 @@
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "hal/sdk/kernel/batch.hpp"
 #include "random_layout.hpp"
 
 // LAPACK's Fortran interface (OpenBLAS exports it; Debian's openblas headers
@@ -94,12 +95,7 @@ void require_lapack_size(const OpCall& c, int64_t rows, int64_t cols) {
 
 int lead(int64_t rows) { return static_cast<int>(std::max<int64_t>(rows, 1)); }
 
-// The number of matrices in T (the product of its leading dims).
-int64_t batch_of(const Tensor& t) {
-  int64_t b = 1;
-  for (int d = 0; d + 2 < t.rank; ++d) b *= t.shape[d];
-  return b;
-}
+using sdk::kernel::matrix_batch;
 
 // Row-major [rows, cols] at SRC -> column-major at DST (leading dim rows).
 template <class T>
@@ -152,7 +148,7 @@ template <class T>
 void cholesky_typed(const OpCall& c) {
   Factor<T> f(c);
   const Tensor& a = c.input(0);
-  const int64_t n = a.shape[a.rank - 1], batch = batch_of(a);
+  const int64_t n = a.shape[a.rank - 1], batch = matrix_batch(a);
   require_lapack_size(c, n, n);
   const bool upper = op::linalg_cholesky::upper(c);
   ContiguousOut<T> l(c.output(0));
@@ -183,7 +179,7 @@ template <class T>
 void lu_factor_typed(const OpCall& c) {
   Factor<T> f(c);
   const Tensor& a = c.input(0);
-  const int64_t m = a.shape[a.rank - 2], n = a.shape[a.rank - 1], k = std::min(m, n), batch = batch_of(a);
+  const int64_t m = a.shape[a.rank - 2], n = a.shape[a.rank - 1], k = std::min(m, n), batch = matrix_batch(a);
   require_lapack_size(c, m, n);
   ContiguousOut<T> lu(c.output(0));
   ContiguousOut<int32_t> piv(c.output(1)), info(c.output(2));
@@ -208,20 +204,15 @@ HAL_FACTOR_KERNEL(lu_factor_kernel, lu_factor_typed)
 
 // ---- linalg_solve_triangular ----------------------------------------------------
 
-// The element offset of matrix B (of OUT's batch) in T, whose batch dims
-// broadcast to OUT's (size 1 or missing dims repeat).
-int64_t broadcast_matrix_offset(const Tensor& t, const Tensor& out, int64_t b) {
-  const int64_t mat = t.shape[t.rank - 1] * t.shape[t.rank - 2];
-  int64_t offset = 0, stride = mat;
-  for (int d = out.rank - 3, e = t.rank - 3; d >= 0; --d, --e) {
-    const int64_t size = out.shape[d], idx = b % size;
-    b /= size;
-    if (e >= 0) {
-      if (t.shape[e] != 1) offset += idx * stride;
-      stride *= t.shape[e];
-    }
+// The element offset of matrix B of OUT's batch in the dense T (STRIDES from
+// broadcast_batch_strides, in matrices).
+int64_t broadcast_matrix_offset(const Tensor& t, const std::vector<int64_t>& strides, const Tensor& out, int64_t b) {
+  int64_t matrix = 0;
+  for (int d = out.rank - 3; d >= 0; --d) {
+    matrix += (b % out.shape[d]) * strides[static_cast<size_t>(d)];
+    b /= out.shape[d];
   }
-  return offset;
+  return matrix * t.shape[t.rank - 1] * t.shape[t.rank - 2];
 }
 
 template <class T>
@@ -232,17 +223,19 @@ void solve_triangular_typed(const OpCall& c) {
   const T* bp = contiguous_as<T>(c.input(1), c.input(1).dtype, tmp_b, storage_b);
   const Tensor &a = c.input(0), &bt = c.input(1), &x = c.output(0);
   const int64_t n = a.shape[a.rank - 1], rows = x.shape[x.rank - 2], cols = x.shape[x.rank - 1];
-  const int64_t batch = batch_of(x);
+  const int64_t batch = matrix_batch(x);
   require_lapack_size(c, n, n);
   require_lapack_size(c, rows, cols);
   const bool upper = op::linalg_solve_triangular::upper(c), left = op::linalg_solve_triangular::left(c);
   const bool unit = op::linalg_solve_triangular::unitriangular(c);
+  const std::vector<int64_t> a_strides = sdk::kernel::broadcast_batch_strides(a, x),
+                             b_strides = sdk::kernel::broadcast_batch_strides(bt, x);
   ContiguousOut<T> out(x);
   for_matrices(batch, double(n) * n * (left ? cols : rows), [&](int64_t lo, int64_t hi) {
     std::vector<T> ca(static_cast<size_t>(n * n)), cb(static_cast<size_t>(rows * cols));
     for (int64_t b = lo; b < hi; ++b) {
-      to_columns(f.a + broadcast_matrix_offset(a, x, b), n, n, ca.data());
-      to_columns(bp + broadcast_matrix_offset(bt, x, b), rows, cols, cb.data());
+      to_columns(f.a + broadcast_matrix_offset(a, a_strides, x, b), n, n, ca.data());
+      to_columns(bp + broadcast_matrix_offset(bt, b_strides, x, b), rows, cols, cb.data());
       if (rows > 0 && cols > 0)
         Lapack<T>::trsm(left ? 'L' : 'R', upper ? 'U' : 'L', unit ? 'U' : 'N', static_cast<int>(rows),
                         static_cast<int>(cols), ca.data(), lead(n), cb.data(), lead(rows));
@@ -260,7 +253,7 @@ template <class T>
 void eigh_typed(const OpCall& c) {
   Factor<T> f(c);
   const Tensor& a = c.input(0);
-  const int64_t n = a.shape[a.rank - 1], batch = batch_of(a);
+  const int64_t n = a.shape[a.rank - 1], batch = matrix_batch(a);
   require_lapack_size(c, n, n);
   const bool vectors = op::linalg_eigh::compute_v(c);
   const char jobz = vectors ? 'V' : 'N', uplo = op::linalg_eigh::upper(c) ? 'U' : 'L';
@@ -301,7 +294,7 @@ template <class T>
 void svd_typed(const OpCall& c) {
   Factor<T> f(c);
   const Tensor& a = c.input(0);
-  const int64_t m = a.shape[a.rank - 2], n = a.shape[a.rank - 1], k = std::min(m, n), batch = batch_of(a);
+  const int64_t m = a.shape[a.rank - 2], n = a.shape[a.rank - 1], k = std::min(m, n), batch = matrix_batch(a);
   require_lapack_size(c, m, n);
   require_lapack_size(c, std::max(m, n), std::max(m, n));
   const bool uv = op::linalg_svd::compute_uv(c), full = op::linalg_svd::full_matrices(c);
@@ -352,7 +345,7 @@ template <class T>
 void qr_typed(const OpCall& c) {
   Factor<T> f(c);
   const Tensor& a = c.input(0);
-  const int64_t m = a.shape[a.rank - 2], n = a.shape[a.rank - 1], k = std::min(m, n), batch = batch_of(a);
+  const int64_t m = a.shape[a.rank - 2], n = a.shape[a.rank - 1], k = std::min(m, n), batch = matrix_batch(a);
   require_lapack_size(c, m, std::max(m, n));
   const std::string& mode = op::linalg_qr::mode(c);
   const bool want_q = mode != "r", complete = mode == "complete";

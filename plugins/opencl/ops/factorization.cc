@@ -6,8 +6,10 @@
 // decompositions are not claimed (they take the CPU fallback).
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "cl_sources.hpp"
+#include "hal/sdk/kernel/batch.hpp"
 #include "hal/sdk/op_catalog.hpp"
 #include "nn_common.hpp"
 #include "opencl_ops.hpp"
@@ -19,11 +21,7 @@ namespace op = sdk::op;
 
 std::string factorization_source(hal_dtype_e dtype) { return nn::row_prelude(dtype) + cl_source::factorization; }
 
-int64_t batch_of(const Tensor& t) {
-  int64_t b = 1;
-  for (int d = 0; d + 2 < t.rank; ++d) b *= t.shape[d];
-  return b;
-}
+using sdk::kernel::matrix_batch;
 
 // Runs KERNEL over ITEMS work items with the call's operands, then what ARGS appends.
 void run(const CallPtr& call, sdk::Stream* stream, const char* kernel, int64_t items,
@@ -33,7 +31,7 @@ void run(const CallPtr& call, sdk::Stream* stream, const char* kernel, int64_t i
 
 void cholesky_kernel(const CallPtr& call, sdk::Stream* stream) {
   const Tensor& a = op::linalg_cholesky::self(*call);
-  const int64_t batch = batch_of(a), n = a.shape[a.rank - 1];
+  const int64_t batch = matrix_batch(a), n = a.shape[a.rank - 1];
   const cl_int upper = op::linalg_cholesky::upper(*call) ? 1 : 0;
   run(call, stream, "factor_cholesky", batch,
       [&](Launch& l) { l.value<cl_long>(batch).value<cl_long>(n).value<cl_int>(upper); });
@@ -41,7 +39,7 @@ void cholesky_kernel(const CallPtr& call, sdk::Stream* stream) {
 
 void lu_factor_kernel(const CallPtr& call, sdk::Stream* stream) {
   const Tensor& a = op::linalg_lu_factor::self(*call);
-  const int64_t batch = batch_of(a), m = a.shape[a.rank - 2], n = a.shape[a.rank - 1];
+  const int64_t batch = matrix_batch(a), m = a.shape[a.rank - 2], n = a.shape[a.rank - 1];
   // An empty matrix still reports info = 0 for each of the batch.
   run(call, stream, "factor_lu", batch, [&](Launch& l) {
     l.value<cl_long>(batch).value<cl_long>(m).value<cl_long>(n);
@@ -51,12 +49,9 @@ void lu_factor_kernel(const CallPtr& call, sdk::Stream* stream) {
 // An operand's batch strides (in matrices) over the output's batch dims,
 // right-aligned in 8 slots: 0 where it broadcasts.
 cl_long8 batch_strides(const Tensor& t, const Tensor& out) {
+  const std::vector<int64_t> strides = sdk::kernel::broadcast_batch_strides(t, out);
   cl_long8 s{};
-  int64_t stride = 1;
-  for (int d = out.rank - 3, e = t.rank - 3, slot = 7; d >= 0; --d, --e, --slot) {
-    s.s[slot] = (e >= 0 && t.shape[e] != 1) ? stride : 0;
-    if (e >= 0) stride *= t.shape[e];
-  }
+  for (size_t d = strides.size(), slot = 8; d > 0; --d, --slot) s.s[slot - 1] = strides[d - 1];
   return s;
 }
 
@@ -65,7 +60,7 @@ void solve_triangular_kernel(const CallPtr& call, sdk::Stream* stream) {
   const Tensor &a = op::linalg_solve_triangular::self(c), &b = op::linalg_solve_triangular::b(c);
   const Tensor& x = op::linalg_solve_triangular::x(c);
   const bool left = op::linalg_solve_triangular::left(c);
-  const int64_t n = a.shape[a.rank - 1], batch = batch_of(x);
+  const int64_t n = a.shape[a.rank - 1], batch = matrix_batch(x);
   const int64_t r = left ? x.shape[x.rank - 1] : x.shape[x.rank - 2];
   cl_long8 dims;
   for (int i = 0; i < 8; ++i) dims.s[i] = 1;
