@@ -2,7 +2,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <random>
 #include <string>
+#include <unordered_map>
 
 #include "hal/sdk/plugin.hpp"
 
@@ -57,4 +59,40 @@ TEST_CASE("options: typed access and unknown keys are refused by name") {
 TEST_CASE("status code names cover every code") {
   CHECK(std::string(hal::sdk::status_code_name(HAL_STATUS_ABI_MISMATCH)) == "ABI_MISMATCH");
   CHECK(std::string(hal::sdk::status_code_name(999)) == "UNKNOWN");
+}
+
+TEST_CASE("the handle table agrees with a reference map through growth and deletions") {
+  using hal::sdk::detail::HandleTable;
+  using hal::sdk::detail::Kind;
+  HandleTable table;
+  std::unordered_map<const void*, HandleTable::Entry> reference;
+  std::mt19937_64 rng(7);
+  // Keys 16 bytes apart (as heap objects are) and from a small range, so
+  // probe runs are long and deletions shift entries across the wrap.
+  auto key = [&] { return reinterpret_cast<const void*>(uintptr_t{0x1000} + 16 * (rng() % 700)); };
+  for (int step = 0; step < 20000; ++step) {
+    const void* k = key();
+    if (rng() % 3 == 0) {
+      CHECK(table.erase(k) == (reference.erase(k) == 1));
+    } else {
+      HandleTable::Entry e{static_cast<Kind>(rng() % 8), key()};
+      table.insert(k, e);
+      reference[k] = e;
+    }
+    if (step % 997 == 0)
+      for (uintptr_t i = 0; i < 700; ++i) {
+        const void* q = reinterpret_cast<const void*>(uintptr_t{0x1000} + 16 * i);
+        const HandleTable::Entry* got = table.find(q);
+        auto want = reference.find(q);
+        REQUIRE((got != nullptr) == (want != reference.end()));
+        if (got != nullptr) {
+          CHECK(got->kind == want->second.kind);
+          CHECK(got->owner == want->second.owner);
+        }
+      }
+  }
+  CHECK(table.find(nullptr) == nullptr);
+  table.insert(nullptr, {Kind::kBuffer, nullptr});  // never live
+  CHECK(table.find(nullptr) == nullptr);
+  CHECK_FALSE(table.erase(nullptr));
 }

@@ -187,7 +187,7 @@ class SegmentBuilder {
     try {
       conv.convert(*op, call);
     } catch (const Decline& d) {
-      return py::str("catalog op " + call.catalog + " declined: " + d.reason);
+      return py::str(std::string("catalog op ") + call.catalog + " declined: " + d.reason);
     } catch (const c10::Error& e) {
       return py::str("conversion failed: " + std::string(e.what_without_backtrace()));
     }

@@ -33,6 +33,9 @@ namespace {
 class MappedKernel final : public c10::OperatorKernel {
  public:
   MappedKernel(const Mapping& row, std::string name) : row_(row), name_(std::move(name)) {}
+  ~MappedKernel() override { delete conversion_.load(); }
+  MappedKernel(const MappedKernel&) = delete;
+  MappedKernel& operator=(const MappedKernel&) = delete;
 
   // The boxed entry: every aten overload of the table.
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -66,26 +69,34 @@ class MappedKernel final : public c10::OperatorKernel {
     Call call(row_, op.schema(), args, device_of(args));
     call.borrowing = row_.hook == nullptr;
     if (!run(op, call, why)) return Outcome::kDeclined;
-    if (conversion_->return_args()[0] < 0) *ret = std::move(call.returns[0]);  // fresh: owned
+    if (conversion()->return_args()[0] < 0) *ret = std::move(call.returns[0]);  // fresh: owned
     return Outcome::kRan;
   }
 
  private:
+  // The row's conversion for OP's schema, built on first use. An atomic
+  // pointer, not std::call_once: libstdc++'s call_once goes through
+  // pthread_once and two TLS variables on every call, even once done.
   void resolve(const c10::OperatorHandle& op) {
-    std::call_once(resolved_, [&] { conversion_ = std::make_unique<RowConversion>(row_, name_, op.schema()); });
+    if (C10_LIKELY(conversion_.load(std::memory_order_acquire) != nullptr)) return;
+    std::lock_guard<std::mutex> lock(resolve_mu_);
+    if (conversion_.load(std::memory_order_relaxed) == nullptr)
+      conversion_.store(new RowConversion(row_, name_, op.schema()), std::memory_order_release);
   }
+  // Set by resolve(), before any use.
+  const RowConversion* conversion() const { return conversion_.load(std::memory_order_relaxed); }
 
   // Converts and launches CALL; false with WHY when the plugin or the row
   // declines (nothing was written).
   bool run(const c10::OperatorHandle& op, Call& call, std::string* why) const {
     try {
-      conversion_->convert(op, call);
+      conversion()->convert(op, call);
       const auto copies = unalias_outputs(call);
       launch_call(call);
       for (const auto& [fresh, real] : copies) device_copy(fresh, real);
       if (row_.after != nullptr) row_.after(call);
     } catch (const Decline& d) {
-      *why = "catalog op " + call.catalog + " declined: " + d.reason;
+      *why = std::string("catalog op ") + call.catalog + " declined: " + d.reason;
       return false;
     }
     if (explaining()) record_catalog_run(name_, call.catalog, call.dev);
@@ -174,13 +185,18 @@ class MappedKernel final : public c10::OperatorKernel {
       outs.push_back(&refs[next++]);
     }
     try {
-      std::optional<at::RecordFunction> range;  // "hal::<catalog op>" under a profiler (as the dispatcher's)
+      // Under a profiler, a "hal::<catalog op>" range (as the dispatcher's).
+      // Its RecordFunction lives in this branch only: an optional one on the
+      // hot path is zero-filled per call (352 bytes).
       if (auto step = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE); C10_UNLIKELY(step)) {
         const std::unordered_map<std::string, c10::IValue> meta{
             {"plugin", device(call.dev)->plugin_name()}, {"device", "hal:" + std::to_string(call.dev)}};
-        range.emplace(std::move(*step)).before("hal::" + call.catalog, &meta);
+        at::RecordFunction range(std::move(*step));
+        range.before(std::string("hal::") + call.catalog, &meta);
+        launch(runner(call), call.dev, ins, outs, call.attrs);
+      } else {
+        launch(runner(call), call.dev, ins, outs, call.attrs);
       }
-      launch(runner(call), call.dev, ins, outs, call.attrs);
     } catch (const hal::Error& e) {
       if (declined(e)) throw Decline{e.what()};
       const auto& d = device(call.dev);
@@ -211,8 +227,8 @@ class MappedKernel final : public c10::OperatorKernel {
   const std::string name_;
   static constexpr int kCachedDevices = 16;
   mutable std::array<std::atomic<const hal::OpRunner*>, kCachedDevices> runners_{};
-  std::once_flag resolved_;
-  std::unique_ptr<RowConversion> conversion_;
+  std::mutex resolve_mu_;
+  std::atomic<const RowConversion*> conversion_{nullptr};  // owned
 };
 
 // ---- unboxed entries ----

@@ -154,7 +154,7 @@ struct Call {
   bool borrowing = false;
   // Inline storage for the common sizes: no heap allocation per call.
   using Tensors = c10::SmallVector<at::Tensor, 6>;
-  std::string catalog;                       // starts as row.catalog
+  const char* catalog;                       // starts as row.catalog; hooks set literals (outlive the call)
   Tensors inputs;                            // undefined = absent
   std::vector<hal::Attr> attrs;
   Tensors returns;                           // what the aten op returns (undefined: masked off)
