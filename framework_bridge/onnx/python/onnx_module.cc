@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hal/onnx/model.hpp"
+#include "hal/onnx/operators.hpp"
 #include "hal/onnx/session.hpp"
 #include "hal/runtime/error.hpp"
 #include "hal/sdk/op_schema.hpp"
@@ -162,6 +163,16 @@ PYBIND11_MODULE(_onnx, m) {
                       (std::string(hal::status_code_name(e.code())) + ": " + e.what()).c_str());
     }
   });
+
+  m.def(
+      "supported_operators",
+      [] {
+        py::list rows;
+        for (const hal::onnx::OperatorSupport& o : hal::onnx::supported_operators())
+          rows.append(py::make_tuple(o.op_type, o.min_opset, o.max_opset, o.catalog_ops, o.limits));
+        return rows;
+      },
+      "The ONNX -> catalog table's rows: (op_type, first opset, last opset, catalog ops, limits)");
 
   py::class_<hal::onnx::Model, std::shared_ptr<hal::onnx::Model>>(m, "Model",
                                                                    "An ONNX model translated to a HAL graph")

@@ -10,6 +10,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "hal/common/dtype.hpp"
 #include "hal/runtime/error.hpp"
 #include "onnx/checker.h"
 #include "op_table.hpp"
@@ -23,7 +24,6 @@ namespace {
 using detail::Slot;
 using detail::Translator;
 
-constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
 // The newest opset libonnx 1.12's checker and schemas know.
 constexpr int64_t kCheckerMaxOpset = 17;
 
@@ -36,9 +36,12 @@ int64_t default_opset(const ::onnx::ModelProto& m) {
   for (const auto& o : m.opset_import())
     if (is_default_domain(o.domain())) opset = o.version();
   if (opset < 0) invalid("the model imports no opset of the default domain (ai.onnx)");
-  if (opset < kMinOpset || opset > kMaxOpset)
+  // A newer opset than the table knows is refused per node (translate_node
+  // names the operator and the versions the table has): it may change any operator.
+  if (opset < detail::kOldestOpset)
     throw Error(HAL_STATUS_UNIMPLEMENTED, "the model uses ai.onnx opset " + std::to_string(opset) + "; HAL supports opsets " +
-                                              std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
+                                              std::to_string(detail::kOldestOpset) + " to " +
+                                              std::to_string(detail::newest_known_opset()) +
                                               " (convert it with onnx.version_converter)");
   return opset;
 }
@@ -77,10 +80,21 @@ void check_structure(const ::onnx::GraphProto& g) {
 
 }  // namespace
 
+struct Model::Deferred {
+  ::onnx::ModelProto proto;
+  std::string external_root;
+  std::vector<std::string> value_inputs;
+  std::vector<TensorInfo> value_infos;  // per value input: dtype and (fixed) shape
+};
+
 // Fills a Model while translating (a friend of Model).
 class ModelBuilder {
  public:
-  static Model build(::onnx::ModelProto& m, const std::string& external_root) {
+  // BOUND: graph inputs given as values (Model::bind), translated as
+  // constants; nullptr at load, where a translation that needs input values
+  // returns a deferred model instead (see Model::needs_input_values).
+  static Model build(::onnx::ModelProto& m, const std::string& external_root,
+                     const std::map<std::string, HostTensor>* bound = nullptr) {
     Model model;
     model.opset_ = default_opset(m);
     model.producer_ = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -94,7 +108,7 @@ class ModelBuilder {
     meta.graph_name = m.graph().name();
     meta.graph_doc_string = m.graph().doc_string();
     for (const auto& p : m.metadata_props()) meta.metadata_props[p.key()] = p.value();
-    if (model.opset_ <= kCheckerMaxOpset && m.ir_version() <= ::onnx::IR_VERSION) {
+    if (bound == nullptr && model.opset_ <= kCheckerMaxOpset && m.ir_version() <= ::onnx::IR_VERSION) {
       run_checker(m);
     }
     const ::onnx::GraphProto& g = m.graph();
@@ -109,20 +123,21 @@ class ModelBuilder {
     }
     for (const auto& in : g.input()) {
       if (t.defined(in.name())) continue;  // an initializer listed as an input (IR < 4 style): a constant
+      if (bound != nullptr && bound->count(in.name())) {
+        Slot s;
+        s.host = bound->at(in.name());
+        s.spec = {s.host->dtype, s.host->shape};
+        t.define(in.name(), std::move(s));
+        continue;
+      }
       model.inputs_.push_back(bind_input(t, in));
     }
-    for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i) {
-      const auto& n = g.node(static_cast<int>(i));
-      t.begin_node(n, i, model.opset_);
-      if (!is_default_domain(n.domain()))
-        t.unimplemented("domain '" + n.domain() + "' is not supported (HAL maps the default domain ai.onnx only)");
-      if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
-        t.unimplemented("control flow (subgraphs) is not supported");
-      try {
-        detail::translate_node(t);
-      } catch (const std::logic_error& e) {  // an index or size a malformed model breaks: refused, never a crash
-        t.invalid(std::string("malformed operands (") + e.what() + ")");
-      }
+    try {
+      translate_nodes(t, g, model.opset_);
+    } catch (const Error&) {
+      if (bound != nullptr || !t.value_needed()) throw;
+      if (!defer(m, external_root, model)) throw;
+      return model;
     }
     std::vector<uint32_t> marked;
     for (const auto& o : g.output()) {
@@ -141,6 +156,61 @@ class ModelBuilder {
   }
 
  private:
+  static void translate_nodes(Translator& t, const ::onnx::GraphProto& g, int64_t opset) {
+    for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i) {
+      const auto& n = g.node(static_cast<int>(i));
+      t.begin_node(n, i, opset);
+      if (!is_default_domain(n.domain()))
+        t.unimplemented("domain '" + n.domain() + "' is not supported (HAL maps the default domain ai.onnx only)");
+      if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
+        t.unimplemented("control flow (subgraphs) is not supported");
+      try {
+        detail::translate_node(t);
+      } catch (const std::logic_error& e) {  // an index or size a malformed model breaks: refused, never a crash
+        t.invalid(std::string("malformed operands (") + e.what() + ")");
+      }
+    }
+  }
+
+  // Turns MODEL (inputs bound, translation stopped at a node needing an
+  // input's value) into a deferred model; false when no input can be bound.
+  static bool defer(const ::onnx::ModelProto& m, const std::string& external_root, Model& model) {
+    auto d = std::make_shared<Model::Deferred>();
+    for (const TensorInfo& in : model.inputs_) {
+      bool fixed = true;
+      int64_t numel = 1;
+      for (int64_t dim : in.shape) {
+        fixed = fixed && dim >= 0;
+        numel *= std::max<int64_t>(dim, 1);
+      }
+      const bool integral = in.dtype == HAL_DTYPE_BOOL || !common::is_floating(in.dtype);
+      if (!fixed || numel > 4096 || (!integral && in.shape.size() > 1)) continue;
+      d->value_inputs.push_back(in.name);
+      d->value_infos.push_back(in);
+    }
+    if (d->value_inputs.empty()) return false;
+    d->proto = m;
+    d->external_root = external_root;
+    model.graph_ = Graph();
+    model.outputs_.clear();
+    for (const auto& o : m.graph().output()) {
+      TensorInfo ti{o.name(), HAL_DTYPE_INVALID, {}, {}};
+      if (o.type().has_tensor_type()) {
+        const auto& tt = o.type().tensor_type();
+        ti.dtype = dtype_from_onnx(tt.elem_type());
+        for (const auto& dim : tt.shape().dim()) {
+          ti.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+          ti.dim_names.push_back(dim.has_dim_value() ? "" : dim.dim_param());
+        }
+      }
+      model.outputs_.push_back(std::move(ti));
+    }
+    model.deferred_ = std::move(d);
+    return true;
+  }
+
+  friend class Model;
+
   // libonnx's checker, with external initializers hidden from it: it probes
   // their files relative to the working directory (not the model's folder)
   // and without HAL's containment rules, which tensor_from_proto applies.
@@ -247,6 +317,40 @@ Model Model::load(const std::string& path, const LoadOptions& options) {
 
 Model Model::load_bytes(const void* data, size_t size, const LoadOptions& options) {
   return load_proto(data, size, options.model_dir, "ONNX model (" + std::to_string(size) + " bytes)");
+}
+
+const std::vector<std::string>& Model::value_inputs() const {
+  static const std::vector<std::string> none;
+  return deferred_ ? deferred_->value_inputs : none;
+}
+
+Model Model::bind(const std::vector<HostTensorRef>& values) const {
+  if (!deferred_) invalid("Model::bind: the model needs no input values (needs_input_values() is false)");
+  const Deferred& d = *deferred_;
+  if (values.size() != d.value_inputs.size())
+    invalid("Model::bind: " + std::to_string(values.size()) + " values for " + std::to_string(d.value_inputs.size()) +
+            " value inputs");
+  std::map<std::string, HostTensor> bound;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const TensorInfo& info = d.value_infos[i];
+    const HostTensorRef& v = values[i];
+    if (v.dtype != info.dtype || v.shape != info.shape)
+      invalid("Model::bind: input '" + info.name + "' is " + common::dtype_name(v.dtype) + " " +
+              detail::shape_text(v.shape) + " but the model declares " + common::dtype_name(info.dtype) + " " +
+              detail::shape_text(info.shape));
+    const size_t bytes = static_cast<size_t>(detail::checked_numel(v.shape, "input '" + info.name + "'")) *
+                         common::dtype_size(v.dtype);
+    if (bytes > 0 && v.data == nullptr) invalid("Model::bind: input '" + info.name + "' has no data");
+    HostTensor h{v.dtype, v.shape, {}};
+    h.data.assign(static_cast<const uint8_t*>(v.data), static_cast<const uint8_t*>(v.data) + bytes);
+    bound.emplace(info.name, std::move(h));
+  }
+  ::onnx::ModelProto proto = d.proto;  // build() may touch it (external data)
+  try {
+    return ModelBuilder::build(proto, d.external_root, &bound);
+  } catch (const Error& e) {
+    throw Error(e.code(), "ONNX model with run-time values bound: " + std::string(e.what()));
+  }
 }
 
 }  // namespace hal::onnx

@@ -86,7 +86,13 @@ std::vector<int64_t> reshape_target(Translator& t, const std::vector<int64_t>& i
       out[i] = d.value;
     }
   }
-  if (infer < 0) return out;
+  if (infer < 0) {
+    const SymProduct a = product(in), b = product(out);
+    if (a.symbols == b.symbols && a.factor != b.factor)
+      t.invalid("cannot reshape " + join(in) + " (" + std::to_string(a.factor) + " elements) to " + join(out) + " (" +
+                std::to_string(b.factor) + " elements)");
+    return out;
+  }
   SymProduct num = product(in), den;
   for (size_t i = 0; i < out.size(); ++i)
     if (static_cast<int>(i) != infer) {
@@ -437,7 +443,7 @@ void cast(Translator& t, const OpRule&) {
 
 void reshape(Translator& t, const OpRule&) {
   auto target = t.ints(1);
-  if (!target) t.unimplemented("the target shape (input 1 '" + t.input_name(1) + "') is computed at run time from tensor values");
+  if (!target) t.needs_value("the target shape (input 1 '" + t.input_name(1) + "') is computed at run time from tensor values");
   std::vector<int64_t> out = reshape_target(t, t.in(0).spec.shape, *target, t.attr_int("allowzero", 0) != 0);
   if (reshape_host(t, 0, out)) return;
   const Slot& self = t.in(0);
@@ -635,22 +641,34 @@ V symbolic_arange(Translator& t, hal_dtype_e dt, int64_t n) {
 void slice(Translator& t, const OpRule&) {
   const Slot& data = t.in(0);
   const std::vector<int64_t>& shape = data.spec.shape;
-  std::vector<int64_t> starts = t.const_ints(1, "Slice's starts");
+  // Version 1: starts, ends and axes are attributes (no steps); inputs since 10.
+  const bool attrs = t.opset() < 10;
+  auto required_ints = [&](const char* name) {
+    auto v = t.attr_ints(name);
+    if (!v) t.invalid(std::string("needs the attribute '") + name + "'");
+    return *v;
+  };
+  std::vector<int64_t> starts = attrs ? required_ints("starts") : t.const_ints(1, "Slice's starts");
   // Ends may be a dim only known at run time (x[:, :seq] with seq from Shape).
   std::vector<Dim> end_dims;
-  if (auto e = t.ints(2)) end_dims = *e;
-  else
+  if (attrs) {
+    for (int64_t v : required_ints("ends")) end_dims.push_back(Dim::of(v));
+  } else if (auto e = t.ints(2)) {
+    end_dims = *e;
+  } else {
     for (int64_t v : t.const_ints(2, "Slice's ends")) end_dims.push_back(Dim::of(v));
+  }
   std::vector<int64_t> ends;
   for (const Dim& d : end_dims) {
     if (d.kind == Dim::kUnknown) t.unimplemented("Slice's ends are only known at run time and are not a dim of a graph input");
     ends.push_back(d.known() ? d.value : 0);
   }
   std::vector<int64_t> axes, steps(starts.size(), 1);
-  if (t.has_input(3)) axes = t.const_ints(3, "Slice's axes");
+  if (attrs && t.attr_ints("axes")) axes = *t.attr_ints("axes");
+  else if (!attrs && t.has_input(3)) axes = t.const_ints(3, "Slice's axes");
   else
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (t.has_input(4)) steps = t.const_ints(4, "Slice's steps");
+  if (!attrs && t.has_input(4)) steps = t.const_ints(4, "Slice's steps");
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     t.invalid("starts, ends, axes and steps differ in length");
   // Per axis: the indices taken (dims known at load), ONNX's clamping rules.
@@ -740,7 +758,7 @@ std::vector<int64_t> broadcast(Translator& t, const std::vector<int64_t>& a, con
 
 std::vector<int64_t> dims_of(Translator& t, size_t input, const std::string& what) {
   auto d = t.ints(input);
-  if (!d) t.unimplemented(what + " (input '" + t.input_name(input) + "') is computed at run time from tensor values");
+  if (!d) t.needs_value(what + " (input '" + t.input_name(input) + "') is computed at run time from tensor values");
   std::vector<int64_t> out;
   for (size_t i = 0; i < d->size(); ++i) {
     const Dim& x = (*d)[i];
@@ -823,7 +841,7 @@ void range(Translator& t, const OpRule&) {
       return;
     }
   }
-  t.unimplemented("start, limit and delta must be known at load (a run-time limit only with start 0 and delta 1)");
+  t.needs_value("start, limit and delta must be known at load (a run-time limit only with start 0 and delta 1)");
 }
 
 void trilu(Translator& t, const OpRule&) {
@@ -836,8 +854,38 @@ void where(Translator& t, const OpRule&) {
   t.set_output(0, t.emit1("where", {t.value(0), t.value(1), t.value(2)}));
 }
 
+// Pow's result has the base's dtype: the catalog's pow promotes (an int32
+// base to a float exponent computes in float), then the result is cast back.
+void pow(Translator& t, const OpRule&) {
+  const hal_dtype_e base = t.in(0).spec.dtype;
+  V y = t.emit1("pow", {t.value(0), t.value(1)});
+  if (t.spec(y).dtype != base) y = t.emit_as("copy", {y}, {}, {base, t.spec(y).shape});
+  t.set_output(0, y);
+}
+
 void softmax(Translator& t, const OpRule& r) {
-  t.set_output(0, t.emit1(r.catalog, {t.value(0)}, {Attr::i("dim", t.attr_int("axis", -1))}));
+  if (t.opset() >= 13) {
+    t.set_output(0, t.emit1(r.catalog, {t.value(0)}, {Attr::i("dim", t.attr_int("axis", -1))}));
+    return;
+  }
+  // Versions 1 and 11: the input is coerced to 2-D at AXIS (default 1) and
+  // normalized over the second dim, i.e. over every dim from AXIS on.
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t axis = rank == 0 ? 0 : norm_axis(t, t.attr_int("axis", 1), in.size());
+  if (axis >= rank - 1) {
+    t.set_output(0, t.emit1(r.catalog, {t.value(0)}, {Attr::i("dim", rank == 0 ? 0 : rank - 1)}));
+    return;
+  }
+  int64_t inner = 1;
+  for (int64_t d = axis; d < rank; ++d) {
+    if (in[d] < 0)
+      t.unimplemented("softmax before opset 13 over dims " + std::to_string(axis) + ".. of " + join(in) +
+                      ", one only known at run time");
+    inner *= in[d];
+  }
+  V flat = t.emit1("reshape", {t.value(0)}, {Attr::ints("shape", {-1, inner})});
+  t.set_output(0, reshape_to(t, t.emit1(r.catalog, {flat}, {Attr::i("dim", 1)}), in));
 }
 
 void gelu(Translator& t, const OpRule&) {
@@ -879,8 +927,10 @@ void gemm(Translator& t, const OpRule&) {
 
 // Symmetric pads ([b1, b2, ..., e1, e2] with b == e) as the catalog's
 // per-dim padding; auto_pad SAME_* computed from concrete sizes.
-std::vector<int64_t> sym_pads(Translator& t, size_t spatial, const std::vector<int64_t>& kernel,
-                              const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations) {
+// Conv's / pooling's pads, begin values then end values: the attribute, or
+// what auto_pad gives (SAME: the output is ceil(size / stride)).
+std::vector<int64_t> conv_pads(Translator& t, size_t spatial, const std::vector<int64_t>& kernel,
+                               const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations) {
   std::string auto_pad = t.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> pads(2 * spatial, 0);
   if (auto p = t.attr_ints("pads")) pads = *p;
@@ -900,9 +950,66 @@ std::vector<int64_t> sym_pads(Translator& t, size_t spatial, const std::vector<i
     t.invalid("auto_pad='" + auto_pad + "'");
   }
   if (pads.size() != 2 * spatial) t.invalid("pads has " + std::to_string(pads.size()) + " entries for " + std::to_string(spatial) + " spatial dims");
+  for (int64_t p : pads)
+    if (p < 0) t.invalid("negative pads " + join(pads));
+  return pads;
+}
+
+// The symmetric part of PADS (begin..., end...): per spatial dim the smaller side.
+std::vector<int64_t> symmetric_part(const std::vector<int64_t>& pads) {
+  const size_t spatial = pads.size() / 2;
+  std::vector<int64_t> sym(spatial);
+  for (size_t i = 0; i < spatial; ++i) sym[i] = std::min(pads[i], pads[i + spatial]);
+  return sym;
+}
+
+std::vector<int64_t> sym_pads(Translator& t, size_t spatial, const std::vector<int64_t>& kernel,
+                              const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations) {
+  std::vector<int64_t> pads = conv_pads(t, spatial, kernel, strides, dilations);
   for (size_t i = 0; i < spatial; ++i)
     if (pads[i] != pads[i + spatial]) t.unimplemented("asymmetric pads " + join(pads) + " (the catalog pads both sides alike)");
-  return std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<long>(spatial));
+  return symmetric_part(pads);
+}
+
+// ConvTranspose's pads (begin..., end...) as ONNX computes them: given, or
+// from output_shape / auto_pad=SAME (output = size * stride) through the
+// total padding stride*(size-1) + output_padding + (k-1)*dilation + 1 - output.
+// An output_shape past the full output (total < 0) adds the difference to
+// OUTPUT_PADDING (zeros computed past the input's last contribution).
+std::vector<int64_t> transpose_pads(Translator& t, size_t spatial, const std::vector<int64_t>& kernel,
+                                    const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                                    std::vector<int64_t>& output_padding) {
+  const std::string auto_pad = t.attr_string("auto_pad", "NOTSET");
+  auto output_shape = t.attr_ints("output_shape");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (!output_shape && !same) return conv_pads(t, spatial, kernel, strides, dilations);
+  if (output_shape && output_shape->size() == spatial + 2) output_shape->erase(output_shape->begin(), output_shape->begin() + 2);
+  if (output_shape && output_shape->size() != spatial)
+    t.invalid("output_shape has " + std::to_string(output_shape->size()) + " entries for " + std::to_string(spatial) + " spatial dims");
+  std::vector<int64_t> pads(2 * spatial, 0);
+  const std::vector<int64_t>& in = t.in(0).spec.shape;
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t size = in[2 + i];
+    if (size < 0) t.unimplemented("output_shape / auto_pad over a spatial dim only known at run time");
+    const int64_t out = output_shape ? (*output_shape)[i] : size * strides[i];
+    const int64_t total = strides[i] * (size - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1 - out;
+    if (total < 0) {
+      output_padding[i] -= total;
+      continue;
+    }
+    pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    pads[i + spatial] = total - pads[i];
+  }
+  return pads;
+}
+
+// V's elements [BEGIN, size - END) along AXIS (an index_select).
+V crop(Translator& t, V v, int64_t axis, int64_t begin, int64_t end) {
+  const int64_t size = t.spec(v).shape[static_cast<size_t>(axis)];
+  std::vector<int64_t> keep;
+  for (int64_t k = begin; k < size - end; ++k) keep.push_back(k);
+  V index = t.constant(int_tensor(HAL_DTYPE_INT64, keep, {static_cast<int64_t>(keep.size())}));
+  return t.emit1("index_select", {v, index}, {Attr::i("dim", axis)});
 }
 
 std::vector<int64_t> ints_or(Translator& t, const char* name, size_t n, int64_t fallback) {
@@ -912,45 +1019,150 @@ std::vector<int64_t> ints_or(Translator& t, const char* name, size_t n, int64_t 
   return *v;
 }
 
+// Conv and ConvTranspose, 1-D and 2-D. Asymmetric pads: a Conv pads its
+// input first; a ConvTranspose computes with the smaller pad and crops.
 void conv(Translator& t, const OpRule&) {
-  const ValueSpec& w = t.in(1).spec;
-  size_t spatial = w.shape.size() - 2;
+  const ValueSpec w = t.in(1).spec;
+  const size_t spatial = w.shape.size() - 2;
   if (spatial != 1 && spatial != 2) t.unimplemented(std::to_string(spatial) + "-D convolution (only 1-D and 2-D)");
   std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+  if (auto k = t.attr_ints("kernel_shape"); k && *k != kernel)
+    t.invalid("kernel_shape " + join(*k) + " differs from the weight's spatial dims " + join(kernel));
   std::vector<int64_t> strides = ints_or(t, "strides", spatial, 1), dil = ints_or(t, "dilations", spatial, 1);
-  std::vector<int64_t> pads = sym_pads(t, spatial, kernel, strides, dil);
-  std::vector<Attr> attrs{Attr::ints("stride", strides), Attr::ints("padding", pads), Attr::ints("dilation", dil),
-                          Attr::i("groups", t.attr_int("group", 1))};
+  const int64_t groups = t.attr_int("group", 1);
+  V x = t.value(0), weight = t.value(1);
   V bias = t.has_input(2) ? t.value(2) : V{};
   if (t.node().op_type() == "ConvTranspose") {
-    if (spatial != 2) t.unimplemented("1-D ConvTranspose (only 2-D)");
-    if (t.attr("output_shape")) t.unimplemented("attribute output_shape (give pads and output_padding)");
-    attrs.push_back(Attr::ints("output_padding", ints_or(t, "output_padding", spatial, 0)));
-    t.set_output(0, t.emit1("conv_transpose2d", {t.value(0), t.value(1), bias}, attrs));
+    std::vector<int64_t> out_pad = ints_or(t, "output_padding", spatial, 0);  // output_shape may add to it
+    std::vector<int64_t> pads = transpose_pads(t, spatial, kernel, strides, dil, out_pad);
+    std::vector<int64_t> sym = symmetric_part(pads);
+    // 1-D as 2-D over a unit height.
+    auto lift = [&](std::vector<int64_t> v, int64_t one) {
+      if (spatial == 1) v.insert(v.begin(), one);
+      return v;
+    };
+    if (spatial == 1) {
+      std::vector<int64_t> xs = t.spec(x).shape, ws = w.shape;
+      xs.insert(xs.begin() + 2, 1);
+      ws.insert(ws.begin() + 2, 1);
+      x = reshape_to(t, x, xs);
+      weight = reshape_to(t, weight, ws);
+    }
+    V y = t.emit1("conv_transpose2d", {x, weight, bias},
+                  {Attr::ints("stride", lift(strides, 1)), Attr::ints("padding", lift(sym, 0)),
+                   Attr::ints("output_padding", lift(out_pad, 0)), Attr::i("groups", groups),
+                   Attr::ints("dilation", lift(dil, 1))});
+    if (spatial == 1) {
+      std::vector<int64_t> ys = t.spec(y).shape;
+      ys.erase(ys.begin() + 2);
+      y = reshape_to(t, y, ys);
+    }
+    for (size_t i = 0; i < spatial; ++i)
+      if (pads[i] != pads[i + spatial]) y = crop(t, y, static_cast<int64_t>(2 + i), pads[i] - sym[i], pads[i + spatial] - sym[i]);
+    t.set_output(0, y);
     return;
   }
-  t.set_output(0, t.emit1(spatial == 1 ? "conv1d" : "conv2d", {t.value(0), t.value(1), bias}, attrs));
+  std::vector<int64_t> pads = conv_pads(t, spatial, kernel, strides, dil);
+  std::vector<int64_t> sym = symmetric_part(pads);
+  if (sym != std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<long>(spatial)) ||
+      sym != std::vector<int64_t>(pads.begin() + static_cast<long>(spatial), pads.end())) {
+    std::vector<int64_t> torch_pad;  // last dim first, [begin, end] pairs: the asymmetric remainder
+    for (size_t d = spatial; d-- > 0;) {
+      torch_pad.push_back(pads[d] - sym[d]);
+      torch_pad.push_back(pads[d + spatial] - sym[d]);
+    }
+    x = t.emit1("pad", {x}, {Attr::ints("pad", torch_pad), Attr::s("mode", "constant"), Attr::scalar("value", 0.0)});
+  }
+  std::vector<Attr> attrs{Attr::ints("stride", strides), Attr::ints("padding", sym), Attr::ints("dilation", dil),
+                          Attr::i("groups", groups)};
+  t.set_output(0, t.emit1(spatial == 1 ? "conv1d" : "conv2d", {x, weight, bias}, attrs));
 }
 
+// MaxPool and AveragePool, 1-D (as 2-D over a unit height) and 2-D. Pads
+// the catalog's pooling does not take (asymmetric, or more than half the
+// kernel) are applied first: -inf for MaxPool; zeros for AveragePool, whose
+// divisor then counts only the input's elements unless count_include_pad
+// (a second pooling of ones gives the count).
 void pool(Translator& t, const OpRule&) {
-  size_t spatial = t.in(0).spec.shape.size() - 2;
-  if (spatial != 2) t.unimplemented(std::to_string(spatial) + "-D pooling (only 2-D)");
-  auto kernel = t.attr_ints("kernel_shape");
-  if (!kernel) t.invalid("needs kernel_shape");
+  const size_t spatial = t.in(0).spec.shape.size() - 2;
+  if (spatial != 1 && spatial != 2) t.unimplemented(std::to_string(spatial) + "-D pooling (only 1-D and 2-D)");
+  auto kernel_attr = t.attr_ints("kernel_shape");
+  if (!kernel_attr) t.invalid("needs kernel_shape");
+  std::vector<int64_t> kernel = *kernel_attr;
+  if (kernel.size() != spatial) t.invalid("kernel_shape " + join(kernel) + " for " + std::to_string(spatial) + " spatial dims");
   std::vector<int64_t> strides = ints_or(t, "strides", spatial, 1), dil = ints_or(t, "dilations", spatial, 1);
-  std::vector<int64_t> pads = sym_pads(t, spatial, *kernel, strides, dil);
-  std::vector<Attr> attrs{Attr::ints("kernel_size", *kernel), Attr::ints("stride", strides), Attr::ints("padding", pads),
-                          Attr::b("ceil_mode", t.attr_int("ceil_mode", 0) != 0)};
-  if (t.node().op_type() == "MaxPool") {
+  std::vector<int64_t> pads = conv_pads(t, spatial, kernel, strides, dil);
+  const bool max = t.node().op_type() == "MaxPool";
+  const bool ceil_mode = t.attr_int("ceil_mode", 0) != 0;
+  const bool include_pad = t.attr_int("count_include_pad", 0) != 0;
+  if (max) {
     t.require_attr("storage_order", 0, 0);
     if (t.output_count() > 1 && !t.output_name(1).empty()) t.unimplemented("the Indices output");
-    attrs.push_back(Attr::ints("dilation", dil));
-    t.set_output(0, t.emit("max_pool2d", {t.value(0)}, attrs)[0]);
+  } else if (dil != std::vector<int64_t>(spatial, 1)) {
+    t.unimplemented("dilations in AveragePool");
+  }
+  // What the catalog takes as is: symmetric pads of at most half the (dilated) kernel.
+  std::vector<int64_t> sym = symmetric_part(pads);
+  bool fits = true;
+  for (size_t i = 0; i < spatial; ++i) {
+    if (pads[i] != pads[i + spatial] || 2 * pads[i] > (kernel[i] - 1) * dil[i] + 1) fits = false;
+  }
+  if (ceil_mode && !fits) t.unimplemented("ceil_mode with pads the catalog's pooling does not take " + join(pads));
+  V x = t.value(0);
+  auto lift = [&](std::vector<int64_t> v, int64_t one) {
+    if (spatial == 1) v.insert(v.begin(), one);
+    return v;
+  };
+  auto pre_pad = [&](V v, double value) {
+    std::vector<int64_t> torch_pad;  // last dim first, [begin, end] pairs
+    for (size_t d = spatial; d-- > 0;) {
+      torch_pad.push_back(pads[d]);
+      torch_pad.push_back(pads[d + spatial]);
+    }
+    return t.emit1("pad", {v}, {Attr::ints("pad", torch_pad), Attr::s("mode", "constant"), Attr::scalar("value", value)});
+  };
+  if (!fits) {
+    x = pre_pad(x, max ? -std::numeric_limits<double>::infinity() : 0.0);
+    std::fill(sym.begin(), sym.end(), 0);
+  }
+  auto to_2d = [&](V v) {
+    if (spatial != 1) return v;
+    std::vector<int64_t> s = t.spec(v).shape;
+    s.insert(s.begin() + 2, 1);
+    return reshape_to(t, v, s);
+  };
+  auto from_2d = [&](V v) {
+    if (spatial != 1) return v;
+    std::vector<int64_t> s = t.spec(v).shape;
+    s.erase(s.begin() + 2);
+    return reshape_to(t, v, s);
+  };
+  std::vector<Attr> attrs{Attr::ints("kernel_size", lift(kernel, 1)), Attr::ints("stride", lift(strides, 1)),
+                          Attr::ints("padding", lift(sym, 0)), Attr::b("ceil_mode", ceil_mode)};
+  if (max) {
+    attrs.push_back(Attr::ints("dilation", lift(dil, 1)));
+    t.set_output(0, from_2d(t.emit("max_pool2d", {to_2d(x)}, attrs)[0]));
     return;
   }
-  if (dil != std::vector<int64_t>(spatial, 1)) t.unimplemented("dilations in AveragePool");
-  attrs.push_back(Attr::b("count_include_pad", t.attr_int("count_include_pad", 0) != 0));
-  t.set_output(0, t.emit1("avg_pool2d", {t.value(0)}, attrs));
+  attrs.push_back(Attr::b("count_include_pad", fits ? include_pad : true));
+  V y = t.emit1("avg_pool2d", {to_2d(x)}, attrs);
+  if (!fits && !include_pad) {
+    // The mean over the window's input elements: sum / count, the count from pooling ones.
+    std::vector<int64_t> one_shape(t.in(0).spec.shape.size(), 1);
+    for (size_t i = 0; i < spatial; ++i) one_shape[2 + i] = t.in(0).spec.shape[2 + i];
+    for (int64_t d : one_shape)
+      if (d < 0) t.unimplemented("AveragePool with these pads over a spatial dim only known at run time");
+    std::vector<float> ones_data(static_cast<size_t>(product(one_shape).factor), 1.0f);
+    HostTensor ones{HAL_DTYPE_FLOAT32, one_shape, {}};
+    ones.data.resize(ones_data.size() * sizeof(float));
+    std::memcpy(ones.data.data(), ones_data.data(), ones.data.size());
+    V ones_v = t.constant(std::move(ones));
+    if (t.in(0).spec.dtype != HAL_DTYPE_FLOAT32)
+      ones_v = t.emit_as("copy", {ones_v}, {}, {t.in(0).spec.dtype, one_shape});
+    V count = t.emit1("avg_pool2d", {to_2d(pre_pad(ones_v, 0.0))}, attrs);
+    y = t.emit1("div", {y, count});
+  }
+  t.set_output(0, from_2d(y));
 }
 
 void global_pool(Translator& t, const OpRule& r) {
@@ -962,6 +1174,7 @@ void global_pool(Translator& t, const OpRule& r) {
 
 void batch_norm(Translator& t, const OpRule&) {
   if (t.attr_int("training_mode", 0) != 0) t.unimplemented("training_mode=1 (only inference)");
+  if (t.opset() < 9 && t.attr_int("spatial", 1) == 0) t.unimplemented("spatial=0 (per-element statistics)");
   for (size_t i = 1; i < t.output_count(); ++i)
     if (!t.output_name(i).empty()) t.unimplemented("the running mean/var outputs (training only)");
   std::vector<V> outs = t.emit("batch_norm", {t.value(0), t.value(1), t.value(2), t.value(3), t.value(4)},
@@ -1015,22 +1228,53 @@ void arg_reduce(Translator& t, const OpRule& r) {
   t.set_output(0, t.emit1(r.catalog, {t.value(0)}, {Attr::ints("dim", {t.attr_int("axis", 0)}), Attr::b("keepdim", t.attr_int("keepdims", 1) != 0)}));
 }
 
+// reverse: flipped before and after; exclusive: the running sum minus the
+// element itself; the result keeps the input's dtype (the catalog's cumsum
+// widens integers to int64, as torch does).
 void cumsum(Translator& t, const OpRule&) {
-  t.require_attr("exclusive", 0, 0);
-  t.require_attr("reverse", 0, 0);
-  t.set_output(0, t.emit1("cumsum", {t.value(0)}, {Attr::i("dim", t.const_ints(1, "CumSum's axis").at(0))}));
+  const ValueSpec in = t.in(0).spec;
+  const int64_t axis = norm_axis(t, t.const_ints(1, "CumSum's axis").at(0), std::max<size_t>(in.shape.size(), 1));
+  const bool reverse = t.attr_int("reverse", 0) != 0, exclusive = t.attr_int("exclusive", 0) != 0;
+  V x = t.value(0);
+  if (reverse) x = t.emit1("flip", {x}, {Attr::ints("dims", {axis})});
+  V y = t.emit1("cumsum", {x}, {Attr::i("dim", axis)});
+  if (t.spec(y).dtype != in.dtype) y = t.emit_as("copy", {y}, {}, {in.dtype, t.spec(y).shape});
+  if (exclusive) y = t.emit1("sub", {y, x});
+  if (reverse) y = t.emit1("flip", {y}, {Attr::ints("dims", {axis})});
+  t.set_output(0, y);
 }
 
+// A stable sort, then the first K: ONNX wants the lower index first among
+// equal values, which the catalog's topk leaves unspecified.
 void topk(Translator& t, const OpRule&) {
-  int64_t k = t.const_ints(1, "TopK's K").at(0);
-  std::vector<V> outs = t.emit("topk", {t.value(0)}, {Attr::i("k", k), Attr::i("dim", t.attr_int("axis", -1)),
-                                                       Attr::b("largest", t.attr_int("largest", 1) != 0),
-                                                       Attr::b("sorted", t.attr_int("sorted", 1) != 0)});
-  t.set_output(0, outs[0]);
-  t.set_output(1, outs[1]);
+  // K: an attribute in version 1, an input since 10.
+  int64_t k = t.opset() < 10 ? t.attr_int("k", -1) : t.const_ints(1, "TopK's K").at(0);
+  if (k < 0) t.invalid("K is " + std::to_string(k) + " (must be >= 0)");
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  const int64_t axis = norm_axis(t, t.attr_int("axis", -1), shape.size());
+  if (shape[axis] >= 0 && k > shape[axis])
+    t.invalid("K is " + std::to_string(k) + " but axis " + std::to_string(axis) + " has " + std::to_string(shape[axis]) +
+              " elements");
+  std::vector<V> sorted = t.emit("sort", {t.value(0)}, {Attr::i("dim", axis), Attr::b("descending", t.attr_int("largest", 1) != 0),
+                                                         Attr::b("stable", true)}, 2);
+  if (k != shape[axis]) {
+    std::vector<int64_t> first(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) first[static_cast<size_t>(i)] = i;
+    V index = t.constant(int_tensor(HAL_DTYPE_INT64, first, {k}));
+    for (V& v : sorted) v = t.emit1("index_select", {v, index}, {Attr::i("dim", axis)});
+  }
+  t.set_output(0, sorted[0]);
+  t.set_output(1, sorted[1]);
 }
 
 void clip(Translator& t, const OpRule&) {
+  if (t.opset() < 11) {  // version 6: the bounds are attributes (default: the float range)
+    const hal_dtype_e dt = t.in(0).spec.dtype;
+    const auto* lo = t.attr("min");
+    const auto* hi = t.attr("max");
+    t.set_output(0, t.emit1("clamp", {t.value(0), lo ? scalar(t, dt, lo->f()) : V{}, hi ? scalar(t, dt, hi->f()) : V{}}));
+    return;
+  }
   t.set_output(0, t.emit1("clamp", {t.value(0), t.has_input(1) ? t.value(1) : V{}, t.has_input(2) ? t.value(2) : V{}}));
 }
 
@@ -1043,9 +1287,18 @@ void pad(Translator& t, const OpRule&) {
   if (mode == "edge") mode = "replicate";
   if (mode != "constant" && mode != "reflect" && mode != "replicate") t.unimplemented("mode='" + mode + "'");
   size_t rank = t.in(0).spec.shape.size();
-  std::vector<int64_t> pads = t.const_ints(1, "Pad's pads");
+  // Version 2: pads and value are attributes; inputs since 11.
+  const bool attrs = t.opset() < 11;
+  std::vector<int64_t> pads;
+  if (attrs) {
+    auto p = t.attr_ints("pads");
+    if (!p) t.invalid("needs the attribute 'pads'");
+    pads = *p;
+  } else {
+    pads = t.const_ints(1, "Pad's pads");
+  }
   std::vector<int64_t> axes;
-  if (t.has_input(3)) axes = t.const_ints(3, "Pad's axes");
+  if (!attrs && t.has_input(3)) axes = t.const_ints(3, "Pad's axes");
   else
     for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
   if (pads.size() != 2 * axes.size()) t.invalid("pads has " + std::to_string(pads.size()) + " entries for " + std::to_string(axes.size()) + " axes");
@@ -1063,9 +1316,11 @@ void pad(Translator& t, const OpRule&) {
     torch_pad.push_back(begin[d]);
     torch_pad.push_back(end[d]);
   }
-  double value = 0;
-  if (const HostTensor* h = t.host(2)) value = float_values(*h).value_or(std::vector<double>{0}).at(0);
-  else if (t.has_input(2)) t.unimplemented("constant_value computed at run time");
+  double value = attrs ? t.attr_float("value", 0.0f) : 0.0;
+  if (!attrs) {
+    if (const HostTensor* h = t.host(2)) value = float_values(*h).value_or(std::vector<double>{0}).at(0);
+    else if (t.has_input(2)) t.needs_value("constant_value computed at run time");
+  }
   if (torch_pad.empty()) {
     t.alias_output(0, t.in(0));
     return;
@@ -1113,117 +1368,115 @@ void is_inf(Translator& t, const OpRule&) {
   t.set_output(0, t.emit1("isinf", {t.value(0)}));
 }
 
-constexpr int kMin = 13, kMax = 21;
-
 const std::vector<OpRule> kTable = {
     // Elementwise, one catalog op each.
-    {"Abs", kMin, kMax, "abs", nullptr, ""},
-    {"Neg", kMin, kMax, "neg", nullptr, ""},
-    {"Exp", kMin, kMax, "exp", nullptr, ""},
-    {"Log", kMin, kMax, "log", nullptr, ""},
-    {"Sqrt", kMin, kMax, "sqrt", nullptr, ""},
-    {"Reciprocal", kMin, kMax, "reciprocal", nullptr, ""},
-    {"Sin", kMin, kMax, "sin", nullptr, ""},
-    {"Cos", kMin, kMax, "cos", nullptr, ""},
-    {"Tanh", kMin, kMax, "tanh", nullptr, ""},
-    {"Tan", kMin, kMax, "tan", nullptr, ""},
-    {"Asin", kMin, kMax, "asin", nullptr, ""},
-    {"Acos", kMin, kMax, "acos", nullptr, ""},
-    {"Atan", kMin, kMax, "atan", nullptr, ""},
-    {"Sinh", kMin, kMax, "sinh", nullptr, ""},
-    {"Cosh", kMin, kMax, "cosh", nullptr, ""},
-    {"Asinh", kMin, kMax, "asinh", nullptr, ""},
-    {"Acosh", kMin, kMax, "acosh", nullptr, ""},
-    {"Atanh", kMin, kMax, "atanh", nullptr, ""},
-    {"Sigmoid", kMin, kMax, "sigmoid", nullptr, ""},
-    {"Relu", kMin, kMax, "relu", nullptr, ""},
-    {"Erf", kMin, kMax, "erf", nullptr, ""},
-    {"Floor", kMin, kMax, "floor", nullptr, ""},
-    {"Ceil", kMin, kMax, "ceil", nullptr, ""},
-    {"Round", kMin, kMax, "round", nullptr, ""},
-    {"Sign", kMin, kMax, "sign", nullptr, ""},
-    {"Not", kMin, kMax, "logical_not", nullptr, ""},
-    {"IsNaN", kMin, kMax, "isnan", nullptr, ""},
-    {"IsInf", kMin, kMax, "isinf", is_inf, "detect_negative and detect_positive both 1"},
-    {"Add", kMin, kMax, "add", binary, ""},
-    {"Sub", kMin, kMax, "sub", binary, ""},
-    {"Mul", kMin, kMax, "mul", binary, ""},
-    {"Div", kMin, kMax, "div", binary, ""},
-    {"Mod", kMin, kMax, "fmod|remainder", binary, ""},
-    {"Pow", kMin, kMax, "pow", nullptr, ""},
-    {"Equal", kMin, kMax, "eq", binary, ""},
-    {"Less", kMin, kMax, "lt", nullptr, ""},
-    {"LessOrEqual", kMin, kMax, "le", nullptr, ""},
-    {"Greater", kMin, kMax, "gt", nullptr, ""},
-    {"GreaterOrEqual", kMin, kMax, "ge", nullptr, ""},
-    {"And", kMin, kMax, "logical_and", nullptr, ""},
-    {"Or", kMin, kMax, "logical_or", nullptr, ""},
-    {"Xor", kMin, kMax, "logical_xor", nullptr, ""},
-    {"BitwiseAnd", 18, kMax, "bitwise_and", nullptr, ""},
-    {"BitwiseOr", 18, kMax, "bitwise_or", nullptr, ""},
-    {"BitwiseXor", 18, kMax, "bitwise_xor", nullptr, ""},
-    {"Where", kMin, kMax, "where", where, ""},
-    {"Max", kMin, kMax, "maximum", variadic, ""},
-    {"Min", kMin, kMax, "minimum", variadic, ""},
-    {"Sum", kMin, kMax, "add", variadic, ""},
-    {"Mean", kMin, kMax, "add+div", variadic, ""},
-    {"Clip", kMin, kMax, "clamp", clip, ""},
-    {"Cast", kMin, kMax, "copy", cast, "string and float8 types"},
-    {"CastLike", 15, kMax, "copy", cast, "string and float8 types"},
+    {"Abs", 6, 13, "abs", nullptr, ""},
+    {"Neg", 6, 13, "neg", nullptr, ""},
+    {"Exp", 6, 13, "exp", nullptr, ""},
+    {"Log", 6, 13, "log", nullptr, ""},
+    {"Sqrt", 6, 13, "sqrt", nullptr, ""},
+    {"Reciprocal", 6, 13, "reciprocal", nullptr, ""},
+    {"Sin", 7, 22, "sin", nullptr, ""},
+    {"Cos", 7, 22, "cos", nullptr, ""},
+    {"Tanh", 6, 13, "tanh", nullptr, ""},
+    {"Tan", 7, 22, "tan", nullptr, ""},
+    {"Asin", 7, 22, "asin", nullptr, ""},
+    {"Acos", 7, 22, "acos", nullptr, ""},
+    {"Atan", 7, 22, "atan", nullptr, ""},
+    {"Sinh", 9, 22, "sinh", nullptr, ""},
+    {"Cosh", 9, 22, "cosh", nullptr, ""},
+    {"Asinh", 9, 22, "asinh", nullptr, ""},
+    {"Acosh", 9, 22, "acosh", nullptr, ""},
+    {"Atanh", 9, 22, "atanh", nullptr, ""},
+    {"Sigmoid", 6, 13, "sigmoid", nullptr, ""},
+    {"Relu", 6, 14, "relu", nullptr, ""},
+    {"Erf", 9, 13, "erf", nullptr, ""},
+    {"Floor", 6, 13, "floor", nullptr, ""},
+    {"Ceil", 6, 13, "ceil", nullptr, ""},
+    {"Round", 11, 22, "round", nullptr, ""},
+    {"Sign", 9, 13, "sign", nullptr, ""},
+    {"Not", 1, 1, "logical_not", nullptr, ""},
+    {"IsNaN", 9, 20, "isnan", nullptr, ""},
+    {"IsInf", 10, 20, "isinf", is_inf, "detect_negative and detect_positive both 1"},
+    {"Add", 7, 14, "add", binary, ""},
+    {"Sub", 7, 14, "sub", binary, ""},
+    {"Mul", 7, 14, "mul", binary, ""},
+    {"Div", 7, 14, "div", binary, ""},
+    {"Mod", 10, 28, "fmod|remainder", binary, ""},
+    {"Pow", 7, 15, "pow|pow+copy", pow, ""},
+    {"Equal", 7, 19, "eq", binary, ""},
+    {"Less", 7, 13, "lt", nullptr, ""},
+    {"LessOrEqual", 12, 16, "le", nullptr, ""},
+    {"Greater", 7, 13, "gt", nullptr, ""},
+    {"GreaterOrEqual", 12, 16, "ge", nullptr, ""},
+    {"And", 7, 7, "logical_and", nullptr, ""},
+    {"Or", 7, 7, "logical_or", nullptr, ""},
+    {"Xor", 7, 7, "logical_xor", nullptr, ""},
+    {"BitwiseAnd", 18, 18, "bitwise_and", nullptr, ""},
+    {"BitwiseOr", 18, 18, "bitwise_or", nullptr, ""},
+    {"BitwiseXor", 18, 18, "bitwise_xor", nullptr, ""},
+    {"Where", 9, 16, "where", where, ""},
+    {"Max", 6, 13, "maximum", variadic, ""},
+    {"Min", 6, 13, "minimum", variadic, ""},
+    {"Sum", 6, 13, "add", variadic, ""},
+    {"Mean", 6, 13, "add+div", variadic, ""},
+    {"Clip", 6, 13, "clamp", clip, ""},
+    {"Cast", 6, 28, "copy", cast, "string and float8 types"},
+    {"CastLike", 15, 25, "copy", cast, "string and float8 types"},
     // Activations.
-    {"Softmax", kMin, kMax, "softmax", softmax, ""},
-    {"LogSoftmax", kMin, kMax, "log_softmax", softmax, ""},
-    {"Gelu", 20, kMax, "gelu", gelu, ""},
-    {"LeakyRelu", kMin, kMax, "gt+mul+where", leaky_relu, ""},
-    {"Elu", kMin, kMax, "gt+expm1+mul+where", elu, ""},
-    {"HardSigmoid", kMin, kMax, "mul+add+clamp", hard_sigmoid, ""},
-    {"HardSwish", 14, kMax, "mul+add+clamp+mul", hard_swish, ""},
+    {"Softmax", 1, 13, "softmax", softmax, ""},
+    {"LogSoftmax", 1, 13, "log_softmax", softmax, ""},
+    {"Gelu", 20, 20, "gelu", gelu, ""},
+    {"LeakyRelu", 6, 16, "gt+mul+where", leaky_relu, ""},
+    {"Elu", 6, 22, "gt+expm1+mul+where", elu, ""},
+    {"HardSigmoid", 6, 22, "mul+add+clamp", hard_sigmoid, ""},
+    {"HardSwish", 14, 22, "mul+add+clamp+mul", hard_swish, ""},
     // Linear algebra, convolution, pooling, normalisation.
-    {"MatMul", kMin, kMax, "matmul", nullptr, ""},
-    {"Gemm", kMin, kMax, "linear|addmm|mm", gemm, "transA/transB need the catalog's permute"},
-    {"Conv", kMin, kMax, "conv1d|conv2d", conv, "1-D and 2-D; symmetric pads"},
-    {"ConvTranspose", kMin, kMax, "conv_transpose2d", conv, "2-D; symmetric pads; no output_shape"},
-    {"MaxPool", kMin, kMax, "max_pool2d", pool, "2-D; symmetric pads; storage_order 0; no Indices output"},
-    {"AveragePool", kMin, kMax, "avg_pool2d", pool, "2-D; symmetric pads; no dilations"},
-    {"GlobalAveragePool", kMin, kMax, "mean", global_pool, ""},
-    {"GlobalMaxPool", kMin, kMax, "amax", global_pool, ""},
-    {"BatchNormalization", kMin, kMax, "batch_norm", batch_norm, "inference only (training_mode 0)"},
-    {"LayerNormalization", 17, kMax, "layer_norm", layer_norm, "normalized dims known at load; Mean/InvStdDev outputs"},
+    {"MatMul", 1, 13, "matmul", nullptr, ""},
+    {"Gemm", 7, 13, "linear|addmm|mm", gemm, "transA/transB need the catalog's permute"},
+    {"Conv", 1, 22, "conv1d|conv2d|pad+conv1d|pad+conv2d", conv, "1-D and 2-D"},
+    {"ConvTranspose", 1, 22, "conv_transpose2d|conv_transpose2d+index_select", conv, "1-D and 2-D"},
+    {"MaxPool", 1, 22, "max_pool2d|pad+max_pool2d", pool, "1-D and 2-D; storage_order 0; no Indices output; ceil_mode only with symmetric pads of at most half the kernel"},
+    {"AveragePool", 7, 22, "avg_pool2d|pad+avg_pool2d+div", pool, "1-D and 2-D; no dilations; ceil_mode only with symmetric pads of at most half the kernel"},
+    {"GlobalAveragePool", 1, 22, "mean", global_pool, ""},
+    {"GlobalMaxPool", 1, 22, "amax", global_pool, ""},
+    {"BatchNormalization", 7, 15, "batch_norm", batch_norm, "inference only (training_mode 0)"},
+    {"LayerNormalization", 17, 17, "layer_norm", layer_norm, "normalized dims known at load; Mean/InvStdDev outputs"},
     // Reductions.
-    {"ReduceMean", kMin, kMax, "mean", reduce, "axes known at load"},
-    {"ReduceSum", kMin, kMax, "sum", reduce, "axes known at load"},
-    {"ReduceMax", kMin, kMax, "amax", reduce, "axes known at load"},
-    {"ReduceMin", kMin, kMax, "amin", reduce, "axes known at load"},
-    {"ReduceProd", kMin, kMax, "prod", reduce, "axes known at load"},
-    {"ReduceL1", kMin, kMax, "abs+sum", reduce, "axes known at load"},
-    {"ReduceL2", kMin, kMax, "norm", reduce, "axes known at load"},
-    {"ReduceSumSquare", kMin, kMax, "mul+sum", reduce, "axes known at load"},
-    {"ReduceLogSumExp", kMin, kMax, "logsumexp", reduce, "axes known at load"},
-    {"ArgMax", kMin, kMax, "argmax", arg_reduce, "select_last_index 0"},
-    {"ArgMin", kMin, kMax, "argmin", arg_reduce, "select_last_index 0"},
-    {"CumSum", kMin, kMax, "cumsum", cumsum, "exclusive 0, reverse 0; axis known at load"},
-    {"TopK", kMin, kMax, "topk", topk, "K known at load"},
+    {"ReduceMean", 1, 18, "mean", reduce, "axes known at load"},
+    {"ReduceSum", 1, 13, "sum", reduce, "axes known at load"},
+    {"ReduceMax", 1, 20, "amax", reduce, "axes known at load"},
+    {"ReduceMin", 1, 20, "amin", reduce, "axes known at load"},
+    {"ReduceProd", 1, 18, "prod", reduce, "axes known at load"},
+    {"ReduceL1", 1, 18, "abs+sum", reduce, "axes known at load"},
+    {"ReduceL2", 1, 18, "norm", reduce, "axes known at load"},
+    {"ReduceSumSquare", 1, 18, "mul+sum", reduce, "axes known at load"},
+    {"ReduceLogSumExp", 1, 28, "logsumexp", reduce, "axes known at load"},
+    {"ArgMax", 1, 13, "argmax", arg_reduce, "select_last_index 0"},
+    {"ArgMin", 1, 13, "argmin", arg_reduce, "select_last_index 0"},
+    {"CumSum", 11, 14, "cumsum+flip+sub+copy", cumsum, "axis known at load or from an input's value"},
+    {"TopK", 1, 24, "sort+index_select", topk, "K known at load or from an input's value"},
     // Shapes and data movement.
-    {"Identity", kMin, kMax, "", identity, ""},
-    {"Dropout", kMin, kMax, "", identity, "inference only"},
-    {"Constant", kMin, kMax, "", constant, "no string or sparse values"},
-    {"Shape", kMin, kMax, "", shape, ""},
-    {"Size", kMin, kMax, "", size, ""},
-    {"Reshape", kMin, kMax, "reshape", reshape, "target known at load; run-time dims: self's dim at the same index (copied), one other inferred, and leading run-time dims merged for a Gemm and split back after it (the Gemm runs unflattened)"},
-    {"Flatten", kMin, kMax, "reshape", flatten, "at most one run-time dim in the result"},
-    {"Squeeze", kMin, kMax, "reshape", squeeze, "axes known at load"},
-    {"Unsqueeze", kMin, kMax, "reshape", unsqueeze, "axes known at load"},
-    {"Transpose", kMin, kMax, "permute", transpose, ""},
-    {"Concat", kMin, kMax, "cat", concat, ""},
-    {"Split", kMin, kMax, "split", split, "split sizes known at load"},
-    {"Gather", kMin, kMax, "index_select|embedding", gather, "indices of rank <= 1, or any rank into a 2-D table on axis 0; negative run-time indices"},
-    {"Slice", kMin, kMax, "index_select", slice, "starts/axes/steps known at load; ends known at load or a run-time dim (then start 0, step 1); run-time dims otherwise sliced whole"},
-    {"Expand", kMin, kMax, "copy", expand, "shape known at load (run-time dims allowed)"},
-    {"ConstantOfShape", kMin, kMax, "fill", constant_of_shape, ""},
-    {"Range", kMin, kMax, "arange|fill+cumsum+sub", range, "a run-time limit only with start 0, delta 1"},
-    {"Trilu", 14, kMax, "tril|triu", trilu, "k known at load"},
-    {"Tile", kMin, kMax, "repeat", tile, "repeats known at load"},
-    {"Pad", kMin, kMax, "pad", pad, "pads known at load; mode wrap"},
+    {"Identity", 1, 25, "", identity, ""},
+    {"Dropout", 7, 22, "", identity, "inference only"},
+    {"Constant", 9, 25, "", constant, "no string or sparse values"},
+    {"Shape", 1, 25, "", shape, ""},
+    {"Size", 1, 25, "", size, ""},
+    {"Reshape", 5, 25, "reshape", reshape, "target known at load; run-time dims: self's dim at the same index (copied), one other inferred, and leading run-time dims merged for a Gemm and split back after it (the Gemm runs unflattened)"},
+    {"Flatten", 1, 25, "reshape", flatten, "at most one run-time dim in the result"},
+    {"Squeeze", 1, 25, "reshape", squeeze, "axes known at load"},
+    {"Unsqueeze", 1, 25, "reshape", unsqueeze, "axes known at load"},
+    {"Transpose", 1, 25, "permute", transpose, ""},
+    {"Concat", 4, 13, "cat", concat, ""},
+    {"Split", 2, 18, "split", split, "split sizes known at load"},
+    {"Gather", 1, 13, "index_select|embedding", gather, "indices of rank <= 1, or any rank into a 2-D table on axis 0; negative run-time indices"},
+    {"Slice", 1, 13, "index_select", slice, "starts/axes/steps known at load; ends known at load or a run-time dim (then start 0, step 1); run-time dims otherwise sliced whole"},
+    {"Expand", 8, 13, "copy", expand, "shape known at load (run-time dims allowed)"},
+    {"ConstantOfShape", 9, 25, "fill", constant_of_shape, ""},
+    {"Range", 11, 27, "arange|fill+cumsum+sub", range, "a run-time limit only with start 0, delta 1"},
+    {"Trilu", 14, 14, "tril|triu", trilu, "k known at load"},
+    {"Tile", 6, 13, "repeat", tile, "repeats known at load"},
+    {"Pad", 2, 25, "pad", pad, "pads known at load; mode wrap"},
 };
 
 }  // namespace
@@ -1236,7 +1489,9 @@ namespace hal::onnx {
 
 std::vector<OperatorSupport> supported_operators() {
   std::vector<OperatorSupport> out;
-  for (const detail::OpRule& r : detail::op_table()) out.push_back({r.op_type, r.min_opset, r.max_opset, r.catalog, r.limits});
+  for (const detail::OpRule& r : detail::op_table())
+    out.push_back({r.op_type, std::max(r.min_version, detail::kOldestOpset),
+                   detail::last_opset_of_version(r.op_type, r.max_version), r.catalog, r.limits});
   return out;
 }
 
@@ -1244,19 +1499,61 @@ std::vector<OperatorSupport> supported_operators() {
 
 namespace hal::onnx::detail {
 
+namespace {
+#include "op_versions.inc"
+
+const OperatorVersions* versions_of(const std::string& op_type) {
+  for (const OperatorVersions& v : kOperatorVersions)
+    if (op_type == v.op_type) return &v;
+  return nullptr;
+}
+}  // namespace
+
+int newest_known_opset() { return kNewestKnownOpset; }
+
+int operator_version(const std::string& op_type, int64_t opset) {
+  const OperatorVersions* v = versions_of(op_type);
+  int found = 0;
+  if (v != nullptr)
+    for (int version : v->versions)
+      if (version != 0 && version <= opset) found = version;
+  return found;
+}
+
+int last_opset_of_version(const std::string& op_type, int version) {
+  if (const OperatorVersions* v = versions_of(op_type))
+    for (int next : v->versions)
+      if (next > version) return next - 1;
+  return kNewestKnownOpset;
+}
+
 const OpRule* find_rule(const std::string& op_type, int64_t opset) {
+  if (opset > kNewestKnownOpset) return nullptr;
+  const int version = operator_version(op_type, opset);
+  if (version == 0) return nullptr;
   for (const OpRule& r : kTable)
-    if (op_type == r.op_type && opset >= r.min_opset && opset <= r.max_opset) return &r;
+    if (op_type == r.op_type && version >= r.min_version && version <= r.max_version) return &r;
   return nullptr;
 }
 
 void translate_node(Translator& t) {
   const OpRule* r = find_rule(t.node().op_type(), t.opset());
   if (!r) {
+    const int version = operator_version(t.node().op_type(), t.opset());
+    std::string rows;
     for (const OpRule& any : kTable)
       if (t.node().op_type() == any.op_type)
-        t.unimplemented("HAL maps " + std::string(any.op_type) + " for opsets " + std::to_string(any.min_opset) + ".." +
-                        std::to_string(any.max_opset) + " only");
+        rows += (rows.empty() ? "" : ", ") + std::to_string(any.min_version) + ".." + std::to_string(any.max_version);
+    if (!rows.empty() && t.opset() > kNewestKnownOpset)
+      t.unimplemented("opset " + std::to_string(t.opset()) + " is newer than the " +
+                      std::to_string(kNewestKnownOpset) + " HAL's table knows, so which " + t.node().op_type() +
+                      " version it uses is unknown; the table maps versions " + rows + " of it");
+    if (!rows.empty() && version == 0)
+      t.unimplemented(t.node().op_type() + " is not an operator of ai.onnx opset " + std::to_string(t.opset()) +
+                      " (HAL's table maps its versions " + rows + ")");
+    if (!rows.empty())
+      t.unimplemented("opset " + std::to_string(t.opset()) + " uses " + t.node().op_type() + " version " +
+                      std::to_string(version) + "; HAL's table maps versions " + rows + " of it");
     t.unimplemented("operator not supported (no mapping to the HAL op catalog; docs/onnx.md lists the supported ones)");
   }
   if (r->convert) r->convert(t, *r);

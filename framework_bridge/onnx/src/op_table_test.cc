@@ -25,18 +25,31 @@ using TP = ::onnx::TensorProto;
 
 bool in_catalog(const std::string& op) { return common::catalog::find_schema(op.c_str()) != nullptr; }
 
-TEST_CASE("every row covers opsets inside 13..21, once per op_type and opset") {
+TEST_CASE("every row takes versions of its operator, once per op_type and version") {
   std::set<std::pair<std::string, int>> seen;
   for (const auto& r : op_table()) {
     CAPTURE(r.op_type);
-    CHECK(r.min_opset >= 13);
-    CHECK(r.max_opset <= 21);
-    CHECK(r.min_opset <= r.max_opset);
-    for (int v = r.min_opset; v <= r.max_opset; ++v) CHECK(seen.insert({r.op_type, v}).second);
-    CHECK(find_rule(r.op_type, r.min_opset) == &r);
+    CHECK(r.min_version <= r.max_version);
+    // Both ends are versions of the operator (opsets at which its schema changed).
+    CHECK(detail::operator_version(r.op_type, r.min_version) == r.min_version);
+    CHECK(detail::operator_version(r.op_type, r.max_version) == r.max_version);
+    for (int v = r.min_version; v <= r.max_version; ++v) CHECK(seen.insert({r.op_type, v}).second);
+    // Found at every opset from 7 to the newest known where one of its versions is in effect.
+    for (int opset = detail::kOldestOpset; opset <= detail::newest_known_opset(); ++opset) {
+      const int v = detail::operator_version(r.op_type, opset);
+      if (v >= r.min_version && v <= r.max_version) CHECK(find_rule(r.op_type, opset) == &r);
+    }
   }
   CHECK(find_rule("Gelu", 19) == nullptr);  // Gelu is an ai.onnx op since opset 20
-  CHECK(find_rule("Relu", 12) == nullptr);
+  CHECK(find_rule("Gelu", 28) != nullptr);
+  CHECK(find_rule("Relu", 12) != nullptr);  // Relu version 6
+  CHECK(find_rule("Relu", 5) == nullptr);   // version 1 (consumed_inputs): below opset 7
+  CHECK(find_rule("Relu", detail::newest_known_opset() + 1) == nullptr);
+  CHECK(detail::operator_version("Add", 13) == 13);
+  CHECK(detail::operator_version("Add", 20) == 14);
+  CHECK(detail::operator_version("Gelu", 19) == 0);
+  CHECK(detail::operator_version("NoSuchOp", 20) == 0);
+  CHECK(detail::last_opset_of_version("Softmax", 11) == 12);
 }
 
 TEST_CASE("supported_operators lists the table, covering the acceptance models' op types") {
@@ -65,12 +78,12 @@ TEST_CASE("rows without a converter name one catalog op that exists") {
   }
 }
 
-TEST_CASE("an op_type outside its rows' opsets says which opsets HAL maps") {
+TEST_CASE("an op_type outside its rows' versions says which versions HAL maps") {
   ModelMaker mm(19);
   mm.input("x", TP::FLOAT, {int64_t{2}});
   mm.node("Gelu", {"x"}, {"y"}, "g");
   mm.output("y");
-  CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("opsets 20..21 only"), Error);
+  CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("Gelu is not an operator of ai.onnx opset 19 (HAL's table maps its versions 20..20)"), Error);
 }
 
 // ids [1, seq] -> Shape -> Gather(1) -> Unsqueeze -> Concat([1], seq) -> ConstantOfShape -> Expand:
@@ -153,13 +166,47 @@ TEST_CASE("a reshape keeping several run-time dims copies them (copy_zeros) and 
   CHECK(shapes[g.outputs()[1]] == std::vector<int64_t>{1, 3, 5, 2, 4});
 }
 
-TEST_CASE("a Reshape whose target is a run-time tensor is named as unsupported") {
+TEST_CASE("a Reshape whose target is a run-time tensor is translated once the target's value is known") {
   ModelMaker mm(18);
   mm.input("x", TP::FLOAT, {int64_t{2}, int64_t{3}});
   mm.input("target", TP::INT64, {int64_t{2}});
   mm.node("Reshape", {"x", "target"}, {"y"}, "dyn_reshape");
   mm.output("y");
-  CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("node 0 'dyn_reshape' (Reshape, ai.onnx opset 18)"), Error);
+  Model m = mm.load();
+  REQUIRE(m.needs_input_values());
+  CHECK(m.value_inputs() == std::vector<std::string>{"target"});
+  CHECK(m.graph().nodes().empty());
+  REQUIRE(m.inputs().size() == 2);  // every input is still the model's to feed
+  CHECK(m.outputs().at(0).name == "y");
+  CHECK(m.outputs().at(0).dtype == HAL_DTYPE_FLOAT32);
+  const int64_t three_two[] = {3, 2};
+  Model b = m.bind({HostTensorRef{HAL_DTYPE_INT64, {2}, three_two}});
+  CHECK_FALSE(b.needs_input_values());
+  REQUIRE(b.inputs().size() == 1);
+  CHECK(b.inputs()[0].name == "x");
+  CHECK(b.outputs().at(0).shape == std::vector<int64_t>{3, 2});
+  // An element count that differs: the node is named.
+  const int64_t four_two[] = {4, 2};
+  CHECK_THROWS_WITH_AS(m.bind({HostTensorRef{HAL_DTYPE_INT64, {2}, four_two}}),
+                       doctest::Contains("node 0 'dyn_reshape' (Reshape, ai.onnx opset 18)"), Error);
+  // Values that are not the input's dtype or shape, or too few values.
+  const int32_t narrow[] = {3, 2};
+  CHECK_THROWS_WITH_AS(m.bind({HostTensorRef{HAL_DTYPE_INT32, {2}, narrow}}),
+                       doctest::Contains("input 'target' is int32 [2] but the model declares int64 [2]"), Error);
+  CHECK_THROWS_WITH_AS(m.bind({}), doctest::Contains("0 values for 1 value inputs"), Error);
+}
+
+TEST_CASE("a Reshape whose target is computed from a large float input is refused at load") {
+  ModelMaker mm(18);
+  mm.input("x", TP::FLOAT, {int64_t{2}, int64_t{3}});
+  mm.input("f", TP::FLOAT, {int64_t{2}, int64_t{2}});
+  mm.node("Shape", {"x"}, {"s"});
+  attr_i(mm.node("Cast", {"f"}, {"fi"}), "to", TP::INT64);
+  attr_i(mm.node("ReduceSum", {"fi"}, {"t"}), "keepdims", 0);
+  mm.node("Reshape", {"x", "t"}, {"y"}, "dyn_reshape");
+  mm.output("y");
+  // The target is computed on the device from a float matrix: no input value makes it known at load.
+  CHECK_THROWS_WITH_AS(mm.load(), doctest::Contains("node 3 'dyn_reshape' (Reshape, ai.onnx opset 18)"), Error);
 }
 
 // Found by the fuzz target: a node with fewer inputs than its op needs

@@ -61,7 +61,20 @@ struct Session::Impl {
   Model model;
   std::shared_ptr<Runtime> runtime;
   std::shared_ptr<Device> device;
-  std::unique_ptr<CompiledGraph> compiled;
+  SessionOptions options;
+  std::unique_ptr<CompiledGraph> compiled;  // unless model.needs_input_values()
+  // A model that needs input values: one translation and compilation per
+  // distinct set of values (key: their dtypes, shapes and bytes), kept for
+  // the session's life (at most kMaxBound; more are compiled per run).
+  struct Bound {
+    explicit Bound(Model m) : model(std::move(m)) {}
+    Model model;
+    std::unique_ptr<CompiledGraph> compiled;
+  };
+  static constexpr size_t kMaxBound = 64;
+  std::mutex bound_mu;
+  std::map<std::string, std::shared_ptr<const Bound>> bound;
+  std::shared_ptr<const Bound> last_bound;
   std::atomic<uint64_t> runs{0};
 };
 
@@ -98,31 +111,79 @@ std::function<bool(const std::string&)> runs_somewhere(std::vector<std::shared_p
 
 }  // namespace
 
-Session::Session(Model model, const SessionOptions& options) : impl_(std::make_unique<Impl>(std::move(model))) {
-  impl_->runtime = runtime_for(options.config);
-  impl_->device = pick_device(*impl_->runtime, options.device);
+namespace {
+
+std::unique_ptr<CompiledGraph> compile_model(const Model& model, Runtime& runtime, const std::shared_ptr<Device>& device,
+                                             const SessionOptions& options) {
   CompileOptions co;
-  co.devices = claim_order(*impl_->runtime, impl_->device);
-  co.fallback = impl_->runtime->fallback_device();
+  co.devices = claim_order(runtime, device);
+  co.fallback = runtime.fallback_device();
   co.options = options.options;
   co.graph_compilers = options.graph_compilers;
   co.layouts = options.layouts;
   PipelineOptions po;
   po.supported = runs_somewhere(co.devices, co.fallback);
-  po.fold_device = impl_->device.get();
+  po.fold_device = device.get();
   // The pipeline renumbers values; inputs and outputs keep their positions,
   // which is all run() relies on.
-  Graph optimized = run_pipeline(impl_->model.graph(), po);
-  impl_->compiled = std::make_unique<CompiledGraph>(compile(optimized, co));
+  Graph optimized = run_pipeline(model.graph(), po);
+  return std::make_unique<CompiledGraph>(compile(optimized, co));
 }
 
-const CompiledGraphStats& Session::stats() const { return impl_->compiled->stats(); }
+}  // namespace
+
+Session::Session(Model model, const SessionOptions& options) : impl_(std::make_unique<Impl>(std::move(model))) {
+  impl_->runtime = runtime_for(options.config);
+  impl_->device = pick_device(*impl_->runtime, options.device);
+  impl_->options = options;
+  if (!impl_->model.needs_input_values())
+    impl_->compiled = compile_model(impl_->model, *impl_->runtime, impl_->device, options);
+}
+
+const CompiledGraphStats& Session::stats() const {
+  if (impl_->compiled) return impl_->compiled->stats();
+  std::lock_guard<std::mutex> lock(impl_->bound_mu);
+  static const CompiledGraphStats none{};
+  return impl_->last_bound ? impl_->last_bound->compiled->stats() : none;
+}
 
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 Session::~Session() = default;
 
 const Model& Session::model() const { return impl_->model; }
+
+struct SessionAccess {
+// The translation and compilation of IMPL's model for the values FED
+// (by input position) gives its value inputs; made once per distinct set.
+template <class BytesOf>
+static std::shared_ptr<const Session::Impl::Bound> bind_values(Session::Impl& impl,
+                                                                const std::vector<const HostTensorRef*>& fed,
+                                                                const BytesOf& bytes_of) {
+  const Model& m = impl.model;
+  std::vector<HostTensorRef> values;
+  std::string key;
+  for (const std::string& name : m.value_inputs()) {
+    size_t k = 0;
+    while (m.inputs()[k].name != name) ++k;
+    const HostTensorRef& r = *fed[k];
+    values.push_back(r);
+    key += std::to_string(r.dtype) + ":" + detail::shape_text(r.shape) + ":";
+    key.append(static_cast<const char*>(r.data), bytes_of(r.dtype, r.shape));
+    key += ';';
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl.bound_mu);
+    auto it = impl.bound.find(key);
+    if (it != impl.bound.end()) return impl.last_bound = it->second;
+  }
+  auto b = std::make_shared<Session::Impl::Bound>(m.bind(values));
+  b->compiled = compile_model(b->model, *impl.runtime, impl.device, impl.options);
+  std::lock_guard<std::mutex> lock(impl.bound_mu);
+  if (impl.bound.size() < Session::Impl::kMaxBound) impl.bound.emplace(key, b);
+  return impl.last_bound = b;
+}
+};
 
 std::vector<HostTensor> Session::run(const std::vector<std::string>& output_names,
                                      const std::vector<std::pair<std::string, HostTensorRef>>& feeds) {
@@ -185,10 +246,28 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
   auto bytes_of = [](hal_dtype_e dt, const std::vector<int64_t>& s) {
     return static_cast<uint64_t>(detail::checked_numel(s, "tensor")) * common::dtype_size(dt);
   };
+  // What runs: the compiled model, or its translation for the fed values
+  // of its value inputs; RUN_INPUTS are the positions (in ins) it takes.
+  CompiledGraph* compiled = impl_->compiled.get();
+  const std::vector<TensorInfo>* out_infos = &outs;
+  std::vector<size_t> run_inputs;
+  std::shared_ptr<const Impl::Bound> specialized;
+  if (compiled != nullptr) {
+    for (size_t k = 0; k < ins.size(); ++k) run_inputs.push_back(k);
+  } else {
+    specialized = SessionAccess::bind_values(*impl_, fed, bytes_of);
+    compiled = specialized->compiled.get();
+    out_infos = &specialized->model.outputs();
+    for (const TensorInfo& in : specialized->model.inputs()) {
+      size_t k = 0;
+      while (ins[k].name != in.name) ++k;  // every input of the bound model is one of the model's
+      run_inputs.push_back(k);
+    }
+  }
   std::vector<Buffer> in_bufs;
   std::vector<TensorView> in_views;
-  in_views.reserve(ins.size());
-  for (size_t k = 0; k < ins.size(); ++k) {
+  in_views.reserve(run_inputs.size());
+  for (size_t k : run_inputs) {
     uint64_t n = bytes_of(ins[k].dtype, shapes[k]);
     in_bufs.push_back(dev.allocate(n ? n : 1));
     if (n) in_bufs.back().copy_from_host(fed[k]->data, n);
@@ -196,12 +275,12 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
   }
   std::vector<const TensorView*> in_ptrs;
   for (const TensorView& v : in_views) in_ptrs.push_back(&v);
-  std::vector<OwnedTensor> out = impl_->compiled->run_allocating(in_ptrs);
+  std::vector<OwnedTensor> out = compiled->run_allocating(in_ptrs);
   ++impl_->runs;
   std::vector<HostTensor> result;
   for (size_t j : picked) {
     const TensorView& v = out[j].view;
-    HostTensor h{outs[j].dtype, v.shape, {}};
+    HostTensor h{(*out_infos)[j].dtype, v.shape, {}};
     h.data.resize(bytes_of(h.dtype, h.shape));
     if (!h.data.empty()) out[j].buffer.copy_to_host(h.data.data(), h.data.size(), v.byte_offset);
     result.push_back(std::move(h));
@@ -210,7 +289,7 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
 }
 
 std::string Session::explain() const {
-  const CompiledGraphStats& s = impl_->compiled->stats();
+  const CompiledGraphStats& s = stats();
   const Graph& g = impl_->model.graph();
   std::ostringstream o;
   o << "model: opset " << impl_->model.opset() << (impl_->model.producer().empty() ? "" : ", from " + impl_->model.producer())
@@ -219,7 +298,16 @@ std::string Session::explain() const {
   o << "device: " << impl_->device->id() << " (plugin " << impl_->device->plugin_name() << ")\n";
   o << "partition: " << s.groups << " compiled groups (" << s.kernel_count << " kernels per run), " << s.op_nodes
     << " nodes op by op (" << s.fallback_nodes << " on the fallback device), " << s.copies << " copies between devices\n";
-  o << impl_->compiled->explain();
+  if (impl_->compiled) {
+    o << impl_->compiled->explain();
+  } else {
+    std::lock_guard<std::mutex> lock(impl_->bound_mu);
+    std::string names;
+    for (const std::string& n : impl_->model.value_inputs()) names += (names.empty() ? "'" : ", '") + n + "'";
+    o << "translated per run for the values of inputs " << names << ": " << impl_->bound.size()
+      << " translations kept" << (impl_->last_bound ? "; the latest:\n" : " (none yet)\n");
+    if (impl_->last_bound) o << impl_->last_bound->compiled->explain();
+  }
   o << "runs: " << impl_->runs.load() << "\n";
   return o.str();
 }

@@ -118,6 +118,10 @@ void Translator::unimplemented(const std::string& what) const {
   throw Error(HAL_STATUS_UNIMPLEMENTED, where() + ": " + what);
 }
 void Translator::invalid(const std::string& what) const { throw Error(HAL_STATUS_INVALID_ARGUMENT, where() + ": " + what); }
+void Translator::needs_value(const std::string& what) const {
+  value_needed_ = true;
+  unimplemented(what);
+}
 
 const std::string& Translator::input_name(size_t i) const {
   static const std::string kNone;
@@ -159,8 +163,8 @@ std::optional<std::vector<Dim>> Translator::ints(size_t i) const { return in(i).
 
 std::vector<int64_t> Translator::const_ints(size_t i, const std::string& what) const {
   auto d = ints(i);
-  if (!d) unimplemented(what + " (input " + std::to_string(i) + " '" + input_name(i) +
-                        "') must be an integer tensor known at load, not computed at run time");
+  if (!d) needs_value(what + " (input " + std::to_string(i) + " '" + input_name(i) +
+                      "') must be an integer tensor known at load, not computed at run time");
   std::vector<int64_t> out;
   for (const Dim& x : *d) {
     if (!x.known()) unimplemented(what + " (input '" + input_name(i) + "') depends on a dim only known at run time");

@@ -58,6 +58,11 @@ class Translator {
   std::string where() const;
   [[noreturn]] void unimplemented(const std::string& what) const;
   [[noreturn]] void invalid(const std::string& what) const;
+  // UNIMPLEMENTED for a value the node needs known at load (a shape, axes, K)
+  // that is computed at run time; remembered, so the model can instead be
+  // translated once the inputs' values are known (Model::bind).
+  [[noreturn]] void needs_value(const std::string& what) const;
+  bool value_needed() const { return value_needed_; }
 
   // The name of input / output I; "" when absent or beyond the node's count
   // (a malformed node then fails on the missing value, never reads out of range).
@@ -136,6 +141,7 @@ class Translator {
   const ::onnx::NodeProto* node_ = nullptr;
   size_t index_ = 0;
   int64_t opset_ = 0;
+  mutable bool value_needed_ = false;
   size_t constants_made_ = 0;
   std::set<std::string> symbol_names_;
 };

@@ -1,19 +1,16 @@
 #!/usr/bin/env python3
-"""ONNX's own backend node tests against HAL: per-operator pass rates and the passing set for CI.
+"""ONNX's own backend node tests against HAL (and onnxruntime): per-operator pass rates and the passing set for CI.
 
 The onnx wheel ships the node test CASES (onnx.backend.test.case.node: numpy reference + expect()) but
-not their data; generate() writes them in the backend-test layout (<case>/model.onnx,
-<case>/test_data_set_0/{input,output}_<i>.pb) into ~/.cache/hal/onnx-node-tests/onnx-<version>/
-($HAL_ONNX_NODE_TESTS overrides the root), once per onnx version.
+not their data; generate() writes each case's model exactly as written (no opset conversion) with its
+inputs and expected outputs (<case>/model.onnx, <case>/data.pkl) into
+~/.cache/hal/onnx-node-tests/onnx-<version>-as-written/ ($HAL_ONNX_NODE_TESTS overrides the root), once
+per onnx version. Every case counts, "_expanded" ones (the operator's function body) included, and is
+attributed to the operator it tests. Outputs are compared as ONNX's backend runner does: the case's rtol
+(1e-3) and atol (1e-7), NaN equal to NaN, exact for integers, bool and strings, sequences element by element.
 
-A case is written at its operator's newest opset (expect() stamps since_version), often above HAL's
-13..21: such a model is converted with onnx.version_converter to 21 (below 13: to 13) first, and a
-case the converter refuses fails with reason "opset". "_expanded" cases (the function body of an
-operator, i.e. other operators) are not counted. Outputs are compared as ONNX's backend runner does:
-rtol 1e-3, atol 1e-7, NaN equal to NaN, exact for integers and bool.
-
-    python onnx_node_sweep.py                   # every case, writes docs/onnx.md (between the markers)
-                                                # and framework_bridge/onnx/tests/node_ci.txt
+    python onnx_node_sweep.py --ort             # every case on HAL and onnxruntime; writes docs/onnx.md
+                                                # (between the markers) and framework_bridge/onnx/tests/node_ci.txt
     python onnx_node_sweep.py --ops Add,Relu    # some operators, prints only
 Needs PYTHONPATH=<build>/python (import hal.onnx) and a config whose default device is the CPU plugin
 ($HAL_CONFIG or --config).
@@ -23,6 +20,7 @@ import collections
 import json
 import os
 import pathlib
+import pickle
 import shutil
 import subprocess
 import sys
@@ -31,41 +29,21 @@ import warnings
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
-MIN_OPSET, MAX_OPSET = 13, 21
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "onnx.md"
 CI_LIST = REPO / "framework_bridge" / "onnx" / "tests" / "node_ci.txt"
 BEGIN, END = "<!-- node-test-pass-rates:begin -->", "<!-- node-test-pass-rates:end -->"
+OPS_BEGIN, OPS_END = "<!-- onnx-operators:begin -->", "<!-- onnx-operators:end -->"
 
 
 def cache_root():
     root = os.environ.get("HAL_ONNX_NODE_TESTS") or os.path.expanduser("~/.cache/hal/onnx-node-tests")
-    return pathlib.Path(root) / f"onnx-{onnx.__version__}"
+    return pathlib.Path(root) / f"onnx-{onnx.__version__}-as-written"
 
 
 def _default_opset(model):
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-
-
-def _convert(model):
-    """MODEL at an opset HAL loads (13..21), or (None, reason)."""
-    version = _default_opset(model)
-    if version is None or MIN_OPSET <= version <= MAX_OPSET:
-        return model, None
-    target = MAX_OPSET if version > MAX_OPSET else MIN_OPSET
-    try:
-        converted = onnx.version_converter.convert_version(model, target)
-        onnx.checker.check_model(converted)
-        return converted, None
-    except Exception as e:  # the converter has no adapter for every operator
-        return None, f"opset {version} -> {target}: {str(e).splitlines()[0][:160]}"
-
-
-def _write_tensor(path, value, name):
-    proto = value if isinstance(value, onnx.TensorProto) else numpy_helper.from_array(np.asarray(value), name)
-    path.write_bytes(proto.SerializeToString())
 
 
 def generate(root=None):
@@ -80,28 +58,22 @@ def generate(root=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the reference implementations' overflow/log(0) warnings
         cases = node.collect_testcases()
+    op_of = {c.name: (c.model.graph.node[0].domain, c.model.graph.node[0].op_type) for c in cases
+             if "_expanded" not in c.name}
     index = {}
     for case in cases:
-        if "_expanded" in case.name:
-            continue
-        graph = case.model.graph
-        entry = {"op": graph.node[0].op_type, "domain": graph.node[0].domain, "opset": _default_opset(case.model),
-                 "rtol": case.rtol, "atol": case.atol}
-        if not all(v.type.HasField("tensor_type") for v in list(graph.input) + list(graph.output)):
-            entry["skip"] = "sequence, map or optional values (HAL has tensors only)"
+        base = case.name.split("_expanded")[0]
+        domain, op = op_of.get(base, (case.model.graph.node[0].domain, case.model.graph.node[0].op_type))
+        entry = {"op": op, "domain": domain, "opset": _default_opset(case.model), "rtol": case.rtol,
+                 "atol": case.atol, "expanded": "_expanded" in case.name}
+        if not case.data_sets:
+            entry["skip"] = "the case has no data set"
         else:
-            model, reason = _convert(case.model)
-            if reason:
-                entry["skip"] = reason
-            else:
-                d = tmp / case.name / "test_data_set_0"
-                d.mkdir(parents=True)
-                (tmp / case.name / "model.onnx").write_bytes(model.SerializeToString())
-                inputs, outputs = case.data_sets[0]
-                for i, (value, info) in enumerate(zip(inputs, graph.input)):
-                    _write_tensor(d / f"input_{i}.pb", value, info.name)
-                for i, (value, info) in enumerate(zip(outputs, graph.output)):
-                    _write_tensor(d / f"output_{i}.pb", value, info.name)
+            (tmp / case.name).mkdir(parents=True)
+            (tmp / case.name / "model.onnx").write_bytes(case.model.SerializeToString())
+            inputs, outputs = case.data_sets[0]
+            with open(tmp / case.name / "data.pkl", "wb") as f:
+                pickle.dump((list(inputs), list(outputs)), f)
         index[case.name] = entry
     (tmp / "index.json").write_text(json.dumps(index, indent=0, sort_keys=True))
     try:
@@ -116,13 +88,18 @@ def load_index(root=None):
     return root, json.loads((root / "index.json").read_text())
 
 
-def _read(path):
-    t = onnx.TensorProto()
-    t.ParseFromString(path.read_bytes())
-    return t.name, numpy_helper.to_array(t)
-
-
 def _compare(expected, actual, rtol, atol):
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
+            raise AssertionError(f"a sequence of {len(expected)} expected, got {type(actual).__name__}")
+        for e, a in zip(expected, actual):
+            _compare(e, a, rtol, atol)
+        return
+    if expected is None or actual is None:
+        if expected is not actual:
+            raise AssertionError(f"{actual!r}, expected {expected!r}")
+        return
+    expected, actual = np.asarray(expected), np.asarray(actual)
     if expected.dtype.kind in "fc":
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
     else:
@@ -131,23 +108,44 @@ def _compare(expected, actual, rtol, atol):
         raise AssertionError(f"dtype {actual.dtype}, expected {expected.dtype}")
 
 
+def _load_case(root, name):
+    with open(root / name / "data.pkl", "rb") as f:
+        return pickle.load(f)
+
+
 def run_case(root, name, entry, providers=("cpu",), sess_options=None):
-    """Runs case NAME; returns (passed, reason). Reason: the error class and the first line of its message."""
+    """Runs case NAME on HAL; returns (passed, reason). Reason: the error class and the first line of its message."""
     import hal.onnx
 
     if "skip" in entry:
         return False, entry["skip"]
-    case = root / name
-    data = case / "test_data_set_0"
-    feeds = dict(_read(p) for p in sorted(data.glob("input_*.pb"), key=lambda p: int(p.stem.split("_")[1])))
-    expected = [_read(p)[1] for p in sorted(data.glob("output_*.pb"), key=lambda p: int(p.stem.split("_")[1]))]
+    inputs, expected = _load_case(root, name)
     try:
-        sess = hal.onnx.InferenceSession(str(case / "model.onnx"), sess_options, providers=list(providers))
-        # Feeds by the model's input names (a .pb file's own name may be empty).
-        feeds = {i.name: v for i, v in zip(sess.get_inputs(), feeds.values())}
+        sess = hal.onnx.InferenceSession(str(root / name / "model.onnx"), sess_options, providers=list(providers))
+        feeds = {i.name: v for i, v in zip(sess.get_inputs(), inputs)}
         actual = sess.run(None, feeds)
     except hal.Error as e:
         return False, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return _check(expected, actual, entry)
+
+
+def run_case_ort(root, name, entry):
+    """Runs case NAME on onnxruntime's CPU provider (all graph optimizations, as users run it)."""
+    import onnxruntime as ort
+
+    if "skip" in entry:
+        return False, entry["skip"]
+    inputs, expected = _load_case(root, name)
+    try:
+        sess = ort.InferenceSession(str(root / name / "model.onnx"), providers=["CPUExecutionProvider"])
+        feeds = {i.name: v for i, v in zip(sess.get_inputs(), inputs)}
+        actual = sess.run(None, feeds)
+    except Exception as e:  # onnxruntime raises its own exception classes
+        return False, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    return _check(expected, actual, entry)
+
+
+def _check(expected, actual, entry):
     try:
         if len(actual) != len(expected):
             raise AssertionError(f"{len(actual)} outputs, expected {len(expected)}")
@@ -158,13 +156,17 @@ def run_case(root, name, entry, providers=("cpu",), sess_options=None):
     return True, ""
 
 
-def _run_op_in_child(root, names, config):
-    """Runs NAMES (cases of one operator) in a child process, so a crash costs only that operator's rest."""
+def _run_op_in_child(root, names, config, engine):
+    """Runs NAMES (cases of one operator) on ENGINE ("hal" or "ort") in a child process, so a crash
+    costs only that operator's rest."""
     env = dict(os.environ)
     if config:
         env["HAL_CONFIG"] = str(config)
-    proc = subprocess.run([sys.executable, __file__, "--child", str(root), *names], env=env,
-                          capture_output=True, text=True, timeout=600)
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", engine, str(root), *names], env=env,
+                              capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {names[0]: (False, "hang (no result in 600 s)")}
     results = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -177,104 +179,143 @@ def _run_op_in_child(root, names, config):
     return results
 
 
-def sweep(ops=None, config=None):
+def _run_engine(root, index, names, config, engine):
+    results = {n: (False, index[n]["skip"]) for n in names if "skip" in index[n]}
+    todo = [n for n in names if "skip" not in index[n]]
+    while todo:
+        results.update(_run_op_in_child(root, todo, config, engine))
+        todo = [n for n in todo if n not in results]
+    return results
+
+
+def sweep(ops=None, config=None, ort=False):
+    """{case: (passed, reason)} for HAL, and for onnxruntime when ORT (else None)."""
     root, index = load_index()
     by_op = collections.defaultdict(list)
     for name, entry in sorted(index.items()):
         if not ops or entry["op"] in ops:
             by_op[(entry["domain"], entry["op"])].append(name)
-    results = {}
+    results, ort_results = {}, ({} if ort else None)
     for (_, op), names in sorted(by_op.items()):
-        todo = [n for n in names if "skip" not in index[n]]
-        for n in names:
-            if "skip" in index[n]:
-                results[n] = (False, index[n]["skip"])
-        while todo:
-            got = _run_op_in_child(root, todo, config)
-            results.update(got)
-            todo = [n for n in todo if n not in results]
-        passed = sum(results[n][0] for n in names)
-        print(f"{op:28s} {passed:3d}/{len(names):3d}", flush=True)
-    return index, results
+        results.update(_run_engine(root, index, names, config, "hal"))
+        line = f"{op:28s} hal {sum(results[n][0] for n in names):3d}/{len(names):3d}"
+        if ort:
+            ort_results.update(_run_engine(root, index, names, config, "ort"))
+            line += f"   onnxruntime {sum(ort_results[n][0] for n in names):3d}"
+        print(line, flush=True)
+    return index, results, ort_results
 
 
-def _unsupported(reason):
-    """True when REASON says the operator itself is outside what HAL takes: no row in the front end's
-    mapping table, no opset in 13..21 to convert the case to, or non-tensor values."""
-    return ("operator not supported" in reason or reason.startswith("opset ") or
-            "HAL has tensors only" in reason)
+def _kind(reason):
+    """The failure kind: the error class, or the first word (mismatch, crash, hang)."""
+    return reason.split(":")[0].split(" (")[0] if reason else ""
 
 
 def _reasons(names, results):
-    c = collections.Counter(results[n][1].split(":")[0] for n in names if not results[n][0])
+    c = collections.Counter(_kind(results[n][1]) for n in names if not results[n][0])
     return ", ".join(f"{k} {v}" for k, v in c.most_common(3))
 
 
-def write_outputs(index, results):
+def _replace_block(doc, begin, end, text):
+    if begin in doc and end in doc:
+        return doc[:doc.index(begin)] + text + doc[doc.index(end) + len(end):]
+    return doc + "\n" + text + "\n"
+
+
+def operators_table():
+    """docs/onnx.md's table of the front end's rows, read from the table itself (hal.onnx._onnx)."""
+    from hal.onnx import _onnx
+
+    rows = _onnx.supported_operators()
+    lines = [
+        OPS_BEGIN,
+        f"The front end's mapping table (`framework_bridge/onnx/src/op_table.cc`, {len(rows)} rows, written by "
+        "`tools/onnx_node_sweep.py`): one row per ONNX operator and operator-version range, as onnxruntime registers "
+        "kernels, the catalog op(s) it becomes, and what the row does not take; default domain only. A model at "
+        "any opset up to the newest the pinned onnx knows loads as written: each node takes the row of the "
+        "operator version in effect at the model's opset (the opsets below). \"a|b\": the row picks one by the "
+        "node's attributes, ranks or dtypes; \"a+b\": the node becomes several catalog ops. \"Known at load\": "
+        "an initializer, computable from initializers and static shapes, or a small integer graph input, "
+        "whose value the session binds per run (the model is translated once per distinct value).",
+        "",
+        "| ONNX operator | opsets | catalog op(s) | limits |",
+        "|---|---|---|---|",
+    ]
+    for op, lo, hi, catalog, limits in rows:
+        lines.append(f"| {op} | {lo}–{hi} | {catalog or '(resolved at load)'} | {limits or '—'} |")
+    lines.append(OPS_END)
+    return "\n".join(lines)
+
+
+def write_outputs(index, results, ort_results):
     by_op = collections.defaultdict(list)
     for n in results:
         by_op[(index[n]["domain"] or "ai.onnx", index[n]["op"])].append(n)
-    rows = ["| operator | cases | passed | rate | failures (kind count) |", "|---|---:|---:|---:|---|"]
-    total = passed_total = 0
+    header = "| operator | cases | HAL | onnxruntime | HAL's failures (kind count) |"
+    rows = [header, "|---|---:|---:|---:|---|"]
+    hal_total = sum(ok for ok, _ in results.values())
+    ort_total = sum(ok for ok, _ in ort_results.values()) if ort_results else None
+    hal_ops = ort_ops = 0
     for (domain, op), names in sorted(by_op.items(), key=lambda kv: (kv[0][0] != "ai.onnx", kv[0][1])):
         passed = sum(results[n][0] for n in names)
-        if not passed and all(_unsupported(results[n][1]) for n in names):
-            continue  # not supported: listed below
-        total += len(names)
-        passed_total += passed
+        ort_passed = sum(ort_results[n][0] for n in names) if ort_results else None
+        hal_ops += passed > 0
+        ort_ops += bool(ort_passed)
         label = op if domain == "ai.onnx" else f"{domain}.{op}"
-        rows.append(f"| {label} | {len(names)} | {passed} | {100 * passed / len(names):.0f} % | "
+        rows.append(f"| {label} | {len(names)} | {passed} | {'' if ort_passed is None else ort_passed} | "
                     f"{_reasons(names, results)} |")
-    unsupported = sorted({op for (d, op), names in by_op.items()
-                          if f"| {op if d == 'ai.onnx' else d + '.' + op} |" not in "\n".join(rows)})
+    wrong = sorted(n for n, (ok, reason) in results.items() if not ok and reason.startswith("mismatch"))
+    summary = (f"Generated by framework_bridge/onnx/tools/onnx_node_sweep.py (onnx {onnx.__version__}, every case "
+               f"as written, CPU plugin): **HAL passes {hal_total} of {len(results)} cases and {hal_ops} of "
+               f"{len(by_op)} operator types**")
+    if ort_results is not None:
+        import onnxruntime
+        summary += (f"; onnxruntime {onnxruntime.__version__} (CPU provider) on the same cases in the same run: "
+                    f"**{ort_total} cases, {ort_ops} operator types**")
+    summary += (f". An operator type counts when at least one of its cases passes. Wrong answers (ran, "
+                f"mismatched): {len(wrong)}" + (f" ({', '.join(wrong)})" if wrong else "") + ".")
     text = "\n".join([
         BEGIN,
-        f"Generated by framework_bridge/onnx/tools/onnx_node_sweep.py (onnx {onnx.__version__}, CPU plugin): "
-        f"{passed_total} of {total} cases pass for the operators with at least one case HAL runs.",
+        summary,
         "",
         *rows,
         "",
-        "Failure kinds: NotImplemented (the front end refuses an attribute, input or dtype: e.g. axes given as a "
-        "graph input instead of a constant), InvalidArgument (incl. UNSUPPORTED_DTYPE: a dtype the catalog op "
-        "does not take), mismatch (ran, wrong values or dtype), opset (onnx.version_converter cannot bring the "
-        "case into 13..21), crash.",
-        "",
-        f"Operators without a row in the mapping table, or whose cases all need an opset above 21 or "
-        f"non-tensor values: "
-        f"{', '.join(unsupported)}.",
+        "Failure kinds: NotImplemented (the front end refuses an operator, attribute, input or dtype), "
+        "InvalidArgument (incl. UNSUPPORTED_DTYPE: a dtype the catalog op does not take), mismatch (ran, "
+        "wrong values or dtype), crash, hang; onnxruntime's own failures are its exceptions or mismatches.",
         END,
     ])
-    doc = DOC.read_text()
-    if BEGIN in doc and END in doc:
-        doc = doc[:doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
-    else:
-        doc += "\n" + text + "\n"
-    DOC.write_text(doc)
+    doc = _replace_block(DOC.read_text(), BEGIN, END, text)
+    DOC.write_text(_replace_block(doc, OPS_BEGIN, OPS_END, operators_table()))
     passing = sorted(n for n, (ok, _) in results.items() if ok)
     CI_LIST.write_text("# ONNX backend node tests that pass on the CPU plugin (tools/onnx_node_sweep.py writes this)\n"
                        + "".join(n + "\n" for n in passing))
-    print(f"{passed_total}/{total} pass; wrote {DOC} and {CI_LIST} ({len(passing)} cases)")
+    print(f"HAL {hal_total}/{len(results)} ({hal_ops} op types)"
+          + ("" if ort_results is None else f", onnxruntime {ort_total} ({ort_ops} op types)")
+          + f"; {len(wrong)} wrong answers; wrote {DOC} and {CI_LIST}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ops", help="comma-separated operator types (default: all); prints only")
     ap.add_argument("--config", help="hal.toml (default: $HAL_CONFIG)")
+    ap.add_argument("--ort", action="store_true", help="run onnxruntime on the same cases (a column in the docs)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        root, names = pathlib.Path(args.child[0]), args.child[1:]
+        engine, root, names = args.child[0], pathlib.Path(args.child[1]), args.child[2:]
         index = json.loads((root / "index.json").read_text())
         for n in names:
-            ok, reason = run_case(root, n, index[n])
+            ok, reason = run_case(root, n, index[n]) if engine == "hal" else run_case_ort(root, n, index[n])
             print(json.dumps({"name": n, "passed": ok, "reason": reason}), flush=True)
         return
-    index, results = sweep(set(args.ops.split(",")) if args.ops else None, args.config)
+    index, results, ort_results = sweep(set(args.ops.split(",")) if args.ops else None, args.config, args.ort)
     if args.ops:
         for n, (ok, reason) in sorted(results.items()):
-            print(("PASS " if ok else "FAIL ") + n + ("" if ok else "  " + reason))
+            extra = "" if ort_results is None else ("   [ort PASS]" if ort_results[n][0] else "   [ort FAIL]")
+            print(("PASS " if ok else "FAIL ") + n + ("" if ok else "  " + reason) + extra)
     else:
-        write_outputs(index, results)
+        write_outputs(index, results, ort_results)
 
 
 if __name__ == "__main__":

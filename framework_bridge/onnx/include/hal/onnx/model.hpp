@@ -6,11 +6,18 @@
 //
 // Loading parses the ModelProto with the ONNX C++ library, checks it
 // (onnx::checker for opsets <= 17; structural checks and HAL's own inference
-// for 18..21), reads initializers (typed fields, raw_data, external data)
+// above), reads initializers (typed fields, raw_data, external data)
 // into graph constants, turns dynamic input dims (dim_param or no dim_value)
 // into named symbols (hal::Graph::symbol), folds shape arithmetic that is
 // constant at load, and maps every node through the ONNX -> catalog table
-// (docs/onnx.md lists the supported operators and their limits).
+// by the operator version in effect at the model's opset (docs/onnx.md lists
+// the supported operators, their versions and their limits).
+//
+// A model whose translation needs the values of some inputs (a Slice's starts,
+// a Reshape's target, a TopK's K fed as graph inputs) loads as such:
+// needs_input_values() is true, graph() is empty, and bind() translates it
+// for given values of value_inputs() (Session does so per run, caching one
+// translation per distinct set of values).
 //
 // Errors (hal::Error):
 //   INVALID_ARGUMENT  not a parseable ModelProto (malformed, truncated, not
@@ -20,8 +27,10 @@
 //                     external data outside the model's folder ("../",
 //                     absolute, symlink out) or shorter than offset + length.
 //   NOT_FOUND         the model file or an external data file does not exist.
-//   UNIMPLEMENTED     an opset of the default domain outside 13..21, another
+//   UNIMPLEMENTED     an opset of the default domain below 1, another
 //                     domain (named), or a node the table cannot translate
+//                     (an operator version without a row, any operator at
+//                     an opset newer than the table knows)
 //                     (naming node name, index, op_type, domain/opset and the
 //                     missing piece: attribute value, dtype, ...).
 #ifndef HAL_ONNX_MODEL_HPP_
@@ -30,9 +39,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "hal/onnx/host_tensor.hpp"
 #include "hal/runtime/graph.hpp"
 
 namespace hal::onnx {
@@ -76,6 +87,21 @@ class Model {
   // which is then INVALID_ARGUMENT). Errors: see the file comment.
   static Model load_bytes(const void* data, size_t size, const LoadOptions& options = {});
 
+  // Whether the translation waits for the values of value_inputs() (see the
+  // file comment). Such a model's graph() is empty and its outputs() carry
+  // the dtypes and dims the model declares (-1: not declared).
+  bool needs_input_values() const { return deferred_ != nullptr; }
+  // The inputs (names, model order) whose values bind() takes: those of an
+  // integer or bool dtype, or of rank <= 1, with a fixed shape of at most
+  // 4096 elements. Empty unless needs_input_values().
+  const std::vector<std::string>& value_inputs() const;
+  // The model translated with VALUES (one per value_inputs(), same order;
+  // only read during the call) as constants; its inputs() are the other
+  // inputs. INVALID_ARGUMENT for a value whose dtype or shape differs from
+  // the input's; the translation's errors otherwise (a value that still
+  // cannot be translated: UNIMPLEMENTED naming the node). Thread-safe.
+  Model bind(const std::vector<HostTensorRef>& values) const;
+
   // The translated graph: its inputs are the model's non-initializer inputs
   // in model order, its outputs the model's outputs in model order (values
   // named as in the model). Valid while this Model lives.
@@ -92,7 +118,9 @@ class Model {
 
  private:
   friend class ModelBuilder;  // model.cc: fills the fields while translating
+  struct Deferred;            // model.cc: the proto and what bind() needs
   Model() = default;
+  std::shared_ptr<const Deferred> deferred_;
   hal::Graph graph_;
   std::vector<TensorInfo> inputs_, outputs_;
   int64_t opset_ = 0;

@@ -12,8 +12,9 @@ namespace hal::onnx {
 // One row of the ONNX -> catalog table (ai.onnx domain). Copyable value type.
 struct OperatorSupport {
   std::string op_type;      // "Reshape"
-  int min_opset = 0;        // the default-domain opsets the row translates
-  int max_opset = 0;        //   (inclusive; within 13..21)
+  int min_opset = 0;        // the default-domain opsets the row translates (inclusive; from 7 to
+  int max_opset = 0;        //   the newest the pinned onnx knows): those where the operator's
+                            //   version in effect is one the row takes
   std::string catalog_ops;  // what it becomes: "reshape", "linear|addmm|mm" (one of), "gt+mul+where" (all);
                             // "" for ops resolved at load (Constant, Shape, Identity)
   std::string limits;       // what is not supported ("" for nothing)

@@ -67,6 +67,10 @@ class Session {
   // symbolic dim bound to two sizes: names the symbol and both inputs);
   // device errors as the runtime reports them (OUT_OF_MEMORY naming sizes).
   // On error no result is returned and the caller's feeds are untouched.
+  // A model that needs input values (Model::needs_input_values) is
+  // translated and compiled at the first run with each distinct set of
+  // values of its value inputs (then reused); that translation's errors
+  // (UNIMPLEMENTED / INVALID_ARGUMENT naming the node) come from run().
   std::vector<HostTensor> run(const std::vector<std::string>& output_names,
                               const std::vector<std::pair<std::string, HostTensorRef>>& feeds);
 
@@ -74,7 +78,8 @@ class Session {
   // What compiling made of the model: executables compiled vs taken from
   // the memory or disk cache, per-device groups and op-by-op nodes,
   // fallback nodes, copies between devices. Valid while the Session lives;
-  // fixed after construction (thread-safe to read).
+  // fixed after construction (thread-safe to read). For a model that needs
+  // input values: the latest run's compilation (all zero before the first).
   const CompiledGraphStats& stats() const;
   // The device, the partition (groups the plugin compiled, op-by-op nodes,
   // per-executable descriptions) and run counters, as text for people.
@@ -83,6 +88,7 @@ class Session {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  friend struct SessionAccess;  // session.cc
 };
 
 }  // namespace hal::onnx

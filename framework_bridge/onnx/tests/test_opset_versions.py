@@ -1,0 +1,195 @@
+"""Models as written at any opset up to the newest the pinned onnx knows: the operator version in
+effect decides the semantics (Softmax's 2-D coercion before 13, attributes that became inputs), inputs
+whose values a node needs at load (a Reshape's target, a Slice's starts, a TopK's K) are bound per run,
+and the pads ONNX computes (asymmetric, auto_pad, output_shape) give onnxruntime's answer. Every case is
+compared with onnxruntime on the same model; bad inputs raise errors naming node, operator and what."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import hal
+import hal.onnx
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+@pytest.fixture(scope="module")
+def cpu_options(configs):
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = str(configs["cpu"])
+    return opts
+
+
+def model(nodes, inputs, outputs, opset, inits=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="hal-test")
+    m.ir_version = min(m.ir_version, 10)  # onnxruntime 1.32 reads IR <= 10
+    return m.SerializeToString()
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def check_like_ort(data, feeds, options, rtol=1e-5, atol=1e-6):
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    sess = hal.onnx.InferenceSession(data, options)
+    got = sess.run(None, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return sess
+
+
+X = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("opset", [7, 11, 13, 28])
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -1])
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_coerces_to_2d_before_opset_13(op, axis, opset, cpu_options):
+    attrs = {} if axis is None else {"axis": axis}
+    data = model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", F, [2, 3, 4])], [vi("y", F, None)], opset)
+    check_like_ort(data, {"x": X}, cpu_options)
+
+
+def test_old_attribute_forms(cpu_options):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 10
+    # Clip 6: bounds as attributes.
+    data = model([helper.make_node("Clip", ["x"], ["y"], min=-3.0, max=5.5)], [vi("x", F, [2, 3, 4])],
+                 [vi("y", F, None)], 9)
+    check_like_ort(data, {"x": x}, cpu_options)
+    # Slice 1: starts/ends/axes as attributes.
+    data = model([helper.make_node("Slice", ["x"], ["y"], starts=[1, -3], ends=[100, -1], axes=[1, 2])],
+                 [vi("x", F, [2, 3, 4])], [vi("y", F, None)], 9)
+    check_like_ort(data, {"x": x}, cpu_options)
+    # Pad 2: pads and value as attributes.
+    data = model([helper.make_node("Pad", ["x"], ["y"], pads=[0, 1, 2, 0, 0, 1], value=7.0)],
+                 [vi("x", F, [2, 3, 4])], [vi("y", F, None)], 10)
+    check_like_ort(data, {"x": x}, cpu_options)
+    # TopK 1: k as an attribute; ties keep the lower index first.
+    ties = np.array([[3, 1, 3, 2, 3]], dtype=np.float32)
+    data = model([helper.make_node("TopK", ["x"], ["v", "i"], k=3)], [vi("x", F, [1, 5])],
+                 [vi("v", F, None), vi("i", I64, None)], 9)
+    sess = check_like_ort(data, {"x": ties}, cpu_options)
+    assert sess.run(None, {"x": ties})[1].tolist() == [[0, 2, 4]]
+    # Split 2: sizes as an attribute.
+    data = model([helper.make_node("Split", ["x"], ["a", "b"], axis=2, split=[1, 3])], [vi("x", F, [2, 3, 4])],
+                 [vi("a", F, None), vi("b", F, None)], 7)
+    check_like_ort(data, {"x": x}, cpu_options)
+
+
+def test_run_time_values_are_bound_per_run(cpu_options):
+    data = model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="dyn_reshape")],
+                 [vi("x", F, [2, 6]), vi("shape", I64, [2])], [vi("y", F, None)], 21)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    assert [i.name for i in sess.get_inputs()] == ["x", "shape"]
+    for target in ([3, 4], [4, 3], [-1, 2], [3, 4]):
+        feeds = {"x": x, "shape": np.array(target, dtype=np.int64)}
+        want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        np.testing.assert_array_equal(sess.run(None, feeds)[0], want)
+    assert "3 translations kept" in sess.explain()
+    # A target whose element count differs: named at run, nothing returned.
+    with pytest.raises(hal.Error, match=r"dyn_reshape.*Reshape.*cannot reshape \[2, 6\] \(12 elements\) to \[5, 2\]"):
+        sess.run(None, {"x": x, "shape": np.array([5, 2], dtype=np.int64)})
+
+
+def test_run_time_slice_and_topk(cpu_options):
+    x = np.random.default_rng(1).standard_normal((4, 10)).astype(np.float32)
+    data = model([helper.make_node("Slice", ["x", "s", "e", "a", "p"], ["y"])],
+                 [vi("x", F, [4, 10]), vi("s", I64, [1]), vi("e", I64, [1]), vi("a", I64, [1]), vi("p", I64, [1])],
+                 [vi("y", F, None)], 13)
+    for s, e, a, p in ([1, 9, 1, 2], [-1, -100, 1, -3], [0, 2, 0, 1]):
+        feeds = {"x": x, "s": np.array([s]), "e": np.array([e]), "a": np.array([a]), "p": np.array([p])}
+        check_like_ort(data, feeds, cpu_options)
+    data = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], largest=0)], [vi("x", F, [4, 10]), vi("k", I64, [1])],
+                 [vi("v", F, None), vi("i", I64, None)], 11)
+    for k in (1, 4, 10):
+        check_like_ort(data, {"x": x, "k": np.array([k])}, cpu_options)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"auto_pad": "SAME_LOWER", "strides": [2, 2]},
+    {"output_shape": [10, 8], "strides": [3, 2]},
+    {"pads": [1, 0, 0, 2], "strides": [2, 1]},
+    {"output_padding": [1, 1], "strides": [2, 2]},
+])
+def test_conv_transpose_pads_as_onnx_computes_them(attrs, cpu_options):
+    x = np.random.default_rng(2).standard_normal((1, 1, 3, 3)).astype(np.float32)
+    w = np.random.default_rng(3).standard_normal((1, 2, 3, 3)).astype(np.float32)
+    data = model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)],
+                 [vi("x", F, [1, 1, 3, 3]), vi("w", F, [1, 2, 3, 3])], [vi("y", F, None)], 22)
+    check_like_ort(data, {"x": x, "w": w}, cpu_options)
+
+
+def test_conv_transpose_1d(cpu_options):
+    x = np.random.default_rng(4).standard_normal((2, 3, 5)).astype(np.float32)
+    w = np.random.default_rng(5).standard_normal((3, 2, 3)).astype(np.float32)
+    data = model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2], pads=[1, 0])],
+                 [vi("x", F, [2, 3, 5]), vi("w", F, [3, 2, 3])], [vi("y", F, None)], 11)
+    check_like_ort(data, {"x": x, "w": w}, cpu_options)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "auto_pad": "SAME_LOWER"},
+    {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "count_include_pad": 1},
+    {"kernel_shape": [2, 3], "pads": [0, 1, 1, 0]},
+])
+def test_pooling_pads_the_catalog_does_not_take(op, attrs, cpu_options):
+    if op == "MaxPool":
+        attrs = {k: v for k, v in attrs.items() if k != "count_include_pad"}
+    x = np.random.default_rng(6).standard_normal((1, 2, 5, 6)).astype(np.float32)
+    data = model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], 19)
+    check_like_ort(data, {"x": x}, cpu_options)
+
+
+def test_pooling_1d_and_asymmetric_conv(cpu_options):
+    x = np.random.default_rng(7).standard_normal((2, 3, 9)).astype(np.float32)
+    for op in ("MaxPool", "AveragePool"):
+        data = model([helper.make_node(op, ["x"], ["y"], kernel_shape=[3], strides=[2], pads=[1, 1])],
+                     [vi("x", F, [2, 3, 9])], [vi("y", F, None)], 13)
+        check_like_ort(data, {"x": x}, cpu_options)
+    w = np.random.default_rng(8).standard_normal((4, 3, 3)).astype(np.float32)
+    data = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 2])], [vi("x", F, [2, 3, 9]), vi("w", F, [4, 3, 3])],
+                 [vi("y", F, None)], 11)
+    check_like_ort(data, {"x": x, "w": w}, cpu_options)
+
+
+def test_pow_keeps_the_base_dtype(cpu_options):
+    data = model([helper.make_node("Pow", ["x", "y"], ["z"])],
+                 [vi("x", TensorProto.INT32, [3]), vi("y", F, [3])], [vi("z", TensorProto.INT32, None)], 15)
+    check_like_ort(data, {"x": np.array([2, 3, 5], np.int32), "y": np.array([0.5, 2.0, 1.5], np.float32)}, cpu_options)
+
+
+def test_opsets_outside_the_table_are_refused_by_node(cpu_options):
+    newest = onnx.defs.onnx_opset_version()
+    data = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", F, [2])], [vi("y", F, None)], newest + 1)
+    with pytest.raises(hal.Error, match=rf"node 0 'r' \(Relu.*opset {newest + 1} is newer than the {newest}.*versions 6\.\.14"):
+        hal.onnx.InferenceSession(data, cpu_options)
+    # Relu version 1 (before opset 6: consumed_inputs) has no row; Not version 1 (opset 1) has.
+    data = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F, [2])], [vi("y", F, None)], 5)
+    with pytest.raises(hal.Error, match=r"opset 5 uses Relu version 1; HAL's table maps versions 6\.\.14"):
+        hal.onnx.InferenceSession(data, cpu_options)
+    data = model([helper.make_node("Not", ["x"], ["y"])], [vi("x", TensorProto.BOOL, [3])],
+                 [vi("y", TensorProto.BOOL, None)], 1)
+    check_like_ort(data, {"x": np.array([True, False, True])}, cpu_options)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"reverse": 1}, {"exclusive": 1}, {"reverse": 1, "exclusive": 1}])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+def test_cumsum_keeps_the_dtype_and_takes_reverse_and_exclusive(attrs, dtype, cpu_options):
+    elem = {np.float32: F, np.int32: TensorProto.INT32, np.int64: I64}[dtype]
+    data = model([helper.make_node("CumSum", ["x", "axis"], ["y"], **attrs)], [vi("x", elem, [3, 4]), vi("axis", I64, [])],
+                 [vi("y", elem, None)], 14)
+    x = (np.arange(12).reshape(3, 4) * 3 % 7).astype(dtype)
+    for axis in (0, 1, -1):
+        check_like_ort(data, {"x": x, "axis": np.array(axis, dtype=np.int64)}, cpu_options)
