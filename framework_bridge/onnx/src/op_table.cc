@@ -329,10 +329,26 @@ bool try_fold_binary(Translator& t) {
 
 // ---- converters ----
 
+V as_dtype(Translator& t, V v, hal_dtype_e dt);
+
 void direct(Translator& t, const OpRule& r) {
   std::vector<V> in;
   for (size_t i = 0; i < t.input_count(); ++i) in.push_back(t.has_input(i) ? t.value(i) : V{});
   t.set_output(0, t.emit1(r.catalog, in));
+}
+
+// Neg / Abs: folded on integers known at load (shape arithmetic in exported
+// function bodies: Neg(axis) as a count of reduced dims), else one catalog op.
+void unary_int_folding(Translator& t, const OpRule& r) {
+  auto a = t.ints(0);
+  if (a && std::all_of(a->begin(), a->end(), [](const Dim& d) { return d.known(); })) {
+    const bool neg = t.node().op_type() == "Neg";
+    std::vector<Dim> out;
+    for (const Dim& d : *a) out.push_back(Dim::of(neg || d.value < 0 ? -d.value : d.value));
+    t.set_output_ints(0, t.in(0).spec.dtype, out, t.in(0).spec.shape.empty());
+    return;
+  }
+  direct(t, r);
 }
 
 void binary(Translator& t, const OpRule& r) {
@@ -571,6 +587,8 @@ void concat(Translator& t, const OpRule&) {
   t.set_output(0, t.emit1("cat", in, {Attr::i("dim", axis)}));
 }
 
+V wrapped_indices(Translator& t, size_t input, int64_t dim);
+
 void gather(Translator& t, const OpRule&) {
   const Slot& data = t.in(0);
   int64_t axis = norm_axis(t, t.attr_int("axis", 0), data.spec.shape.size());
@@ -611,6 +629,8 @@ void gather(Translator& t, const OpRule&) {
       if (neg) index = t.constant(int_tensor(HAL_DTYPE_INT64, *v, ishape));
     }
   }
+  // Indices computed at run time may be negative too (ONNX wraps them).
+  if (t.host(1) == nullptr && dshape[axis] >= 0) index = wrapped_indices(t, 1, dshape[axis]);
   if (axis == 0 && dshape.size() == 2 && !ishape.empty() && ishape.size() != 1) {
     t.set_output(0, t.emit1("embedding", {t.value(0), index}));  // a lookup table: rows by index
     return;
@@ -627,7 +647,18 @@ void gather(Translator& t, const OpRule&) {
     t.set_output(0, reshape_to(t, sel, out));
     return;
   }
-  t.unimplemented("indices of rank " + std::to_string(ishape.size()) + " along axis " + std::to_string(axis) + " of a rank-" + std::to_string(dshape.size()) + " tensor");
+  // Any other rank: the indices flattened, selected, and the result's axis
+  // dim unflattened into the indices' shape.
+  for (int64_t d : ishape)
+    if (d < 0) t.unimplemented("indices of rank " + std::to_string(ishape.size()) + " with a dim only known at run time");
+  int64_t n = 1;
+  for (int64_t d : ishape) n *= d;
+  V flat = reshape_to(t, index, {n});
+  V sel = t.emit1("index_select", {t.value(0), flat}, {Attr::i("dim", axis)});
+  std::vector<int64_t> out(dshape.begin(), dshape.begin() + axis);
+  out.insert(out.end(), ishape.begin(), ishape.end());
+  out.insert(out.end(), dshape.begin() + axis + 1, dshape.end());
+  t.set_output(0, reshape_to(t, sel, out));
 }
 
 // [0, 1, ..., n) in DT for a length N only known at run time (a symbol): a
@@ -963,14 +994,6 @@ std::vector<int64_t> symmetric_part(const std::vector<int64_t>& pads) {
   return sym;
 }
 
-std::vector<int64_t> sym_pads(Translator& t, size_t spatial, const std::vector<int64_t>& kernel,
-                              const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations) {
-  std::vector<int64_t> pads = conv_pads(t, spatial, kernel, strides, dilations);
-  for (size_t i = 0; i < spatial; ++i)
-    if (pads[i] != pads[i + spatial]) t.unimplemented("asymmetric pads " + join(pads) + " (the catalog pads both sides alike)");
-  return symmetric_part(pads);
-}
-
 // ConvTranspose's pads (begin..., end...) as ONNX computes them: given, or
 // from output_shape / auto_pad=SAME (output = size * stride) through the
 // total padding stride*(size-1) + output_padding + (k-1)*dilation + 1 - output.
@@ -1182,17 +1205,323 @@ void batch_norm(Translator& t, const OpRule&) {
   t.set_output(0, outs[0]);
 }
 
+// A Scale or Bias that broadcasts to the normalized dims (ONNX allows it;
+// the catalog's norms take exactly those dims).
+V normalized_param(Translator& t, size_t input, const std::vector<int64_t>& normalized) {
+  if (!t.has_input(input)) return V{};
+  const ValueSpec spec = t.in(input).spec;
+  V v = t.value(input);
+  if (spec.shape == normalized) return v;
+  std::vector<int64_t> trimmed = spec.shape;
+  while (trimmed.size() > normalized.size() && trimmed.front() == 1) trimmed.erase(trimmed.begin());
+  if (trimmed.size() > normalized.size())
+    t.unimplemented("a scale or bias of shape " + join(spec.shape) + " over normalized dims " + join(normalized));
+  if (trimmed != spec.shape) v = reshape_to(t, v, trimmed);
+  if (trimmed == normalized) return v;
+  return t.emit_as("copy", {v}, {}, {spec.dtype, normalized});  // broadcast
+}
+
+// The dtype ONNX's stash_type gives the statistics outputs (1: float32).
+hal_dtype_e stash_dtype(Translator& t) {
+  const hal_dtype_e dt = dtype_from_onnx(static_cast<int32_t>(t.attr_int("stash_type", 1)));
+  if (dt == HAL_DTYPE_INVALID || !is_float(dt)) t.invalid("stash_type " + std::to_string(t.attr_int("stash_type", 1)));
+  return dt;
+}
+
 void layer_norm(Translator& t, const OpRule&) {
-  const std::vector<int64_t>& in = t.in(0).spec.shape;
+  const std::vector<int64_t> in = t.in(0).spec.shape;
   int64_t axis = norm_axis(t, t.attr_int("axis", -1), in.size());
   std::vector<int64_t> normalized(in.begin() + axis, in.end());
   for (int64_t d : normalized)
     if (d < 0) t.unimplemented("normalizing over a dim only known at run time");
-  for (size_t i = 1; i < t.output_count(); ++i)
-    if (!t.output_name(i).empty()) t.unimplemented("the Mean / InvStdDev outputs");
-  std::vector<V> outs = t.emit("layer_norm", {t.value(0), t.has_input(1) ? t.value(1) : V{}, t.has_input(2) ? t.value(2) : V{}},
+  std::vector<V> outs = t.emit("layer_norm", {t.value(0), normalized_param(t, 1, normalized), normalized_param(t, 2, normalized)},
                                {Attr::ints("normalized_shape", normalized), Attr::f("eps", t.attr_float("epsilon", 1e-5f))});
   t.set_output(0, outs[0]);
+  // Mean and InvStdDev: the input's shape with the normalized dims 1, in the stash dtype.
+  for (size_t i = 1; i < std::min<size_t>(t.output_count(), 3); ++i) {
+    if (t.output_name(i).empty()) continue;
+    V stat = outs[i];
+    const hal_dtype_e want = stash_dtype(t);
+    if (t.spec(stat).dtype != want) stat = t.emit_as("copy", {stat}, {}, {want, t.spec(stat).shape});
+    t.set_output(i, stat);
+  }
+}
+
+void rms_norm(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  int64_t axis = norm_axis(t, t.attr_int("axis", -1), in.size());
+  std::vector<int64_t> normalized(in.begin() + axis, in.end());
+  for (int64_t d : normalized)
+    if (d < 0) t.unimplemented("normalizing over a dim only known at run time");
+  stash_dtype(t);  // validated; the catalog computes in the input's dtype with float accumulation
+  std::vector<V> outs = t.emit("rms_norm", {t.value(0), normalized_param(t, 1, normalized)},
+                               {Attr::ints("normalized_shape", normalized), Attr::f("eps", t.attr_float("epsilon", 1e-5f))});
+  t.set_output(0, outs[0]);
+}
+
+// A float constant of SHAPE (float32 values, stored in DT's width when DT is
+// float64; 16-bit dtypes get a float32 constant cast by the caller).
+V float_constant(Translator& t, const std::vector<int64_t>& shape, const std::vector<float>& values) {
+  HostTensor h{HAL_DTYPE_FLOAT32, shape, {}};
+  h.data.resize(values.size() * sizeof(float));
+  std::memcpy(h.data.data(), values.data(), h.data.size());
+  return t.constant(h);
+}
+
+// V in dtype DT (a copy when it differs).
+V as_dtype(Translator& t, V v, hal_dtype_e dt) {
+  if (t.spec(v).dtype == dt) return v;
+  return t.emit_as("copy", {v}, {}, {dt, t.spec(v).shape});
+}
+
+// ONNX Attention (23..25) as catalog ops, following the operator's
+// reference: 3-D inputs split into heads; past_key/past_value concatenated
+// (present_key/present_value); grouped heads repeated; Q and K scaled by
+// sqrt(scale); softcap; the bias of attn_mask (bool: 0 / -inf; shorter than
+// the keys: padded with masked positions), is_causal and the sliding window
+// (bottom-right aligned on the past length); softmax in softmax_precision;
+// rows whose bias masks every key give zeros; qk_matmul_output per mode.
+void attention(Translator& t, const OpRule&) {
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  const size_t rank = t.in(0).spec.shape.size();
+  if (rank != 3 && rank != 4) t.invalid("Q has rank " + std::to_string(rank) + " (3 or 4)");
+  if (t.in(1).spec.shape.size() != rank || t.in(2).spec.shape.size() != rank) t.invalid("Q, K and V differ in rank");
+  if (t.has_input(4) != t.has_input(5)) t.invalid("past_key and past_value must be given together");
+  if (t.has_input(6) && t.has_input(4)) t.invalid("nonpad_kv_seqlen cannot be combined with past_key / past_value");
+  const auto* qh_attr = t.attr("q_num_heads");
+  const auto* kvh_attr = t.attr("kv_num_heads");
+  if (rank == 4 && t.opset() >= 25 && (qh_attr || kvh_attr))
+    t.invalid("q_num_heads and kv_num_heads must not be given for 4-D inputs");
+  auto known = [&](const std::vector<int64_t>& shape, const char* what) {
+    for (int64_t d : shape)
+      if (d < 0) t.unimplemented(std::string(what) + " with a dim only known at run time");
+  };
+  V q = t.value(0), k = t.value(1), v = t.value(2);
+  const std::vector<int64_t> q_in = t.in(0).spec.shape;
+  if (rank == 3) {
+    if (!qh_attr || !kvh_attr) t.invalid("3-D Q, K and V need q_num_heads and kv_num_heads");
+    const int64_t qh = qh_attr->i(), kvh = kvh_attr->i();
+    if (qh <= 0 || kvh <= 0) t.invalid("q_num_heads and kv_num_heads must be positive");
+    auto heads = [&](V x, int64_t n, const char* what) {
+      std::vector<int64_t> sh = t.spec(x).shape;
+      known(sh, what);
+      if (sh[2] % n != 0) t.invalid(std::string(what) + " hidden size " + std::to_string(sh[2]) + " is not a multiple of " + std::to_string(n) + " heads");
+      x = reshape_to(t, x, {sh[0], sh[1], n, sh[2] / n});
+      return t.emit1("permute", {x}, {Attr::ints("dims", {0, 2, 1, 3})});
+    };
+    q = heads(q, qh, "Q");
+    k = heads(k, kvh, "K");
+    v = heads(v, kvh, "V");
+  }
+  const std::vector<int64_t> qs = t.spec(q).shape;
+  known(qs, "Q");
+  const float scale = t.attr("scale") ? t.attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(qs[3]));
+  int64_t past = 0;
+  if (t.has_input(4)) {
+    past = t.in(4).spec.shape.at(2);
+    k = t.emit1("cat", {t.value(4), k}, {Attr::i("dim", 2)});
+    v = t.emit1("cat", {t.value(5), v}, {Attr::i("dim", 2)});
+  }
+  if (t.output_count() > 1 && !t.output_name(1).empty()) t.set_output(1, k);
+  if (t.output_count() > 2 && !t.output_name(2).empty()) t.set_output(2, v);
+  const std::vector<int64_t> ks = t.spec(k).shape, vs = t.spec(v).shape;
+  known(ks, "K");
+  known(vs, "V");
+  const int64_t sq = qs[2], skv = ks[2];
+  // The bias: the mask's part (a graph value) plus causal / window (a constant).
+  V bias;
+  if (t.has_input(3)) {
+    V mask = t.value(3);
+    const ValueSpec ms = t.spec(mask);
+    known(ms.shape, "attn_mask");
+    if (ms.dtype == HAL_DTYPE_BOOL) {
+      mask = t.emit1("where", {mask, scalar(t, dt, 0.0), scalar(t, dt, -std::numeric_limits<double>::infinity())});
+      mask = as_dtype(t, mask, dt);
+    }
+    const int64_t last = ms.shape.empty() ? 1 : ms.shape.back();
+    if (!ms.shape.empty() && last < skv)
+      mask = t.emit1("pad", {mask}, {Attr::ints("pad", {0, skv - last}), Attr::s("mode", "constant"),
+                                     Attr::scalar("value", -std::numeric_limits<double>::infinity())});
+    bias = mask;
+  }
+  const bool causal = t.attr_int("is_causal", 0) != 0;
+  const int64_t left = t.attr_int("left_window_size", -1), right = t.attr_int("right_window_size", -1);
+  if (left < -1 || right < -1) t.invalid("window sizes must be -1 or nonnegative");
+  // External cache (nonpad_kv_seqlen, a value known at load or bound per
+  // run): per batch, the causal/window offset nonpad - sq and the keys past
+  // nonpad masked. Else one offset: the past length.
+  std::vector<int64_t> offsets{past}, valid{skv};
+  if (t.has_input(6)) {
+    valid = t.const_ints(6, "nonpad_kv_seqlen");
+    if (static_cast<int64_t>(valid.size()) != qs[0])
+      t.invalid("nonpad_kv_seqlen has " + std::to_string(valid.size()) + " entries for batch " + std::to_string(qs[0]));
+    offsets.clear();
+    for (int64_t n : valid) offsets.push_back(n - sq);
+  }
+  const int64_t groups = static_cast<int64_t>(offsets.size());
+  std::vector<float> fixed(static_cast<size_t>(groups * sq * skv), 0.0f);
+  bool any_fixed = false;
+  for (int64_t b = 0; b < groups; ++b)
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < skv; ++j) {
+        const int64_t diff = i + offsets[static_cast<size_t>(b)] - j;
+        bool allowed = (!causal || diff >= 0) && j < valid[static_cast<size_t>(b)];
+        if (left >= 0) allowed = allowed && diff <= left;
+        if (right >= 0) allowed = allowed && -diff <= right;
+        if (!allowed) {
+          fixed[static_cast<size_t>((b * sq + i) * skv + j)] = -std::numeric_limits<float>::infinity();
+          any_fixed = true;
+        }
+      }
+  if (any_fixed) {
+    const std::vector<int64_t> shape = t.has_input(6) ? std::vector<int64_t>{groups, 1, sq, skv} : std::vector<int64_t>{sq, skv};
+    V c = as_dtype(t, float_constant(t, shape, fixed), dt);
+    bias = bias.valid() ? t.emit1("add", {bias, c}) : c;
+  }
+  // Grouped heads: each K/V head repeated for its group of Q heads (interleaved).
+  const int64_t qh = qs[1], kvh = ks[1];
+  if (qh != kvh) {
+    if (kvh <= 0 || qh % kvh != 0 || vs[1] != kvh)
+      t.invalid(std::to_string(qh) + " query heads for " + std::to_string(kvh) + " key/value heads");
+    auto repeat = [&](V x) {
+      std::vector<int64_t> sh = t.spec(x).shape;
+      x = reshape_to(t, x, {sh[0], sh[1], 1, sh[2], sh[3]});
+      x = t.emit_as("copy", {x}, {}, {t.spec(x).dtype, {sh[0], sh[1], qh / kvh, sh[2], sh[3]}});
+      return reshape_to(t, x, {sh[0], qh, sh[2], sh[3]});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  V root = scalar(t, dt, std::sqrt(static_cast<double>(scale)));
+  V scores = t.emit1("matmul", {t.emit1("mul", {q, root}),
+                                t.emit1("permute", {t.emit1("mul", {k, root})}, {Attr::ints("dims", {0, 1, 3, 2})})});
+  const int64_t mode = t.attr_int("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3) t.invalid("qk_matmul_output_mode " + std::to_string(mode));
+  V qk_out = scores;  // mode 0: the raw product, as the spec and onnxruntime have it
+  const float softcap = t.attr_float("softcap", 0.0f);
+  if (softcap > 0) {
+    V cap = scalar(t, dt, softcap);
+    scores = t.emit1("mul", {t.emit1("tanh", {t.emit1("div", {scores, cap})}), cap});
+  }
+  if (mode == 1) qk_out = scores;
+  V logits = bias.valid() ? t.emit1("add", {scores, bias}) : scores;
+  if (mode == 2) qk_out = logits;
+  hal_dtype_e soft_dt = dt;
+  if (t.attr("softmax_precision")) {
+    soft_dt = dtype_from_onnx(static_cast<int32_t>(t.attr_int("softmax_precision", 1)));
+    if (!is_float(soft_dt)) t.invalid("softmax_precision " + std::to_string(t.attr_int("softmax_precision", 1)));
+  }
+  V probs = t.emit1("softmax", {as_dtype(t, logits, soft_dt)}, {Attr::i("dim", -1)});
+  if (bias.valid()) {  // rows the bias masks whole: zeros, not NaN
+    V row_max = t.emit1("amax", {bias}, {Attr::ints("dim", {-1}), Attr::b("keepdim", true)});
+    V all_masked = t.emit1("eq", {row_max, scalar(t, dt, -std::numeric_limits<double>::infinity())});
+    probs = t.emit1("where", {all_masked, scalar(t, soft_dt, 0.0), probs});
+  }
+  probs = as_dtype(t, probs, dt);
+  if (mode == 3) qk_out = probs;
+  V y = t.emit1("matmul", {probs, v});
+  if (rank == 3) {
+    y = t.emit1("permute", {y}, {Attr::ints("dims", {0, 2, 1, 3})});
+    const std::vector<int64_t> ys = t.spec(y).shape;
+    y = reshape_to(t, y, {ys[0], ys[1], ys[2] * ys[3]});
+  }
+  t.set_output(0, y);
+  if (t.output_count() > 3 && !t.output_name(3).empty()) t.set_output(3, as_dtype(t, qk_out, dt));
+}
+
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: the catalog's
+// nll_loss (PyTorch's semantics are ONNX's: mean divides by the summed
+// weights of the targets not ignored) over log-probabilities, which
+// SoftmaxCrossEntropyLoss computes first (log_softmax over the class dim)
+// and may return. Targets of another integer dtype are widened to int64.
+void class_loss(Translator& t, const OpRule&) {
+  const std::string reduction = t.attr_string("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") t.invalid("reduction='" + reduction + "'");
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  if (in.size() < 2) t.invalid("input has rank " + std::to_string(in.size()) + " (needs [N, C, ...])");
+  V logp = t.value(0);
+  const bool softmax = t.node().op_type() == "SoftmaxCrossEntropyLoss";
+  if (softmax) logp = t.emit1("log_softmax", {logp}, {Attr::i("dim", 1)});
+  V target = as_dtype(t, t.value(1), HAL_DTYPE_INT64);
+  std::vector<Attr> attrs{Attr::s("reduction", reduction)};
+  // Without ignore_index every target counts: an index no target can hold.
+  attrs.push_back(Attr::i("ignore_index", t.attr("ignore_index") ? t.attr_int("ignore_index", 0)
+                                                                 : std::numeric_limits<int64_t>::min()));
+  t.set_output(0, t.emit1("nll_loss", {logp, target, t.has_input(2) ? t.value(2) : V{}}, attrs));
+  if (softmax && t.output_count() > 1 && !t.output_name(1).empty()) t.set_output(1, logp);
+}
+
+// Indices into AXIS of input 0 (size DIM) with ONNX's negative indices
+// wrapped (index + dim where negative): the catalog's gather and scatter
+// take [0, dim).
+V wrapped_indices(Translator& t, size_t input, int64_t dim) {
+  V idx = t.value(input);
+  if (dim < 0) t.unimplemented("indices into a dim only known at run time");
+  const hal_dtype_e it = t.spec(idx).dtype;
+  V negative = t.emit1("lt", {idx, scalar(t, it, 0.0)});
+  return t.emit1("where", {negative, t.emit1("add", {idx, scalar(t, it, static_cast<double>(dim))}), idx});
+}
+
+void gather_elements(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  const int64_t axis = norm_axis(t, t.attr_int("axis", 0), in.size());
+  t.set_output(0, t.emit1("gather", {t.value(0), wrapped_indices(t, 1, in[axis])}, {Attr::i("dim", axis)}));
+}
+
+void scatter_elements(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  const int64_t axis = norm_axis(t, t.attr_int("axis", 0), in.size());
+  const std::string reduction = t.attr_string("reduction", "none");
+  if (reduction != "none" && reduction != "add") t.unimplemented("reduction='" + reduction + "' (none and add)");
+  t.set_output(0, t.emit1(reduction == "add" ? "scatter_add" : "scatter", {t.value(0), wrapped_indices(t, 1, in[axis]), t.value(2)},
+                          {Attr::i("dim", axis)}));
+}
+
+// DepthToSpace / SpaceToDepth: a reshape to six dims, a permute, a reshape.
+void depth_space(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  if (in.size() != 4) t.invalid("input has rank " + std::to_string(in.size()) + " (needs [N, C, H, W])");
+  for (int64_t d : in)
+    if (d < 0) t.unimplemented("a dim only known at run time");
+  const int64_t bs = t.attr_int("blocksize", 0);
+  if (bs <= 0) t.invalid("blocksize " + std::to_string(bs));
+  const int64_t n = in[0], c = in[1], h = in[2], w = in[3];
+  V x = t.value(0);
+  if (t.node().op_type() == "DepthToSpace") {
+    if (c % (bs * bs) != 0) t.invalid("channels " + std::to_string(c) + " not divisible by blocksize^2");
+    const std::string mode = t.attr_string("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") t.invalid("mode='" + mode + "'");
+    const bool dcr = mode == "DCR";
+    x = reshape_to(t, x, dcr ? std::vector<int64_t>{n, bs, bs, c / (bs * bs), h, w} : std::vector<int64_t>{n, c / (bs * bs), bs, bs, h, w});
+    x = t.emit1("permute", {x}, {Attr::ints("dims", dcr ? std::vector<int64_t>{0, 3, 4, 1, 5, 2} : std::vector<int64_t>{0, 1, 4, 2, 5, 3})});
+    t.set_output(0, reshape_to(t, x, {n, c / (bs * bs), h * bs, w * bs}));
+    return;
+  }
+  if (h % bs != 0 || w % bs != 0) t.invalid("spatial dims not divisible by blocksize " + std::to_string(bs));
+  const std::string mode = t.attr_string("mode", "DCR");  // an attribute since version 28
+  if (mode != "DCR" && mode != "CRD") t.invalid("mode='" + mode + "'");
+  x = reshape_to(t, x, {n, c, h / bs, bs, w / bs, bs});
+  x = t.emit1("permute", {x}, {Attr::ints("dims", mode == "DCR" ? std::vector<int64_t>{0, 3, 5, 1, 2, 4}
+                                                                 : std::vector<int64_t>{0, 1, 3, 5, 2, 4})});
+  t.set_output(0, reshape_to(t, x, {n, c * bs * bs, h / bs, w / bs}));
+}
+
+// EyeLike: ones on diagonal k of a 2-D tensor of the input's shape (known at load).
+void eye_like(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  if (in.size() != 2) t.invalid("input has rank " + std::to_string(in.size()) + " (2)");
+  if (in[0] < 0 || in[1] < 0) t.unimplemented("a dim only known at run time");
+  hal_dtype_e dt = t.in(0).spec.dtype;
+  if (t.attr("dtype")) {
+    dt = dtype_from_onnx(static_cast<int32_t>(t.attr_int("dtype", 1)));
+    if (dt == HAL_DTYPE_INVALID) t.unimplemented("dtype " + std::to_string(t.attr_int("dtype", 1)));
+  }
+  const int64_t k = t.attr_int("k", 0);
+  std::vector<int64_t> v(static_cast<size_t>(in[0] * in[1]), 0);
+  for (int64_t i = 0; i < in[0]; ++i)
+    if (i + k >= 0 && i + k < in[1]) v[static_cast<size_t>(i * in[1] + i + k)] = 1;
+  V ones = t.constant(int_tensor(HAL_DTYPE_INT64, v, in));
+  t.set_output(0, as_dtype(t, ones, dt));
 }
 
 void reduce(Translator& t, const OpRule& r) {
@@ -1220,12 +1549,27 @@ void reduce(Translator& t, const OpRule& r) {
     x = t.emit1("abs", {x});
     op = "sum";
   }
+  if (type == "ReduceLogSum") {
+    t.set_output(0, t.emit1("log", {t.emit1("sum", {x}, attrs)}));
+    return;
+  }
   t.set_output(0, t.emit1(op, {x}, attrs));
 }
 
-void arg_reduce(Translator& t, const OpRule& r) {
-  t.require_attr("select_last_index", 0, 0);
-  t.set_output(0, t.emit1(r.catalog, {t.value(0)}, {Attr::ints("dim", {t.attr_int("axis", 0)}), Attr::b("keepdim", t.attr_int("keepdims", 1) != 0)}));
+// select_last_index: the first index in the flipped input, mapped back.
+void arg_reduce(Translator& t, const OpRule&) {
+  const char* op = t.node().op_type() == "ArgMax" ? "argmax" : "argmin";
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  const int64_t axis = norm_axis(t, t.attr_int("axis", 0), std::max<size_t>(in.size(), 1));
+  const bool keep = t.attr_int("keepdims", 1) != 0;
+  if (t.attr_int("select_last_index", 0) == 0 || in.empty()) {
+    t.set_output(0, t.emit1(op, {t.value(0)}, {Attr::ints("dim", {axis}), Attr::b("keepdim", keep)}));
+    return;
+  }
+  if (in[axis] < 0) t.unimplemented("select_last_index over a dim only known at run time");
+  V flipped = t.emit1("flip", {t.value(0)}, {Attr::ints("dims", {axis})});
+  V index = t.emit1(op, {flipped}, {Attr::ints("dim", {axis}), Attr::b("keepdim", keep)});
+  t.set_output(0, t.emit1("sub", {scalar(t, HAL_DTYPE_INT64, static_cast<double>(in[axis] - 1)), index}));
 }
 
 // reverse: flipped before and after; exclusive: the running sum minus the
@@ -1357,6 +1701,102 @@ void hard_sigmoid(Translator& t, const OpRule&) {
   t.set_output(0, hard_sigmoid_of(t, t.value(0), t.attr_float("alpha", 0.2f), t.attr_float("beta", 0.5f)));
 }
 
+// Element-wise activations ONNX defines by formula, composed from catalog
+// ops as the operator's function body (or reference) states them.
+void formula_activation(Translator& t, const OpRule&) {
+  const std::string& type = t.node().op_type();
+  V x = t.value(0);
+  const hal_dtype_e dt = t.spec(x).dtype;
+  if (!is_float(dt)) t.unimplemented(type + " of " + std::string(common::dtype_name(dt)) + " (floating dtypes)");
+  auto c = [&](double v) { return scalar(t, dt, v); };
+  auto f = [&](const char* name, double fallback) { return static_cast<double>(t.attr_float(name, static_cast<float>(fallback))); };
+  V y;
+  if (type == "Softplus") {  // log(exp(x) + 1)
+    y = t.emit1("log", {t.emit1("add", {t.emit1("exp", {x}), c(1)})});
+  } else if (type == "Softsign") {  // x / (1 + |x|)
+    y = t.emit1("div", {x, t.emit1("add", {t.emit1("abs", {x}), c(1)})});
+  } else if (type == "Mish") {  // x * tanh(softplus(x))
+    V sp = t.emit1("log", {t.emit1("add", {t.emit1("exp", {x}), c(1)})});
+    y = t.emit1("mul", {x, t.emit1("tanh", {sp})});
+  } else if (type == "Swish") {  // x * sigmoid(alpha * x)
+    y = t.emit1("mul", {x, t.emit1("sigmoid", {t.emit1("mul", {x, c(f("alpha", 1.0))})})});
+  } else if (type == "ThresholdedRelu") {  // x if x > alpha, else 0
+    y = t.emit1("where", {t.emit1("gt", {x, c(f("alpha", 1.0))}), x, c(0)});
+  } else if (type == "Selu") {  // gamma * (x if x > 0, else alpha * (exp(x) - 1))
+    const double alpha = f("alpha", 1.67326319217681884765625), gamma = f("gamma", 1.05070102214813232421875);
+    V neg = t.emit1("mul", {t.emit1("sub", {t.emit1("exp", {x}), c(1)}), c(alpha)});
+    y = t.emit1("mul", {t.emit1("where", {t.emit1("gt", {x, c(0)}), x, neg}), c(gamma)});
+  } else if (type == "Celu") {  // max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+    const double alpha = f("alpha", 1.0);
+    V e = t.emit1("mul", {t.emit1("sub", {t.emit1("exp", {t.emit1("div", {x, c(alpha)})}), c(1)}), c(alpha)});
+    y = t.emit1("add", {t.emit1("maximum", {x, c(0)}), t.emit1("minimum", {e, c(0)})});
+  } else if (type == "Shrink") {  // x + bias if x < -lambd, x - bias if x > lambd, else 0
+    const double lambd = f("lambd", 0.5), bias = f("bias", 0.0);
+    V low = t.emit1("where", {t.emit1("lt", {x, c(-lambd)}), t.emit1("add", {x, c(bias)}), c(0)});
+    y = t.emit1("where", {t.emit1("gt", {x, c(lambd)}), t.emit1("sub", {x, c(bias)}), low});
+  } else {
+    t.unimplemented(type);
+  }
+  t.set_output(0, as_dtype(t, y, dt));
+}
+
+// PRelu: x if x >= 0, else slope * x (slope broadcast to x).
+void prelu(Translator& t, const OpRule&) {
+  V x = t.value(0);
+  const hal_dtype_e dt = t.spec(x).dtype;
+  V neg = t.emit1("mul", {x, t.value(1)});
+  t.set_output(0, t.emit1("where", {t.emit1("lt", {x, scalar(t, dt, 0)}), neg, x}));
+}
+
+// Hardmax: 1 at the first maximum along axis, 0 elsewhere (before 13: over
+// the input coerced to 2-D at axis, i.e. over every dim from axis on).
+void hardmax(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t axis = norm_axis(t, t.attr_int("axis", t.opset() >= 13 ? -1 : 1), in.size());
+  V x = t.value(0);
+  int64_t classes = 1;
+  if (t.opset() < 13 && axis < rank - 1) {
+    for (int64_t d = axis; d < rank; ++d) {
+      if (in[d] < 0) t.unimplemented("Hardmax before opset 13 over a dim only known at run time");
+      classes *= in[d];
+    }
+    x = t.emit1("reshape", {x}, {Attr::ints("shape", {-1, classes})});
+  } else {
+    classes = in[axis];
+    if (classes < 0) t.unimplemented("Hardmax over a dim only known at run time");
+  }
+  const int64_t dim = t.opset() < 13 && axis < rank - 1 ? 1 : axis;
+  V idx = t.emit1("argmax", {x}, {Attr::ints("dim", {dim}), Attr::b("keepdim", false)});
+  V hot = t.emit1("one_hot", {idx}, {Attr::i("num_classes", classes)});  // classes last
+  const int64_t r = static_cast<int64_t>(t.spec(hot).shape.size());
+  if (dim != r - 1) {
+    std::vector<int64_t> perm;
+    for (int64_t d = 0; d < r - 1; ++d) {
+      if (d == dim) perm.push_back(r - 1);
+      perm.push_back(d);
+    }
+    if (static_cast<int64_t>(perm.size()) < r) perm.push_back(r - 1);
+    hot = t.emit1("permute", {hot}, {Attr::ints("dims", perm)});
+  }
+  hot = as_dtype(t, hot, dt);
+  t.set_output(0, reshape_to(t, hot, in));
+}
+
+// LpNormalization: x / ||x||_p along axis (p 1 or 2).
+void lp_normalization(Translator& t, const OpRule&) {
+  const int64_t p = t.attr_int("p", 2);
+  if (p != 1 && p != 2) t.invalid("p=" + std::to_string(p) + " (1 or 2)");
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  const int64_t axis = norm_axis(t, t.attr_int("axis", -1), in.size());
+  V x = t.value(0);
+  V norm = t.emit1("norm", {x}, {Attr::ints("dim", {axis}), Attr::b("keepdim", true), Attr::f("p", static_cast<double>(p))});
+  // A zero vector stays zero (the reference's 0 / 0 guard), not NaN.
+  V zero = t.emit1("eq", {norm, scalar(t, t.spec(x).dtype, 0)});
+  t.set_output(0, t.emit1("where", {zero, x, t.emit1("div", {x, norm})}));
+}
+
 void hard_swish(Translator& t, const OpRule&) {
   V x = t.value(0);
   t.set_output(0, t.emit1("mul", {x, hard_sigmoid_of(t, x, 1.0 / 6.0, 0.5)}));
@@ -1370,8 +1810,8 @@ void is_inf(Translator& t, const OpRule&) {
 
 const std::vector<OpRule> kTable = {
     // Elementwise, one catalog op each.
-    {"Abs", 6, 13, "abs", nullptr, ""},
-    {"Neg", 6, 13, "neg", nullptr, ""},
+    {"Abs", 6, 13, "abs", unary_int_folding, ""},
+    {"Neg", 6, 13, "neg", unary_int_folding, ""},
     {"Exp", 6, 13, "exp", nullptr, ""},
     {"Log", 6, 13, "log", nullptr, ""},
     {"Sqrt", 6, 13, "sqrt", nullptr, ""},
@@ -1404,7 +1844,7 @@ const std::vector<OpRule> kTable = {
     {"Div", 7, 14, "div", binary, ""},
     {"Mod", 10, 28, "fmod|remainder", binary, ""},
     {"Pow", 7, 15, "pow|pow+copy", pow, ""},
-    {"Equal", 7, 19, "eq", binary, ""},
+    {"Equal", 7, 19, "eq", binary, "no strings"},
     {"Less", 7, 13, "lt", nullptr, ""},
     {"LessOrEqual", 12, 16, "le", nullptr, ""},
     {"Greater", 7, 13, "gt", nullptr, ""},
@@ -1430,6 +1870,20 @@ const std::vector<OpRule> kTable = {
     {"LeakyRelu", 6, 16, "gt+mul+where", leaky_relu, ""},
     {"Elu", 6, 22, "gt+expm1+mul+where", elu, ""},
     {"HardSigmoid", 6, 22, "mul+add+clamp", hard_sigmoid, ""},
+    {"Softplus", 1, 22, "exp+add+log", formula_activation, ""},
+    {"Softsign", 1, 22, "abs+add+div", formula_activation, ""},
+    {"Mish", 18, 22, "exp+add+log+tanh+mul", formula_activation, ""},
+    {"Swish", 24, 24, "mul+sigmoid", formula_activation, ""},
+    {"ThresholdedRelu", 10, 22, "gt+where", formula_activation, ""},
+    {"Selu", 6, 22, "exp+sub+mul+gt+where", formula_activation, ""},
+    {"Celu", 12, 28, "div+exp+sub+mul+maximum+minimum+add", formula_activation, ""},
+    {"Shrink", 9, 9, "lt+gt+add+sub+where", formula_activation, ""},
+    {"PRelu", 7, 16, "lt+mul+where", prelu, ""},
+    {"DepthToSpace", 11, 28, "reshape+permute", depth_space, "shapes known at load"},
+    {"SpaceToDepth", 13, 28, "reshape+permute", depth_space, "shapes known at load"},
+    {"EyeLike", 9, 22, "copy", eye_like, "shape known at load"},
+    {"Hardmax", 1, 13, "argmax+one_hot+permute+copy", hardmax, ""},
+    {"LpNormalization", 1, 22, "norm+div+eq+where", lp_normalization, ""},
     {"HardSwish", 14, 22, "mul+add+clamp+mul", hard_swish, ""},
     // Linear algebra, convolution, pooling, normalisation.
     {"MatMul", 1, 13, "matmul", nullptr, ""},
@@ -1441,7 +1895,13 @@ const std::vector<OpRule> kTable = {
     {"GlobalAveragePool", 1, 22, "mean", global_pool, ""},
     {"GlobalMaxPool", 1, 22, "amax", global_pool, ""},
     {"BatchNormalization", 7, 15, "batch_norm", batch_norm, "inference only (training_mode 0)"},
-    {"LayerNormalization", 17, 17, "layer_norm", layer_norm, "normalized dims known at load; Mean/InvStdDev outputs"},
+    {"LayerNormalization", 17, 17, "layer_norm", layer_norm, "normalized dims known at load"},
+    {"RMSNormalization", 23, 23, "rms_norm", rms_norm, "normalized dims known at load"},
+    {"NegativeLogLikelihoodLoss", 12, 22, "nll_loss", class_loss, ""},
+    {"GatherElements", 11, 13, "gather", gather_elements, ""},
+    {"ScatterElements", 11, 18, "scatter|scatter_add", scatter_elements, "reduction none or add"},
+    {"SoftmaxCrossEntropyLoss", 12, 13, "log_softmax+nll_loss", class_loss, ""},
+    {"Attention", 23, 25, "matmul+mul+softmax+where+add+amax+eq+cat+copy+tanh+pad", attention, "shapes known at load"},
     // Reductions.
     {"ReduceMean", 1, 18, "mean", reduce, "axes known at load"},
     {"ReduceSum", 1, 13, "sum", reduce, "axes known at load"},
@@ -1451,9 +1911,10 @@ const std::vector<OpRule> kTable = {
     {"ReduceL1", 1, 18, "abs+sum", reduce, "axes known at load"},
     {"ReduceL2", 1, 18, "norm", reduce, "axes known at load"},
     {"ReduceSumSquare", 1, 18, "mul+sum", reduce, "axes known at load"},
+    {"ReduceLogSum", 1, 28, "sum+log", reduce, "axes known at load or from an input's value"},
     {"ReduceLogSumExp", 1, 28, "logsumexp", reduce, "axes known at load"},
-    {"ArgMax", 1, 13, "argmax", arg_reduce, "select_last_index 0"},
-    {"ArgMin", 1, 13, "argmin", arg_reduce, "select_last_index 0"},
+    {"ArgMax", 1, 13, "argmax|flip+argmax+sub", arg_reduce, ""},
+    {"ArgMin", 1, 13, "argmin|flip+argmin+sub", arg_reduce, ""},
     {"CumSum", 11, 14, "cumsum+flip+sub+copy", cumsum, "axis known at load or from an input's value"},
     {"TopK", 1, 24, "sort+index_select", topk, "K known at load or from an input's value"},
     // Shapes and data movement.
@@ -1469,7 +1930,7 @@ const std::vector<OpRule> kTable = {
     {"Transpose", 1, 25, "permute", transpose, ""},
     {"Concat", 4, 13, "cat", concat, ""},
     {"Split", 2, 18, "split", split, "split sizes known at load"},
-    {"Gather", 1, 13, "index_select|embedding", gather, "indices of rank <= 1, or any rank into a 2-D table on axis 0; negative run-time indices"},
+    {"Gather", 1, 13, "index_select|embedding|lt+add+where+index_select+reshape", gather, "indices of rank >= 2 with static shape (any rank into a 2-D table on axis 0)"},
     {"Slice", 1, 13, "index_select", slice, "starts/axes/steps known at load; ends known at load or a run-time dim (then start 0, step 1); run-time dims otherwise sliced whole"},
     {"Expand", 8, 13, "copy", expand, "shape known at load (run-time dims allowed)"},
     {"ConstantOfShape", 9, 25, "fill", constant_of_shape, ""},

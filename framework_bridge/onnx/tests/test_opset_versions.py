@@ -193,3 +193,113 @@ def test_cumsum_keeps_the_dtype_and_takes_reverse_and_exclusive(attrs, dtype, cp
     x = (np.arange(12).reshape(3, 4) * 3 % 7).astype(dtype)
     for axis in (0, 1, -1):
         check_like_ort(data, {"x": x, "axis": np.array(axis, dtype=np.int64)}, cpu_options)
+
+
+def _attention(inputs, outputs, attrs, opset=24):
+    names_in = [n for n, _, _ in inputs]
+    return model([helper.make_node("Attention", names_in, [n for n, _ in outputs], **attrs)],
+                 [vi(n, e, s) for n, e, s in inputs if n], [vi(n, e, None) for n, e in outputs], opset)
+
+
+R = np.random.default_rng(9)
+
+
+def test_attention_4d_causal_with_past_and_qk_output(cpu_options):
+    q, k, v = (R.standard_normal((2, 3, 4, 8)).astype(np.float32) for _ in range(3))
+    pk, pv = (R.standard_normal((2, 3, 5, 8)).astype(np.float32) for _ in range(2))
+    # Mode 2 (scores + bias) is left out: onnxruntime writes -FLT_MAX where the bias masks, the
+    # operator's reference (and HAL) -inf; the node tests check it against the reference.
+    for mode in (0, 1, 3):
+        data = _attention([("q", F, [2, 3, 4, 8]), ("k", F, [2, 3, 4, 8]), ("v", F, [2, 3, 4, 8]), ("", F, None),
+                           ("pk", F, [2, 3, 5, 8]), ("pv", F, [2, 3, 5, 8])],
+                          [("y", F), ("present_k", F), ("present_v", F), ("qk", F)],
+                          {"is_causal": 1, "qk_matmul_output_mode": mode, "softcap": 2.0})
+        check_like_ort(data, {"q": q, "k": k, "v": v, "pk": pk, "pv": pv}, cpu_options)
+
+
+def test_attention_3d_grouped_heads_bool_mask_and_scale(cpu_options):
+    q = R.standard_normal((2, 5, 4 * 6)).astype(np.float32)
+    k, v = (R.standard_normal((2, 7, 2 * 6)).astype(np.float32) for _ in range(2))
+    mask = R.random((5, 7)) > 0.3
+    mask[1] = False  # a query row that attends nothing: zeros, not NaN
+    data = _attention([("q", F, [2, 5, 24]), ("k", F, [2, 7, 12]), ("v", F, [2, 7, 12]),
+                       ("m", TensorProto.BOOL, [5, 7])], [("y", F)], {"q_num_heads": 4, "kv_num_heads": 2, "scale": 0.3})
+    sess = check_like_ort(data, {"q": q, "k": k, "v": v, "m": mask}, cpu_options)
+    assert not np.isnan(sess.run(None, {"q": q, "k": k, "v": v, "m": mask})[0]).any()
+
+
+def test_attention_external_cache_lengths_bound_per_run(cpu_options):
+    q = R.standard_normal((2, 2, 3, 4)).astype(np.float32)
+    k, v = (R.standard_normal((2, 2, 6, 4)).astype(np.float32) for _ in range(2))
+    data = _attention([("q", F, [2, 2, 3, 4]), ("k", F, [2, 2, 6, 4]), ("v", F, [2, 2, 6, 4]), ("", F, None),
+                       ("", F, None), ("", F, None), ("n", I64, [2])], [("y", F)], {"is_causal": 1})
+    for lengths in ([6, 4], [3, 5]):
+        check_like_ort(data, {"q": q, "k": k, "v": v, "n": np.array(lengths, np.int64)}, cpu_options)
+
+
+@pytest.mark.parametrize("op,attrs,opset", [
+    ("Softplus", {}, 22), ("Softsign", {}, 22), ("Mish", {}, 22), ("Swish", {"alpha": 0.7}, 24),
+    ("ThresholdedRelu", {"alpha": 0.3}, 22), ("Selu", {}, 22), ("Celu", {"alpha": 1.5}, 12),
+    ("Shrink", {"lambd": 0.4, "bias": 0.1}, 9), ("Hardmax", {"axis": 1}, 13), ("Hardmax", {"axis": 1}, 11),
+    ("LpNormalization", {"p": 1, "axis": 1}, 22), ("LpNormalization", {"axis": 0}, 22),
+    ("ArgMax", {"axis": 1, "select_last_index": 1}, 13), ("ArgMin", {"axis": 0, "keepdims": 0, "select_last_index": 1}, 13),
+    ("ReduceLogSum", {"keepdims": 0}, 13),
+])
+def test_composed_operators(op, attrs, opset, cpu_options):
+    x = np.round(R.standard_normal((3, 4, 2)), 1).astype(np.float32)
+    x[1, 2] = 0.0  # a zero vector for LpNormalization, ties for ArgMax/Hardmax
+    x[0, :, 0] = 0.5
+    if op == "ReduceLogSum":
+        x = np.abs(x) + 0.1
+    out = TensorProto.INT64 if op.startswith("Arg") else F
+    data = model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", F, [3, 4, 2])], [vi("y", out, None)], opset)
+    check_like_ort(data, {"x": x}, cpu_options)
+
+
+def test_normalizations_statistics_and_layout_ops(cpu_options):
+    x = R.standard_normal((2, 3, 4, 6)).astype(np.float32)
+    w, b = R.standard_normal((4, 6)).astype(np.float32), R.standard_normal((6,)).astype(np.float32)
+    data = model([helper.make_node("LayerNormalization", ["x", "w", "b"], ["y", "mean", "inv"], axis=2)],
+                 [vi("x", F, [2, 3, 4, 6]), vi("w", F, [4, 6]), vi("b", F, [6])],
+                 [vi("y", F, None), vi("mean", F, None), vi("inv", F, None)], 17)
+    check_like_ort(data, {"x": x, "w": w, "b": b}, cpu_options, rtol=1e-4, atol=1e-5)
+    data = model([helper.make_node("RMSNormalization", ["x", "w"], ["y"], axis=-2, epsilon=1e-3)],
+                 [vi("x", F, [2, 3, 4, 6]), vi("w", F, [4, 6])], [vi("y", F, None)], 23)
+    check_like_ort(data, {"x": x, "w": w}, cpu_options, rtol=1e-4, atol=1e-5)
+    for op, mode in (("DepthToSpace", "DCR"), ("DepthToSpace", "CRD"), ("SpaceToDepth", None)):
+        attrs = {"blocksize": 2} | ({"mode": mode} if mode else {})
+        y = np.arange(2 * 8 * 4 * 6, dtype=np.float32).reshape(2, 8, 4, 6)
+        data = model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", F, [2, 8, 4, 6])], [vi("y", F, None)], 13)
+        check_like_ort(data, {"x": y}, cpu_options)
+    data = model([helper.make_node("EyeLike", ["x"], ["y"], k=-1, dtype=TensorProto.INT32)], [vi("x", F, [3, 5])],
+                 [vi("y", TensorProto.INT32, None)], 22)
+    check_like_ort(data, {"x": np.zeros((3, 5), np.float32)}, cpu_options)
+
+
+def test_gathers_scatters_and_class_losses(cpu_options):
+    x = R.standard_normal((4, 5)).astype(np.float32)
+    idx = np.array([[-1, 0, 2], [1, -5, 4]], np.int64)
+    data = model([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], [vi("x", F, [4, 5]), vi("i", I64, [2, 3])],
+                 [vi("y", F, None)], 13)
+    check_like_ort(data, {"x": x, "i": idx}, cpu_options)
+    gi = np.array([[0, -1], [2, 1], [-2, 0], [3, 3]], np.int64)
+    data = model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)], [vi("x", F, [4, 5]), vi("i", I64, [4, 2])],
+                 [vi("y", F, None)], 13)
+    check_like_ort(data, {"x": x, "i": gi}, cpu_options)
+    si = np.array([[0, 1], [2, 1], [3, 0], [3, 4]], np.int64)  # distinct targets per row
+    u = R.standard_normal((4, 2)).astype(np.float32)
+    for reduction in ("none", "add"):
+        data = model([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction=reduction)],
+                     [vi("x", F, [4, 5]), vi("i", I64, [4, 2]), vi("u", F, [4, 2])], [vi("y", F, None)], 18)
+        check_like_ort(data, {"x": x, "i": si, "u": u}, cpu_options)
+    scores = R.standard_normal((3, 5, 2)).astype(np.float32)
+    labels = np.array([[0, 4], [2, -1], [-1, 1]], np.int64)
+    weights = R.random(5).astype(np.float32)
+    for reduction in ("none", "sum", "mean"):
+        data = model([helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l", "w"], ["loss", "logp"], reduction=reduction,
+                                       ignore_index=-1)],
+                     [vi("s", F, [3, 5, 2]), vi("l", I64, [3, 2]), vi("w", F, [5])], [vi("loss", F, None), vi("logp", F, None)], 13)
+        check_like_ort(data, {"s": scores, "l": labels, "w": weights}, cpu_options, rtol=1e-5, atol=1e-5)
+        data = model([helper.make_node("NegativeLogLikelihoodLoss", ["s", "l"], ["loss"], reduction=reduction)],
+                     [vi("s", F, [3, 5, 2]), vi("l", I64, [3, 2])], [vi("loss", F, None)], 22)
+        check_like_ort(data, {"s": scores, "l": np.abs(labels)}, cpu_options, rtol=1e-5, atol=1e-5)
