@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <cstring>
 #include <limits>
 
@@ -290,8 +291,16 @@ Dim fold_binary(const std::string& op, const Dim& a, const Dim& b) {
     if (op == "Mul") return __builtin_mul_overflow(x, y, &r) ? Dim::unknown() : Dim::of(r);
     bool divisible = y != 0 && !(x == std::numeric_limits<int64_t>::min() && y == -1);
     if (op == "Div" && divisible) return Dim::of(x / y);  // ONNX integer Div truncates
-    if (op == "Mod" && divisible) return Dim::of(x % y);
+    if (op == "FMod" && divisible) return Dim::of(x % y);  // C's: the dividend's sign
+    if (op == "Mod" && divisible) return Dim::of(((x % y) + y) % y);  // Python's: the divisor's sign
     if (op == "Equal") return Dim::of(x == y);
+    if (op == "Less") return Dim::of(x < y);
+    if (op == "LessOrEqual") return Dim::of(x <= y);
+    if (op == "Greater") return Dim::of(x > y);
+    if (op == "GreaterOrEqual") return Dim::of(x >= y);
+    if (op == "And") return Dim::of(x != 0 && y != 0);
+    if (op == "Or") return Dim::of(x != 0 || y != 0);
+    if (op == "Xor") return Dim::of((x != 0) != (y != 0));
     if (op == "Max") return Dim::of(std::max(x, y));
     if (op == "Min") return Dim::of(std::min(x, y));
     return Dim::unknown();
@@ -319,10 +328,13 @@ bool try_fold_binary(Translator& t) {
   const Slot& sb = t.in(1);
   size_t n = std::max(a->size(), b->size());
   if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1)) return false;
+  std::string op = t.node().op_type();
+  if (op == "Mod" && t.attr_int("fmod", 0) != 0) op = "FMod";
   std::vector<Dim> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(fold_binary(t.node().op_type(), (*a)[a->size() == 1 ? 0 : i], (*b)[b->size() == 1 ? 0 : i]));
+  for (size_t i = 0; i < n; ++i) out.push_back(fold_binary(op, (*a)[a->size() == 1 ? 0 : i], (*b)[b->size() == 1 ? 0 : i]));
   bool scalar = sa.spec.shape.empty() && sb.spec.shape.empty();
-  hal_dtype_e dt = t.node().op_type() == "Equal" ? HAL_DTYPE_BOOL : sa.spec.dtype;
+  static const std::set<std::string> kBool{"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
+  hal_dtype_e dt = kBool.count(op) ? HAL_DTYPE_BOOL : sa.spec.dtype;
   t.set_output_ints(0, dt, out, scalar);
   return true;
 }
@@ -342,9 +354,10 @@ void direct(Translator& t, const OpRule& r) {
 void unary_int_folding(Translator& t, const OpRule& r) {
   auto a = t.ints(0);
   if (a && std::all_of(a->begin(), a->end(), [](const Dim& d) { return d.known(); })) {
-    const bool neg = t.node().op_type() == "Neg";
+    const std::string& type = t.node().op_type();
     std::vector<Dim> out;
-    for (const Dim& d : *a) out.push_back(Dim::of(neg || d.value < 0 ? -d.value : d.value));
+    for (const Dim& d : *a)
+      out.push_back(Dim::of(type == "Not" ? (d.value == 0) : type == "Neg" || d.value < 0 ? -d.value : d.value));
     t.set_output_ints(0, t.in(0).spec.dtype, out, t.in(0).spec.shape.empty());
     return;
   }
@@ -882,6 +895,24 @@ void trilu(Translator& t, const OpRule&) {
 }
 
 void where(Translator& t, const OpRule&) {
+  // Shape arithmetic: all three known at load (rank <= 1, broadcast by size 1).
+  auto c = t.ints(0), a = t.ints(1), b = t.ints(2);
+  if (c && a && b) {
+    const size_t n = std::max({c->size(), a->size(), b->size()});
+    auto at = [&](const std::vector<Dim>& v, size_t i) { return v[v.size() == 1 ? 0 : i]; };
+    bool ok = (c->size() == n || c->size() == 1) && (a->size() == n || a->size() == 1) && (b->size() == n || b->size() == 1);
+    std::vector<Dim> out;
+    for (size_t i = 0; ok && i < n; ++i) {
+      const Dim cond = at(*c, i);
+      if (!cond.known()) ok = false;
+      else out.push_back(cond.value != 0 ? at(*a, i) : at(*b, i));
+    }
+    if (ok) {
+      const bool scalar = t.in(0).spec.shape.empty() && t.in(1).spec.shape.empty() && t.in(2).spec.shape.empty();
+      t.set_output_ints(0, t.in(1).spec.dtype, out, scalar);
+      return;
+    }
+  }
   t.set_output(0, t.emit1("where", {t.value(0), t.value(1), t.value(2)}));
 }
 
@@ -1524,6 +1555,123 @@ void eye_like(Translator& t, const OpRule&) {
   t.set_output(0, as_dtype(t, ones, dt));
 }
 
+// CumProd (26): as CumSum's attributes; exclusive shifts a one in front
+// along the axis (a product cannot be divided back out: zeros).
+void cumprod(Translator& t, const OpRule&) {
+  const ValueSpec in = t.in(0).spec;
+  const int64_t axis = norm_axis(t, t.const_ints(1, "CumProd's axis").at(0), std::max<size_t>(in.shape.size(), 1));
+  const bool reverse = t.attr_int("reverse", 0) != 0, exclusive = t.attr_int("exclusive", 0) != 0;
+  V x = t.value(0);
+  if (reverse) x = t.emit1("flip", {x}, {Attr::ints("dims", {axis})});
+  if (exclusive) {
+    const int64_t n = in.shape[static_cast<size_t>(axis)];
+    if (n < 0) t.unimplemented("exclusive over a dim only known at run time");
+    std::vector<int64_t> torch_pad(2 * (in.shape.size() - static_cast<size_t>(axis)), 0);
+    torch_pad[torch_pad.size() - 2] = 1;  // one in front along AXIS
+    x = t.emit1("pad", {x}, {Attr::ints("pad", torch_pad), Attr::s("mode", "constant"), Attr::scalar("value", 1.0)});
+    x = crop(t, x, axis, 0, 1);
+  }
+  V y = as_dtype(t, t.emit1("cumprod", {x}, {Attr::i("dim", axis)}), in.dtype);
+  if (reverse) y = t.emit1("flip", {y}, {Attr::ints("dims", {axis})});
+  t.set_output(0, y);
+}
+
+// CenterCropPad: per axis, the centred window of the target size (crop), or
+// the input centred in zeros (pad); odd differences put the extra at the end.
+void center_crop_pad(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  const std::vector<int64_t> target = t.const_ints(1, "CenterCropPad's shape");
+  std::vector<int64_t> axes;
+  if (auto a = t.attr_ints("axes")) axes = *a;
+  else
+    for (size_t i = 0; i < in.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (axes.size() != target.size()) t.invalid("shape has " + std::to_string(target.size()) + " entries for " + std::to_string(axes.size()) + " axes");
+  V x = t.value(0);
+  std::vector<int64_t> torch_pad(2 * in.size(), 0);  // last dim first, [begin, end] pairs
+  bool padded = false;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = norm_axis(t, axes[k], in.size()), dim = in[static_cast<size_t>(a)], want = target[k];
+    if (dim < 0) t.unimplemented("a dim only known at run time");
+    if (want < 0) t.invalid("shape entry " + std::to_string(want));
+    if (want < dim) {
+      const int64_t d = dim - want;
+      x = crop(t, x, a, d / 2, d - d / 2);
+    } else if (want > dim) {
+      const int64_t d = want - dim;
+      const size_t slot = 2 * (in.size() - 1 - static_cast<size_t>(a));
+      torch_pad[slot] = d / 2;
+      torch_pad[slot + 1] = d - d / 2;
+      padded = true;
+    }
+  }
+  if (padded) x = t.emit1("pad", {x}, {Attr::ints("pad", torch_pad), Attr::s("mode", "constant"), Attr::scalar("value", 0.0)});
+  if (x.id == t.in(0).value.id && t.in(0).value.valid()) {
+    t.alias_output(0, t.in(0));
+    return;
+  }
+  t.set_output(0, x);
+}
+
+// RotaryEmbedding (23) as its reference computes it: heads split from a 3-D
+// input ([B, S, H*D]) or taken from a 4-D one ([B, H, S, D]); the first
+// rotary_embedding_dim features rotated by the cos/sin caches (rows picked
+// by position_ids when given), halves or interleaved pairs.
+void rotary_embedding(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape;
+  for (int64_t d : in)
+    if (d < 0) t.unimplemented("a dim only known at run time");
+  V x = t.value(0);
+  if (in.size() == 4) {
+    x = t.emit1("permute", {x}, {Attr::ints("dims", {0, 2, 1, 3})});
+  } else if (in.size() == 3) {
+    const int64_t heads = t.attr_int("num_heads", 0);
+    if (heads <= 0 || in[2] % heads != 0) t.invalid("3-D input needs num_heads dividing " + std::to_string(in[2]));
+    x = reshape_to(t, x, {in[0], in[1], heads, in[2] / heads});
+  } else {
+    t.invalid("input has rank " + std::to_string(in.size()) + " (3 or 4)");
+  }
+  const std::vector<int64_t> xs = t.spec(x).shape;  // [B, S, H, D]
+  const int64_t d = xs[3];
+  int64_t rd = t.attr_int("rotary_embedding_dim", 0);
+  if (rd == 0) rd = d;
+  if (rd < 0 || rd > d || rd % 2 != 0) t.invalid("rotary_embedding_dim " + std::to_string(rd) + " for head size " + std::to_string(d));
+  auto range = [&](int64_t from, int64_t to, int64_t step) {
+    std::vector<int64_t> v;
+    for (int64_t k = from; k < to; k += step) v.push_back(k);
+    return t.constant(int_tensor(HAL_DTYPE_INT64, v, {static_cast<int64_t>(v.size())}));
+  };
+  auto take = [&](V v, V index) { return t.emit1("index_select", {v, index}, {Attr::i("dim", 3)}); };
+  V rot = rd == d ? x : take(x, range(0, rd, 1));
+  V cos = t.value(1), sin = t.value(2);
+  if (t.has_input(3)) {  // [max_position, rd/2] rows at position_ids [B, S]
+    V pos = as_dtype(t, t.value(3), HAL_DTYPE_INT64);
+    cos = t.emit1("embedding", {cos, pos});
+    sin = t.emit1("embedding", {sin, pos});
+  }
+  const std::vector<int64_t> cs = t.spec(cos).shape;
+  if (cs.size() != 3 || cs[2] != rd / 2) t.invalid("cos/sin caches of shape " + join(cs) + " for rotary dim " + std::to_string(rd));
+  cos = reshape_to(t, cos, {cs[0], cs[1], 1, cs[2]});
+  sin = reshape_to(t, sin, {cs[0], cs[1], 1, cs[2]});
+  const bool interleaved = t.attr_int("interleaved", 0) != 0;
+  V x1 = interleaved ? take(rot, range(0, rd, 2)) : take(rot, range(0, rd / 2, 1));
+  V x2 = interleaved ? take(rot, range(1, rd, 2)) : take(rot, range(rd / 2, rd, 1));
+  V real = t.emit1("sub", {t.emit1("mul", {cos, x1}), t.emit1("mul", {sin, x2})});
+  V imag = t.emit1("add", {t.emit1("mul", {sin, x1}), t.emit1("mul", {cos, x2})});
+  if (interleaved) {
+    const std::vector<int64_t> hs = t.spec(real).shape;
+    std::vector<int64_t> pair = hs;
+    pair.push_back(1);
+    V both = t.emit1("cat", {reshape_to(t, real, pair), reshape_to(t, imag, pair)}, {Attr::i("dim", 4)});
+    rot = reshape_to(t, both, {hs[0], hs[1], hs[2], rd});
+  } else {
+    rot = t.emit1("cat", {real, imag}, {Attr::i("dim", 3)});
+  }
+  V y = rd == d ? rot : t.emit1("cat", {rot, take(x, range(rd, d, 1))}, {Attr::i("dim", 3)});
+  if (in.size() == 4) y = t.emit1("permute", {y}, {Attr::ints("dims", {0, 2, 1, 3})});
+  else y = reshape_to(t, y, in);
+  t.set_output(0, y);
+}
+
 void reduce(Translator& t, const OpRule& r) {
   const std::string& type = t.node().op_type();
   // Opset at which axes moved from an attribute to an input.
@@ -1835,7 +1983,7 @@ const std::vector<OpRule> kTable = {
     {"Ceil", 6, 13, "ceil", nullptr, ""},
     {"Round", 11, 22, "round", nullptr, ""},
     {"Sign", 9, 13, "sign", nullptr, ""},
-    {"Not", 1, 1, "logical_not", nullptr, ""},
+    {"Not", 1, 1, "logical_not", unary_int_folding, ""},
     {"IsNaN", 9, 20, "isnan", nullptr, ""},
     {"IsInf", 10, 20, "isinf", is_inf, "detect_negative and detect_positive both 1"},
     {"Add", 7, 14, "add", binary, ""},
@@ -1845,13 +1993,13 @@ const std::vector<OpRule> kTable = {
     {"Mod", 10, 28, "fmod|remainder", binary, ""},
     {"Pow", 7, 15, "pow|pow+copy", pow, ""},
     {"Equal", 7, 19, "eq", binary, "no strings"},
-    {"Less", 7, 13, "lt", nullptr, ""},
-    {"LessOrEqual", 12, 16, "le", nullptr, ""},
-    {"Greater", 7, 13, "gt", nullptr, ""},
-    {"GreaterOrEqual", 12, 16, "ge", nullptr, ""},
-    {"And", 7, 7, "logical_and", nullptr, ""},
-    {"Or", 7, 7, "logical_or", nullptr, ""},
-    {"Xor", 7, 7, "logical_xor", nullptr, ""},
+    {"Less", 7, 13, "lt", binary, ""},
+    {"LessOrEqual", 12, 16, "le", binary, ""},
+    {"Greater", 7, 13, "gt", binary, ""},
+    {"GreaterOrEqual", 12, 16, "ge", binary, ""},
+    {"And", 7, 7, "logical_and", binary, ""},
+    {"Or", 7, 7, "logical_or", binary, ""},
+    {"Xor", 7, 7, "logical_xor", binary, ""},
     {"BitwiseAnd", 18, 18, "bitwise_and", nullptr, ""},
     {"BitwiseOr", 18, 18, "bitwise_or", nullptr, ""},
     {"BitwiseXor", 18, 18, "bitwise_xor", nullptr, ""},
@@ -1881,6 +2029,9 @@ const std::vector<OpRule> kTable = {
     {"PRelu", 7, 16, "lt+mul+where", prelu, ""},
     {"DepthToSpace", 11, 28, "reshape+permute", depth_space, "shapes known at load"},
     {"SpaceToDepth", 13, 28, "reshape+permute", depth_space, "shapes known at load"},
+    {"CumProd", 26, 26, "cumprod+flip+pad+index_select", cumprod, "axis known at load or from an input's value"},
+    {"CenterCropPad", 18, 18, "index_select+pad", center_crop_pad, "shape known at load or from an input's value"},
+    {"RotaryEmbedding", 23, 23, "index_select+mul+sub+add+cat+embedding+permute+reshape", rotary_embedding, "shapes known at load"},
     {"EyeLike", 9, 22, "copy", eye_like, "shape known at load"},
     {"Hardmax", 1, 13, "argmax+one_hot+permute+copy", hardmax, ""},
     {"LpNormalization", 1, 22, "norm+div+eq+where", lp_normalization, ""},

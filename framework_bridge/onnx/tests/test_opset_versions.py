@@ -303,3 +303,43 @@ def test_gathers_scatters_and_class_losses(cpu_options):
         data = model([helper.make_node("NegativeLogLikelihoodLoss", ["s", "l"], ["loss"], reduction=reduction)],
                      [vi("s", F, [3, 5, 2]), vi("l", I64, [3, 2])], [vi("loss", F, None)], 22)
         check_like_ort(data, {"s": scores, "l": np.abs(labels)}, cpu_options, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"reverse": 1}, {"exclusive": 1}, {"reverse": 1, "exclusive": 1}])
+def test_cumprod(attrs, cpu_options):
+    x = np.round(R.standard_normal((3, 4)), 1).astype(np.float32)
+    x[1, 1] = 0.0
+    data = model([helper.make_node("CumProd", ["x", "axis"], ["y"], **attrs)], [vi("x", F, [3, 4]), vi("axis", I64, [])],
+                 [vi("y", F, None)], 26)
+    for axis in (0, -1):
+        check_like_ort(data, {"x": x, "axis": np.array(axis, np.int64)}, cpu_options)
+
+
+def test_center_crop_pad(cpu_options):
+    x = R.standard_normal((5, 6, 3)).astype(np.float32)
+    for shape, axes in (([3, 9], [0, 1]), ([8, 3], [-3, -2]), ([5, 6, 3], None), ([2, 7, 4], None)):
+        attrs = {} if axes is None else {"axes": axes}
+        data = model([helper.make_node("CenterCropPad", ["x", "s"], ["y"], **attrs)],
+                     [vi("x", F, [5, 6, 3]), vi("s", I64, [len(shape)])], [vi("y", F, None)], 18)
+        check_like_ort(data, {"x": x, "s": np.array(shape, np.int64)}, cpu_options)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rotary_dim", [0, 4])
+def test_rotary_embedding(interleaved, rotary_dim, cpu_options):
+    b, s, h, d = 2, 3, 2, 8
+    half = (rotary_dim or d) // 2
+    cos, sin = (R.standard_normal((10, half)).astype(np.float32) for _ in range(2))
+    pos = np.array([[0, 1, 2], [5, 7, 9]], np.int64)
+    x4 = R.standard_normal((b, h, s, d)).astype(np.float32)
+    data = model([helper.make_node("RotaryEmbedding", ["x", "c", "s", "p"], ["y"], interleaved=interleaved,
+                                   rotary_embedding_dim=rotary_dim)],
+                 [vi("x", F, [b, h, s, d]), vi("c", F, [10, half]), vi("s", F, [10, half]), vi("p", I64, [b, s])],
+                 [vi("y", F, None)], 23)
+    check_like_ort(data, {"x": x4, "c": cos, "s": sin, "p": pos}, cpu_options)
+    x3 = R.standard_normal((b, s, h * d)).astype(np.float32)
+    c3, s3 = cos[pos], sin[pos]
+    data = model([helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], interleaved=interleaved,
+                                   rotary_embedding_dim=rotary_dim, num_heads=h)],
+                 [vi("x", F, [b, s, h * d]), vi("c", F, [b, s, half]), vi("s", F, [b, s, half])], [vi("y", F, None)], 23)
+    check_like_ort(data, {"x": x3, "c": c3, "s": s3}, cpu_options)
