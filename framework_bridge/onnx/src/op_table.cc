@@ -1672,6 +1672,227 @@ void rotary_embedding(Translator& t, const OpRule&) {
   t.set_output(0, y);
 }
 
+// ---- Resize (11..19) ----
+// Separable, as the operator's reference computes it: per resized axis, the
+// output coordinates mapped back (coordinate_transformation_mode), each
+// output a weighted sum of neighbouring inputs (nearest, linear or cubic
+// coefficients; antialias widens the filter; exclude_outside renormalises;
+// edges clamp). Nearest becomes an index_select (exact for every dtype);
+// linear and cubic a matmul with the axis's [out, in] weight matrix (float
+// dtypes), plus extrapolation_value where tf_crop_and_resize leaves the input.
+struct ResizeAxis {
+  std::vector<double> weights;  // [out, in], row-major
+  std::vector<double> outside;  // [out]: 1 where the output is extrapolated
+  int64_t out = 0;
+};
+
+std::vector<double> resize_coeffs(const std::string& mode, const std::string& nearest_mode, bool antialias, double a,
+                                  double ratio, double scale) {
+  if (mode == "nearest") {
+    if (ratio == std::floor(ratio)) return {0, 1};
+    if (nearest_mode == "round_prefer_floor") return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
+    if (nearest_mode == "round_prefer_ceil") return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+    if (nearest_mode == "floor") return {1, 0};
+    return {0, 1};  // ceil
+  }
+  if (mode == "linear") {
+    if (!antialias) return {1 - ratio, ratio};
+    scale = std::min(scale, 1.0);
+    const int64_t start = static_cast<int64_t>(std::floor(-1 / scale) + 1), footprint = 2 - 2 * start;
+    std::vector<double> c;
+    double sum = 0;
+    for (int64_t k = start; k < start + footprint; ++k) {
+      c.push_back(std::clamp(1 - std::abs((static_cast<double>(k) - ratio) * scale), 0.0, 1.0));
+      sum += c.back();
+    }
+    for (double& v : c) v /= sum;
+    return c;
+  }
+  auto cubic = [a](double x) {
+    x = std::abs(x);
+    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0.0;
+  };
+  if (!antialias) return {cubic(ratio + 1), cubic(ratio), cubic(1 - ratio), cubic(2 - ratio)};
+  scale = std::min(scale, 1.0);
+  const int64_t i_start = static_cast<int64_t>(std::floor(-2 / scale) + 1), i_end = 2 - i_start;
+  std::vector<double> c;
+  double sum = 0;
+  for (int64_t k = i_start; k < i_end; ++k) {
+    c.push_back(cubic(scale * (static_cast<double>(k) - ratio)));
+    sum += c.back();
+  }
+  for (double& v : c) v /= sum;
+  return c;
+}
+
+ResizeAxis resize_axis(Translator& t, int64_t in, int64_t out, double scale, double roi_lo, double roi_hi) {
+  const std::string mode = t.attr_string("mode", "nearest");
+  const std::string ctm = t.attr_string("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest_mode = t.attr_string("nearest_mode", "round_prefer_floor");
+  const bool antialias = t.attr_int("antialias", 0) != 0 && mode != "nearest";
+  const bool exclude = t.attr_int("exclude_outside", 0) != 0;
+  const double a = t.attr_float("cubic_coeff_a", -0.75f);
+  ResizeAxis r;
+  r.out = out;
+  r.weights.assign(static_cast<size_t>(out * in), 0.0);
+  r.outside.assign(static_cast<size_t>(out), 0.0);
+  const double out_width = scale * static_cast<double>(in);
+  for (int64_t y = 0; y < out; ++y) {
+    const double yd = static_cast<double>(y);
+    double x = 0;
+    if (ctm == "align_corners") x = out_width == 1 ? 0 : yd * static_cast<double>(in - 1) / (out_width - 1);
+    else if (ctm == "asymmetric") x = yd / scale;
+    else if (ctm == "tf_crop_and_resize") {
+      x = out_width == 1 ? (roi_hi - roi_lo) * static_cast<double>(in - 1) / 2
+                         : yd * (roi_hi - roi_lo) * static_cast<double>(in - 1) / (out_width - 1);
+      x += roi_lo * static_cast<double>(in - 1);
+      if (x < 0 || x > static_cast<double>(in - 1)) {
+        r.outside[static_cast<size_t>(y)] = 1;
+        continue;
+      }
+    } else if (ctm == "pytorch_half_pixel") x = out_width == 1 ? -0.5 : (yd + 0.5) / scale - 0.5;
+    else if (ctm == "half_pixel") x = (yd + 0.5) / scale - 0.5;
+    else if (ctm == "half_pixel_symmetric") {
+      const double adjustment = static_cast<double>(out) / out_width, center = static_cast<double>(in) / 2;
+      x = center * (1 - adjustment) + (yd + 0.5) / scale - 0.5;
+    } else {
+      t.invalid("coordinate_transformation_mode='" + ctm + "'");
+    }
+    const double ratio = x == std::floor(x) ? 1.0 : x - std::floor(x);
+    std::vector<double> c = resize_coeffs(mode, nearest_mode, antialias, a, ratio, scale);
+    const int64_t n = static_cast<int64_t>(c.size()), pad = (n + 1) / 2;
+    const double xp = x + static_cast<double>(pad);
+    const int64_t p = static_cast<int64_t>(std::floor(xp));
+    const double frac = xp - static_cast<double>(p);
+    const int64_t offset = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1) : (frac <= 0.5 ? -((n - 1) / 2) : -((n - 1) / 2) + 1);
+    const int64_t start = p + offset - pad;
+    if (exclude) {
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        if (start + k < 0 || start + k >= in) c[static_cast<size_t>(k)] = 0;
+        sum += c[static_cast<size_t>(k)];
+      }
+      if (sum != 0)
+        for (double& v : c) v /= sum;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t src = std::clamp<int64_t>(start + k, 0, in - 1);
+      r.weights[static_cast<size_t>(y * in + src)] += c[static_cast<size_t>(k)];
+    }
+  }
+  return r;
+}
+
+void resize(Translator& t, const OpRule&) {
+  const ValueSpec spec = t.in(0).spec;
+  const std::vector<int64_t>& in = spec.shape;
+  const size_t rank = in.size();
+  for (int64_t d : in)
+    if (d < 0) t.unimplemented("a dim only known at run time");
+  const std::string mode = t.attr_string("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") t.invalid("mode='" + mode + "'");
+  std::vector<int64_t> axes;
+  if (auto a = t.attr_ints("axes")) {
+    for (int64_t x : *a) axes.push_back(norm_axis(t, x, rank));
+  } else {
+    for (size_t k = 0; k < rank; ++k) axes.push_back(static_cast<int64_t>(k));
+  }
+  auto floats_of = [&](size_t i, const char* what) {
+    const HostTensor* h = t.host(i);
+    if (h == nullptr) t.needs_value(std::string(what) + " (input '" + t.input_name(i) + "') is computed at run time");
+    auto v = float_values(*h);
+    if (!v) t.invalid(std::string(what) + " must be float32 or float64");
+    return *v;
+  };
+  std::vector<double> roi;
+  if (t.has_input(1) && t.attr_string("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize")
+    roi = floats_of(1, "roi");
+  std::vector<double> scales(rank, 1.0);
+  std::vector<int64_t> out = in;
+  const bool has_sizes = t.has_input(3) && !t.in(3).spec.shape.empty() && t.in(3).spec.shape[0] > 0;
+  if (has_sizes) {
+    std::vector<int64_t> sizes = t.const_ints(3, "Resize's sizes");
+    if (sizes.size() != axes.size()) t.invalid("sizes has " + std::to_string(sizes.size()) + " entries for " + std::to_string(axes.size()) + " axes");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      out[static_cast<size_t>(axes[k])] = sizes[k];
+      scales[static_cast<size_t>(axes[k])] = static_cast<double>(sizes[k]) / static_cast<double>(in[static_cast<size_t>(axes[k])]);
+    }
+    const std::string policy = t.attr_string("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch") {
+      if (policy != "not_larger" && policy != "not_smaller") t.invalid("keep_aspect_ratio_policy='" + policy + "'");
+      double chosen = scales[static_cast<size_t>(axes[0])];
+      for (int64_t ax : axes)
+        chosen = policy == "not_larger" ? std::min(chosen, scales[static_cast<size_t>(ax)]) : std::max(chosen, scales[static_cast<size_t>(ax)]);
+      for (int64_t ax : axes) {
+        scales[static_cast<size_t>(ax)] = chosen;
+        out[static_cast<size_t>(ax)] = static_cast<int64_t>(chosen * static_cast<double>(in[static_cast<size_t>(ax)]) + 0.5);
+      }
+    }
+  } else if (t.has_input(2)) {
+    std::vector<double> sc = floats_of(2, "scales");
+    if (sc.size() != axes.size()) t.invalid("scales has " + std::to_string(sc.size()) + " entries for " + std::to_string(axes.size()) + " axes");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if (sc[k] <= 0) t.invalid("scale " + std::to_string(sc[k]) + " (must be > 0)");
+      scales[static_cast<size_t>(axes[k])] = sc[k];
+      out[static_cast<size_t>(axes[k])] = static_cast<int64_t>(sc[k] * static_cast<double>(in[static_cast<size_t>(axes[k])]));
+    }
+  } else {
+    t.invalid("needs scales or sizes");
+  }
+  if (!roi.empty() && roi.size() != 2 * axes.size() && roi.size() != 2 * rank)
+    t.invalid("roi has " + std::to_string(roi.size()) + " entries");
+  V x = t.value(0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const size_t ax = static_cast<size_t>(axes[k]);
+    double lo = 0, hi = 1;
+    if (!roi.empty()) {
+      const size_t n = roi.size() / 2, j = roi.size() == 2 * rank ? ax : k;
+      lo = roi[j];
+      hi = roi[j + n];
+    }
+    if (std::abs(scales[ax] - 1.0) < 1e-9 && out[ax] == in[ax] && roi.empty()) continue;
+    if (out[ax] == 0) t.unimplemented("an empty output");
+    ResizeAxis r = resize_axis(t, in[ax], out[ax], scales[ax], lo, hi);
+    bool any_outside = false;
+    for (double o : r.outside) any_outside = any_outside || o != 0;
+    if (mode == "nearest" && !any_outside) {
+      std::vector<int64_t> src(static_cast<size_t>(r.out));
+      for (int64_t y = 0; y < r.out; ++y)
+        for (int64_t i = 0; i < in[ax]; ++i)
+          if (r.weights[static_cast<size_t>(y * in[ax] + i)] != 0) src[static_cast<size_t>(y)] = i;
+      V index = t.constant(int_tensor(HAL_DTYPE_INT64, src, {r.out}));
+      x = t.emit1("index_select", {x, index}, {Attr::i("dim", static_cast<int64_t>(ax))});
+      continue;
+    }
+    if (!is_float(spec.dtype)) t.unimplemented(mode + " resize of " + std::string(common::dtype_name(spec.dtype)) + " (floating dtypes)");
+    std::vector<float> wt(static_cast<size_t>(in[ax] * r.out));  // [in, out]: x · W along the axis
+    for (int64_t y = 0; y < r.out; ++y)
+      for (int64_t i = 0; i < in[ax]; ++i) wt[static_cast<size_t>(i * r.out + y)] = static_cast<float>(r.weights[static_cast<size_t>(y * in[ax] + i)]);
+    std::vector<int64_t> perm;
+    for (size_t d = 0; d < rank; ++d)
+      if (d != ax) perm.push_back(static_cast<int64_t>(d));
+    perm.push_back(static_cast<int64_t>(ax));
+    std::vector<int64_t> back(rank);
+    for (size_t d = 0; d < rank; ++d) back[static_cast<size_t>(perm[d])] = static_cast<int64_t>(d);
+    V moved = ax + 1 == rank ? x : t.emit1("permute", {x}, {Attr::ints("dims", perm)});
+    V y = t.emit1("matmul", {moved, as_dtype(t, float_constant(t, {in[ax], r.out}, wt), spec.dtype)});
+    if (any_outside) {
+      std::vector<float> extra(static_cast<size_t>(r.out));
+      const double value = t.attr_float("extrapolation_value", 0.0f);
+      for (int64_t o = 0; o < r.out; ++o) extra[static_cast<size_t>(o)] = static_cast<float>(r.outside[static_cast<size_t>(o)] * value);
+      y = t.emit1("add", {y, as_dtype(t, float_constant(t, {r.out}, extra), spec.dtype)});
+    }
+    x = ax + 1 == rank ? y : t.emit1("permute", {y}, {Attr::ints("dims", back)});
+  }
+  if (x.id == t.in(0).value.id && t.in(0).value.valid()) {
+    t.alias_output(0, t.in(0));
+    return;
+  }
+  t.set_output(0, x);
+}
+
 void reduce(Translator& t, const OpRule& r) {
   const std::string& type = t.node().op_type();
   // Opset at which axes moved from an attribute to an input.
@@ -2032,6 +2253,7 @@ const std::vector<OpRule> kTable = {
     {"CumProd", 26, 26, "cumprod+flip+pad+index_select", cumprod, "axis known at load or from an input's value"},
     {"CenterCropPad", 18, 18, "index_select+pad", center_crop_pad, "shape known at load or from an input's value"},
     {"RotaryEmbedding", 23, 23, "index_select+mul+sub+add+cat+embedding+permute+reshape", rotary_embedding, "shapes known at load"},
+    {"Resize", 11, 19, "index_select|permute+matmul+add", resize, "shapes, scales, sizes and roi known at load or from an input's value; linear and cubic of floating dtypes"},
     {"EyeLike", 9, 22, "copy", eye_like, "shape known at load"},
     {"Hardmax", 1, 13, "argmax+one_hot+permute+copy", hardmax, ""},
     {"LpNormalization", 1, 22, "norm+div+eq+where", lp_normalization, ""},

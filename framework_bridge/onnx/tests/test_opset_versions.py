@@ -343,3 +343,44 @@ def test_rotary_embedding(interleaved, rotary_dim, cpu_options):
                                    rotary_embedding_dim=rotary_dim, num_heads=h)],
                  [vi("x", F, [b, s, h * d]), vi("c", F, [b, s, half]), vi("s", F, [b, s, half])], [vi("y", F, None)], 23)
     check_like_ort(data, {"x": x3, "c": c3, "s": s3}, cpu_options)
+
+
+@pytest.mark.parametrize("attrs,scales,sizes", [
+    ({"mode": "nearest"}, [1, 1, 2.0, 1.5], None),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 1, 0.6, 1.7], None),
+    ({"mode": "linear"}, [1, 1, 1.5, 0.8], None),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, None, [1, 2, 7, 3]),
+    ({"mode": "cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5}, [1, 1, 2.0, 2.0], None),
+    ({"mode": "linear", "antialias": 1}, None, [1, 2, 3, 2]),
+    ({"mode": "cubic", "coordinate_transformation_mode": "pytorch_half_pixel"}, None, [1, 2, 9, 3]),
+])
+def test_resize(attrs, scales, sizes, cpu_options):
+    x = R.standard_normal((1, 2, 5, 4)).astype(np.float32)
+    inputs = [vi("x", F, [1, 2, 5, 4])]
+    names = ["x", ""]
+    feeds = {"x": x}
+    if scales is not None:
+        inputs.append(vi("scales", F, [4]))
+        names.append("scales")
+        feeds["scales"] = np.array(scales, np.float32)
+    else:
+        inputs.append(vi("sizes", I64, [4]))
+        names += ["", "sizes"]
+        feeds["sizes"] = np.array(sizes, np.int64)
+    data = model([helper.make_node("Resize", names, ["y"], **attrs)], inputs, [vi("y", F, None)], 19)
+    check_like_ort(data, feeds, cpu_options, rtol=1e-4, atol=1e-5)
+
+
+def test_resize_to_one_element_follows_the_operator_definition(cpu_options):
+    # pytorch_half_pixel maps an output of size 1 to source coordinate -0.5 (the spec and its reference);
+    # onnxruntime 1.32 differs there, so this case is checked against onnx's reference implementation.
+    from onnx.reference import ReferenceEvaluator
+    x = R.standard_normal((1, 2, 5, 4)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="cubic",
+                                            coordinate_transformation_mode="pytorch_half_pixel")], "g",
+                          [vi("x", F, [1, 2, 5, 4]), vi("sizes", I64, [4])], [vi("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    feeds = {"x": x, "sizes": np.array([1, 2, 9, 1], np.int64)}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    got = hal.onnx.InferenceSession(m.SerializeToString(), cpu_options).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
