@@ -1147,13 +1147,20 @@ void pool(Translator& t, const OpRule&) {
   std::vector<int64_t> strides = ints_or(t, "strides", spatial, 1), dil = ints_or(t, "dilations", spatial, 1);
   std::vector<int64_t> pads = conv_pads(t, spatial, kernel, strides, dil);
   const bool max = t.node().op_type() == "MaxPool";
+  // LpPool: (sum over the window of |x|^p)^(1/p), zeros padding: an
+  // AveragePool counting the pads, times the window's size.
+  const bool lp = t.node().op_type() == "LpPool";
   const bool ceil_mode = t.attr_int("ceil_mode", 0) != 0;
-  const bool include_pad = t.attr_int("count_include_pad", 0) != 0;
+  const bool include_pad = lp || t.attr_int("count_include_pad", 0) != 0;
+  const double lp_p = static_cast<double>(t.attr_int("p", 2));
+  if (lp && lp_p <= 0) t.invalid("p=" + std::to_string(t.attr_int("p", 2)));
+  // The catalog's averaging divides a ceil_mode window past the padded input by its clipped size.
+  if (lp && ceil_mode) t.unimplemented("ceil_mode in LpPool");
   if (max) {
     t.require_attr("storage_order", 0, 0);
     if (t.output_count() > 1 && !t.output_name(1).empty()) t.unimplemented("the Indices output");
   } else if (dil != std::vector<int64_t>(spatial, 1)) {
-    t.unimplemented("dilations in AveragePool");
+    t.unimplemented("dilations in " + t.node().op_type());
   }
   // What the catalog takes as is: symmetric pads of at most half the (dilated) kernel.
   std::vector<int64_t> sym = symmetric_part(pads);
@@ -1163,6 +1170,8 @@ void pool(Translator& t, const OpRule&) {
   }
   if (ceil_mode && !fits) t.unimplemented("ceil_mode with pads the catalog's pooling does not take " + join(pads));
   V x = t.value(0);
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  if (lp) x = t.emit1("pow", {t.emit1("abs", {x}), scalar(t, dt, lp_p)});
   auto lift = [&](std::vector<int64_t> v, int64_t one) {
     if (spatial == 1) v.insert(v.begin(), one);
     return v;
@@ -1216,6 +1225,11 @@ void pool(Translator& t, const OpRule&) {
     V count = t.emit1("avg_pool2d", {to_2d(pre_pad(ones_v, 0.0))}, attrs);
     y = t.emit1("div", {y, count});
   }
+  if (lp) {
+    int64_t area = 1;
+    for (int64_t k : kernel) area *= k;
+    y = t.emit1("pow", {t.emit1("mul", {y, scalar(t, dt, static_cast<double>(area))}), scalar(t, dt, 1.0 / lp_p)});
+  }
   t.set_output(0, from_2d(y));
 }
 
@@ -1259,12 +1273,19 @@ hal_dtype_e stash_dtype(Translator& t) {
   return dt;
 }
 
-void layer_norm(Translator& t, const OpRule&) {
-  const std::vector<int64_t> in = t.in(0).spec.shape;
-  int64_t axis = norm_axis(t, t.attr_int("axis", -1), in.size());
+// The dims a LayerNormalization / RMSNormalization normalizes over: from
+// its axis (default -1) to the end, known at load.
+std::vector<int64_t> normalized_dims(Translator& t) {
+  const std::vector<int64_t>& in = t.in(0).spec.shape;
+  const int64_t axis = norm_axis(t, t.attr_int("axis", -1), in.size());
   std::vector<int64_t> normalized(in.begin() + axis, in.end());
   for (int64_t d : normalized)
     if (d < 0) t.unimplemented("normalizing over a dim only known at run time");
+  return normalized;
+}
+
+void layer_norm(Translator& t, const OpRule&) {
+  const std::vector<int64_t> normalized = normalized_dims(t);
   std::vector<V> outs = t.emit("layer_norm", {t.value(0), normalized_param(t, 1, normalized), normalized_param(t, 2, normalized)},
                                {Attr::ints("normalized_shape", normalized), Attr::f("eps", t.attr_float("epsilon", 1e-5f))});
   t.set_output(0, outs[0]);
@@ -1279,11 +1300,7 @@ void layer_norm(Translator& t, const OpRule&) {
 }
 
 void rms_norm(Translator& t, const OpRule&) {
-  const std::vector<int64_t> in = t.in(0).spec.shape;
-  int64_t axis = norm_axis(t, t.attr_int("axis", -1), in.size());
-  std::vector<int64_t> normalized(in.begin() + axis, in.end());
-  for (int64_t d : normalized)
-    if (d < 0) t.unimplemented("normalizing over a dim only known at run time");
+  const std::vector<int64_t> normalized = normalized_dims(t);
   stash_dtype(t);  // validated; the catalog computes in the input's dtype with float accumulation
   std::vector<V> outs = t.emit("rms_norm", {t.value(0), normalized_param(t, 1, normalized)},
                                {Attr::ints("normalized_shape", normalized), Attr::f("eps", t.attr_float("epsilon", 1e-5f))});
@@ -2253,6 +2270,7 @@ const std::vector<OpRule> kTable = {
     {"CumProd", 26, 26, "cumprod+flip+pad+index_select", cumprod, "axis known at load or from an input's value"},
     {"CenterCropPad", 18, 18, "index_select+pad", center_crop_pad, "shape known at load or from an input's value"},
     {"RotaryEmbedding", 23, 23, "index_select+mul+sub+add+cat+embedding+permute+reshape", rotary_embedding, "shapes known at load"},
+    {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D and 2-D; no dilations, no ceil_mode"},
     {"Resize", 11, 19, "index_select|permute+matmul+add", resize, "shapes, scales, sizes and roi known at load or from an input's value; linear and cubic of floating dtypes"},
     {"EyeLike", 9, 22, "copy", eye_like, "shape known at load"},
     {"Hardmax", 1, 13, "argmax+one_hot+permute+copy", hardmax, ""},

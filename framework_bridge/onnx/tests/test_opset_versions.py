@@ -384,3 +384,15 @@ def test_resize_to_one_element_follows_the_operator_definition(cpu_options):
     want = ReferenceEvaluator(m).run(None, feeds)[0]
     got = hal.onnx.InferenceSession(m.SerializeToString(), cpu_options).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [2, 2]},
+    {"kernel_shape": [3, 3], "p": 3, "strides": [2, 1], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0]},
+    {"kernel_shape": [2, 3], "auto_pad": "SAME_UPPER", "p": 1},
+])
+def test_lp_pool(attrs, cpu_options):
+    x = R.standard_normal((1, 2, 5, 6)).astype(np.float32)
+    data = model([helper.make_node("LpPool", ["x"], ["y"], **attrs)], [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], 18)
+    check_like_ort(data, {"x": x}, cpu_options, rtol=1e-4, atol=1e-5)
