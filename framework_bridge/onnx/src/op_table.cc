@@ -1910,6 +1910,103 @@ void resize(Translator& t, const OpRule&) {
   t.set_output(0, x);
 }
 
+// CausalConvWithState (27): a depthwise 1-D convolution over the past state
+// (zeros when absent) followed by the input, no padding; present_state is
+// the last k-1 positions of that sequence; optional SiLU.
+void causal_conv_with_state(Translator& t, const OpRule&) {
+  const std::vector<int64_t> in = t.in(0).spec.shape, w = t.in(1).spec.shape;
+  if (in.size() != 3 || w.size() != 3) t.invalid("input and weight must be rank 3");
+  for (int64_t d : in)
+    if (d < 0) t.unimplemented("a dim only known at run time");
+  const int64_t channels = in[1], k = w[2];
+  if (w[0] != channels || w[1] != 1) t.invalid("weight " + join(w) + " for " + std::to_string(channels) + " channels (needs [C, 1, k])");
+  const std::string activation = t.attr_string("activation", "none");
+  if (activation != "none" && activation != "silu" && activation != "swish") t.invalid("activation='" + activation + "'");
+  V past;
+  if (t.has_input(3)) {
+    past = t.value(3);
+  } else {
+    past = t.emit_as("fill", {}, {Attr::scalar("value", 0)}, {t.in(0).spec.dtype, {in[0], channels, k - 1}});
+  }
+  V seq = k > 1 ? t.emit1("cat", {past, t.value(0)}, {Attr::i("dim", 2)}) : t.value(0);
+  V y = t.emit1("conv1d", {seq, t.value(1), t.has_input(2) ? t.value(2) : V{}},
+                {Attr::ints("stride", {1}), Attr::ints("padding", {0}), Attr::ints("dilation", {1}), Attr::i("groups", channels)});
+  if (activation != "none") y = t.emit1("silu", {y});
+  t.set_output(0, y);
+  if (t.output_count() > 1 && !t.output_name(1).empty()) {
+    const int64_t total = t.spec(seq).shape[2];
+    t.set_output(1, k > 1 ? crop(t, seq, 2, total - (k - 1), 0)
+                          : t.emit_as("fill", {}, {Attr::scalar("value", 0)}, {t.in(0).spec.dtype, {in[0], channels, 0}}));
+  }
+}
+
+// LinearAttention (27): the recurrence the operator defines, step by step
+// over the (static) sequence in float32: per token the state decays
+// (gated), takes the delta correction (delta), adds k v^T, and the query
+// reads it (grouped heads share a state).
+void linear_attention(Translator& t, const OpRule&) {
+  const std::string rule = t.attr_string("update_rule", "gated_delta");
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta") t.invalid("update_rule='" + rule + "'");
+  const bool gating = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (gating != t.has_input(4)) t.invalid("update_rule '" + rule + (gating ? "' needs" : "' forbids") + " the decay input");
+  if (delta != t.has_input(5)) t.invalid("update_rule '" + rule + (delta ? "' needs" : "' forbids") + " the beta input");
+  const int64_t hq = t.attr_int("q_num_heads", 0), hkv = t.attr_int("kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0 || hq % hkv != 0) t.invalid("q_num_heads must be a positive multiple of kv_num_heads");
+  const std::vector<int64_t> qs = t.in(0).spec.shape, vs = t.in(2).spec.shape;
+  if (qs.size() != 3 || t.in(1).spec.shape.size() != 3 || vs.size() != 3) t.invalid("query, key and value must be rank 3");
+  for (int64_t d : qs)
+    if (d < 0) t.unimplemented("a dim only known at run time");
+  const int64_t b = qs[0], steps = qs[1], dk = qs[2] / hq, dv = vs[2] / hkv;
+  const hal_dtype_e out_dt = t.in(0).spec.dtype, f32 = HAL_DTYPE_FLOAT32;
+  auto heads = [&](V x, int64_t n) {  // [B, T, n*d] -> [B, n, T, d], float32
+    const std::vector<int64_t> sh = t.spec(x).shape;
+    x = reshape_to(t, as_dtype(t, x, f32), {sh[0], sh[1], n, sh[2] / n});
+    return t.emit1("permute", {x}, {Attr::ints("dims", {0, 2, 1, 3})});
+  };
+  V q = heads(t.value(0), hq), k = heads(t.value(1), hkv), v = heads(t.value(2), hkv);
+  V decay, beta;
+  if (gating) {
+    const int64_t last = t.in(4).spec.shape.at(2);
+    if (last != hkv && last != hkv * dk) t.invalid("decay's last dim must be kv_num_heads or kv_num_heads * d_k");
+    decay = heads(t.value(4), hkv);  // [B, Hkv, T, 1 or d_k]
+  }
+  if (delta) {
+    const int64_t last = t.in(5).spec.shape.at(2);
+    if (last != hkv && last != 1) t.invalid("beta's last dim must be kv_num_heads or 1");
+    beta = heads(t.value(5), last);  // [B, last, T, 1]
+  }
+  V state = t.has_input(3) ? as_dtype(t, t.value(3), f32)
+                           : t.emit_as("fill", {}, {Attr::scalar("value", 0)}, {f32, {b, hkv, dk, dv}});
+  const float attr_scale = t.attr_float("scale", 0.0f);
+  V scale = scalar(t, f32, attr_scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(dk)) : attr_scale);
+  auto step_of = [&](V x, int64_t i) {
+    return t.emit1("index_select", {x, t.constant(int_tensor(HAL_DTYPE_INT64, {i}, {1}))}, {Attr::i("dim", 2)});
+  };
+  auto transpose_last = [&](V x) { return t.emit1("permute", {x}, {Attr::ints("dims", {0, 1, 3, 2})}); };
+  std::vector<V> outs;
+  for (int64_t i = 0; i < steps; ++i) {
+    V qt = step_of(q, i), kt = step_of(k, i), vt = step_of(v, i);  // [B, H, 1, d]
+    if (gating) state = t.emit1("mul", {state, transpose_last(t.emit1("exp", {step_of(decay, i)}))});
+    if (delta) {
+      V retrieved = t.emit1("matmul", {kt, state});  // [B, Hkv, 1, d_v]
+      vt = t.emit1("mul", {step_of(beta, i), t.emit1("sub", {vt, retrieved})});
+    }
+    state = t.emit1("add", {state, t.emit1("matmul", {transpose_last(kt), vt})});
+    V read = state;
+    if (hq != hkv) {  // each KV state repeated for its group of query heads
+      read = reshape_to(t, read, {b, hkv, 1, dk, dv});
+      read = t.emit_as("copy", {read}, {}, {f32, {b, hkv, hq / hkv, dk, dv}});
+      read = reshape_to(t, read, {b, hq, dk, dv});
+    }
+    outs.push_back(t.emit1("mul", {t.emit1("matmul", {qt, read}), scale}));
+  }
+  V y = outs.size() == 1 ? outs[0] : t.emit1("cat", outs, {Attr::i("dim", 2)});  // [B, Hq, T, d_v]
+  y = t.emit1("permute", {y}, {Attr::ints("dims", {0, 2, 1, 3})});
+  t.set_output(0, as_dtype(t, reshape_to(t, y, {b, steps, hq * dv}), out_dt));
+  if (t.output_count() > 1 && !t.output_name(1).empty())
+    t.set_output(1, as_dtype(t, state, t.has_input(3) ? t.in(3).spec.dtype : out_dt));
+}
+
 void reduce(Translator& t, const OpRule& r) {
   const std::string& type = t.node().op_type();
   // Opset at which axes moved from an attribute to an input.
@@ -2271,6 +2368,8 @@ const std::vector<OpRule> kTable = {
     {"CenterCropPad", 18, 18, "index_select+pad", center_crop_pad, "shape known at load or from an input's value"},
     {"RotaryEmbedding", 23, 23, "index_select+mul+sub+add+cat+embedding+permute+reshape", rotary_embedding, "shapes known at load"},
     {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D and 2-D; no dilations, no ceil_mode"},
+    {"CausalConvWithState", 27, 27, "cat+conv1d+silu+index_select", causal_conv_with_state, "shapes known at load"},
+    {"LinearAttention", 27, 27, "matmul+mul+add+exp+sub+index_select+cat+permute+reshape+copy", linear_attention, "the sequence length known at load (the recurrence is unrolled)"},
     {"Resize", 11, 19, "index_select|permute+matmul+add", resize, "shapes, scales, sizes and roi known at load or from an input's value; linear and cubic of floating dtypes"},
     {"EyeLike", 9, 22, "copy", eye_like, "shape known at load"},
     {"Hardmax", 1, 13, "argmax+one_hot+permute+copy", hardmax, ""},

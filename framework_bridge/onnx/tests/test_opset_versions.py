@@ -396,3 +396,44 @@ def test_lp_pool(attrs, cpu_options):
     x = R.standard_normal((1, 2, 5, 6)).astype(np.float32)
     data = model([helper.make_node("LpPool", ["x"], ["y"], **attrs)], [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], 18)
     check_like_ort(data, {"x": x}, cpu_options, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_state,activation", [(False, "none"), (True, "silu")])
+def test_causal_conv_with_state(with_state, activation, cpu_options):
+    x = R.standard_normal((2, 3, 5)).astype(np.float32)
+    w, bias = R.standard_normal((3, 1, 4)).astype(np.float32), R.standard_normal(3).astype(np.float32)
+    inputs = [vi("x", F, [2, 3, 5]), vi("w", F, [3, 1, 4]), vi("b", F, [3])]
+    feeds = {"x": x, "w": w, "b": bias}
+    names = ["x", "w", "b"]
+    if with_state:
+        inputs.append(vi("s", F, [2, 3, 3]))
+        feeds["s"] = R.standard_normal((2, 3, 3)).astype(np.float32)
+        names.append("s")
+    data = model([helper.make_node("CausalConvWithState", names, ["y", "state"], activation=activation)], inputs,
+                 [vi("y", F, None), vi("state", F, None)], 27)
+    check_like_ort(data, feeds, cpu_options)
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+def test_linear_attention(rule, cpu_options):
+    b, steps, hq, hkv, dk, dv = 2, 3, 4, 2, 3, 5
+    q = R.standard_normal((b, steps, hq * dk)).astype(np.float32)
+    k = (R.standard_normal((b, steps, hkv * dk)) * 0.5).astype(np.float32)
+    v = R.standard_normal((b, steps, hkv * dv)).astype(np.float32)
+    inputs = [vi("q", F, [b, steps, hq * dk]), vi("k", F, [b, steps, hkv * dk]), vi("v", F, [b, steps, hkv * dv]),
+              vi("past", F, [b, hkv, dk, dv])]
+    feeds = {"q": q, "k": k, "v": v, "past": R.standard_normal((b, hkv, dk, dv)).astype(np.float32)}
+    names = ["q", "k", "v", "past"]
+    if rule in ("gated", "gated_delta"):
+        inputs.append(vi("decay", F, [b, steps, hkv]))
+        feeds["decay"] = -np.abs(R.standard_normal((b, steps, hkv))).astype(np.float32)
+        names.append("decay")
+    else:
+        names.append("")
+    if rule in ("delta", "gated_delta"):
+        inputs.append(vi("beta", F, [b, steps, hkv]))
+        feeds["beta"] = R.random((b, steps, hkv)).astype(np.float32)
+        names.append("beta")
+    data = model([helper.make_node("LinearAttention", names, ["y", "state"], update_rule=rule, q_num_heads=hq,
+                                   kv_num_heads=hkv)], inputs, [vi("y", F, None), vi("state", F, None)], 27)
+    check_like_ort(data, feeds, cpu_options, rtol=1e-4, atol=1e-5)
