@@ -2007,6 +2007,65 @@ void linear_attention(Translator& t, const OpRule&) {
     t.set_output(1, as_dtype(t, state, t.has_input(3) ? t.in(3).spec.dtype : out_dt));
 }
 
+// ScatterND: the catalog's index_put, whose indices are the K index tensors
+// stacked in front ([K, *B]; ONNX has them last, [*B, K]).
+void scatter_nd(Translator& t, const OpRule&) {
+  const std::string reduction = t.attr_string("reduction", "none");
+  if (reduction != "none" && reduction != "add") t.unimplemented("reduction='" + reduction + "' (none and add)");
+  const std::vector<int64_t> is = t.in(1).spec.shape;
+  if (is.empty() || is.back() < 1) t.invalid("indices of shape " + join(is) + " (the last dim indexes the data)");
+  std::vector<int64_t> perm{static_cast<int64_t>(is.size()) - 1};
+  for (size_t d = 0; d + 1 < is.size(); ++d) perm.push_back(static_cast<int64_t>(d));
+  V idx = as_dtype(t, t.value(1), HAL_DTYPE_INT64);
+  if (is.size() > 1) idx = t.emit1("permute", {idx}, {Attr::ints("dims", perm)});
+  t.set_output(0, t.emit1("index_put", {t.value(0), idx, t.value(2)}, {Attr::b("accumulate", reduction == "add")}));
+}
+
+// GatherND (batch_dims 0): each index row [*B, K] addresses a slice of the
+// data's first K dims; rows become linear indices into those dims merged,
+// negative ones wrapped.
+void gather_nd(Translator& t, const OpRule&) {
+  if (t.attr_int("batch_dims", 0) != 0) t.unimplemented("batch_dims != 0");
+  const std::vector<int64_t> ds = t.in(0).spec.shape, is = t.in(1).spec.shape;
+  for (int64_t d : ds)
+    if (d < 0) t.unimplemented("a data dim only known at run time");
+  for (int64_t d : is)
+    if (d < 0) t.unimplemented("an indices dim only known at run time");
+  if (is.empty() || is.back() < 1 || is.back() > static_cast<int64_t>(ds.size())) t.invalid("indices of shape " + join(is));
+  const size_t k = static_cast<size_t>(is.back());
+  std::vector<int64_t> batch(is.begin(), is.end() - 1);
+  int64_t n = 1;
+  for (int64_t d : batch) n *= d;
+  V idx = as_dtype(t, t.value(1), HAL_DTYPE_INT64);
+  V linear;
+  int64_t stride = 1, merged = 1;
+  for (size_t j = k; j-- > 0;) {
+    V col = t.emit1("index_select", {idx, t.constant(int_tensor(HAL_DTYPE_INT64, {static_cast<int64_t>(j)}, {1}))},
+                    {Attr::i("dim", static_cast<int64_t>(is.size()) - 1)});
+    V negative = t.emit1("lt", {col, scalar(t, HAL_DTYPE_INT64, 0)});
+    col = t.emit1("where", {negative, t.emit1("add", {col, scalar(t, HAL_DTYPE_INT64, static_cast<double>(ds[j]))}), col});
+    if (stride != 1) col = t.emit1("mul", {col, scalar(t, HAL_DTYPE_INT64, static_cast<double>(stride))});
+    linear = linear.valid() ? t.emit1("add", {linear, col}) : col;
+    stride *= ds[j];
+    merged *= ds[j];
+  }
+  std::vector<int64_t> rest(ds.begin() + static_cast<long>(k), ds.end());
+  std::vector<int64_t> flat_shape{merged};
+  flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
+  V flat = reshape_to(t, t.value(0), flat_shape);
+  V sel = t.emit1("index_select", {flat, reshape_to(t, linear, {n})}, {Attr::i("dim", 0)});
+  std::vector<int64_t> out = batch;
+  out.insert(out.end(), rest.begin(), rest.end());
+  t.set_output(0, reshape_to(t, sel, out));
+}
+
+// BitwiseNot: x XOR all-ones.
+void bitwise_not(Translator& t, const OpRule&) {
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  if (is_float(dt) || dt == HAL_DTYPE_BOOL) t.invalid("BitwiseNot of " + std::string(common::dtype_name(dt)));
+  t.set_output(0, t.emit1("bitwise_xor", {t.value(0), scalar(t, dt, -1)}));
+}
+
 void reduce(Translator& t, const OpRule& r) {
   const std::string& type = t.node().op_type();
   // Opset at which axes moved from an attribute to an input.
@@ -2370,6 +2429,9 @@ const std::vector<OpRule> kTable = {
     {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D and 2-D; no dilations, no ceil_mode"},
     {"CausalConvWithState", 27, 27, "cat+conv1d+silu+index_select", causal_conv_with_state, "shapes known at load"},
     {"LinearAttention", 27, 27, "matmul+mul+add+exp+sub+index_select+cat+permute+reshape+copy", linear_attention, "the sequence length known at load (the recurrence is unrolled)"},
+    {"ScatterND", 11, 18, "permute+index_put", scatter_nd, "reduction none or add"},
+    {"GatherND", 11, 13, "index_select+lt+add+where+mul+reshape", gather_nd, "batch_dims 0; shapes known at load"},
+    {"BitwiseNot", 18, 18, "bitwise_xor", bitwise_not, ""},
     {"Resize", 11, 19, "index_select|permute+matmul+add", resize, "shapes, scales, sizes and roi known at load or from an input's value; linear and cubic of floating dtypes"},
     {"EyeLike", 9, 22, "copy", eye_like, "shape known at load"},
     {"Hardmax", 1, 13, "argmax+one_hot+permute+copy", hardmax, ""},

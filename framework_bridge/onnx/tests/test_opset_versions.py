@@ -437,3 +437,20 @@ def test_linear_attention(rule, cpu_options):
     data = model([helper.make_node("LinearAttention", names, ["y", "state"], update_rule=rule, q_num_heads=hq,
                                    kv_num_heads=hkv)], inputs, [vi("y", F, None), vi("state", F, None)], 27)
     check_like_ort(data, feeds, cpu_options, rtol=1e-4, atol=1e-5)
+
+
+def test_scatter_nd_gather_nd_and_bitwise_not(cpu_options):
+    data_x = R.standard_normal((4, 3, 2)).astype(np.float32)
+    idx = np.array([[[0, 1], [-1, 2]], [[2, 0], [1, -3]]], np.int64)  # [2, 2, K=2], negative ones wrap
+    data = model([helper.make_node("GatherND", ["x", "i"], ["y"])], [vi("x", F, [4, 3, 2]), vi("i", I64, [2, 2, 2])],
+                 [vi("y", F, None)], 13)
+    check_like_ort(data, {"x": data_x, "i": idx}, cpu_options)
+    sidx = np.array([[0, 1], [3, 2], [2, 0]], np.int64)  # distinct rows
+    upd = R.standard_normal((3, 2)).astype(np.float32)
+    for reduction in ("none", "add"):
+        data = model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)],
+                     [vi("x", F, [4, 3, 2]), vi("i", I64, [3, 2]), vi("u", F, [3, 2])], [vi("y", F, None)], 18)
+        check_like_ort(data, {"x": data_x, "i": sidx, "u": upd}, cpu_options)
+    for elem, dtype in ((TensorProto.INT32, np.int32), (TensorProto.UINT8, np.uint8)):
+        data = model([helper.make_node("BitwiseNot", ["x"], ["y"])], [vi("x", elem, [5])], [vi("y", elem, None)], 18)
+        check_like_ort(data, {"x": np.array([0, 1, 7, 100, 2], dtype)}, cpu_options)
