@@ -320,23 +320,32 @@ class MaxPool2dStep final : public sdk::HostGraphStep {
  private:
   // Max over the window at (IH0, IW0) of every channel into O (channel
   // stride OS); NaN wins, as the op's kernel.
+  // Channels in blocks kept in a local array: accumulating in O itself
+  // (which may alias nothing the compiler can prove) made a load, compare
+  // and store per element and channel (~0.45 ms of a 2 ms batch-32 ResNet).
   template <bool Unit>
   void window(const float* plane, const Tensor& x, float* o, int64_t os, int64_t ih0, int64_t iw0, int64_t C) const {
     const int64_t xs = Unit ? 1 : x.strides[1];
     const int64_t step = Unit ? 1 : os;
-    for (int64_t c = 0; c < C; ++c) o[c * step] = -std::numeric_limits<float>::infinity();
-    for (int64_t kh = 0; kh < g_.kernel[0]; ++kh) {
-      const int64_t ih = ih0 + kh * g_.dilation[0];
-      if (ih < 0 || ih >= g_.in[0]) continue;
-      for (int64_t kw = 0; kw < g_.kernel[1]; ++kw) {
-        const int64_t iw = iw0 + kw * g_.dilation[1];
-        if (iw < 0 || iw >= g_.in[1]) continue;
-        const float* p = plane + ih * x.strides[2] + iw * x.strides[3];
-        for (int64_t c = 0; c < C; ++c) {
-          const float v = p[c * xs], b = o[c * step];
-          o[c * step] = (v > b || v != v) ? v : b;
+    constexpr int64_t kBlock = 64;
+    for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
+      const int64_t cn = std::min(kBlock, C - c0);
+      float acc[kBlock];
+      for (int64_t c = 0; c < cn; ++c) acc[c] = -std::numeric_limits<float>::infinity();
+      for (int64_t kh = 0; kh < g_.kernel[0]; ++kh) {
+        const int64_t ih = ih0 + kh * g_.dilation[0];
+        if (ih < 0 || ih >= g_.in[0]) continue;
+        for (int64_t kw = 0; kw < g_.kernel[1]; ++kw) {
+          const int64_t iw = iw0 + kw * g_.dilation[1];
+          if (iw < 0 || iw >= g_.in[1]) continue;
+          const float* p = plane + ih * x.strides[2] + iw * x.strides[3] + c0 * xs;
+          for (int64_t c = 0; c < cn; ++c) {
+            const float v = p[c * xs];
+            acc[c] = (v > acc[c] || v != v) ? v : acc[c];  // NaN wins
+          }
         }
       }
+      for (int64_t c = 0; c < cn; ++c) o[(c0 + c) * step] = acc[c];
     }
   }
 
