@@ -921,8 +921,7 @@ void where(Translator& t, const OpRule&) {
 void pow(Translator& t, const OpRule&) {
   const hal_dtype_e base = t.in(0).spec.dtype;
   V y = t.emit1("pow", {t.value(0), t.value(1)});
-  if (t.spec(y).dtype != base) y = t.emit_as("copy", {y}, {}, {base, t.spec(y).shape});
-  t.set_output(0, y);
+  t.set_output(0, as_dtype(t, y, base));
 }
 
 void softmax(Translator& t, const OpRule& r) {
@@ -1073,6 +1072,25 @@ std::vector<int64_t> ints_or(Translator& t, const char* name, size_t n, int64_t 
   return *v;
 }
 
+// 1-D convolution and pooling run as the 2-D catalog ops over a unit
+// height: the attribute lists get ONE in front, the values a unit dim 2.
+std::vector<int64_t> lift_1d(std::vector<int64_t> v, size_t spatial, int64_t one) {
+  if (spatial == 1) v.insert(v.begin(), one);
+  return v;
+}
+V unit_dim_2(Translator& t, V v, size_t spatial) {
+  if (spatial != 1) return v;
+  std::vector<int64_t> s = t.spec(v).shape;
+  s.insert(s.begin() + 2, 1);
+  return reshape_to(t, v, s);
+}
+V drop_dim_2(Translator& t, V v, size_t spatial) {
+  if (spatial != 1) return v;
+  std::vector<int64_t> s = t.spec(v).shape;
+  s.erase(s.begin() + 2);
+  return reshape_to(t, v, s);
+}
+
 // Conv and ConvTranspose, 1-D and 2-D. Asymmetric pads: a Conv pads its
 // input first; a ConvTranspose computes with the smaller pad and crops.
 void conv(Translator& t, const OpRule&) {
@@ -1090,27 +1108,11 @@ void conv(Translator& t, const OpRule&) {
     std::vector<int64_t> out_pad = ints_or(t, "output_padding", spatial, 0);  // output_shape may add to it
     std::vector<int64_t> pads = transpose_pads(t, spatial, kernel, strides, dil, out_pad);
     std::vector<int64_t> sym = symmetric_part(pads);
-    // 1-D as 2-D over a unit height.
-    auto lift = [&](std::vector<int64_t> v, int64_t one) {
-      if (spatial == 1) v.insert(v.begin(), one);
-      return v;
-    };
-    if (spatial == 1) {
-      std::vector<int64_t> xs = t.spec(x).shape, ws = w.shape;
-      xs.insert(xs.begin() + 2, 1);
-      ws.insert(ws.begin() + 2, 1);
-      x = reshape_to(t, x, xs);
-      weight = reshape_to(t, weight, ws);
-    }
-    V y = t.emit1("conv_transpose2d", {x, weight, bias},
-                  {Attr::ints("stride", lift(strides, 1)), Attr::ints("padding", lift(sym, 0)),
-                   Attr::ints("output_padding", lift(out_pad, 0)), Attr::i("groups", groups),
-                   Attr::ints("dilation", lift(dil, 1))});
-    if (spatial == 1) {
-      std::vector<int64_t> ys = t.spec(y).shape;
-      ys.erase(ys.begin() + 2);
-      y = reshape_to(t, y, ys);
-    }
+    V y = t.emit1("conv_transpose2d", {unit_dim_2(t, x, spatial), unit_dim_2(t, weight, spatial), bias},
+                  {Attr::ints("stride", lift_1d(strides, spatial, 1)), Attr::ints("padding", lift_1d(sym, spatial, 0)),
+                   Attr::ints("output_padding", lift_1d(out_pad, spatial, 0)), Attr::i("groups", groups),
+                   Attr::ints("dilation", lift_1d(dil, spatial, 1))});
+    y = drop_dim_2(t, y, spatial);
     for (size_t i = 0; i < spatial; ++i)
       if (pads[i] != pads[i + spatial]) y = crop(t, y, static_cast<int64_t>(2 + i), pads[i] - sym[i], pads[i + spatial] - sym[i]);
     t.set_output(0, y);
@@ -1172,10 +1174,6 @@ void pool(Translator& t, const OpRule&) {
   V x = t.value(0);
   const hal_dtype_e dt = t.in(0).spec.dtype;
   if (lp) x = t.emit1("pow", {t.emit1("abs", {x}), scalar(t, dt, lp_p)});
-  auto lift = [&](std::vector<int64_t> v, int64_t one) {
-    if (spatial == 1) v.insert(v.begin(), one);
-    return v;
-  };
   auto pre_pad = [&](V v, double value) {
     std::vector<int64_t> torch_pad;  // last dim first, [begin, end] pairs
     for (size_t d = spatial; d-- > 0;) {
@@ -1188,18 +1186,9 @@ void pool(Translator& t, const OpRule&) {
     x = pre_pad(x, max ? -std::numeric_limits<double>::infinity() : 0.0);
     std::fill(sym.begin(), sym.end(), 0);
   }
-  auto to_2d = [&](V v) {
-    if (spatial != 1) return v;
-    std::vector<int64_t> s = t.spec(v).shape;
-    s.insert(s.begin() + 2, 1);
-    return reshape_to(t, v, s);
-  };
-  auto from_2d = [&](V v) {
-    if (spatial != 1) return v;
-    std::vector<int64_t> s = t.spec(v).shape;
-    s.erase(s.begin() + 2);
-    return reshape_to(t, v, s);
-  };
+  auto to_2d = [&](V v) { return unit_dim_2(t, v, spatial); };
+  auto from_2d = [&](V v) { return drop_dim_2(t, v, spatial); };
+  auto lift = [&](std::vector<int64_t> v, int64_t one) { return lift_1d(std::move(v), spatial, one); };
   std::vector<Attr> attrs{Attr::ints("kernel_size", lift(kernel, 1)), Attr::ints("stride", lift(strides, 1)),
                           Attr::ints("padding", lift(sym, 0)), Attr::b("ceil_mode", ceil_mode)};
   if (max) {
@@ -1292,10 +1281,7 @@ void layer_norm(Translator& t, const OpRule&) {
   // Mean and InvStdDev: the input's shape with the normalized dims 1, in the stash dtype.
   for (size_t i = 1; i < std::min<size_t>(t.output_count(), 3); ++i) {
     if (t.output_name(i).empty()) continue;
-    V stat = outs[i];
-    const hal_dtype_e want = stash_dtype(t);
-    if (t.spec(stat).dtype != want) stat = t.emit_as("copy", {stat}, {}, {want, t.spec(stat).shape});
-    t.set_output(i, stat);
+    t.set_output(i, as_dtype(t, outs[i], stash_dtype(t)));
   }
 }
 
@@ -1320,6 +1306,27 @@ V float_constant(Translator& t, const std::vector<int64_t>& shape, const std::ve
 V as_dtype(Translator& t, V v, hal_dtype_e dt) {
   if (t.spec(v).dtype == dt) return v;
   return t.emit_as("copy", {v}, {}, {dt, t.spec(v).shape});
+}
+
+// [B, S, N*D] -> [B, N, S, D]: the heads split off a packed hidden dim
+// (Attention's and LinearAttention's 3-D inputs). WHAT names the input.
+V split_heads(Translator& t, V x, int64_t n, const std::string& what) {
+  const std::vector<int64_t> sh = t.spec(x).shape;
+  for (int64_t d : sh)
+    if (d < 0) t.unimplemented(what + " with a dim only known at run time");
+  if (n <= 0 || sh[2] % n != 0)
+    t.invalid(what + " hidden size " + std::to_string(sh[2]) + " is not a multiple of " + std::to_string(n) + " heads");
+  x = reshape_to(t, x, {sh[0], sh[1], n, sh[2] / n});
+  return t.emit1("permute", {x}, {Attr::ints("dims", {0, 2, 1, 3})});
+}
+
+// [B, H, R, C] with each head repeated GROUPS times in place (h0, h0, h1,
+// h1, ...): the key/value heads (or states) a group of query heads shares.
+V repeat_heads(Translator& t, V x, int64_t groups) {
+  const std::vector<int64_t> sh = t.spec(x).shape;
+  x = reshape_to(t, x, {sh[0], sh[1], 1, sh[2], sh[3]});
+  x = t.emit_as("copy", {x}, {}, {t.spec(x).dtype, {sh[0], sh[1], groups, sh[2], sh[3]}});
+  return reshape_to(t, x, {sh[0], sh[1] * groups, sh[2], sh[3]});
 }
 
 // ONNX Attention (23..25) as catalog ops, following the operator's
@@ -1350,16 +1357,9 @@ void attention(Translator& t, const OpRule&) {
     if (!qh_attr || !kvh_attr) t.invalid("3-D Q, K and V need q_num_heads and kv_num_heads");
     const int64_t qh = qh_attr->i(), kvh = kvh_attr->i();
     if (qh <= 0 || kvh <= 0) t.invalid("q_num_heads and kv_num_heads must be positive");
-    auto heads = [&](V x, int64_t n, const char* what) {
-      std::vector<int64_t> sh = t.spec(x).shape;
-      known(sh, what);
-      if (sh[2] % n != 0) t.invalid(std::string(what) + " hidden size " + std::to_string(sh[2]) + " is not a multiple of " + std::to_string(n) + " heads");
-      x = reshape_to(t, x, {sh[0], sh[1], n, sh[2] / n});
-      return t.emit1("permute", {x}, {Attr::ints("dims", {0, 2, 1, 3})});
-    };
-    q = heads(q, qh, "Q");
-    k = heads(k, kvh, "K");
-    v = heads(v, kvh, "V");
+    q = split_heads(t, q, qh, "Q");
+    k = split_heads(t, k, kvh, "K");
+    v = split_heads(t, v, kvh, "V");
   }
   const std::vector<int64_t> qs = t.spec(q).shape;
   known(qs, "Q");
@@ -1431,14 +1431,8 @@ void attention(Translator& t, const OpRule&) {
   if (qh != kvh) {
     if (kvh <= 0 || qh % kvh != 0 || vs[1] != kvh)
       t.invalid(std::to_string(qh) + " query heads for " + std::to_string(kvh) + " key/value heads");
-    auto repeat = [&](V x) {
-      std::vector<int64_t> sh = t.spec(x).shape;
-      x = reshape_to(t, x, {sh[0], sh[1], 1, sh[2], sh[3]});
-      x = t.emit_as("copy", {x}, {}, {t.spec(x).dtype, {sh[0], sh[1], qh / kvh, sh[2], sh[3]}});
-      return reshape_to(t, x, {sh[0], qh, sh[2], sh[3]});
-    };
-    k = repeat(k);
-    v = repeat(v);
+    k = repeat_heads(t, k, qh / kvh);
+    v = repeat_heads(t, v, qh / kvh);
   }
   V root = scalar(t, dt, std::sqrt(static_cast<double>(scale)));
   V scores = t.emit1("matmul", {t.emit1("mul", {q, root}),
@@ -1570,27 +1564,6 @@ void eye_like(Translator& t, const OpRule&) {
     if (i + k >= 0 && i + k < in[1]) v[static_cast<size_t>(i * in[1] + i + k)] = 1;
   V ones = t.constant(int_tensor(HAL_DTYPE_INT64, v, in));
   t.set_output(0, as_dtype(t, ones, dt));
-}
-
-// CumProd (26): as CumSum's attributes; exclusive shifts a one in front
-// along the axis (a product cannot be divided back out: zeros).
-void cumprod(Translator& t, const OpRule&) {
-  const ValueSpec in = t.in(0).spec;
-  const int64_t axis = norm_axis(t, t.const_ints(1, "CumProd's axis").at(0), std::max<size_t>(in.shape.size(), 1));
-  const bool reverse = t.attr_int("reverse", 0) != 0, exclusive = t.attr_int("exclusive", 0) != 0;
-  V x = t.value(0);
-  if (reverse) x = t.emit1("flip", {x}, {Attr::ints("dims", {axis})});
-  if (exclusive) {
-    const int64_t n = in.shape[static_cast<size_t>(axis)];
-    if (n < 0) t.unimplemented("exclusive over a dim only known at run time");
-    std::vector<int64_t> torch_pad(2 * (in.shape.size() - static_cast<size_t>(axis)), 0);
-    torch_pad[torch_pad.size() - 2] = 1;  // one in front along AXIS
-    x = t.emit1("pad", {x}, {Attr::ints("pad", torch_pad), Attr::s("mode", "constant"), Attr::scalar("value", 1.0)});
-    x = crop(t, x, axis, 0, 1);
-  }
-  V y = as_dtype(t, t.emit1("cumprod", {x}, {Attr::i("dim", axis)}), in.dtype);
-  if (reverse) y = t.emit1("flip", {y}, {Attr::ints("dims", {axis})});
-  t.set_output(0, y);
 }
 
 // CenterCropPad: per axis, the centred window of the target size (crop), or
@@ -1958,22 +1931,20 @@ void linear_attention(Translator& t, const OpRule&) {
     if (d < 0) t.unimplemented("a dim only known at run time");
   const int64_t b = qs[0], steps = qs[1], dk = qs[2] / hq, dv = vs[2] / hkv;
   const hal_dtype_e out_dt = t.in(0).spec.dtype, f32 = HAL_DTYPE_FLOAT32;
-  auto heads = [&](V x, int64_t n) {  // [B, T, n*d] -> [B, n, T, d], float32
-    const std::vector<int64_t> sh = t.spec(x).shape;
-    x = reshape_to(t, as_dtype(t, x, f32), {sh[0], sh[1], n, sh[2] / n});
-    return t.emit1("permute", {x}, {Attr::ints("dims", {0, 2, 1, 3})});
+  auto heads = [&](size_t input, int64_t n) {  // [B, T, n*d] -> [B, n, T, d], float32
+    return split_heads(t, as_dtype(t, t.value(input), f32), n, t.input_name(input));
   };
-  V q = heads(t.value(0), hq), k = heads(t.value(1), hkv), v = heads(t.value(2), hkv);
+  V q = heads(0, hq), k = heads(1, hkv), v = heads(2, hkv);
   V decay, beta;
   if (gating) {
     const int64_t last = t.in(4).spec.shape.at(2);
     if (last != hkv && last != hkv * dk) t.invalid("decay's last dim must be kv_num_heads or kv_num_heads * d_k");
-    decay = heads(t.value(4), hkv);  // [B, Hkv, T, 1 or d_k]
+    decay = heads(4, hkv);  // [B, Hkv, T, 1 or d_k]
   }
   if (delta) {
     const int64_t last = t.in(5).spec.shape.at(2);
     if (last != hkv && last != 1) t.invalid("beta's last dim must be kv_num_heads or 1");
-    beta = heads(t.value(5), last);  // [B, last, T, 1]
+    beta = heads(5, last);  // [B, last, T, 1]
   }
   V state = t.has_input(3) ? as_dtype(t, t.value(3), f32)
                            : t.emit_as("fill", {}, {Attr::scalar("value", 0)}, {f32, {b, hkv, dk, dv}});
@@ -1993,11 +1964,7 @@ void linear_attention(Translator& t, const OpRule&) {
     }
     state = t.emit1("add", {state, t.emit1("matmul", {transpose_last(kt), vt})});
     V read = state;
-    if (hq != hkv) {  // each KV state repeated for its group of query heads
-      read = reshape_to(t, read, {b, hkv, 1, dk, dv});
-      read = t.emit_as("copy", {read}, {}, {f32, {b, hkv, hq / hkv, dk, dv}});
-      read = reshape_to(t, read, {b, hq, dk, dv});
-    }
+    if (hq != hkv) read = repeat_heads(t, read, hq / hkv);  // each KV state read by its group of query heads
     outs.push_back(t.emit1("mul", {t.emit1("matmul", {qt, read}), scale}));
   }
   V y = outs.size() == 1 ? outs[0] : t.emit1("cat", outs, {Attr::i("dim", 2)});  // [B, Hq, T, d_v]
@@ -2114,18 +2081,29 @@ void arg_reduce(Translator& t, const OpRule&) {
   t.set_output(0, t.emit1("sub", {scalar(t, HAL_DTYPE_INT64, static_cast<double>(in[axis] - 1)), index}));
 }
 
-// reverse: flipped before and after; exclusive: the running sum minus the
-// element itself; the result keeps the input's dtype (the catalog's cumsum
-// widens integers to int64, as torch does).
-void cumsum(Translator& t, const OpRule&) {
+// CumSum and CumProd: reverse flips before and after; exclusive leaves the
+// element itself out (CumSum: the running sum minus it; CumProd: a one
+// shifted in front, as a product cannot be divided back out: zeros); the
+// result keeps the input's dtype (the catalog widens integers to int64, as
+// torch does).
+void cumulative(Translator& t, const OpRule&) {
+  const std::string& type = t.node().op_type();
+  const bool prod = type == "CumProd";
   const ValueSpec in = t.in(0).spec;
-  const int64_t axis = norm_axis(t, t.const_ints(1, "CumSum's axis").at(0), std::max<size_t>(in.shape.size(), 1));
+  const int64_t axis = norm_axis(t, t.const_ints(1, type + "'s axis").at(0), std::max<size_t>(in.shape.size(), 1));
   const bool reverse = t.attr_int("reverse", 0) != 0, exclusive = t.attr_int("exclusive", 0) != 0;
   V x = t.value(0);
   if (reverse) x = t.emit1("flip", {x}, {Attr::ints("dims", {axis})});
-  V y = t.emit1("cumsum", {x}, {Attr::i("dim", axis)});
-  if (t.spec(y).dtype != in.dtype) y = t.emit_as("copy", {y}, {}, {in.dtype, t.spec(y).shape});
-  if (exclusive) y = t.emit1("sub", {y, x});
+  V scanned = x;
+  if (prod && exclusive) {
+    if (in.shape[static_cast<size_t>(axis)] < 0) t.unimplemented("exclusive over a dim only known at run time");
+    std::vector<int64_t> torch_pad(2 * (in.shape.size() - static_cast<size_t>(axis)), 0);
+    torch_pad[torch_pad.size() - 2] = 1;  // one in front along AXIS
+    scanned = t.emit1("pad", {x}, {Attr::ints("pad", torch_pad), Attr::s("mode", "constant"), Attr::scalar("value", 1.0)});
+    scanned = crop(t, scanned, axis, 0, 1);
+  }
+  V y = as_dtype(t, t.emit1(prod ? "cumprod" : "cumsum", {scanned}, {Attr::i("dim", axis)}), in.dtype);
+  if (!prod && exclusive) y = t.emit1("sub", {y, x});
   if (reverse) y = t.emit1("flip", {y}, {Attr::ints("dims", {axis})});
   t.set_output(0, y);
 }
@@ -2423,7 +2401,7 @@ const std::vector<OpRule> kTable = {
     {"PRelu", 7, 16, "lt+mul+where", prelu, ""},
     {"DepthToSpace", 11, 28, "reshape+permute", depth_space, "shapes known at load"},
     {"SpaceToDepth", 13, 28, "reshape+permute", depth_space, "shapes known at load"},
-    {"CumProd", 26, 26, "cumprod+flip+pad+index_select", cumprod, "axis known at load or from an input's value"},
+    {"CumProd", 26, 26, "cumprod+flip+pad+index_select", cumulative, "axis known at load or from an input's value"},
     {"CenterCropPad", 18, 18, "index_select+pad", center_crop_pad, "shape known at load or from an input's value"},
     {"RotaryEmbedding", 23, 23, "index_select+mul+sub+add+cat+embedding+permute+reshape", rotary_embedding, "shapes known at load"},
     {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D and 2-D; no dilations, no ceil_mode"},
@@ -2467,7 +2445,7 @@ const std::vector<OpRule> kTable = {
     {"ReduceLogSumExp", 1, 28, "logsumexp", reduce, "axes known at load"},
     {"ArgMax", 1, 13, "argmax|flip+argmax+sub", arg_reduce, ""},
     {"ArgMin", 1, 13, "argmin|flip+argmin+sub", arg_reduce, ""},
-    {"CumSum", 11, 14, "cumsum+flip+sub+copy", cumsum, "axis known at load or from an input's value"},
+    {"CumSum", 11, 14, "cumsum+flip+sub+copy", cumulative, "axis known at load or from an input's value"},
     {"TopK", 1, 24, "sort+index_select", topk, "K known at load or from an input's value"},
     // Shapes and data movement.
     {"Identity", 1, 25, "", identity, ""},
