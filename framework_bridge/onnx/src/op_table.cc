@@ -1,5 +1,7 @@
 #include "op_table.hpp"
 
+#include "converters.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -19,8 +21,9 @@ using V = Graph::Value;
 
 std::string join(const std::vector<int64_t>& v) { return shape_text(v); }
 
+}  // namespace
 // Axis AXIS of a rank-RANK tensor, negative counting from the end.
-int64_t norm_axis(Translator& t, int64_t axis, size_t rank, const char* what = "axis") {
+int64_t norm_axis(Translator& t, int64_t axis, size_t rank, const char* what) {
   int64_t r = static_cast<int64_t>(rank);
   if (axis < -r || axis >= r) t.invalid(std::string(what) + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + r : axis;
@@ -46,6 +49,7 @@ V scalar(Translator& t, hal_dtype_e dt, double x) {
   }
   return t.constant(h);
 }
+namespace {
 
 // The element count of SHAPE as a constant factor and the symbols it
 // multiplies (for reshape's inferred dim).
@@ -125,6 +129,7 @@ std::vector<int64_t> reshape_target(Translator& t, const std::vector<int64_t>& i
   return out;
 }
 
+}  // namespace
 // X with its dims in ORDER (X itself for the identity).
 V permuted(Translator& t, V x, const std::vector<size_t>& order) {
   const ValueSpec xs = t.spec(x);  // a copy: emitting nodes may move the graph's specs
@@ -137,6 +142,7 @@ V permuted(Translator& t, V x, const std::vector<size_t>& order) {
   }
   return identity ? x : t.emit_as("permute", {x}, {Attr::ints("dims", dims)}, {xs.dtype, shape});
 }
+namespace {
 
 // OUT differs from V's shape only by dims of size 1 (Unsqueeze, Squeeze over
 // run-time dims): V's ones permuted to the back, reshaped (its other dims
@@ -210,6 +216,7 @@ V reshape_before_common_tail(Translator& t, V v, const std::vector<int64_t>& out
   return permuted(t, reshaped, back);
 }
 
+}  // namespace
 // Emits a reshape of V to OUT. A symbolic dim equal to V's dim at the same
 // index is written 0 with copy_zeros (ONNX's copy); at most one other
 // symbolic dim is written -1 (inferred from the element count).
@@ -261,6 +268,7 @@ V reshape_to(Translator& t, V v, const std::vector<int64_t>& out) {
   }
   return flat;
 }
+namespace {
 
 // Reshape of a value known at load: new metadata over the same bytes.
 bool reshape_host(Translator& t, size_t input, const std::vector<int64_t>& out) {
@@ -341,7 +349,6 @@ bool try_fold_binary(Translator& t) {
 
 // ---- converters ----
 
-V as_dtype(Translator& t, V v, hal_dtype_e dt);
 
 void direct(Translator& t, const OpRule& r) {
   std::vector<V> in;
@@ -786,6 +793,7 @@ void split(Translator& t, const OpRule&) {
   for (size_t i = 0; i < outs.size(); ++i) t.set_output(i, outs[i]);
 }
 
+}  // namespace
 // Numpy broadcasting of two shapes whose dims may be symbols.
 std::vector<int64_t> broadcast(Translator& t, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   size_t r = std::max(a.size(), b.size());
@@ -799,6 +807,7 @@ std::vector<int64_t> broadcast(Translator& t, const std::vector<int64_t>& a, con
   }
   return out;
 }
+namespace {
 
 std::vector<int64_t> dims_of(Translator& t, size_t input, const std::string& what) {
   auto d = t.ints(input);
@@ -955,7 +964,9 @@ void gelu(Translator& t, const OpRule&) {
   t.set_output(0, t.emit1("gelu", {t.value(0)}, {Attr::s("approximate", approx)}));
 }
 
+}  // namespace
 V transpose2d(Translator& t, V v) { return t.emit1("permute", {v}, {Attr::ints("dims", {1, 0})}); }
+namespace {
 
 void gemm(Translator& t, const OpRule&) {
   float alpha = t.attr_float("alpha", 1.0f), beta = t.attr_float("beta", 1.0f);
@@ -986,6 +997,7 @@ void gemm(Translator& t, const OpRule&) {
   t.set_output(0, y);
 }
 
+}  // namespace
 // Symmetric pads ([b1, b2, ..., e1, e2] with b == e) as the catalog's
 // per-dim padding; auto_pad SAME_* computed from concrete sizes.
 // Conv's / pooling's pads, begin values then end values: the attribute, or
@@ -1015,6 +1027,7 @@ std::vector<int64_t> conv_pads(Translator& t, size_t spatial, const std::vector<
     if (p < 0) t.invalid("negative pads " + join(pads));
   return pads;
 }
+namespace {
 
 // The symmetric part of PADS (begin..., end...): per spatial dim the smaller side.
 std::vector<int64_t> symmetric_part(const std::vector<int64_t>& pads) {
@@ -1056,6 +1069,7 @@ std::vector<int64_t> transpose_pads(Translator& t, size_t spatial, const std::ve
   return pads;
 }
 
+}  // namespace
 // V's elements [BEGIN, size - END) along AXIS (an index_select).
 V crop(Translator& t, V v, int64_t axis, int64_t begin, int64_t end) {
   const int64_t size = t.spec(v).shape[static_cast<size_t>(axis)];
@@ -1064,6 +1078,7 @@ V crop(Translator& t, V v, int64_t axis, int64_t begin, int64_t end) {
   V index = t.constant(int_tensor(HAL_DTYPE_INT64, keep, {static_cast<int64_t>(keep.size())}));
   return t.emit1("index_select", {v, index}, {Attr::i("dim", axis)});
 }
+namespace {
 
 std::vector<int64_t> ints_or(Translator& t, const char* name, size_t n, int64_t fallback) {
   auto v = t.attr_ints(name);
@@ -1091,33 +1106,19 @@ V drop_dim_2(Translator& t, V v, size_t spatial) {
   return reshape_to(t, v, s);
 }
 
-// Conv and ConvTranspose, 1-D and 2-D. Asymmetric pads: a Conv pads its
-// input first; a ConvTranspose computes with the smaller pad and crops.
-void conv(Translator& t, const OpRule&) {
-  const ValueSpec w = t.in(1).spec;
+}  // namespace
+
+// A (non-transposed) Conv of X by WEIGHT (+ BIAS when valid) with the node's
+// attributes: 1-D and 2-D; asymmetric pads pad X first.
+V conv_forward(Translator& t, V x, V weight, V bias) {
+  const ValueSpec& w = t.spec(weight);
   const size_t spatial = w.shape.size() - 2;
-  if (spatial != 1 && spatial != 2) t.unimplemented(std::to_string(spatial) + "-D convolution (only 1-D and 2-D)");
+  if (w.shape.size() < 3 || spatial > 2) t.unimplemented(std::to_string(spatial) + "-D convolution (only 1-D and 2-D)");
   std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
   if (auto k = t.attr_ints("kernel_shape"); k && *k != kernel)
     t.invalid("kernel_shape " + join(*k) + " differs from the weight's spatial dims " + join(kernel));
   std::vector<int64_t> strides = ints_or(t, "strides", spatial, 1), dil = ints_or(t, "dilations", spatial, 1);
   const int64_t groups = t.attr_int("group", 1);
-  V x = t.value(0), weight = t.value(1);
-  V bias = t.has_input(2) ? t.value(2) : V{};
-  if (t.node().op_type() == "ConvTranspose") {
-    std::vector<int64_t> out_pad = ints_or(t, "output_padding", spatial, 0);  // output_shape may add to it
-    std::vector<int64_t> pads = transpose_pads(t, spatial, kernel, strides, dil, out_pad);
-    std::vector<int64_t> sym = symmetric_part(pads);
-    V y = t.emit1("conv_transpose2d", {unit_dim_2(t, x, spatial), unit_dim_2(t, weight, spatial), bias},
-                  {Attr::ints("stride", lift_1d(strides, spatial, 1)), Attr::ints("padding", lift_1d(sym, spatial, 0)),
-                   Attr::ints("output_padding", lift_1d(out_pad, spatial, 0)), Attr::i("groups", groups),
-                   Attr::ints("dilation", lift_1d(dil, spatial, 1))});
-    y = drop_dim_2(t, y, spatial);
-    for (size_t i = 0; i < spatial; ++i)
-      if (pads[i] != pads[i + spatial]) y = crop(t, y, static_cast<int64_t>(2 + i), pads[i] - sym[i], pads[i + spatial] - sym[i]);
-    t.set_output(0, y);
-    return;
-  }
   std::vector<int64_t> pads = conv_pads(t, spatial, kernel, strides, dil);
   std::vector<int64_t> sym = symmetric_part(pads);
   if (sym != std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<long>(spatial)) ||
@@ -1131,7 +1132,39 @@ void conv(Translator& t, const OpRule&) {
   }
   std::vector<Attr> attrs{Attr::ints("stride", strides), Attr::ints("padding", sym), Attr::ints("dilation", dil),
                           Attr::i("groups", groups)};
-  t.set_output(0, t.emit1(spatial == 1 ? "conv1d" : "conv2d", {x, weight, bias}, attrs));
+  return t.emit1(spatial == 1 ? "conv1d" : "conv2d", {x, weight, bias}, attrs);
+}
+
+namespace {
+
+// Conv and ConvTranspose, 1-D and 2-D. Asymmetric pads: a Conv pads its
+// input first; a ConvTranspose computes with the smaller pad and crops.
+void conv(Translator& t, const OpRule&) {
+  V x = t.value(0), weight = t.value(1);
+  V bias = t.has_input(2) ? t.value(2) : V{};
+  if (t.node().op_type() != "ConvTranspose") {
+    t.set_output(0, conv_forward(t, x, weight, bias));
+    return;
+  }
+  const ValueSpec w = t.in(1).spec;
+  const size_t spatial = w.shape.size() - 2;
+  if (spatial != 1 && spatial != 2) t.unimplemented(std::to_string(spatial) + "-D convolution (only 1-D and 2-D)");
+  std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+  if (auto k = t.attr_ints("kernel_shape"); k && *k != kernel)
+    t.invalid("kernel_shape " + join(*k) + " differs from the weight's spatial dims " + join(kernel));
+  std::vector<int64_t> strides = ints_or(t, "strides", spatial, 1), dil = ints_or(t, "dilations", spatial, 1);
+  const int64_t groups = t.attr_int("group", 1);
+  std::vector<int64_t> out_pad = ints_or(t, "output_padding", spatial, 0);  // output_shape may add to it
+  std::vector<int64_t> pads = transpose_pads(t, spatial, kernel, strides, dil, out_pad);
+  std::vector<int64_t> sym = symmetric_part(pads);
+  V y = t.emit1("conv_transpose2d", {unit_dim_2(t, x, spatial), unit_dim_2(t, weight, spatial), bias},
+                {Attr::ints("stride", lift_1d(strides, spatial, 1)), Attr::ints("padding", lift_1d(sym, spatial, 0)),
+                 Attr::ints("output_padding", lift_1d(out_pad, spatial, 0)), Attr::i("groups", groups),
+                 Attr::ints("dilation", lift_1d(dil, spatial, 1))});
+  y = drop_dim_2(t, y, spatial);
+  for (size_t i = 0; i < spatial; ++i)
+    if (pads[i] != pads[i + spatial]) y = crop(t, y, static_cast<int64_t>(2 + i), pads[i] - sym[i], pads[i + spatial] - sym[i]);
+  t.set_output(0, y);
 }
 
 // MaxPool and AveragePool, 1-D (as 2-D over a unit height) and 2-D. Pads
@@ -1293,6 +1326,7 @@ void rms_norm(Translator& t, const OpRule&) {
   t.set_output(0, outs[0]);
 }
 
+}  // namespace
 // A float constant of SHAPE (float32 values, stored in DT's width when DT is
 // float64; 16-bit dtypes get a float32 constant cast by the caller).
 V float_constant(Translator& t, const std::vector<int64_t>& shape, const std::vector<float>& values) {
@@ -1307,6 +1341,7 @@ V as_dtype(Translator& t, V v, hal_dtype_e dt) {
   if (t.spec(v).dtype == dt) return v;
   return t.emit_as("copy", {v}, {}, {dt, t.spec(v).shape});
 }
+namespace {
 
 // [B, S, N*D] -> [B, N, S, D]: the heads split off a packed hidden dim
 // (Attention's and LinearAttention's 3-D inputs). WHAT names the input.
@@ -2472,7 +2507,14 @@ const std::vector<OpRule> kTable = {
 
 }  // namespace
 
-const std::vector<OpRule>& op_table() { return kTable; }
+const std::vector<OpRule>& op_table() {
+  static const std::vector<OpRule> table = [] {
+    std::vector<OpRule> all = kTable;
+    for (const auto* rows : {&quantize_rows(), &recurrent_rows(), &tensor_rows()}) all.insert(all.end(), rows->begin(), rows->end());
+    return all;
+  }();
+  return table;
+}
 
 }  // namespace hal::onnx::detail
 
@@ -2522,7 +2564,7 @@ const OpRule* find_rule(const std::string& op_type, int64_t opset) {
   if (opset > kNewestKnownOpset) return nullptr;
   const int version = operator_version(op_type, opset);
   if (version == 0) return nullptr;
-  for (const OpRule& r : kTable)
+  for (const OpRule& r : op_table())
     if (op_type == r.op_type && version >= r.min_version && version <= r.max_version) return &r;
   return nullptr;
 }
@@ -2532,7 +2574,7 @@ void translate_node(Translator& t) {
   if (!r) {
     const int version = operator_version(t.node().op_type(), t.opset());
     std::string rows;
-    for (const OpRule& any : kTable)
+    for (const OpRule& any : op_table())
       if (t.node().op_type() == any.op_type)
         rows += (rows.empty() ? "" : ", ") + std::to_string(any.min_version) + ".." + std::to_string(any.max_version);
     if (!rows.empty() && t.opset() > kNewestKnownOpset)

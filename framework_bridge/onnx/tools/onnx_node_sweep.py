@@ -130,9 +130,19 @@ def _ulps(a, b):
     return int(np.max(np.where(both_nan, 0, d))) if d.size else 0
 
 
+def _normalize(value):
+    # As ONNX's backend runner does: a case may hold TensorProto objects (the dtypes numpy lacks).
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value)
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v) for v in value]
+    return value
+
+
 def _load_case(root, name):
     with open(root / name / "data.pkl", "rb") as f:
-        return pickle.load(f)
+        inputs, outputs = pickle.load(f)
+    return [_normalize(v) for v in inputs], [_normalize(v) for v in outputs]
 
 
 def run_case(root, name, entry, providers=("cpu",), sess_options=None):
