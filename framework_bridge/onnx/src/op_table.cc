@@ -387,7 +387,8 @@ void variadic(Translator& t, const OpRule& r) {
   const std::string& type = t.node().op_type();
   if (t.input_count() == 2 && (type == "Max" || type == "Min") && try_fold_binary(t)) return;
   V acc = t.value(0);
-  for (size_t i = 1; i < t.input_count(); ++i) acc = t.emit1(r.catalog, {acc, t.value(i)});
+  const char* op = type == "Mean" ? "add" : r.catalog;
+  for (size_t i = 1; i < t.input_count(); ++i) acc = t.emit1(op, {acc, t.value(i)});
   if (type == "Mean") acc = t.emit1("div", {acc, scalar(t, t.spec(acc).dtype, static_cast<double>(t.input_count()))});
   t.set_output(0, acc);
 }
@@ -2357,10 +2358,15 @@ void hard_swish(Translator& t, const OpRule&) {
   t.set_output(0, t.emit1("mul", {x, hard_sigmoid_of(t, x, 1.0 / 6.0, 0.5)}));
 }
 
+// IsInf: isinf, narrowed to one sign by detect_negative / detect_positive = 0.
 void is_inf(Translator& t, const OpRule&) {
-  if (t.attr_int("detect_negative", 1) != 1 || t.attr_int("detect_positive", 1) != 1)
-    t.unimplemented("detect_negative / detect_positive = 0 (only both)");
-  t.set_output(0, t.emit1("isinf", {t.value(0)}));
+  const bool neg = t.attr_int("detect_negative", 1) != 0, pos = t.attr_int("detect_positive", 1) != 0;
+  V x = t.value(0), inf = t.emit1("isinf", {x});
+  const hal_dtype_e dt = t.spec(x).dtype;
+  if (neg && !pos) inf = t.emit1("logical_and", {inf, t.emit1("lt", {x, scalar(t, dt, 0)})});
+  if (pos && !neg) inf = t.emit1("logical_and", {inf, t.emit1("gt", {x, scalar(t, dt, 0)})});
+  if (!pos && !neg) inf = t.emit1("logical_and", {inf, t.emit1("ne", {x, x})});  // all false, NaN included
+  t.set_output(0, inf);
 }
 
 const std::vector<OpRule> kTable = {
@@ -2392,7 +2398,7 @@ const std::vector<OpRule> kTable = {
     {"Sign", 9, 13, "sign", nullptr, ""},
     {"Not", 1, 1, "logical_not", unary_int_folding, ""},
     {"IsNaN", 9, 20, "isnan", nullptr, ""},
-    {"IsInf", 10, 20, "isinf", is_inf, "detect_negative and detect_positive both 1"},
+    {"IsInf", 10, 20, "isinf|isinf+lt|gt+logical_and", is_inf, ""},
     {"Add", 7, 14, "add", binary, ""},
     {"Sub", 7, 14, "sub", binary, ""},
     {"Mul", 7, 14, "mul", binary, ""},
@@ -2464,6 +2470,7 @@ const std::vector<OpRule> kTable = {
     {"RMSNormalization", 23, 23, "rms_norm", rms_norm, "normalized dims known at load"},
     {"NegativeLogLikelihoodLoss", 12, 22, "nll_loss", class_loss, ""},
     {"GatherElements", 11, 13, "gather", gather_elements, ""},
+    {"Scatter", 9, 10, "scatter", scatter_elements, ""},
     {"ScatterElements", 11, 18, "scatter|scatter_add", scatter_elements, "reduction none or add"},
     {"SoftmaxCrossEntropyLoss", 12, 13, "log_softmax+nll_loss", class_loss, ""},
     {"Attention", 23, 25, "matmul+mul+softmax+where+add+amax+eq+cat+copy+tanh+pad", attention, "shapes known at load"},

@@ -1,13 +1,646 @@
-// Tensor operators composed from catalog ops.
+// Tensor operators composed from catalog ops, each as ONNX's reference
+// computes it: OneHot, the normalizations without a catalog op of their own
+// (InstanceNormalization, GroupNormalization, MeanVarianceNormalization,
+// LRN), ReverseSequence, TensorScatter, Einsum, Col2Im, MaxUnpool, Det,
+// AffineGrid, GridSample, the window functions and BitShift.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "converters.hpp"
+#include "hal/common/dtype.hpp"
+#include "tensor_proto.hpp"
 
 namespace hal::onnx::detail {
 
+namespace {
+
+using V = Graph::Value;
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Every dim of SHAPE known at load; otherwise UNIMPLEMENTED naming WHAT.
+void require_static(Translator& t, const std::vector<int64_t>& shape, const std::string& what) {
+  for (int64_t d : shape)
+    if (d < 0) t.unimplemented(what + " with a dim only known at run time (shape " + shape_text(shape) + ")");
+}
+
+// One integer known at load (or bound per run) from input I.
+int64_t one_int(Translator& t, size_t i, const std::string& what) {
+  if (const HostTensor* h = t.host(i)) {
+    if (auto f = float_values(*h); f && f->size() == 1) return static_cast<int64_t>((*f)[0]);
+  }
+  std::optional<std::vector<Dim>> v = t.ints(i);
+  if (!v || v->size() != 1 || !(*v)[0].known()) t.needs_value(what);
+  return (*v)[0].value;
+}
+
+// A constant of dtype DT and SHAPE holding VALUES (float or integer DT).
+V typed_constant(Translator& t, hal_dtype_e dt, const std::vector<int64_t>& shape, const std::vector<double>& values) {
+  if (!is_float(dt)) {
+    std::vector<int64_t> ints(values.begin(), values.end());
+    return t.constant(int_tensor(dt, ints, shape));
+  }
+  if (dt == HAL_DTYPE_FLOAT64) {
+    HostTensor h{dt, shape, std::vector<uint8_t>(values.size() * 8)};
+    std::memcpy(h.data.data(), values.data(), h.data.size());
+    return t.constant(h);
+  }
+  std::vector<float> f(values.begin(), values.end());
+  return as_dtype(t, float_constant(t, shape, f), dt);
+}
+
+// ---- OneHot ----
+// out = on where (index, negative ones + depth) equals the position along
+// AXIS, off elsewhere; indices outside [-depth, depth) match nothing.
+void one_hot(Translator& t, const OpRule&) {
+  const std::vector<int64_t> ishape = t.in(0).spec.shape;
+  const int64_t depth = one_int(t, 1, "OneHot's depth");
+  if (depth < 0) t.invalid("depth " + std::to_string(depth) + " is negative");
+  const int64_t rank = static_cast<int64_t>(ishape.size()) + 1;
+  int64_t axis = t.attr_int("axis", -1);
+  if (axis < -rank || axis >= rank) t.invalid("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  if (axis < 0) axis += rank;
+  const std::vector<int64_t>& vshape = t.in(2).spec.shape;
+  if (numel(vshape) != 2) t.invalid("values has shape " + shape_text(vshape) + " (two elements: off, on)");
+  const hal_dtype_e it = t.in(0).spec.dtype;
+  const hal_dtype_e ct = is_float(it) ? it : HAL_DTYPE_INT64;
+  V idx = as_dtype(t, t.value(0), ct);
+  idx = t.emit1("where", {t.emit1("lt", {idx, scalar(t, ct, 0)}), t.emit1("add", {idx, scalar(t, ct, static_cast<double>(depth))}), idx});
+  std::vector<int64_t> ishape1 = ishape;
+  ishape1.insert(ishape1.begin() + axis, 1);
+  idx = reshape_to(t, idx, ishape1);
+  std::vector<double> classes(static_cast<size_t>(depth));
+  for (int64_t c = 0; c < depth; ++c) classes[static_cast<size_t>(c)] = static_cast<double>(c);
+  std::vector<int64_t> cshape(static_cast<size_t>(rank), 1);
+  cshape[static_cast<size_t>(axis)] = depth;
+  V hit = t.emit1("eq", {idx, typed_constant(t, ct, cshape, classes)});
+  V values = reshape_to(t, t.value(2), {2});
+  std::vector<V> off_on = t.emit("split", {values}, {Attr::i("dim", 0), Attr::i("split_size", 1)}, 2);
+  V off = reshape_to(t, off_on[0], {}), on = reshape_to(t, off_on[1], {});
+  t.set_output(0, t.emit1("where", {hit, on, off}));
+}
+
+// ---- normalizations ----
+// InstanceNormalization: group_norm with a group per channel.
+void instance_norm(Translator& t, const OpRule&) {
+  const std::vector<int64_t>& x = t.in(0).spec.shape;
+  if (x.size() < 3) t.invalid("input has rank " + std::to_string(x.size()) + " (N, C and at least one spatial dim)");
+  if (x[1] < 0) t.unimplemented("a channel count only known at run time");
+  t.set_output(0, t.emit("group_norm", {t.value(0), t.value(1), t.value(2)},
+                         {Attr::i("num_groups", x[1]), Attr::f("eps", t.attr_float("epsilon", 1e-5f))}, 3)[0]);
+}
+
+// GroupNormalization: scale and bias per channel (21) or per group (18,
+// repeated over the group's channels); statistics in float32 (stash_type 1).
+void group_norm(Translator& t, const OpRule&) {
+  const std::vector<int64_t>& x = t.in(0).spec.shape;
+  if (x.size() < 3) t.invalid("input has rank " + std::to_string(x.size()) + " (N, C and at least one spatial dim)");
+  const int64_t groups = t.attr_int("num_groups", 0), channels = x[1];
+  if (channels < 0) t.unimplemented("a channel count only known at run time");
+  if (groups <= 0 || channels % groups != 0)
+    t.invalid("num_groups " + std::to_string(groups) + " does not divide the " + std::to_string(channels) + " channels");
+  V scale = t.value(1), bias = t.value(2);
+  if (t.opset() < 21) {
+    std::vector<int64_t> idx(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) idx[static_cast<size_t>(c)] = c / (channels / groups);
+    V index = t.constant(int_tensor(HAL_DTYPE_INT64, idx, {channels}));
+    scale = t.emit1("index_select", {scale, index}, {Attr::i("dim", 0)});
+    bias = t.emit1("index_select", {bias, index}, {Attr::i("dim", 0)});
+  }
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  const bool stash = t.attr_int("stash_type", 1) == 1 && dt != HAL_DTYPE_FLOAT64;
+  const hal_dtype_e ct = stash ? HAL_DTYPE_FLOAT32 : dt;
+  V y = t.emit("group_norm", {as_dtype(t, t.value(0), ct), as_dtype(t, scale, ct), as_dtype(t, bias, ct)},
+               {Attr::i("num_groups", groups), Attr::f("eps", t.attr_float("epsilon", 1e-5f))}, 3)[0];
+  t.set_output(0, as_dtype(t, y, dt));
+}
+
+std::vector<int64_t> axes_attr(Translator& t, const char* name, std::vector<int64_t> fallback, size_t rank) {
+  std::vector<int64_t> axes = t.attr_ints(name).value_or(fallback);
+  for (int64_t& a : axes) a = norm_axis(t, a, rank, "axes entry");
+  return axes;
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9).
+void mean_variance_norm(Translator& t, const OpRule&) {
+  const size_t rank = t.in(0).spec.shape.size();
+  std::vector<int64_t> axes = axes_attr(t, "axes", {0, 2, 3}, rank);
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  V x = t.value(0);
+  auto mean = [&](V v) { return t.emit1("mean", {v}, {Attr::ints("dim", axes), Attr::b("keepdim", true)}); };
+  V m = mean(x);
+  V sq_mean = mean(t.emit1("mul", {x, x}));
+  V sd = t.emit1("sqrt", {t.emit1("sub", {sq_mean, t.emit1("mul", {m, m})})});
+  t.set_output(0, t.emit1("div", {t.emit1("sub", {x, m}), t.emit1("add", {sd, scalar(t, dt, 1e-9)})}));
+}
+
+// LRN: x / (bias + alpha / size * (sum of x^2 over the channel window))^beta;
+// the window [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to the channels.
+void lrn(Translator& t, const OpRule&) {
+  const std::vector<int64_t>& x = t.in(0).spec.shape;
+  if (x.size() < 3) t.invalid("input has rank " + std::to_string(x.size()) + " (N, C and at least one spatial dim)");
+  const int64_t size = t.attr_int("size", 0);
+  if (size <= 0) t.invalid("size " + std::to_string(size) + " (a positive window)");
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  V v = t.value(0);
+  V sq = t.emit1("mul", {v, v});
+  std::vector<int64_t> pad(2 * (x.size() - 2), 0);  // torch order: last dim first
+  pad.push_back(lo);
+  pad.push_back(hi);
+  V padded = t.emit1("pad", {sq}, {Attr::ints("pad", pad), Attr::s("mode", "constant"), Attr::scalar("value", 0.0)});
+  V sum;
+  for (int64_t k = 0; k < size; ++k) {
+    V part = crop(t, padded, 1, k, size - 1 - k);
+    sum = sum.valid() ? t.emit1("add", {sum, part}) : part;
+  }
+  const double alpha = t.attr_float("alpha", 1e-4f), beta = t.attr_float("beta", 0.75f), bias = t.attr_float("bias", 1.0f);
+  V denom = t.emit1("add", {scalar(t, dt, bias), t.emit1("mul", {sum, scalar(t, dt, alpha / static_cast<double>(size))})});
+  t.set_output(0, t.emit1("div", {v, t.emit1("pow", {denom, scalar(t, dt, beta)})}));
+}
+
+// ---- sequences along an axis ----
+// ReverseSequence: per batch entry b the first lens[b] entries along the
+// time axis reversed (lens known at load or bound per run).
+void reverse_sequence(Translator& t, const OpRule&) {
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  if (shape.size() < 2) t.invalid("input has rank " + std::to_string(shape.size()) + " (at least 2)");
+  require_static(t, shape, "ReverseSequence's input");
+  const int64_t time = t.attr_int("time_axis", 0), batch = t.attr_int("batch_axis", 1);
+  if (!((time == 0 && batch == 1) || (time == 1 && batch == 0)))
+    t.invalid("time_axis " + std::to_string(time) + " and batch_axis " + std::to_string(batch) + " (0 and 1, in either order)");
+  std::optional<std::vector<Dim>> lens = t.ints(1);
+  if (!lens || std::any_of(lens->begin(), lens->end(), [](const Dim& d) { return !d.known(); })) t.needs_value("sequence_lens");
+  const int64_t T = shape[static_cast<size_t>(time)], B = shape[static_cast<size_t>(batch)];
+  if (static_cast<int64_t>(lens->size()) != B)
+    t.invalid("sequence_lens has " + std::to_string(lens->size()) + " entries for a batch of " + std::to_string(B));
+  std::vector<int64_t> idx;  // over the first two dims flattened, in the input's order
+  for (int64_t i = 0; i < shape[0]; ++i)
+    for (int64_t j = 0; j < shape[1]; ++j) {
+      const int64_t s = time == 0 ? i : j, b = time == 0 ? j : i;
+      const int64_t len = (*lens)[static_cast<size_t>(b)].value;
+      if (len < 0 || len > T) t.invalid("sequence_lens holds " + std::to_string(len) + ", outside [0, " + std::to_string(T) + "]");
+      const int64_t src = s < len ? len - 1 - s : s;
+      idx.push_back(time == 0 ? src * shape[1] + b : b * shape[1] + src);
+    }
+  std::vector<int64_t> flat = shape;
+  flat.erase(flat.begin());
+  flat[0] = shape[0] * shape[1];
+  V index = t.constant(int_tensor(HAL_DTYPE_INT64, idx, {static_cast<int64_t>(idx.size())}));
+  V rows = t.emit1("index_select", {reshape_to(t, t.value(0), flat), index}, {Attr::i("dim", 0)});
+  t.set_output(0, reshape_to(t, rows, shape));
+}
+
+// TensorScatter (24): present = past with update written along AXIS at
+// write_indices[b] + i (mod the cache length when circular), per batch b.
+void tensor_scatter(Translator& t, const OpRule&) {
+  const std::vector<int64_t> past = t.in(0).spec.shape, upd = t.in(1).spec.shape;
+  require_static(t, past, "TensorScatter's past_cache");
+  require_static(t, upd, "TensorScatter's update");
+  if (past.size() != upd.size() || past.size() < 2)
+    t.invalid("past_cache " + shape_text(past) + " and update " + shape_text(upd) + " differ in rank (at least 2)");
+  const int64_t axis = norm_axis(t, t.attr_int("axis", -2), past.size());
+  if (axis == 0) t.invalid("axis 0 is the batch axis");
+  for (size_t d = 0; d < past.size(); ++d)
+    if (static_cast<int64_t>(d) == axis ? upd[d] > past[d] : upd[d] != past[d])
+      t.invalid("update " + shape_text(upd) + " does not fit past_cache " + shape_text(past) + " along axis " + std::to_string(axis));
+  const std::string mode = t.attr_string("mode", "linear");
+  if (mode != "linear" && mode != "circular") t.invalid("mode '" + mode + "' (linear or circular)");
+  std::vector<double> steps(static_cast<size_t>(upd[static_cast<size_t>(axis)]));
+  for (size_t i = 0; i < steps.size(); ++i) steps[i] = static_cast<double>(i);
+  std::vector<int64_t> sshape(past.size(), 1);
+  sshape[static_cast<size_t>(axis)] = upd[static_cast<size_t>(axis)];
+  V pos = typed_constant(t, HAL_DTYPE_INT64, sshape, steps);
+  if (t.has_input(2)) {
+    std::vector<int64_t> wshape(past.size(), 1);
+    wshape[0] = past[0];
+    pos = t.emit1("add", {pos, reshape_to(t, as_dtype(t, t.value(2), HAL_DTYPE_INT64), wshape)});
+  }
+  if (mode == "circular") pos = t.emit1("remainder", {pos, scalar(t, HAL_DTYPE_INT64, static_cast<double>(past[static_cast<size_t>(axis)]))});
+  V index = t.emit_as("copy", {pos}, {}, {HAL_DTYPE_INT64, upd});
+  t.set_output(0, t.emit1("scatter", {t.value(0), index, t.value(1)}, {Attr::i("dim", axis)}));
+}
+
+
+// ---- Einsum ----
+// Operands reduced to distinct labels (repeated ones: their diagonal),
+// labels no one else needs summed out, then contracted pairwise as batched
+// matmuls ([batch, left, contracted] x [batch, contracted, right]); the
+// result summed over what the output drops and permuted into its order.
+struct Labeled {
+  V v;
+  std::vector<int> labels;  // one per dim: a letter's code, or 1000 + i for ellipsis dim i (from the right)
+};
+
+std::vector<int> parse_term(Translator& t, const std::string& term, size_t rank, size_t& ellipsis_rank, bool output) {
+  std::vector<int> labels;
+  size_t letters = 0;
+  for (char c : term)
+    if (std::isalpha(static_cast<unsigned char>(c))) ++letters;
+  const size_t dots = term.find("...");
+  if (!output && dots == std::string::npos && letters != rank)
+    t.invalid("term '" + term + "' has " + std::to_string(letters) + " labels for an operand of rank " + std::to_string(rank));
+  if (!output && dots != std::string::npos) {
+    if (letters > rank) t.invalid("term '" + term + "' has more labels than its operand's rank " + std::to_string(rank));
+    ellipsis_rank = std::max(ellipsis_rank, rank - letters);
+  }
+  for (size_t i = 0; i < term.size(); ++i) {
+    const char c = term[i];
+    if (term.compare(i, 3, "...") == 0) {
+      const size_t n = output ? ellipsis_rank : rank - letters;
+      for (size_t k = 0; k < n; ++k) labels.push_back(1000 + static_cast<int>(n - 1 - k));
+      i += 2;
+    } else if (std::isalpha(static_cast<unsigned char>(c))) {
+      labels.push_back(c);
+    } else {
+      t.invalid(std::string("equation character '") + c + "' (letters, '...', ',' and '->')");
+    }
+  }
+  return labels;
+}
+
+// V's diagonal over dims P < Q of equal size: Q dropped, P moved last.
+Labeled diagonal(Translator& t, Labeled x, size_t p, size_t q) {
+  std::vector<int64_t> shape = t.spec(x.v).shape;
+  const int64_t n = shape[p];
+  if (shape[q] != n) t.invalid("repeated label '" + std::string(1, static_cast<char>(x.labels[p])) + "' over dims of sizes " +
+                               std::to_string(n) + " and " + std::to_string(shape[q]));
+  std::vector<size_t> order;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (d != p && d != q) order.push_back(d);
+  order.push_back(p);
+  order.push_back(q);
+  V moved = permuted(t, x.v, order);
+  std::vector<int64_t> flat, out;
+  std::vector<int> labels;
+  for (size_t k = 0; k + 2 < order.size(); ++k) {
+    flat.push_back(shape[order[k]]);
+    labels.push_back(x.labels[order[k]]);
+  }
+  out = flat;
+  flat.push_back(n * n);
+  out.push_back(n);
+  labels.push_back(x.labels[p]);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i * (n + 1);
+  V index = t.constant(int_tensor(HAL_DTYPE_INT64, idx, {n}));
+  V d = t.emit1("index_select", {reshape_to(t, moved, flat), index}, {Attr::i("dim", static_cast<int64_t>(flat.size() - 1))});
+  return {reshape_to(t, d, out), labels};
+}
+
+// X summed over every label not in KEEP.
+Labeled sum_out(Translator& t, Labeled x, const std::vector<int>& keep) {
+  std::vector<int64_t> dims;
+  std::vector<int> labels;
+  for (size_t d = 0; d < x.labels.size(); ++d) {
+    if (std::find(keep.begin(), keep.end(), x.labels[d]) == keep.end()) dims.push_back(static_cast<int64_t>(d));
+    else labels.push_back(x.labels[d]);
+  }
+  if (dims.empty()) return x;
+  return {t.emit1("sum", {x.v}, {Attr::ints("dim", dims), Attr::b("keepdim", false)}), labels};
+}
+
+Labeled contract(Translator& t, Labeled a, Labeled b, const std::vector<int>& keep) {
+  auto has = [](const std::vector<int>& v, int l) { return std::find(v.begin(), v.end(), l) != v.end(); };
+  std::vector<int> batch, left, inner, right;
+  for (int l : a.labels) {
+    if (has(b.labels, l)) (has(keep, l) ? batch : inner).push_back(l);
+    else left.push_back(l);
+  }
+  for (int l : b.labels)
+    if (!has(a.labels, l)) right.push_back(l);
+  const std::vector<int64_t> as = t.spec(a.v).shape, bs = t.spec(b.v).shape;
+  auto size_of = [&](const Labeled& x, const std::vector<int64_t>& s, int l) {
+    return s[static_cast<size_t>(std::find(x.labels.begin(), x.labels.end(), l) - x.labels.begin())];
+  };
+  // Broadcast size-1 dims of shared labels (ellipsis dims) to the other side's size.
+  auto arrange = [&](const Labeled& x, const std::vector<int64_t>& s, const std::vector<std::vector<int>>& groups,
+                     const Labeled& other, const std::vector<int64_t>& os) {
+    std::vector<size_t> order;
+    std::vector<int64_t> full, merged;
+    bool expand = false;
+    for (const auto& g : groups) {
+      int64_t m = 1;
+      for (int l : g) {
+        order.push_back(static_cast<size_t>(std::find(x.labels.begin(), x.labels.end(), l) - x.labels.begin()));
+        int64_t n = size_of(x, s, l);
+        if (has(other.labels, l)) {
+          const int64_t on = size_of(other, os, l);
+          if (n != on && n != 1 && on != 1)
+            t.invalid("label sizes " + std::to_string(n) + " and " + std::to_string(on) + " do not broadcast");
+          if (n == 1 && on != 1) {
+            n = on;
+            expand = true;
+          }
+        }
+        full.push_back(n);
+        m *= n;
+      }
+      merged.push_back(m);
+    }
+    V v = permuted(t, x.v, order);
+    if (expand) v = t.emit_as("copy", {v}, {}, {t.spec(v).dtype, full});
+    return std::make_pair(reshape_to(t, v, merged), full);
+  };
+  auto [av, afull] = arrange(a, as, {batch, left, inner}, b, bs);
+  auto [bv, bfull] = arrange(b, bs, {batch, inner, right}, a, as);
+  V prod = t.emit1("matmul", {av, bv});
+  std::vector<int64_t> out(afull.begin(), afull.begin() + static_cast<long>(batch.size() + left.size()));
+  out.insert(out.end(), bfull.end() - static_cast<long>(right.size()), bfull.end());
+  std::vector<int> labels = batch;
+  labels.insert(labels.end(), left.begin(), left.end());
+  labels.insert(labels.end(), right.begin(), right.end());
+  return {reshape_to(t, prod, out), labels};
+}
+
+void einsum(Translator& t, const OpRule&) {
+  std::string eq;
+  for (char c : t.attr_string("equation", "")) if (c != ' ') eq += c;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != t.input_count())
+    t.invalid("equation '" + eq + "' has " + std::to_string(terms.size()) + " terms for " + std::to_string(t.input_count()) + " inputs");
+  size_t ellipsis_rank = 0;
+  std::vector<Labeled> ops;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    require_static(t, t.in(i).spec.shape, "Einsum's input " + std::to_string(i));
+    ops.push_back({t.value(i), parse_term(t, terms[i], t.in(i).spec.shape.size(), ellipsis_rank, false)});
+  }
+  std::vector<int> out;
+  if (arrow != std::string::npos) {
+    out = parse_term(t, eq.substr(arrow + 2), 0, ellipsis_rank, true);
+  } else {  // implicit: the ellipsis dims, then the labels used once, alphabetically
+    std::map<int, int> count;
+    for (const Labeled& o : ops)
+      for (int l : o.labels) ++count[l];
+    for (size_t k = ellipsis_rank; k-- > 0;) out.push_back(1000 + static_cast<int>(k));
+    for (auto [l, c] : count)
+      if (l < 1000 && c == 1) out.push_back(l);
+  }
+  for (int l : out) {
+    bool found = false;
+    for (const Labeled& o : ops) found = found || std::find(o.labels.begin(), o.labels.end(), l) != o.labels.end();
+    if (!found && l < 1000) t.invalid("output label '" + std::string(1, static_cast<char>(l)) + "' is in no input term");
+  }
+  for (Labeled& o : ops)  // repeated labels: the diagonal
+    for (bool again = true; again;) {
+      again = false;
+      for (size_t p = 0; p < o.labels.size() && !again; ++p)
+        for (size_t q = p + 1; q < o.labels.size() && !again; ++q)
+          if (o.labels[p] == o.labels[q]) {
+            o = diagonal(t, o, p, q);
+            again = true;
+          }
+    }
+  // Keep what the output or a later operand needs.
+  auto needed_after = [&](size_t i) {
+    std::vector<int> keep = out;
+    for (size_t j = i + 1; j < ops.size(); ++j) keep.insert(keep.end(), ops[j].labels.begin(), ops[j].labels.end());
+    return keep;
+  };
+  std::vector<int> keep0 = needed_after(0);
+  for (size_t j = 1; j < ops.size(); ++j) keep0.insert(keep0.end(), ops[j].labels.begin(), ops[j].labels.end());
+  Labeled acc = sum_out(t, ops[0], keep0);
+  for (size_t i = 1; i < ops.size(); ++i) {
+    std::vector<int> keep = needed_after(i);
+    std::vector<int> keep_b = keep;
+    keep_b.insert(keep_b.end(), acc.labels.begin(), acc.labels.end());
+    Labeled b = sum_out(t, ops[i], keep_b);
+    acc = contract(t, acc, b, keep);
+  }
+  acc = sum_out(t, acc, out);
+  std::vector<size_t> order;
+  for (int l : out) {
+    auto it = std::find(acc.labels.begin(), acc.labels.end(), l);
+    if (it == acc.labels.end()) t.invalid("output label missing after the contraction");
+    order.push_back(static_cast<size_t>(it - acc.labels.begin()));
+  }
+  t.set_output(0, permuted(t, acc.v, order));
+}
+
+// ---- images ----
+// Col2Im: each column entry added into its image position (a scatter_add
+// over a host-built index; entries falling into the padding go to a spare
+// slot that is dropped).
+void col2im(Translator& t, const OpRule&) {
+  const std::vector<int64_t> x = t.in(0).spec.shape;
+  require_static(t, x, "Col2Im's input");
+  const std::vector<int64_t> image = t.const_ints(1, "Col2Im's image_shape");
+  const std::vector<int64_t> block = t.const_ints(2, "Col2Im's block_shape");
+  const size_t nd = image.size();
+  if (x.size() != 3) t.invalid("input has rank " + std::to_string(x.size()) + " (3: N, C * prod(block_shape), L)");
+  if (block.size() != nd) t.invalid("block_shape has " + std::to_string(block.size()) + " dims; image_shape " + std::to_string(nd));
+  std::vector<int64_t> dil = t.attr_ints("dilations").value_or(std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> str = t.attr_ints("strides").value_or(std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> pads = t.attr_ints("pads").value_or(std::vector<int64_t>(2 * nd, 0));
+  if (dil.size() != nd || str.size() != nd || pads.size() != 2 * nd) t.invalid("dilations, strides or pads do not match " + std::to_string(nd) + " spatial dims");
+  const int64_t k = numel(block);
+  if (k <= 0 || x[1] % k != 0) t.invalid("input dim 1 (" + std::to_string(x[1]) + ") is not a multiple of prod(block_shape) " + std::to_string(k));
+  std::vector<int64_t> blocks(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    blocks[d] = (image[d] + pads[d] + pads[d + nd] - dil[d] * (block[d] - 1) - 1) / str[d] + 1;
+    if (blocks[d] <= 0) t.invalid("no sliding block fits image dim " + std::to_string(d));
+  }
+  const int64_t l = numel(blocks), p = numel(image);
+  if (x[2] != l) t.invalid("input dim 2 is " + std::to_string(x[2]) + "; the blocks give " + std::to_string(l));
+  std::vector<int64_t> idx(static_cast<size_t>(k * l));
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t ll = 0; ll < l; ++ll) {
+      int64_t pos = 0, rk = kk, rl = ll;
+      bool inside = true;
+      std::vector<int64_t> ko(nd), lo(nd);
+      for (size_t d = nd; d-- > 0;) {
+        ko[d] = rk % block[d];
+        rk /= block[d];
+        lo[d] = rl % blocks[d];
+        rl /= blocks[d];
+      }
+      for (size_t d = 0; d < nd; ++d) {
+        const int64_t at = lo[d] * str[d] - pads[d] + ko[d] * dil[d];
+        inside = inside && at >= 0 && at < image[d];
+        pos = pos * image[d] + at;
+      }
+      idx[static_cast<size_t>(kk * l + ll)] = inside ? pos : p;
+    }
+  const int64_t n = x[0], c = x[1] / k;
+  V cols = reshape_to(t, t.value(0), {n, c, k * l});
+  V index = t.emit_as("copy", {t.constant(int_tensor(HAL_DTYPE_INT64, idx, {1, 1, k * l}))}, {}, {HAL_DTYPE_INT64, {n, c, k * l}});
+  V zeros = t.emit_as("fill", {}, {Attr::scalar("value", 0.0)}, {t.in(0).spec.dtype, {n, c, p + 1}});
+  V img = crop(t, t.emit1("scatter_add", {zeros, index, cols}, {Attr::i("dim", 2)}), 2, 0, 1);
+  std::vector<int64_t> out{n, c};
+  out.insert(out.end(), image.begin(), image.end());
+  t.set_output(0, reshape_to(t, img, out));
+}
+
+// MaxUnpool: X's values written at their (whole-tensor flat) indices into
+// zeros of the inferred shape, padded at the end to output_shape.
+void max_unpool(Translator& t, const OpRule&) {
+  const std::vector<int64_t> x = t.in(0).spec.shape;
+  require_static(t, x, "MaxUnpool's input");
+  if (t.in(1).spec.shape != x) t.invalid("indices have shape " + shape_text(t.in(1).spec.shape) + ", X " + shape_text(x));
+  const size_t nd = x.size() - 2;
+  const std::vector<int64_t> kernel = t.attr_ints("kernel_shape").value_or(std::vector<int64_t>{});
+  if (kernel.size() != nd) t.invalid("kernel_shape has " + std::to_string(kernel.size()) + " dims for " + std::to_string(nd) + " spatial dims");
+  std::vector<int64_t> str = t.attr_ints("strides").value_or(std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> pads = t.attr_ints("pads").value_or(std::vector<int64_t>(2 * nd, 0));
+  std::vector<int64_t> inferred{x[0], x[1]};
+  for (size_t d = 0; d < nd; ++d) inferred.push_back((x[d + 2] - 1) * str[d] - (pads[d] + pads[d + nd]) + kernel[d]);
+  std::vector<int64_t> shape = inferred;
+  if (t.has_input(2)) {
+    shape = t.const_ints(2, "MaxUnpool's output_shape");
+    if (shape.size() != x.size()) t.invalid("output_shape " + shape_text(shape) + " has the wrong rank");
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] < inferred[d]) t.invalid("output_shape " + shape_text(shape) + " is smaller than the inferred " + shape_text(inferred));
+  }
+  const int64_t total = numel(inferred), count = numel(x);
+  V zeros = t.emit_as("fill", {}, {Attr::scalar("value", 0.0)}, {t.in(0).spec.dtype, {total}});
+  V y = t.emit1("scatter", {zeros, reshape_to(t, as_dtype(t, t.value(1), HAL_DTYPE_INT64), {count}), reshape_to(t, t.value(0), {count})},
+                {Attr::i("dim", 0)});
+  y = reshape_to(t, y, inferred);
+  if (shape != inferred) {
+    std::vector<int64_t> pad;
+    for (size_t d = shape.size(); d-- > 0;) {
+      pad.push_back(0);
+      pad.push_back(shape[d] - inferred[d]);
+    }
+    y = t.emit1("pad", {y}, {Attr::ints("pad", pad), Attr::s("mode", "constant"), Attr::scalar("value", 0.0)});
+  }
+  t.set_output(0, y);
+}
+
+// AffineGrid: theta ([N, 2, 3] / [N, 3, 4]) times the homogeneous base grid
+// of the (load-time) size, in float64 as the reference computes it.
+void affine_grid(Translator& t, const OpRule&) {
+  std::vector<int64_t> size = t.const_ints(1, "AffineGrid's size");
+  if (size.size() != 4 && size.size() != 5) t.invalid("size has " + std::to_string(size.size()) + " entries (N, C, H, W or N, C, D, H, W)");
+  const bool align = t.attr_int("align_corners", 0) != 0;
+  std::vector<int64_t> dims(size.begin() + 2, size.end());  // [D,] H, W
+  const size_t nd = dims.size();
+  const std::vector<int64_t> theta = t.in(0).spec.shape;
+  if (theta != std::vector<int64_t>{size[0], static_cast<int64_t>(nd), static_cast<int64_t>(nd + 1)})
+    t.invalid("theta has shape " + shape_text(theta) + "; size asks for [" + std::to_string(size[0]) + ", " + std::to_string(nd) +
+              ", " + std::to_string(nd + 1) + "]");
+  auto coords = [&](int64_t n) {
+    std::vector<double> c(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      c[static_cast<size_t>(i)] = align ? (n == 1 ? -1.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1))
+                                        : -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n);
+    return c;
+  };
+  const int64_t points = numel(dims);
+  std::vector<double> base;  // [points, nd + 1]: x, y(, z), 1 with x the fastest dim
+  std::vector<std::vector<double>> axis(nd);
+  for (size_t d = 0; d < nd; ++d) axis[d] = coords(dims[d]);
+  for (int64_t p = 0; p < points; ++p) {
+    std::vector<int64_t> at(nd);
+    for (int64_t r = p, d = static_cast<int64_t>(nd) - 1; d >= 0; --d) {
+      at[static_cast<size_t>(d)] = r % dims[static_cast<size_t>(d)];
+      r /= dims[static_cast<size_t>(d)];
+    }
+    for (size_t d = nd; d-- > 0;) base.push_back(axis[d][static_cast<size_t>(at[d])]);
+    base.push_back(1.0);
+  }
+  V grid = typed_constant(t, HAL_DTYPE_FLOAT64, {points, static_cast<int64_t>(nd + 1)}, base);
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  V th = permuted(t, as_dtype(t, t.value(0), HAL_DTYPE_FLOAT64), {0, 2, 1});  // [N, nd+1, nd]
+  V out = t.emit1("matmul", {grid, th});                                       // [N, points, nd]
+  std::vector<int64_t> shape{size[0]};
+  shape.insert(shape.end(), dims.begin(), dims.end());
+  shape.push_back(static_cast<int64_t>(nd));
+  t.set_output(0, as_dtype(t, reshape_to(t, out, shape), dt));
+}
+
+// Det: the product of LU's diagonal, negated per row swap.
+void det(Translator& t, const OpRule&) {
+  const std::vector<int64_t> x = t.in(0).spec.shape;
+  if (x.size() < 2 || x[x.size() - 1] != x[x.size() - 2] || x.back() < 0)
+    t.invalid("input has shape " + shape_text(x) + " (square matrices [..., n, n])");
+  require_static(t, x, "Det's input");
+  const int64_t n = x.back();
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  const hal_dtype_e ct = dt == HAL_DTYPE_FLOAT64 ? dt : HAL_DTYPE_FLOAT32;
+  std::vector<V> lu = t.emit("linalg_lu_factor", {as_dtype(t, t.value(0), ct)}, {}, 3);
+  std::vector<int64_t> batch(x.begin(), x.end() - 2), flat = batch;
+  flat.push_back(n * n);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::vector<double> ones_based(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    idx[static_cast<size_t>(i)] = i * (n + 1);
+    ones_based[static_cast<size_t>(i)] = static_cast<double>(i + 1);
+  }
+  V diag = t.emit1("index_select", {reshape_to(t, lu[0], flat), t.constant(int_tensor(HAL_DTYPE_INT64, idx, {n}))},
+                   {Attr::i("dim", static_cast<int64_t>(batch.size()))});
+  const int64_t last = static_cast<int64_t>(batch.size());
+  V prod = t.emit1("prod", {diag}, {Attr::ints("dim", {last}), Attr::b("keepdim", false)});
+  V swaps = t.emit1("ne", {lu[1], typed_constant(t, HAL_DTYPE_INT32, {n}, ones_based)});
+  V count = t.emit1("sum", {as_dtype(t, swaps, HAL_DTYPE_INT64)}, {Attr::ints("dim", {last}), Attr::b("keepdim", false)});
+  V odd = t.emit1("ne", {t.emit1("remainder", {count, scalar(t, HAL_DTYPE_INT64, 2)}), scalar(t, HAL_DTYPE_INT64, 0)});
+  V result = t.emit1("where", {odd, t.emit1("neg", {prod}), prod});
+  t.set_output(0, as_dtype(t, result, dt));
+}
+
+// ---- window functions: host constants of the (load-time) size ----
+void window(Translator& t, const OpRule&) {
+  const int64_t size = one_int(t, 0, t.node().op_type() + "'s size");
+  if (size < 0) t.invalid("size " + std::to_string(size) + " is negative");
+  const bool periodic = t.attr_int("periodic", 1) != 0;
+  const int64_t code = t.attr_int("output_datatype", 1);
+  const hal_dtype_e out = dtype_from_onnx(static_cast<int32_t>(code));
+  if (out == HAL_DTYPE_INVALID || out == HAL_DTYPE_BOOL) t.invalid("output_datatype " + onnx_dtype_name(static_cast<int32_t>(code)));
+  const double n1 = static_cast<double>(periodic ? size : size - 1), pi = 3.14159265358979323846;
+  const std::string& op = t.node().op_type();
+  std::vector<double> w(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) {
+    const double n = static_cast<double>(i);
+    double v;
+    if (op == "HannWindow") v = std::pow(std::sin(n * pi / n1), 2);
+    else if (op == "HammingWindow") v = 25.0 / 46.0 - std::cos(n * pi * 2 / n1) * (1 - 25.0 / 46.0);
+    else v = std::cos(n * pi * 2 / n1) * -0.5 + std::cos(n * pi * 4 / n1) * 0.08 + 0.42;
+    w[static_cast<size_t>(i)] = v;
+  }
+  if (is_float(out) && common::dtype_size(out) == 2) {
+    t.set_output(0, typed_constant(t, out, {size}, w));
+    return;
+  }
+  t.set_output(0, as_dtype(t, typed_constant(t, HAL_DTYPE_FLOAT64, {size}, w), out));
+}
+
+}  // namespace
+
 const std::vector<OpRule>& tensor_rows() {
-  static const std::vector<OpRule> rows = {};
+  static const std::vector<OpRule> rows = {
+      {"OneHot", 9, 28, "lt+add+where+eq", one_hot, "depth known at load or from an input's value"},
+      {"InstanceNormalization", 6, 22, "group_norm", instance_norm, "channels known at load"},
+      {"GroupNormalization", 18, 21, "group_norm|index_select+group_norm", group_norm, "channels known at load"},
+      {"MeanVarianceNormalization", 9, 13, "mean+mul+sub+sqrt+add+div", mean_variance_norm, ""},
+      {"LRN", 1, 13, "mul+pad+index_select+add+pow+div", lrn, ""},
+      {"ReverseSequence", 10, 28, "reshape+index_select", reverse_sequence, "shapes known at load; sequence_lens known at load or from an input's value"},
+      {"TensorScatter", 24, 24, "add+remainder+copy+scatter", tensor_scatter, "shapes known at load"},
+      {"Einsum", 12, 28, "permute+index_select+sum+copy+matmul+reshape", einsum, "shapes known at load"},
+      {"Col2Im", 18, 18, "fill+scatter_add+index_select+reshape", col2im, "shapes, image_shape and block_shape known at load"},
+      {"MaxUnpool", 9, 22, "fill+scatter+reshape|pad", max_unpool, "shapes known at load"},
+      {"AffineGrid", 20, 20, "permute+matmul+copy", affine_grid, "size known at load or from an input's value"},
+      {"Det", 11, 22, "linalg_lu_factor+index_select+prod+ne+sum+where", det, "shapes known at load; float32 and float64 (16-bit floats computed in float32)"},
+      {"HannWindow", 17, 17, "", window, "size known at load or from an input's value"},
+      {"HammingWindow", 17, 17, "", window, "size known at load or from an input's value"},
+      {"BlackmanWindow", 17, 17, "", window, "size known at load or from an input's value"},
+  };
   return rows;
 }
 
