@@ -106,9 +106,9 @@ TEST_CASE("an unsupported operator is named with its node, index and opset") {
   ModelMaker mm(18);
   mm.input("x", TP::FLOAT, {int64_t{2}, int64_t{3}});
   mm.node("Relu", {"x"}, {"r"});
-  mm.node("Einsum", {"r", "r"}, {"y"}, "my_einsum");
+  mm.node("RoiAlign", {"r", "r", "r"}, {"y"}, "my_roialign");
   mm.output("y");
-  expect_error([&] { mm.load(); }, HAL_STATUS_UNIMPLEMENTED, {"node 1 'my_einsum'", "Einsum", "opset 18", "not supported"});
+  expect_error([&] { mm.load(); }, HAL_STATUS_UNIMPLEMENTED, {"node 1 'my_roialign'", "RoiAlign", "opset 18", "not supported"});
 }
 
 TEST_CASE("an unsupported attribute value is named") {

@@ -2470,7 +2470,7 @@ const std::vector<OpRule> kTable = {
     {"RMSNormalization", 23, 23, "rms_norm", rms_norm, "normalized dims known at load"},
     {"NegativeLogLikelihoodLoss", 12, 22, "nll_loss", class_loss, ""},
     {"GatherElements", 11, 13, "gather", gather_elements, ""},
-    {"Scatter", 9, 10, "scatter", scatter_elements, ""},
+    {"Scatter", 9, 9, "scatter", scatter_elements, ""},
     {"ScatterElements", 11, 18, "scatter|scatter_add", scatter_elements, "reduction none or add"},
     {"SoftmaxCrossEntropyLoss", 12, 13, "log_softmax+nll_loss", class_loss, ""},
     {"Attention", 23, 25, "matmul+mul+softmax+where+add+amax+eq+cat+copy+tanh+pad", attention, "shapes known at load"},
