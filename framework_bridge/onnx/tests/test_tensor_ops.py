@@ -1,0 +1,204 @@
+"""Tensor operators composed from catalog ops (tensor_ops.cc) against onnxruntime on the same models:
+OneHot, the normalizations, LRN, ReverseSequence, TensorScatter, Einsum, Col2Im, MaxUnpool, AffineGrid,
+Det and the window functions, beyond the shapes ONNX's node tests use. Bad inputs raise errors naming
+node, operator and what is wrong."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import hal
+import hal.onnx
+from test_opset_versions import check_like_ort, model, vi
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+rng = np.random.default_rng(11)
+
+
+@pytest.fixture(scope="module")
+def cpu_options(configs):
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = str(configs["cpu"])
+    return opts
+
+
+def reference(data, feeds):
+    return ReferenceEvaluator(onnx.load_from_string(data)).run(None, feeds)
+
+
+def const(name, array):
+    return helper.make_tensor(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape, array.flatten())
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, -3])
+@pytest.mark.parametrize("idx_dtype", [np.int64, np.int32, np.float32])
+def test_one_hot(axis, idx_dtype, cpu_options):
+    idx = np.array([[0, 3, -1], [-4, 5, 2]]).astype(idx_dtype)  # -4 wraps to 0; 5 and out of range match nothing
+    data = model([helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=axis)],
+                 [vi("i", helper.np_dtype_to_tensor_dtype(idx.dtype), idx.shape)], [vi("y", F, None)], 11,
+                 [const("depth", np.array([4.0], np.float32)), const("values", np.array([-1.5, 2.0], np.float32))])
+    check_like_ort(data, {"i": idx}, cpu_options)
+
+
+def test_normalizations(cpu_options):
+    x = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    scale, bias = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    data = model([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)], [vi("x", F, x.shape)],
+                 [vi("y", F, None)], 17, [const("s", scale), const("b", bias)])
+    check_like_ort(data, {"x": x}, cpu_options, rtol=1e-4, atol=1e-5)
+    for opset, n in ((18, 3), (21, 6)):
+        gs, gb = scale[:n], bias[:n]
+        data = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-4)],
+                     [vi("x", F, x.shape)], [vi("y", F, None)], opset, [const("s", gs), const("b", gb)])
+        check_like_ort(data, {"x": x}, cpu_options, rtol=1e-4, atol=1e-5)
+    for axes in (None, [0, 2, 3], [1], [2, 3]):
+        attrs = {} if axes is None else {"axes": axes}
+        data = model([helper.make_node("MeanVarianceNormalization", ["x"], ["y"], **attrs)], [vi("x", F, x.shape)],
+                     [vi("y", F, None)], 13)
+        check_like_ort(data, {"x": x}, cpu_options, rtol=1e-4, atol=1e-5)
+    for size in (1, 2, 3, 4, 5):
+        data = model([helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.01, beta=0.6, bias=2.0)],
+                     [vi("x", F, x.shape)], [vi("y", F, None)], 13)
+        if size % 2:
+            check_like_ort(data, {"x": x}, cpu_options, rtol=1e-5, atol=1e-6)
+        # onnxruntime takes odd sizes only, and ONNX's reference loops over the batch instead of the channels:
+        # against the definition's window [c - floor((size-1)/2), c + ceil((size-1)/2)]
+        sq = np.zeros_like(x)
+        for c in range(x.shape[1]):
+            sq[:, c] = (x[:, max(0, c - (size - 1) // 2):c + size // 2 + 1] ** 2).sum(axis=1)
+        want = x / (2.0 + 0.01 / size * sq) ** 0.6
+        np.testing.assert_allclose(hal.onnx.InferenceSession(data, cpu_options).run(None, {"x": x})[0], want,
+                                   rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_reverse_sequence_lengths_per_run(time_axis, cpu_options):
+    shape = [5, 3, 2] if time_axis == 0 else [3, 5, 2]
+    data = model([helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis, batch_axis=1 - time_axis)],
+                 [vi("x", F, shape), vi("lens", I64, [3])], [vi("y", F, None)], 10)
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal(shape).astype(np.float32)
+    for lens in ([5, 1, 3], [0, 2, 5]):
+        feeds = {"x": x, "lens": np.array(lens, np.int64)}
+        np.testing.assert_array_equal(sess.run(None, feeds)[0], want.run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter(mode, cpu_options):
+    past = rng.standard_normal((2, 3, 6, 4)).astype(np.float32)
+    upd = rng.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    data = model([helper.make_node("TensorScatter", ["past", "upd", "wi"], ["y"], mode=mode)],
+                 [vi("past", F, past.shape), vi("upd", F, upd.shape), vi("wi", I64, [2])], [vi("y", F, None)], 24)
+    check_like_ort(data, {"past": past, "upd": upd, "wi": np.array([1, 3 if mode == "linear" else 5], np.int64)},
+                   cpu_options)
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ij->ji", [(3, 4)]),
+    ("ii->i", [(4, 4)]), ("ii", [(4, 4)]), ("ij->", [(3, 4)]), ("i,i", [(5,), (5,)]), ("i,j->ij", [(3,), (4,)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (1, 5, 4, 2)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("abc,cd->abd", [(2, 3, 4), (4, 2)]), ("iij->j", [(3, 3, 2)]),
+    ("ab,ab->a", [(3, 4), (3, 4)]), ("...i->...", [(2, 3, 4)]), ("ijk", [(2, 3, 4)]), ("kji", [(2, 3, 4)]),
+    ("bi,ci->bc", [(3, 4), (5, 4)]), ("ij,ij->ij", [(3, 4), (1, 4)]),
+])
+def test_einsum(eq, shapes, cpu_options):
+    names = [f"x{i}" for i in range(len(shapes))]
+    data = model([helper.make_node("Einsum", names, ["y"], equation=eq)], [vi(n, F, s) for n, s in zip(names, shapes)],
+                 [vi("y", F, None)], 12)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in zip(names, shapes)}
+    check_like_ort(data, feeds, cpu_options, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ([5, 5], [2, 2], {}), ([6, 7], [3, 2], {"strides": [2, 1], "pads": [1, 0, 1, 1], "dilations": [1, 2]}),
+    ([3, 4, 5], [1, 2, 2], {"strides": [1, 2, 1]}),
+])
+def test_col2im(image, block, attrs, cpu_options):
+    nd = len(image)
+    st, pads, dil = attrs.get("strides", [1] * nd), attrs.get("pads", [0] * 2 * nd), attrs.get("dilations", [1] * nd)
+    blocks = [(image[d] + pads[d] + pads[d + nd] - dil[d] * (block[d] - 1) - 1) // st[d] + 1 for d in range(nd)]
+    x = rng.standard_normal((2, 3 * int(np.prod(block)), int(np.prod(blocks)))).astype(np.float32)
+    data = model([helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], **attrs)], [vi("x", F, x.shape)],
+                 [vi("y", F, None)], 18, [const("img", np.array(image, np.int64)), const("blk", np.array(block, np.int64))])
+    if nd == 2:
+        check_like_ort(data, {"x": x}, cpu_options, rtol=1e-5, atol=1e-6)
+    else:  # onnxruntime's Col2Im is 2-D only: against ONNX's reference
+        np.testing.assert_allclose(hal.onnx.InferenceSession(data, cpu_options).run(None, {"x": x})[0],
+                                   reference(data, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_max_unpool_of_onnxruntime_indices(cpu_options):
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    pool = model([helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2])],
+                 [vi("x", F, x.shape)], [vi("y", F, None), vi("i", I64, None)], 12)
+    y, i = ort.InferenceSession(pool, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for with_shape in (False, True):
+        inputs = ["y", "i"] + (["shape"] if with_shape else [])
+        inits = [const("shape", np.array([2, 3, 7, 8], np.int64))] if with_shape else []
+        data = model([helper.make_node("MaxUnpool", inputs, ["z"], kernel_shape=[2, 2], strides=[2, 2])],
+                     [vi("y", F, y.shape), vi("i", I64, i.shape)], [vi("z", F, None)], 11, inits)
+        if not with_shape:
+            check_like_ort(data, {"y": y, "i": i}, cpu_options)
+        else:  # onnxruntime reads the indices against output_shape; ONNX's node test and reference pad the inferred shape
+            np.testing.assert_array_equal(hal.onnx.InferenceSession(data, cpu_options).run(None, {"y": y, "i": i})[0],
+                                          reference(data, {"y": y, "i": i})[0])
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [2, 3, 2, 4, 3]])
+def test_affine_grid(align, size, cpu_options):
+    nd = len(size) - 2
+    theta = rng.standard_normal((2, nd, nd + 1)).astype(np.float32)
+    data = model([helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)],
+                 [vi("theta", F, theta.shape)], [vi("grid", F, None)], 20, [const("size", np.array(size, np.int64))])
+    check_like_ort(data, {"theta": theta}, cpu_options, rtol=1e-5, atol=1e-6)
+
+
+def test_det(cpu_options):
+    for shape in ((4, 4), (2, 3, 5, 5), (3, 1, 1)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        data = model([helper.make_node("Det", ["x"], ["y"])], [vi("x", F, shape)], [vi("y", F, None)], 11)
+        check_like_ort(data, {"x": x}, cpu_options, rtol=1e-4, atol=1e-5)
+    singular = np.array([[1, 2], [2, 4]], np.float32)
+    data = model([helper.make_node("Det", ["x"], ["y"])], [vi("x", F, [2, 2])], [vi("y", F, None)], 11)
+    assert hal.onnx.InferenceSession(data, cpu_options).run(None, {"x": singular})[0] == 0
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_windows(op, periodic, cpu_options):
+    for out in (TensorProto.FLOAT, TensorProto.DOUBLE):
+        data = model([helper.make_node(op, ["n"], ["w"], periodic=periodic, output_datatype=out)], [vi("n", I64, [])],
+                     [vi("w", out, None)], 17)
+        for n in (1, 8, 11):
+            check_like_ort(data, {"n": np.array(n, np.int64)}, cpu_options, rtol=1e-6, atol=1e-7)
+
+
+def test_tensor_ops_bad_inputs(cpu_options):
+    def load(nodes, inputs, opset, inits=()):
+        return hal.onnx.InferenceSession(model(nodes, inputs, [vi("y", F, None)], opset, inits), cpu_options)
+
+    with pytest.raises(hal.Error, match=r"Einsum.*equation 'ij,jk->ik' has 2 terms for 1 inputs"):
+        load([helper.make_node("Einsum", ["a"], ["y"], equation="ij,jk->ik")], [vi("a", F, [2, 2])], 12)
+    with pytest.raises(hal.Error, match=r"Einsum.*term 'ijk' has 3 labels for an operand of rank 2"):
+        load([helper.make_node("Einsum", ["a"], ["y"], equation="ijk->i")], [vi("a", F, [2, 2])], 12)
+    with pytest.raises(hal.Error, match=r"OneHot.*values has shape \[3\] \(two elements: off, on\)"):
+        load([helper.make_node("OneHot", ["i", "d", "v"], ["y"])], [vi("i", I64, [2])], 11,
+             [const("d", np.array(3, np.int64)), const("v", np.zeros(3, np.float32))])
+    with pytest.raises(hal.Error, match=r"GroupNormalization.*num_groups 4 does not divide the 6 channels"):
+        load([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=4)], [vi("x", F, [1, 6, 2])], 21,
+             [const("s", np.ones(6, np.float32)), const("b", np.ones(6, np.float32))])
+    with pytest.raises(hal.Error, match=r"Col2Im.*input dim 2 is 5; the blocks give 16"):
+        load([helper.make_node("Col2Im", ["x", "img", "blk"], ["y"])], [vi("x", F, [1, 4, 5])], 18,
+             [const("img", np.array([5, 5], np.int64)), const("blk", np.array([2, 2], np.int64))])
+    with pytest.raises(hal.Error, match=r"Det.*input has shape \[2, 3\] \(square matrices"):
+        load([helper.make_node("Det", ["x"], ["y"])], [vi("x", F, [2, 3])], 11)
+    sess = hal.onnx.InferenceSession(
+        model([helper.make_node("ReverseSequence", ["x", "lens"], ["y"])], [vi("x", F, [3, 2]), vi("lens", I64, [2])],
+              [vi("y", F, None)], 10), cpu_options)
+    with pytest.raises(hal.Error, match=r"ReverseSequence.*sequence_lens holds 4, outside \[0, 3\]"):
+        sess.run(None, {"x": np.zeros((3, 2), np.float32), "lens": np.array([1, 4], np.int64)})
