@@ -5,6 +5,7 @@
 // AffineGrid, GridSample, the window functions and BitShift.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -621,6 +622,206 @@ void window(Translator& t, const OpRule&) {
   t.set_output(0, as_dtype(t, typed_constant(t, HAL_DTYPE_FLOAT64, {size}, w), out));
 }
 
+// ---- BitShift ----
+// In int64: a right shift is a floor division by 2^s (a shift past the
+// width: -1 or 0 by the sign, as the reference); a left shift a product by
+// 2^s wrapped to the width (int64: the bits that stay below the sign bit,
+// and the one that lands on it); shifts outside [0, width) give 0.
+V pow2(Translator& t, V s) {  // 2^s for s in [0, 32], exactly
+  return as_dtype(t, t.emit1("exp2", {as_dtype(t, s, HAL_DTYPE_FLOAT64)}), HAL_DTYPE_INT64);
+}
+
+V floor_div_pow2(Translator& t, V a, V s) {  // floor(a / 2^s), s in [0, 64)
+  V lo = t.emit1("clamp", {s, scalar(t, HAL_DTYPE_INT64, 0), scalar(t, HAL_DTYPE_INT64, 32)});
+  V hi = t.emit1("sub", {s, lo});
+  V q = t.emit1("div", {a, pow2(t, lo)}, {Attr::s("rounding_mode", "floor")});
+  return t.emit1("div", {q, pow2(t, hi)}, {Attr::s("rounding_mode", "floor")});
+}
+
+void bit_shift(Translator& t, const OpRule&) {
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  if (t.in(1).spec.dtype != dt)
+    t.invalid("the shift's dtype " + std::string(common::dtype_name(t.in(1).spec.dtype)) + " differs from X's " + common::dtype_name(dt));
+  const bool is_signed = dt == HAL_DTYPE_INT8 || dt == HAL_DTYPE_INT16 || dt == HAL_DTYPE_INT32 || dt == HAL_DTYPE_INT64;
+  if (!is_signed && dt != HAL_DTYPE_UINT8)
+    t.invalid("X of dtype " + std::string(common::dtype_name(dt)) + " (integers; the catalog has no uint16/32/64 arithmetic)");
+  const std::string dir = t.attr_string("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT") t.invalid("direction '" + dir + "' (LEFT or RIGHT)");
+  const int64_t width = 8 * static_cast<int64_t>(common::dtype_size(dt));
+  const hal_dtype_e i64 = HAL_DTYPE_INT64;
+  V a = as_dtype(t, t.value(0), i64), s = as_dtype(t, t.value(1), i64);
+  V valid = t.emit1("logical_and", {t.emit1("ge", {s, scalar(t, i64, 0)}), t.emit1("lt", {s, scalar(t, i64, static_cast<double>(width))})});
+  V zero = scalar(t, i64, 0);
+  V r;
+  if (dir == "RIGHT") {
+    // Out of range: a signed shift by width - 1 gives the reference's -1 / 0.
+    V sc = t.emit1("where", {valid, s, scalar(t, i64, static_cast<double>(width - 1))});
+    r = floor_div_pow2(t, a, sc);
+    if (!is_signed) r = t.emit1("where", {valid, r, zero});
+  } else {
+    V sc = t.emit1("where", {valid, s, zero});
+    if (width < 64) {
+      V lo = t.emit1("clamp", {sc, zero, scalar(t, i64, 32)});
+      r = t.emit1("mul", {t.emit1("mul", {a, pow2(t, lo)}), pow2(t, t.emit1("sub", {sc, lo}))});
+      r = t.emit1("bitwise_and", {r, t.constant(int_tensor(i64, {(int64_t{1} << width) - 1}, {}))});
+      if (is_signed) {
+        V wrap = t.emit1("ge", {r, t.constant(int_tensor(i64, {int64_t{1} << (width - 1)}, {}))});
+        r = t.emit1("where", {wrap, t.emit1("sub", {r, t.constant(int_tensor(i64, {int64_t{1} << width}, {}))}), r});
+      }
+    } else {
+      V keep = floor_div_pow2(t, t.constant(int_tensor(i64, {INT64_MAX}, {})), sc);  // 2^(63-s) - 1
+      V low = t.emit1("bitwise_and", {a, keep});
+      V top = t.emit1("bitwise_and", {floor_div_pow2(t, a, t.emit1("sub", {scalar(t, i64, 63), sc})), scalar(t, i64, 1)});
+      V lo = t.emit1("clamp", {sc, zero, scalar(t, i64, 32)});
+      r = t.emit1("mul", {t.emit1("mul", {low, pow2(t, lo)}), pow2(t, t.emit1("sub", {sc, lo}))});
+      r = t.emit1("add", {r, t.emit1("where", {t.emit1("eq", {top, scalar(t, i64, 1)}),
+                                              t.constant(int_tensor(i64, {INT64_MIN}, {})), zero})});
+    }
+    r = t.emit1("where", {valid, r, zero});
+  }
+  t.set_output(0, as_dtype(t, r, dt));
+}
+
+// ---- GridSample (16: 2-D, bilinear/nearest/bicubic; 20: N-D, linear/nearest/cubic) ----
+// As the reference: per spatial dim, the grid coordinate denormalized
+// (align_corners), rounded half to even for nearest, brought inside the
+// borders (border: clamped; reflection: reflected), then the taps (1, 2 or
+// 4 per dim) with their weights, each tap fetched through the padding rule
+// (zeros: weight 0 outside; border: clamped; reflection: reflected). The
+// output is the sum over tap combinations of the weights' product times the
+// gathered value.
+struct Taps {
+  std::vector<V> index;   // [N, P] int64, inside [0, d)
+  std::vector<V> weight;  // [N, P], 0 for a zeros-padded tap outside
+};
+
+V reflect(Translator& t, V x, double lo, double hi) {
+  const hal_dtype_e dt = t.spec(x).dtype;
+  const double range = hi - lo;
+  auto fold = [&](V dx, double from, double to_even, double sign_even) {
+    // n = trunc(dx / range), r = dx - n * range; even n: from + sign * r, odd: the other border
+    V n = t.emit1("trunc", {t.emit1("div", {dx, scalar(t, dt, range)})});
+    V r = t.emit1("sub", {dx, t.emit1("mul", {n, scalar(t, dt, range)})});
+    V even = t.emit1("eq", {t.emit1("fmod", {n, scalar(t, dt, 2)}), scalar(t, dt, 0)});
+    V a = t.emit1("add", {scalar(t, dt, from), t.emit1("mul", {r, scalar(t, dt, sign_even)})});
+    V b = t.emit1("sub", {scalar(t, dt, to_even), t.emit1("mul", {r, scalar(t, dt, sign_even)})});
+    return t.emit1("where", {even, a, b});
+  };
+  V below = fold(t.emit1("sub", {scalar(t, dt, lo), x}), lo, hi, 1.0);
+  V above = fold(t.emit1("sub", {x, scalar(t, dt, hi)}), hi, lo, -1.0);
+  return t.emit1("where", {t.emit1("lt", {x, scalar(t, dt, lo)}), below,
+                           t.emit1("where", {t.emit1("gt", {x, scalar(t, dt, hi)}), above, x})});
+}
+
+// Keys' cubic coefficients (alpha -0.75) of tap K at fractional offset F.
+V cubic_coeff(Translator& t, V f, int k) {
+  const hal_dtype_e dt = t.spec(f).dtype;
+  const double a = -0.75;
+  auto c = [&](double v) { return scalar(t, dt, v); };
+  auto mul = [&](V x, V y) { return t.emit1("mul", {x, y}); };
+  auto add = [&](V x, V y) { return t.emit1("add", {x, y}); };
+  V x = k == 0 ? add(f, c(1)) : k == 1 ? f : k == 2 ? t.emit1("sub", {c(1), f}) : t.emit1("sub", {c(2), f});
+  if (k == 0 || k == 3)  // ((a*x - 5a)*x + 8a)*x - 4a
+    return add(mul(add(mul(add(mul(x, c(a)), c(-5 * a)), x), c(8 * a)), x), c(-4 * a));
+  return add(mul(mul(add(mul(x, c(a + 2)), c(-(a + 3))), x), x), c(1));  // ((a+2)*x - (a+3))*x*x + 1
+}
+
+Taps grid_taps(Translator& t, V g, int64_t d, bool align, const std::string& mode, const std::string& padding) {
+  const hal_dtype_e dt = t.spec(g).dtype;
+  auto c = [&](double v) { return scalar(t, dt, v); };
+  const double size = static_cast<double>(d);
+  V x = align ? t.emit1("mul", {t.emit1("add", {g, c(1)}), c((size - 1) / 2)})
+              : t.emit1("div", {t.emit1("sub", {t.emit1("mul", {t.emit1("add", {g, c(1)}), c(size)}), c(1)}), c(2)});
+  if (mode == "nearest") x = t.emit1("round", {x});
+  const double lo = align ? 0.0 : -0.5, hi = align ? size - 1 : size - 0.5;
+  if (padding == "border") {
+    V out = t.emit1("logical_or", {t.emit1("lt", {x, c(lo)}), t.emit1("gt", {x, c(hi)})});
+    x = t.emit1("where", {out, t.emit1("clamp", {x, c(0), c(size - 1)}), x});
+  } else if (padding == "reflection") {
+    x = reflect(t, x, lo, hi);
+  }
+  V base = mode == "nearest" ? t.emit1("trunc", {x}) : t.emit1("floor", {x});
+  V frac = t.emit1("sub", {x, base});
+  std::vector<int> offsets = mode == "nearest" ? std::vector<int>{0} : mode == "linear" ? std::vector<int>{0, 1}
+                                                                                      : std::vector<int>{-1, 0, 1, 2};
+  Taps taps;
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    V i = t.emit1("add", {base, c(offsets[k])});
+    V w = mode == "nearest" ? t.emit1("add", {t.emit1("mul", {frac, c(0)}), c(1)})
+          : mode == "linear" ? (k == 0 ? t.emit1("sub", {c(1), frac}) : frac)
+                             : cubic_coeff(t, frac, static_cast<int>(k));
+    if (padding == "zeros") {
+      V inside = t.emit1("logical_and", {t.emit1("ge", {i, c(0)}), t.emit1("le", {i, c(size - 1)})});
+      w = t.emit1("where", {inside, w, c(0)});
+      i = t.emit1("clamp", {i, c(0), c(size - 1)});
+    } else if (padding == "border") {
+      i = t.emit1("clamp", {i, c(0), c(size - 1)});
+    } else {
+      i = t.emit1("trunc", {reflect(t, i, lo, hi)});
+      i = t.emit1("clamp", {i, c(0), c(size - 1)});
+    }
+    taps.index.push_back(as_dtype(t, i, HAL_DTYPE_INT64));
+    taps.weight.push_back(w);
+  }
+  return taps;
+}
+
+void grid_sample(Translator& t, const OpRule&) {
+  const std::vector<int64_t> x = t.in(0).spec.shape, grid = t.in(1).spec.shape;
+  require_static(t, x, "GridSample's X");
+  require_static(t, grid, "GridSample's grid");
+  const size_t nd = x.size() - 2;
+  if (x.size() < 3 || grid.size() != x.size() || grid.back() != static_cast<int64_t>(nd) || grid[0] != x[0])
+    t.invalid("grid has shape " + shape_text(grid) + " for X " + shape_text(x) + " (expected [N, *out, " + std::to_string(nd) + "])");
+  if (t.opset() < 20 && nd != 2) t.invalid("GridSample before opset 20 takes 4-D inputs");
+  std::string mode = t.attr_string("mode", t.opset() < 20 ? "bilinear" : "linear");
+  if (mode == "bilinear") mode = "linear";
+  if (mode == "bicubic") mode = "cubic";
+  if (mode != "linear" && mode != "nearest" && mode != "cubic") t.invalid("mode '" + mode + "'");
+  const std::string padding = t.attr_string("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection") t.invalid("padding_mode '" + padding + "'");
+  const bool align = t.attr_int("align_corners", 0) != 0;
+  const hal_dtype_e xdt = t.in(0).spec.dtype;
+  if (!is_float(xdt)) t.invalid("X of dtype " + std::string(common::dtype_name(xdt)) + " (a floating dtype)");
+  const hal_dtype_e gdt = t.in(1).spec.dtype == HAL_DTYPE_FLOAT64 ? HAL_DTYPE_FLOAT64 : HAL_DTYPE_FLOAT32;
+  const int64_t n = x[0], ch = x[1];
+  std::vector<int64_t> out(grid.begin() + 1, grid.end() - 1);
+  const int64_t points = numel(out);
+  V g = as_dtype(t, t.value(1), gdt);
+  std::vector<Taps> per_dim(nd);
+  for (size_t i = 0; i < nd; ++i) {  // grid's last dim lists the coordinates fastest dim first
+    V index = t.constant(int_tensor(HAL_DTYPE_INT64, {static_cast<int64_t>(nd - 1 - i)}, {1}));
+    V gi = reshape_to(t, t.emit1("index_select", {g, index}, {Attr::i("dim", static_cast<int64_t>(grid.size() - 1))}), {n, points});
+    per_dim[i] = grid_taps(t, gi, x[2 + i], align, mode, padding);
+  }
+  const int64_t total = numel(std::vector<int64_t>(x.begin() + 2, x.end()));
+  V flat = reshape_to(t, as_dtype(t, t.value(0), gdt), {n, ch, total});
+  V acc;
+  std::vector<size_t> pick(nd, 0);
+  for (bool more = true; more;) {
+    V lin, w;
+    int64_t stride = 1;
+    for (size_t i = nd; i-- > 0;) {
+      V idx = per_dim[i].index[pick[i]];
+      V term = stride == 1 ? idx : t.emit1("mul", {idx, scalar(t, HAL_DTYPE_INT64, static_cast<double>(stride))});
+      lin = lin.valid() ? t.emit1("add", {lin, term}) : term;
+      w = w.valid() ? t.emit1("mul", {w, per_dim[i].weight[pick[i]]}) : per_dim[i].weight[pick[i]];
+      stride *= x[2 + i];
+    }
+    V index = t.emit_as("copy", {reshape_to(t, lin, {n, 1, points})}, {}, {HAL_DTYPE_INT64, {n, ch, points}});
+    V val = t.emit1("mul", {t.emit1("gather", {flat, index}, {Attr::i("dim", 2)}), reshape_to(t, w, {n, 1, points})});
+    acc = acc.valid() ? t.emit1("add", {acc, val}) : val;
+    more = false;
+    for (size_t i = 0; i < nd && !more; ++i) {
+      if (++pick[i] < per_dim[i].index.size()) more = true;
+      else pick[i] = 0;
+    }
+  }
+  std::vector<int64_t> shape{n, ch};
+  shape.insert(shape.end(), out.begin(), out.end());
+  t.set_output(0, as_dtype(t, reshape_to(t, acc, shape), xdt));
+}
+
 }  // namespace
 
 const std::vector<OpRule>& tensor_rows() {
@@ -637,6 +838,8 @@ const std::vector<OpRule>& tensor_rows() {
       {"MaxUnpool", 9, 22, "fill+scatter+reshape|pad", max_unpool, "shapes known at load"},
       {"AffineGrid", 20, 20, "permute+matmul+copy", affine_grid, "size known at load or from an input's value"},
       {"Det", 11, 22, "linalg_lu_factor+index_select+prod+ne+sum+where", det, "shapes known at load; float32 and float64 (16-bit floats computed in float32)"},
+      {"BitShift", 11, 28, "ge+lt+where+exp2+div+mul+bitwise_and+copy", bit_shift, "int8..int64 and uint8 (no uint16/32/64)"},
+      {"GridSample", 16, 22, "round|floor+where+clamp+gather+mul+add", grid_sample, "shapes known at load"},
       {"HannWindow", 17, 17, "", window, "size known at load or from an input's value"},
       {"HammingWindow", 17, 17, "", window, "size known at load or from an input's value"},
       {"BlackmanWindow", 17, 17, "", window, "size known at load or from an input's value"},

@@ -202,3 +202,53 @@ def test_tensor_ops_bad_inputs(cpu_options):
               [vi("y", F, None)], 10), cpu_options)
     with pytest.raises(hal.Error, match=r"ReverseSequence.*sequence_lens holds 4, outside \[0, 3\]"):
         sess.run(None, {"x": np.zeros((3, 2), np.float32), "lens": np.array([1, 4], np.int64)})
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample(mode, padding, align, cpu_options):
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = rng.uniform(-1.6, 1.6, (2, 4, 7, 2)).astype(np.float32)  # reaches past the borders
+    grid[0, 0, :3] = [[-1, -1], [1, 1], [0.25, -0.5]]
+    for opset, name in ((16, {"linear": "bilinear", "cubic": "bicubic"}.get(mode, mode)), (20, mode)):
+        data = model([helper.make_node("GridSample", ["x", "g"], ["y"], mode=name, padding_mode=padding,
+                                       align_corners=align)],
+                     [vi("x", F, x.shape), vi("g", F, grid.shape)], [vi("y", F, None)], opset)
+        if mode == "cubic" and padding == "border":
+            # The operator's definition (ONNX's reference) moves an out-of-bound location onto the border
+            # before taking its 4 taps; onnxruntime (as PyTorch) clamps each tap instead, which differs just
+            # outside the image.
+            got = hal.onnx.InferenceSession(data, cpu_options).run(None, {"x": x, "g": grid})[0]
+            np.testing.assert_allclose(got, reference(data, {"x": x, "g": grid})[0], rtol=1e-4, atol=1e-5)
+        else:
+            check_like_ort(data, {"x": x, "g": grid}, cpu_options, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_grid_sample_volumetric(mode, cpu_options):
+    x = rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, (1, 2, 3, 4, 3)).astype(np.float32)
+    for padding in ("zeros", "border", "reflection"):
+        data = model([helper.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding)],
+                     [vi("x", F, x.shape), vi("g", F, grid.shape)], [vi("y", F, None)], 20)
+        check_like_ort(data, {"x": x, "g": grid}, cpu_options, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bit_shift(dtype, direction, cpu_options):
+    info = np.iinfo(dtype)
+    x = np.concatenate([rng.integers(info.min, info.max, 40, dtype=dtype, endpoint=True),
+                        np.array([info.min, info.max, 0, 1, info.max // 2 + 1], dtype)])
+    width = info.bits
+    s = rng.integers(0, width, x.size).astype(dtype)
+    if info.min < 0:
+        s[:6] = np.array([-1, width, width + 3, width - 1, 0, -5], dtype)
+    else:
+        s[:3] = np.array([width, width - 1, 0], dtype)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    data = model([helper.make_node("BitShift", ["x", "s"], ["y"], direction=direction)],
+                 [vi("x", elem, x.shape), vi("s", elem, s.shape)], [vi("y", elem, None)], 28)
+    got = hal.onnx.InferenceSession(data, cpu_options).run(None, {"x": x, "s": s})[0]
+    np.testing.assert_array_equal(got, reference(data, {"x": x, "s": s})[0])
