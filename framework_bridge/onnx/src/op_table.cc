@@ -1175,7 +1175,7 @@ void conv(Translator& t, const OpRule&) {
 // (a second pooling of ones gives the count).
 void pool(Translator& t, const OpRule&) {
   const size_t spatial = t.in(0).spec.shape.size() - 2;
-  if (spatial != 1 && spatial != 2) t.unimplemented(std::to_string(spatial) + "-D pooling (only 1-D and 2-D)");
+  if (spatial < 1 || spatial > 3) t.unimplemented(std::to_string(spatial) + "-D pooling (1-D, 2-D and 3-D)");
   auto kernel_attr = t.attr_ints("kernel_shape");
   if (!kernel_attr) t.invalid("needs kernel_shape");
   std::vector<int64_t> kernel = *kernel_attr;
@@ -1220,22 +1220,45 @@ void pool(Translator& t, const OpRule&) {
     x = pre_pad(x, max ? -std::numeric_limits<double>::infinity() : 0.0);
     std::fill(sym.begin(), sym.end(), 0);
   }
-  auto to_2d = [&](V v) { return unit_dim_2(t, v, spatial); };
-  auto from_2d = [&](V v) { return drop_dim_2(t, v, spatial); };
-  auto lift = [&](std::vector<int64_t> v, int64_t one) { return lift_1d(std::move(v), spatial, one); };
-  std::vector<Attr> attrs{Attr::ints("kernel_size", lift(kernel, 1)), Attr::ints("stride", lift(strides, 1)),
-                          Attr::ints("padding", lift(sym, 0)), Attr::b("ceil_mode", ceil_mode)};
+  // 1-D runs as 2-D over a unit height; 3-D as 2-D over (H, W) with the
+  // depth slices as channels, then over (D, 1) with H*W as the width (max,
+  // sums and per-dim counts are separable).
+  const std::vector<int64_t> in_shape = t.in(0).spec.shape;
+  if (spatial == 3)
+    for (size_t i = 1; i < in_shape.size(); ++i)
+      if (in_shape[i] < 0) t.unimplemented("3-D pooling over a dim only known at run time");
+  auto run = [&](const char* op, V v, bool count_pad) {
+    auto attrs_of = [&](std::vector<int64_t> k, std::vector<int64_t> st, std::vector<int64_t> pd, std::vector<int64_t> dl) {
+      std::vector<Attr> a{Attr::ints("kernel_size", k), Attr::ints("stride", st), Attr::ints("padding", pd),
+                          Attr::b("ceil_mode", ceil_mode)};
+      if (max) a.push_back(Attr::ints("dilation", dl));
+      else a.push_back(Attr::b("count_include_pad", count_pad));
+      return a;
+    };
+    auto emit = [&](V in, std::vector<Attr> a) { return max ? t.emit(op, {in}, a)[0] : t.emit1(op, {in}, a); };
+    if (spatial < 3) {
+      auto lift = [&](std::vector<int64_t> w, int64_t one) { return lift_1d(std::move(w), spatial, one); };
+      V y = emit(unit_dim_2(t, v, spatial), attrs_of(lift(kernel, 1), lift(strides, 1), lift(sym, 0), lift(dil, 1)));
+      return drop_dim_2(t, y, spatial);
+    }
+    const std::vector<int64_t> vs = t.spec(v).shape;  // [N, C, D, H, W] (pre-padded when !fits)
+    V y = reshape_to(t, v, {vs[0], vs[1] * vs[2], vs[3], vs[4]});
+    y = emit(y, attrs_of({kernel[1], kernel[2]}, {strides[1], strides[2]}, {sym[1], sym[2]}, {dil[1], dil[2]}));
+    const std::vector<int64_t> hw = t.spec(y).shape;
+    y = reshape_to(t, y, {vs[0], vs[1], vs[2], hw[2] * hw[3]});
+    y = emit(y, attrs_of({kernel[0], 1}, {strides[0], 1}, {sym[0], 0}, {dil[0], 1}));
+    return reshape_to(t, y, {vs[0], vs[1], t.spec(y).shape[2], hw[2], hw[3]});
+  };
   if (max) {
-    attrs.push_back(Attr::ints("dilation", lift(dil, 1)));
-    t.set_output(0, from_2d(t.emit("max_pool2d", {to_2d(x)}, attrs)[0]));
+    t.set_output(0, run("max_pool2d", x, false));
     return;
   }
-  attrs.push_back(Attr::b("count_include_pad", fits ? include_pad : true));
-  V y = t.emit1("avg_pool2d", {to_2d(x)}, attrs);
+  V y = run("avg_pool2d", x, fits ? include_pad : true);
   if (!fits && !include_pad) {
     // The mean over the window's input elements: sum / count, the count from pooling ones.
-    std::vector<int64_t> one_shape(t.in(0).spec.shape.size(), 1);
-    for (size_t i = 0; i < spatial; ++i) one_shape[2 + i] = t.in(0).spec.shape[2 + i];
+    std::vector<int64_t> one_shape(in_shape.size(), 1);
+    for (size_t i = 0; i < spatial; ++i) one_shape[2 + i] = in_shape[2 + i];
+    if (spatial == 3) one_shape[1] = in_shape[1];  // the separable passes reshape over the channels
     for (int64_t d : one_shape)
       if (d < 0) t.unimplemented("AveragePool with these pads over a spatial dim only known at run time");
     std::vector<float> ones_data(static_cast<size_t>(product(one_shape).factor), 1.0f);
@@ -1245,7 +1268,7 @@ void pool(Translator& t, const OpRule&) {
     V ones_v = t.constant(std::move(ones));
     if (t.in(0).spec.dtype != HAL_DTYPE_FLOAT32)
       ones_v = t.emit_as("copy", {ones_v}, {}, {t.in(0).spec.dtype, one_shape});
-    V count = t.emit1("avg_pool2d", {to_2d(pre_pad(ones_v, 0.0))}, attrs);
+    V count = run("avg_pool2d", pre_pad(ones_v, 0.0), true);
     y = t.emit1("div", {y, count});
   }
   if (lp) {
@@ -1253,7 +1276,7 @@ void pool(Translator& t, const OpRule&) {
     for (int64_t k : kernel) area *= k;
     y = t.emit1("pow", {t.emit1("mul", {y, scalar(t, dt, static_cast<double>(area))}), scalar(t, dt, 1.0 / lp_p)});
   }
-  t.set_output(0, from_2d(y));
+  t.set_output(0, y);
 }
 
 void global_pool(Translator& t, const OpRule& r) {
@@ -2445,7 +2468,7 @@ const std::vector<OpRule> kTable = {
     {"CumProd", 26, 26, "cumprod+flip+pad+index_select", cumulative, "axis known at load or from an input's value"},
     {"CenterCropPad", 18, 18, "index_select+pad", center_crop_pad, "shape known at load or from an input's value"},
     {"RotaryEmbedding", 23, 23, "index_select+mul+sub+add+cat+embedding+permute+reshape", rotary_embedding, "shapes known at load"},
-    {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D and 2-D; no dilations, no ceil_mode"},
+    {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D, 2-D and 3-D (shapes known at load); no dilations, no ceil_mode"},
     {"CausalConvWithState", 27, 27, "cat+conv1d+silu+index_select", causal_conv_with_state, "shapes known at load"},
     {"LinearAttention", 27, 27, "matmul+mul+add+exp+sub+index_select+cat+permute+reshape+copy", linear_attention, "the sequence length known at load (the recurrence is unrolled)"},
     {"ScatterND", 11, 18, "permute+index_put", scatter_nd, "reduction none or add"},
@@ -2461,8 +2484,8 @@ const std::vector<OpRule> kTable = {
     {"Gemm", 7, 13, "linear|addmm|mm", gemm, "transA/transB need the catalog's permute"},
     {"Conv", 1, 22, "conv1d|conv2d|pad+conv1d|pad+conv2d", conv, "1-D and 2-D"},
     {"ConvTranspose", 1, 22, "conv_transpose2d|conv_transpose2d+index_select", conv, "1-D and 2-D"},
-    {"MaxPool", 1, 22, "max_pool2d|pad+max_pool2d", pool, "1-D and 2-D; storage_order 0; no Indices output; ceil_mode only with symmetric pads of at most half the kernel"},
-    {"AveragePool", 7, 22, "avg_pool2d|pad+avg_pool2d+div", pool, "1-D and 2-D; no dilations; ceil_mode only with symmetric pads of at most half the kernel"},
+    {"MaxPool", 1, 22, "max_pool2d|pad+max_pool2d", pool, "1-D, 2-D and 3-D (shapes known at load); storage_order 0; no Indices output; ceil_mode only with symmetric pads of at most half the kernel"},
+    {"AveragePool", 7, 22, "avg_pool2d|pad+avg_pool2d+div", pool, "1-D, 2-D and 3-D (shapes known at load); no dilations; ceil_mode only with symmetric pads of at most half the kernel"},
     {"GlobalAveragePool", 1, 22, "mean", global_pool, ""},
     {"GlobalMaxPool", 1, 22, "amax", global_pool, ""},
     {"BatchNormalization", 7, 15, "batch_norm", batch_norm, "inference only (training_mode 0)"},

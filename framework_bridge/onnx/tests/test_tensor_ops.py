@@ -255,3 +255,22 @@ def test_bit_shift(dtype, direction, cpu_options):
                  [vi("x", elem, x.shape), vi("s", elem, s.shape)], [vi("y", elem, None)], 28)
     got = hal.onnx.InferenceSession(data, cpu_options).run(None, {"x": x, "s": s})[0]
     np.testing.assert_array_equal(got, reference(data, {"x": x, "s": s})[0])
+
+
+POOL_3D = [
+    {"kernel_shape": [2, 2, 2]}, {"kernel_shape": [3, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 1, 0, 1]},
+    {"kernel_shape": [2, 3, 2], "strides": [2, 2, 1], "pads": [0, 1, 0, 1, 1, 1]},
+    {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1], "ceil_mode": 1},
+    {"kernel_shape": [2, 2, 2], "auto_pad": "SAME_UPPER"},
+]
+
+
+@pytest.mark.parametrize("op,attrs", [(op, a) for op in ("MaxPool", "AveragePool", "LpPool") for a in POOL_3D
+                                      if not (op == "LpPool" and a.get("ceil_mode"))])  # LpPool refuses ceil_mode
+def test_pooling_3d(op, attrs, cpu_options):
+    attrs = dict(attrs)
+    if op == "AveragePool":
+        attrs["count_include_pad"] = 1 if "strides" in attrs and attrs["strides"][0] == 2 else 0
+    x = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
+    data = model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", F, x.shape)], [vi("y", F, None)], 19)
+    check_like_ort(data, {"x": x}, cpu_options, rtol=1e-5, atol=1e-6)
