@@ -47,6 +47,7 @@ Graph::Value conv_forward(Translator& t, Graph::Value x, Graph::Value weight, Gr
 const std::vector<OpRule>& quantize_rows();
 const std::vector<OpRule>& recurrent_rows();
 const std::vector<OpRule>& tensor_rows();
+const std::vector<OpRule>& control_flow_rows();
 
 }  // namespace hal::onnx::detail
 

@@ -80,6 +80,21 @@ void check_structure(const ::onnx::GraphProto& g) {
 
 }  // namespace
 
+struct Model::Staged {
+  ::onnx::ModelProto proto;
+  std::string external_root;
+  std::map<std::string, HostTensor> bound;  // a bound model's input values
+};
+
+// What a stage's translation reports besides its graph.
+struct StageTranslation {
+  bool partial = false;            // stopped at a request past the bound values
+  Graph::Value request;            // partial: the value asked for (invalid: dims)
+  std::string request_what;
+  std::vector<int64_t> request_dims, request_shape;
+  std::vector<size_t> cuts;        // per request made: the graph's node count then
+};
+
 struct Model::Deferred {
   ::onnx::ModelProto proto;
   std::string external_root;
@@ -93,8 +108,12 @@ class ModelBuilder {
   // BOUND: graph inputs given as values (Model::bind), translated as
   // constants; nullptr at load, where a translation that needs input values
   // returns a deferred model instead (see Model::needs_input_values).
+  // RUNTIME: the values of the requests earlier stages read back (a stage's
+  // translation, Model::stage; REPORT receives where it stopped); nullptr
+  // at load and in bind(), where a request makes the model run in stages.
   static Model build(::onnx::ModelProto& m, const std::string& external_root,
-                     const std::map<std::string, HostTensor>* bound = nullptr) {
+                     const std::map<std::string, HostTensor>* bound = nullptr,
+                     const std::vector<HostTensor>* runtime = nullptr, StageTranslation* report = nullptr) {
     Model model;
     model.opset_ = default_opset(m);
     model.producer_ = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -132,13 +151,34 @@ class ModelBuilder {
       }
       model.inputs_.push_back(bind_input(t, in));
     }
+    if (runtime != nullptr) t.bind_runtime_values(*runtime);
     try {
-      translate_nodes(t, g, model.opset_);
+      detail::translate_graph(t, g, model.opset_);
     } catch (const Error&) {
-      if (bound != nullptr || !t.value_needed()) throw;
+      if (t.pending_request()) {
+        if (runtime == nullptr) {  // at load or bind: the model runs in stages
+          auto st = std::make_shared<Model::Staged>();
+          st->proto = m;
+          st->external_root = external_root;
+          if (bound != nullptr) st->bound = *bound;
+          declared_outputs(m, model);
+          model.graph_ = Graph();
+          model.staged_ = std::move(st);
+          return model;
+        }
+        report->partial = true;
+        report->request = t.pending_request()->value;
+        report->request_what = t.pending_request()->what;
+        report->request_dims = t.pending_request()->dims;
+        report->request_shape = t.pending_request()->shape;
+        report->cuts = t.request_cuts();
+        return model;
+      }
+      if (bound != nullptr || runtime != nullptr || !t.value_needed()) throw;
       if (!defer(m, external_root, model)) throw;
       return model;
     }
+    if (report != nullptr) report->cuts = t.request_cuts();
     std::vector<uint32_t> marked;
     for (const auto& o : g.output()) {
       Graph::Value v = t.value_of(o.name());
@@ -156,21 +196,6 @@ class ModelBuilder {
   }
 
  private:
-  static void translate_nodes(Translator& t, const ::onnx::GraphProto& g, int64_t opset) {
-    for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i) {
-      const auto& n = g.node(static_cast<int>(i));
-      t.begin_node(n, i, opset);
-      if (!is_default_domain(n.domain()))
-        t.unimplemented("domain '" + n.domain() + "' is not supported (HAL maps the default domain ai.onnx only)");
-      if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
-        t.unimplemented("control flow (subgraphs) is not supported");
-      try {
-        detail::translate_node(t);
-      } catch (const std::logic_error& e) {  // an index or size a malformed model breaks: refused, never a crash
-        t.invalid(std::string("malformed operands (") + e.what() + ")");
-      }
-    }
-  }
 
   // Turns MODEL (inputs bound, translation stopped at a node needing an
   // input's value) into a deferred model; false when no input can be bound.
@@ -192,6 +217,13 @@ class ModelBuilder {
     d->proto = m;
     d->external_root = external_root;
     model.graph_ = Graph();
+    declared_outputs(m, model);
+    model.deferred_ = std::move(d);
+    return true;
+  }
+
+  // The outputs as the model declares them (a model translated later).
+  static void declared_outputs(const ::onnx::ModelProto& m, Model& model) {
     model.outputs_.clear();
     for (const auto& o : m.graph().output()) {
       TensorInfo ti{o.name(), HAL_DTYPE_INVALID, {}, {}};
@@ -205,8 +237,6 @@ class ModelBuilder {
       }
       model.outputs_.push_back(std::move(ti));
     }
-    model.deferred_ = std::move(d);
-    return true;
   }
 
   friend class Model;
@@ -351,6 +381,92 @@ Model Model::bind(const std::vector<HostTensorRef>& values) const {
   } catch (const Error& e) {
     throw Error(e.code(), "ONNX model with run-time values bound: " + std::string(e.what()));
   }
+}
+
+namespace {
+
+// STAGE's graph: FULL (the model's translation with the requests so far
+// bound; partial: stopped at the next request) without the nodes before
+// CUT, whose results it takes as inputs after the model's; a partial one
+// outputs every value it computes.
+void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& stage) {
+  const std::vector<Graph::Node> nodes = full.nodes();
+  const size_t nv = full.values().size();
+  stage.model_input_ids = full.inputs();
+  std::vector<char> before(nv, 0), used_after(nv, 0);
+  for (size_t n = 0; n < cut; ++n)
+    for (uint32_t o : nodes[n].outputs) before[o] = 1;
+  for (size_t n = cut; n < nodes.size(); ++n)
+    for (uint32_t i : nodes[n].inputs)
+      if (i != HAL_GRAPH_NO_VALUE) used_after[i] = 1;
+  if (tr.partial) {
+    for (size_t n = cut; n < nodes.size(); ++n)
+      for (uint32_t o : nodes[n].outputs) {
+        full.mark_output(Graph::Value{o});
+        stage.output_ids.push_back(o);
+      }
+    stage.request_what = tr.request_what;
+    if (tr.request.valid()) {
+      stage.request = tr.request.id;
+    } else {
+      stage.request_is_dims = true;
+      stage.request_dims = tr.request_dims;
+      stage.request_shape = tr.request_shape;
+    }
+  } else {
+    // A model output computed by an earlier stage: copied here (outputs are produced by a node).
+    const std::vector<uint32_t> outs = full.outputs();
+    for (uint32_t o : outs) {
+      if (!before[o]) continue;
+      const size_t copy_node = full.nodes().size();
+      Graph::Value c = full.add_node("copy", {Graph::Value{o}}, {}, {full.values()[o]})[0];
+      full.replace_uses(Graph::Value{o}, c);
+      full.set_node_input(copy_node, 0, Graph::Value{o});
+      used_after[o] = 1;
+    }
+  }
+  for (uint32_t id = 0; id < nv; ++id) {
+    if (!before[id] || !used_after[id]) continue;
+    Graph::Value x = full.input(full.values()[id].dtype, full.values()[id].shape, full.value_name(id));
+    full.replace_uses(Graph::Value{id}, x);
+    stage.input_ids.push_back(id);
+  }
+  std::vector<bool> remove(full.nodes().size(), false);
+  for (size_t n = 0; n < cut; ++n) remove[n] = true;
+  full.remove_nodes(remove);
+  full.sort_nodes();
+  full.remove_unused_values();
+  full.verify();
+  stage.graph = std::move(full);
+}
+
+}  // namespace
+
+ModelStage Model::stage(const std::vector<HostTensorRef>& values) const {
+  if (!staged_) invalid("Model::stage: the model does not run in stages (runs_in_stages() is false)");
+  const Staged& st = *staged_;
+  std::vector<HostTensor> runtime;
+  for (const HostTensorRef& v : values) {
+    const size_t bytes = static_cast<size_t>(detail::checked_numel(v.shape, "a stage value")) * common::dtype_size(v.dtype);
+    if (bytes > 0 && v.data == nullptr) invalid("Model::stage: a value has no data");
+    HostTensor h{v.dtype, v.shape, {}};
+    h.data.assign(static_cast<const uint8_t*>(v.data), static_cast<const uint8_t*>(v.data) + bytes);
+    runtime.push_back(std::move(h));
+  }
+  ::onnx::ModelProto proto = st.proto;
+  StageTranslation tr;
+  Model full;
+  try {
+    full = ModelBuilder::build(proto, st.external_root, st.bound.empty() ? nullptr : &st.bound, &runtime, &tr);
+  } catch (const Error& e) {
+    throw Error(e.code(), "ONNX model, stage " + std::to_string(values.size() + 1) + ": " + std::string(e.what()));
+  }
+  ModelStage out;
+  const size_t cut = values.empty() ? 0 : tr.cuts.at(values.size() - 1);
+  out.final = !tr.partial;
+  if (out.final) out.outputs = full.outputs_;
+  cut_stage(std::move(full.graph_), cut, tr, out);
+  return out;
 }
 
 }  // namespace hal::onnx

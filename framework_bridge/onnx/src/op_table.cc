@@ -480,7 +480,11 @@ void cast(Translator& t, const OpRule&) {
 
 void reshape(Translator& t, const OpRule&) {
   auto target = t.ints(1);
-  if (!target) t.needs_value("the target shape (input 1 '" + t.input_name(1) + "') is computed at run time from tensor values");
+  if (!target) {
+    std::vector<Dim> dims;
+    for (int64_t d : t.known_ints(1, "Reshape's target shape")) dims.push_back(Dim::of(d));
+    target = dims;
+  }
   std::vector<int64_t> out = reshape_target(t, t.in(0).spec.shape, *target, t.attr_int("allowzero", 0) != 0);
   if (reshape_host(t, 0, out)) return;
   const Slot& self = t.in(0);
@@ -812,7 +816,11 @@ namespace {
 
 std::vector<int64_t> dims_of(Translator& t, size_t input, const std::string& what) {
   auto d = t.ints(input);
-  if (!d) t.needs_value(what + " (input '" + t.input_name(input) + "') is computed at run time from tensor values");
+  if (!d) {
+    std::vector<Dim> dims;
+    for (int64_t x : t.known_ints(input, what)) dims.push_back(Dim::of(x));
+    d = dims;
+  }
   std::vector<int64_t> out;
   for (size_t i = 0; i < d->size(); ++i) {
     const Dim& x = (*d)[i];
@@ -885,17 +893,17 @@ void range(Translator& t, const OpRule&) {
     t.set_output(0, symbolic_arange(t, dt, n));
     return;
   }
-  if (!s || !l || !d) {
-    auto f0 = t.host(0), f1 = t.host(1), f2 = t.host(2);
-    auto v0 = f0 ? float_values(*f0) : std::nullopt, v1 = f1 ? float_values(*f1) : std::nullopt,
-         v2 = f2 ? float_values(*f2) : std::nullopt;
-    if (v0 && v1 && v2 && v0->size() == 1 && v1->size() == 1 && v2->size() == 1) {
-      double a = (*v0)[0], b = (*v1)[0], c = (*v2)[0];
-      t.set_output(0, t.emit1("arange", {}, {Attr::scalar("start", a), Attr::scalar("end", b), Attr::scalar("step", c), Attr::dtype("dtype", dt)}));
-      return;
-    }
-  }
-  t.needs_value("start, limit and delta must be known at load (a run-time limit only with start 0 and delta 1)");
+  // Otherwise their values: known at load, bound per run, or read while the model runs.
+  auto one = [&](size_t i, const char* what) {
+    HostTensor h = t.known(i, std::string("Range's ") + what);
+    auto v = float_values(h);
+    if (!v) t.invalid(std::string(what) + " of dtype " + common::dtype_name(h.dtype));
+    if (v->size() != 1) t.invalid(std::string(what) + " has " + std::to_string(v->size()) + " elements (one)");
+    return (*v)[0];
+  };
+  const double a = one(0, "start"), b = one(1, "limit"), c = one(2, "delta");
+  if (c == 0) t.invalid("delta 0");
+  t.set_output(0, t.emit1("arange", {}, {Attr::scalar("start", a), Attr::scalar("end", b), Attr::scalar("step", c), Attr::dtype("dtype", dt)}));
 }
 
 void trilu(Translator& t, const OpRule&) {
@@ -1849,8 +1857,8 @@ void resize(Translator& t, const OpRule&) {
     for (size_t k = 0; k < rank; ++k) axes.push_back(static_cast<int64_t>(k));
   }
   auto floats_of = [&](size_t i, const char* what) {
-    const HostTensor* h = t.host(i);
-    if (h == nullptr) t.needs_value(std::string(what) + " (input '" + t.input_name(i) + "') is computed at run time");
+    HostTensor known = t.known(i, what);
+    const HostTensor* h = &known;
     auto v = float_values(*h);
     if (!v) t.invalid(std::string(what) + " must be float32 or float64");
     return *v;
@@ -2241,8 +2249,11 @@ void pad(Translator& t, const OpRule&) {
   }
   double value = attrs ? t.attr_float("value", 0.0f) : 0.0;
   if (!attrs) {
-    if (const HostTensor* h = t.host(2)) value = float_values(*h).value_or(std::vector<double>{0}).at(0);
-    else if (t.has_input(2)) t.needs_value("constant_value computed at run time");
+    if (t.has_input(2)) {
+      auto v = float_values(t.known(2, "Pad's constant_value"));
+      if (!v || v->size() != 1) t.invalid("constant_value must be one float or integer");
+      value = (*v)[0];
+    }
   }
   if (torch_pad.empty()) {
     t.alias_output(0, t.in(0));
@@ -2540,7 +2551,7 @@ const std::vector<OpRule> kTable = {
 const std::vector<OpRule>& op_table() {
   static const std::vector<OpRule> table = [] {
     std::vector<OpRule> all = kTable;
-    for (const auto* rows : {&quantize_rows(), &recurrent_rows(), &tensor_rows()}) all.insert(all.end(), rows->begin(), rows->end());
+    for (const auto* rows : {&quantize_rows(), &recurrent_rows(), &tensor_rows(), &control_flow_rows()}) all.insert(all.end(), rows->begin(), rows->end());
     return all;
   }();
   return table;
@@ -2621,6 +2632,20 @@ void translate_node(Translator& t) {
   }
   if (r->convert) r->convert(t, *r);
   else direct(t, *r);
+}
+
+void translate_graph(Translator& t, const ::onnx::GraphProto& g, int64_t opset) {
+  for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i) {
+    const auto& n = g.node(static_cast<int>(i));
+    t.begin_node(n, i, opset);
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      t.unimplemented("domain '" + n.domain() + "' is not supported (HAL maps the default domain ai.onnx only)");
+    try {
+      translate_node(t);
+    } catch (const std::logic_error& e) {  // an index or size a malformed model breaks: refused, never a crash
+      t.invalid(std::string("malformed operands (") + e.what() + ")");
+    }
+  }
 }
 
 }  // namespace hal::onnx::detail

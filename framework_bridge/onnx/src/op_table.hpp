@@ -48,6 +48,9 @@ const OpRule* find_rule(const std::string& op_type, int64_t opset);
 // Translates the translator's current node through the table; UNIMPLEMENTED
 // naming node, op_type and opset when no row covers it.
 void translate_node(Translator& t);
+// Translates G's nodes in order (translate_node each, in the default domain
+// only); a subgraph's nodes see the names the translator defines so far.
+void translate_graph(Translator& t, const ::onnx::GraphProto& g, int64_t opset);
 
 }  // namespace hal::onnx::detail
 

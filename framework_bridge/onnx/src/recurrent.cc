@@ -97,18 +97,16 @@ RnnSpec rnn_spec(Translator& t, Cell cell) {
   s.clip = t.attr_float("clip", 0.0f);
   if (t.attr("clip") && s.clip <= 0) t.invalid("clip " + std::to_string(s.clip) + " is not positive");
   if (t.has_input(4)) {
-    std::optional<std::vector<Dim>> lens = t.ints(4);
-    if (!lens || std::any_of(lens->begin(), lens->end(), [](const Dim& d) { return !d.known(); }))
-      t.needs_value("sequence_lens");
+    const std::vector<int64_t> lens = t.const_ints(4, "sequence_lens");
     if (s.batch < 0) t.unimplemented("sequence_lens with a batch size only known at run time");
-    if (static_cast<int64_t>(lens->size()) != s.batch)
-      t.invalid("sequence_lens has " + std::to_string(lens->size()) + " entries for a batch of " + std::to_string(s.batch));
+    if (static_cast<int64_t>(lens.size()) != s.batch)
+      t.invalid("sequence_lens has " + std::to_string(lens.size()) + " entries for a batch of " + std::to_string(s.batch));
     bool all_full = true;
-    for (const Dim& d : *lens) {
-      if (d.value < 0 || d.value > s.seq)
-        t.invalid("sequence_lens holds " + std::to_string(d.value) + ", outside [0, " + std::to_string(s.seq) + "]");
-      s.lens.push_back(d.value);
-      all_full = all_full && d.value == s.seq;
+    for (int64_t d : lens) {
+      if (d < 0 || d > s.seq)
+        t.invalid("sequence_lens holds " + std::to_string(d) + ", outside [0, " + std::to_string(s.seq) + "]");
+      s.lens.push_back(d);
+      all_full = all_full && d == s.seq;
     }
     if (all_full) s.lens.clear();
   }

@@ -3,6 +3,7 @@
 #include "hal/onnx/session.hpp"
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "hal/runtime/runtime.hpp"
 #include "hal/runtime/shape_inference.hpp"
 #include "tensor_proto.hpp"
+#include "translator.hpp"
 
 namespace hal::onnx {
 
@@ -67,11 +69,22 @@ struct Session::Impl {
   // distinct set of values (key: their dtypes, shapes and bytes), kept for
   // the session's life (at most kMaxBound; more are compiled per run).
   struct Bound {
-    explicit Bound(Model m) : model(std::move(m)) {}
+    Bound(Model m, std::string k) : model(std::move(m)), key(std::move(k)) {}
     Model model;
+    std::string key;  // the bound values (the stage cache's model key)
     std::unique_ptr<CompiledGraph> compiled;
   };
   static constexpr size_t kMaxBound = 64;
+  // A model that runs in stages: each stage translated and compiled once per
+  // distinct sequence of read-back values (key: their dtypes, shapes and
+  // bytes, per model: the session's or a bound one's), at most kMaxStages.
+  struct CompiledStage {
+    ModelStage stage;
+    std::unique_ptr<CompiledGraph> compiled;
+  };
+  static constexpr size_t kMaxStages = 256;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<const CompiledStage>> stages;  // (model, values)
+  std::shared_ptr<const CompiledStage> last_stage;
   std::mutex bound_mu;
   std::map<std::string, std::shared_ptr<const Bound>> bound;
   std::shared_ptr<const Bound> last_bound;
@@ -113,7 +126,17 @@ std::function<bool(const std::string&)> runs_somewhere(std::vector<std::shared_p
 
 namespace {
 
+std::unique_ptr<CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime, const std::shared_ptr<Device>& device,
+                                             const SessionOptions& options);
+
+// The pipeline renumbers values; inputs and outputs keep their positions,
+// which is all run() relies on.
 std::unique_ptr<CompiledGraph> compile_model(const Model& model, Runtime& runtime, const std::shared_ptr<Device>& device,
+                                             const SessionOptions& options) {
+  return compile_graph(model.graph(), runtime, device, options);
+}
+
+std::unique_ptr<CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime, const std::shared_ptr<Device>& device,
                                              const SessionOptions& options) {
   CompileOptions co;
   co.devices = claim_order(runtime, device);
@@ -124,10 +147,7 @@ std::unique_ptr<CompiledGraph> compile_model(const Model& model, Runtime& runtim
   PipelineOptions po;
   po.supported = runs_somewhere(co.devices, co.fallback);
   po.fold_device = device.get();
-  // The pipeline renumbers values; inputs and outputs keep their positions,
-  // which is all run() relies on.
-  Graph optimized = run_pipeline(model.graph(), po);
-  return std::make_unique<CompiledGraph>(compile(optimized, co));
+  return std::make_unique<CompiledGraph>(compile(run_pipeline(graph, po), co));
 }
 
 }  // namespace
@@ -136,7 +156,7 @@ Session::Session(Model model, const SessionOptions& options) : impl_(std::make_u
   impl_->runtime = runtime_for(options.config);
   impl_->device = pick_device(*impl_->runtime, options.device);
   impl_->options = options;
-  if (!impl_->model.needs_input_values())
+  if (!impl_->model.needs_input_values() && !impl_->model.runs_in_stages())
     impl_->compiled = compile_model(impl_->model, *impl_->runtime, impl_->device, options);
 }
 
@@ -144,7 +164,8 @@ const CompiledGraphStats& Session::stats() const {
   if (impl_->compiled) return impl_->compiled->stats();
   std::lock_guard<std::mutex> lock(impl_->bound_mu);
   static const CompiledGraphStats none{};
-  return impl_->last_bound ? impl_->last_bound->compiled->stats() : none;
+  if (impl_->last_stage) return impl_->last_stage->compiled->stats();
+  return impl_->last_bound && impl_->last_bound->compiled ? impl_->last_bound->compiled->stats() : none;
 }
 
 Session::Session(Session&&) noexcept = default;
@@ -177,11 +198,92 @@ static std::shared_ptr<const Session::Impl::Bound> bind_values(Session::Impl& im
     auto it = impl.bound.find(key);
     if (it != impl.bound.end()) return impl.last_bound = it->second;
   }
-  auto b = std::make_shared<Session::Impl::Bound>(m.bind(values));
-  b->compiled = compile_model(b->model, *impl.runtime, impl.device, impl.options);
+  auto b = std::make_shared<Session::Impl::Bound>(m.bind(values), "bound:" + key);
+  if (!b->model.runs_in_stages()) b->compiled = compile_model(b->model, *impl.runtime, impl.device, impl.options);
   std::lock_guard<std::mutex> lock(impl.bound_mu);
   if (impl.bound.size() < Session::Impl::kMaxBound) impl.bound.emplace(key, b);
   return impl.last_bound = b;
+}
+
+// Runs MODEL (runs_in_stages()) on INPUTS (views of its inputs, in order):
+// stage after stage, each one's values kept (by their ids in the model's
+// translation) for the next, the requested value read back to the host.
+static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Model& model, const std::string& model_key,
+                                           const std::vector<const TensorView*>& inputs, const std::vector<Buffer>& input_buffers,
+                                           std::vector<TensorInfo>* out_infos) {
+  std::map<int64_t, int64_t> symbols;  // the sizes the fed inputs give the model's symbols
+  for (size_t k = 0; k < model.inputs().size() && k < inputs.size(); ++k)
+    for (size_t d = 0; d < model.inputs()[k].shape.size(); ++d)
+      if (model.inputs()[k].shape[d] < 0) symbols[model.inputs()[k].shape[d]] = inputs[k]->shape[d];
+  std::map<uint32_t, TensorView> have;
+  std::map<uint32_t, const Buffer*> owner;  // the buffer under each view (for the read-back)
+  std::deque<OwnedTensor> keep;  // stable addresses: OWNER points into it
+  std::vector<HostTensor> read;
+  std::string key;
+  for (size_t step = 0;; ++step) {
+    std::shared_ptr<const Session::Impl::CompiledStage> st;
+    {
+      std::lock_guard<std::mutex> lock(impl.bound_mu);
+      auto it = impl.stages.find({model_key, key});
+      if (it != impl.stages.end()) st = it->second;
+    }
+    if (!st) {
+      std::vector<HostTensorRef> refs;
+      for (const HostTensor& h : read) refs.push_back({h.dtype, h.shape, h.data.data()});
+      auto made = std::make_shared<Session::Impl::CompiledStage>();
+      made->stage = model.stage(refs);
+      made->compiled = compile_graph(made->stage.graph, *impl.runtime, impl.device, impl.options);
+      std::lock_guard<std::mutex> lock(impl.bound_mu);
+      if (impl.stages.size() < Session::Impl::kMaxStages) impl.stages.emplace(std::make_pair(model_key, key), made);
+      st = made;
+    }
+    {
+      std::lock_guard<std::mutex> lock(impl.bound_mu);
+      impl.last_stage = st;
+    }
+    const ModelStage& s = st->stage;
+    if (step == 0)
+      for (size_t k = 0; k < s.model_input_ids.size() && k < inputs.size(); ++k) {
+        have.emplace(s.model_input_ids[k], *inputs[k]);
+        owner.emplace(s.model_input_ids[k], &input_buffers[k]);
+      }
+    std::vector<const TensorView*> in = inputs;
+    for (uint32_t id : s.input_ids) in.push_back(&have.at(id));
+    std::vector<OwnedTensor> out = st->compiled->run_allocating(in);
+    if (s.final) {
+      *out_infos = s.outputs;
+      return out;
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      keep.push_back(std::move(out[i]));
+      have.insert_or_assign(s.output_ids[i], keep.back().view);
+      owner.insert_or_assign(s.output_ids[i], &keep.back().buffer);
+    }
+    HostTensor h;
+    if (s.request_is_dims) {
+      std::vector<int64_t> dims;
+      for (int64_t d : s.request_dims) {
+        if (d >= 0) {
+          dims.push_back(d);
+          continue;
+        }
+        auto it = symbols.find(d);
+        if (it == symbols.end())
+          throw Error(HAL_STATUS_UNIMPLEMENTED, s.request_what + ": a dim no input's shape gives (computed by an op)");
+        dims.push_back(it->second);
+      }
+      h = detail::int_tensor(HAL_DTYPE_INT64, dims, s.request_shape);
+    } else {
+      const TensorView& v = have.at(s.request);
+      h = HostTensor{v.dtype, v.shape, {}};
+      h.data.resize(static_cast<size_t>(detail::checked_numel(v.shape, s.request_what)) * common::dtype_size(v.dtype));
+      if (!h.data.empty()) owner.at(s.request)->copy_to_host(h.data.data(), h.data.size(), v.byte_offset);
+    }
+    key += std::to_string(h.dtype) + ":" + detail::shape_text(h.shape) + ":";
+    key.append(reinterpret_cast<const char*>(h.data.data()), h.data.size());
+    key += ';';
+    read.push_back(std::move(h));
+  }
 }
 };
 
@@ -249,14 +351,16 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
   // What runs: the compiled model, or its translation for the fed values
   // of its value inputs; RUN_INPUTS are the positions (in ins) it takes.
   CompiledGraph* compiled = impl_->compiled.get();
+  const Model* staged = m.runs_in_stages() ? &m : nullptr;
   const std::vector<TensorInfo>* out_infos = &outs;
   std::vector<size_t> run_inputs;
   std::shared_ptr<const Impl::Bound> specialized;
-  if (compiled != nullptr) {
+  if (compiled != nullptr || staged != nullptr) {
     for (size_t k = 0; k < ins.size(); ++k) run_inputs.push_back(k);
   } else {
     specialized = SessionAccess::bind_values(*impl_, fed, bytes_of);
     compiled = specialized->compiled.get();
+    if (specialized->model.runs_in_stages()) staged = &specialized->model;
     out_infos = &specialized->model.outputs();
     for (const TensorInfo& in : specialized->model.inputs()) {
       size_t k = 0;
@@ -275,7 +379,15 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
   }
   std::vector<const TensorView*> in_ptrs;
   for (const TensorView& v : in_views) in_ptrs.push_back(&v);
-  std::vector<OwnedTensor> out = compiled->run_allocating(in_ptrs);
+  std::vector<TensorInfo> staged_outs;
+  std::vector<OwnedTensor> out;
+  if (staged != nullptr) {
+    out = SessionAccess::run_stages(*impl_, *staged, specialized ? specialized->key : std::string("model"), in_ptrs,
+                                    in_bufs, &staged_outs);
+    out_infos = &staged_outs;
+  } else {
+    out = compiled->run_allocating(in_ptrs);
+  }
   ++impl_->runs;
   std::vector<HostTensor> result;
   for (size_t j : picked) {
@@ -300,13 +412,21 @@ std::string Session::explain() const {
     << " nodes op by op (" << s.fallback_nodes << " on the fallback device), " << s.copies << " copies between devices\n";
   if (impl_->compiled) {
     o << impl_->compiled->explain();
+  } else if (impl_->model.runs_in_stages() || impl_->last_stage) {
+    std::lock_guard<std::mutex> lock(impl_->bound_mu);
+    o << "runs in stages (values it computes decide what runs next): " << impl_->stages.size()
+      << " stage translations kept" << (impl_->last_stage ? "; the latest:\n" : " (none yet)\n");
+    if (impl_->last_stage) {
+      if (!impl_->last_stage->stage.final) o << "  (stops to read " << impl_->last_stage->stage.request_what << ")\n";
+      o << impl_->last_stage->compiled->explain();
+    }
   } else {
     std::lock_guard<std::mutex> lock(impl_->bound_mu);
     std::string names;
     for (const std::string& n : impl_->model.value_inputs()) names += (names.empty() ? "'" : ", '") + n + "'";
     o << "translated per run for the values of inputs " << names << ": " << impl_->bound.size()
       << " translations kept" << (impl_->last_bound ? "; the latest:\n" : " (none yet)\n");
-    if (impl_->last_bound) o << impl_->last_bound->compiled->explain();
+    if (impl_->last_bound && impl_->last_bound->compiled) o << impl_->last_bound->compiled->explain();
   }
   o << "runs: " << impl_->runs.load() << "\n";
   return o.str();

@@ -36,12 +36,9 @@ void require_static(Translator& t, const std::vector<int64_t>& shape, const std:
 
 // One integer known at load (or bound per run) from input I.
 int64_t one_int(Translator& t, size_t i, const std::string& what) {
-  if (const HostTensor* h = t.host(i)) {
-    if (auto f = float_values(*h); f && f->size() == 1) return static_cast<int64_t>((*f)[0]);
-  }
-  std::optional<std::vector<Dim>> v = t.ints(i);
-  if (!v || v->size() != 1 || !(*v)[0].known()) t.needs_value(what);
-  return (*v)[0].value;
+  auto f = float_values(t.known(i, what));
+  if (!f || f->size() != 1) t.invalid(what + " must be one number");
+  return static_cast<int64_t>((*f)[0]);
 }
 
 // A constant of dtype DT and SHAPE holding VALUES (float or integer DT).
@@ -179,8 +176,9 @@ void reverse_sequence(Translator& t, const OpRule&) {
   const int64_t time = t.attr_int("time_axis", 0), batch = t.attr_int("batch_axis", 1);
   if (!((time == 0 && batch == 1) || (time == 1 && batch == 0)))
     t.invalid("time_axis " + std::to_string(time) + " and batch_axis " + std::to_string(batch) + " (0 and 1, in either order)");
-  std::optional<std::vector<Dim>> lens = t.ints(1);
-  if (!lens || std::any_of(lens->begin(), lens->end(), [](const Dim& d) { return !d.known(); })) t.needs_value("sequence_lens");
+  std::vector<Dim> lens_dims;
+  for (int64_t l : t.const_ints(1, "sequence_lens")) lens_dims.push_back(Dim::of(l));
+  const std::vector<Dim>* lens = &lens_dims;
   const int64_t T = shape[static_cast<size_t>(time)], B = shape[static_cast<size_t>(batch)];
   if (static_cast<int64_t>(lens->size()) != B)
     t.invalid("sequence_lens has " + std::to_string(lens->size()) + " entries for a batch of " + std::to_string(B));

@@ -1,5 +1,6 @@
 #include "translator.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hal/common/dtype.hpp"
@@ -71,7 +72,40 @@ std::optional<std::vector<int64_t>> int_values(const HostTensor& t) {
   return out;
 }
 
+// An IEEE half or a bfloat16 (BITS) as a float.
+static float widen16(uint16_t bits, bool bf16) {
+  uint32_t w;
+  if (bf16) {
+    w = static_cast<uint32_t>(bits) << 16;
+  } else {
+    const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+    uint32_t exp = (bits >> 10) & 0x1fu, man = bits & 0x3ffu;
+    if (exp == 0x1f) {
+      w = sign | 0x7f800000u | (man << 13);  // inf, NaN
+    } else if (exp != 0) {
+      w = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {
+      w = sign;
+    } else {  // subnormal: normalise
+      exp = 113;
+      while ((man & 0x400u) == 0) {
+        man <<= 1;
+        --exp;
+      }
+      w = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+    }
+  }
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+
 std::optional<std::vector<double>> float_values(const HostTensor& t) {
+  if (t.dtype == HAL_DTYPE_FLOAT16 || t.dtype == HAL_DTYPE_BFLOAT16) {
+    std::vector<double> out(t.data.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = widen16(load<uint16_t>(t.data.data() + 2 * i), t.dtype == HAL_DTYPE_BFLOAT16);
+    return out;
+  }
   if (t.dtype == HAL_DTYPE_FLOAT32 || t.dtype == HAL_DTYPE_FLOAT64) {
     size_t es = common::dtype_size(t.dtype);
     std::vector<double> out(t.data.size() / es);
@@ -93,7 +127,70 @@ void Translator::define(const std::string& name, Slot slot) {
       slot.ints = std::move(dims);
     }
   }
+  if (!scopes_.empty() && !scopes_.back().count(name)) {
+    auto it = slots_.find(name);
+    scopes_.back().emplace(name, it == slots_.end() ? std::nullopt : std::optional<Slot>(it->second));
+  }
   slots_[name] = std::move(slot);
+}
+
+void Translator::pop_scope() {
+  for (auto& [name, previous] : scopes_.back()) {
+    if (previous) slots_[name] = std::move(*previous);
+    else slots_.erase(name);
+  }
+  scopes_.pop_back();
+}
+
+HostTensor Translator::runtime_value(Graph::Value v, const std::string& what) {
+  const size_t k = requests_made_++;
+  request_cuts_.push_back(graph_.nodes().size());
+  if (k < runtime_values_.size()) return runtime_values_[k];
+  pending_ = Request{v, what + " (" + where() + ")", {}, {}};
+  throw Error(HAL_STATUS_UNIMPLEMENTED, where() + ": " + what + " is only known when the model runs");
+}
+
+HostTensor Translator::known(size_t i, const std::string& what) {
+  return known_slot(in(i), input_name(i), what);
+}
+
+HostTensor Translator::known_slot(const Slot& s, const std::string& name, const std::string& what) {
+  if (s.host) return *s.host;
+  if (s.ints && std::all_of(s.ints->begin(), s.ints->end(), [](const Dim& d) { return d.known(); })) {
+    std::vector<int64_t> v;
+    for (const Dim& d : *s.ints) v.push_back(d.value);
+    return int_tensor(s.spec.dtype, v, s.spec.shape);
+  }
+  if (!s.value.valid()) {
+    // Shape arithmetic over the inputs' run-time dims: evaluated on the host
+    // from the fed shapes when the model runs (a request of dims).
+    if (!s.ints) unimplemented(what + " ('" + name + "') depends on a dim only known at run time");
+    std::vector<int64_t> dims;
+    for (const Dim& d : *s.ints) {
+      if (d.kind == Dim::kUnknown) unimplemented(what + " ('" + name + "') depends on a value only known at run time");
+      dims.push_back(d.value);  // >= 0: a number; < 0: a symbol
+    }
+    const size_t k = requests_made_++;
+    request_cuts_.push_back(graph_.nodes().size());
+    if (k < runtime_values_.size()) {
+      HostTensor h = runtime_values_[k];
+      if (auto v = int_values(h)) return int_tensor(s.spec.dtype, *v, s.spec.shape);
+      return h;
+    }
+    pending_ = Request{Graph::Value{}, what + " ('" + name + "') (" + where() + ")", dims, s.spec.shape};
+    throw Error(HAL_STATUS_UNIMPLEMENTED, where() + ": " + what + " is only known when the model runs");
+  }
+  const std::vector<uint32_t>& inputs = graph_.inputs();
+  if (!staged_ && std::find(inputs.begin(), inputs.end(), s.value.id) != inputs.end())
+    needs_value(what + " ('" + name + "') is a graph input");
+  return runtime_value(s.value, what + " ('" + name + "')");
+}
+
+std::vector<int64_t> Translator::known_ints(size_t i, const std::string& what) {
+  HostTensor h = known(i, what);
+  auto v = int_values(h);
+  if (!v) invalid(what + " (input '" + input_name(i) + "') has dtype " + common::dtype_name(h.dtype) + ", not an integer one");
+  return *v;
 }
 
 const Slot& Translator::slot(const std::string& name) const {
@@ -110,7 +207,7 @@ void Translator::begin_node(const ::onnx::NodeProto& node, size_t index, int64_t
 
 std::string Translator::where() const {
   std::string dom = node_->domain().empty() ? "ai.onnx" : node_->domain();
-  return "node " + std::to_string(index_) + " '" + node_->name() + "' (" + node_->op_type() + ", " + dom + " opset " +
+  return context_ + "node " + std::to_string(index_) + " '" + node_->name() + "' (" + node_->op_type() + ", " + dom + " opset " +
          std::to_string(opset_) + ")";
 }
 
@@ -161,16 +258,14 @@ Graph::Value Translator::value(size_t i) {
 
 std::optional<std::vector<Dim>> Translator::ints(size_t i) const { return in(i).ints; }
 
-std::vector<int64_t> Translator::const_ints(size_t i, const std::string& what) const {
+std::vector<int64_t> Translator::const_ints(size_t i, const std::string& what) {
   auto d = ints(i);
-  if (!d) needs_value(what + " (input " + std::to_string(i) + " '" + input_name(i) +
-                      "') must be an integer tensor known at load, not computed at run time");
-  std::vector<int64_t> out;
-  for (const Dim& x : *d) {
-    if (!x.known()) unimplemented(what + " (input '" + input_name(i) + "') depends on a dim only known at run time");
-    out.push_back(x.value);
+  if (d && std::all_of(d->begin(), d->end(), [](const Dim& x) { return x.known(); })) {
+    std::vector<int64_t> out;
+    for (const Dim& x : *d) out.push_back(x.value);
+    return out;
   }
-  return out;
+  return known_ints(i, what);
 }
 
 const HostTensor* Translator::host(size_t i) const {

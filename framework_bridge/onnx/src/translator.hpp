@@ -81,9 +81,11 @@ class Translator {
   // Input I's elements when it is an integer tensor known at load; nullopt
   // otherwise. Input I is required (INVALID_ARGUMENT when not given).
   std::optional<std::vector<Dim>> ints(size_t i) const;
-  // As ints(), but every element concrete; otherwise UNIMPLEMENTED naming
-  // the input and WHAT it is for ("Reshape's shape").
-  std::vector<int64_t> const_ints(size_t i, const std::string& what) const;
+  // As ints(), but every element concrete: otherwise its value when the
+  // model runs (known_ints: a graph input bound per run, a computed value
+  // by stages), or UNIMPLEMENTED naming the input and WHAT it is for
+  // ("Reshape's shape") when it is shape arithmetic over run-time dims.
+  std::vector<int64_t> const_ints(size_t i, const std::string& what);
   // Input I as a host tensor known at load, or nullptr.
   const HostTensor* host(size_t i) const;
 
@@ -96,6 +98,62 @@ class Translator {
   // UNIMPLEMENTED unless attribute NAME is absent or has value EXPECTED
   // (a limit of HAL's mapping, named in the message).
   void require_attr(const std::string& name, int64_t expected, int64_t fallback) const;
+
+  // ---- values only known while the model runs ----
+  // The value of input I as a host tensor: known at load (an initializer, a
+  // Constant, folded integers) or computed at run time. A graph input's value
+  // is then bound per run (needs_value: Model::bind) unless the translation
+  // is staged already; any other value is asked for with runtime_value().
+  // WHAT names it in messages ("Loop's trip count").
+  HostTensor known(size_t i, const std::string& what);
+  // known() for slot S (an input of a subgraph's node, a Loop's condition), NAME its value's name.
+  HostTensor known_slot(const Slot& s, const std::string& name, const std::string& what);
+  // known() as integers (INVALID_ARGUMENT naming WHAT for another dtype).
+  std::vector<int64_t> known_ints(size_t i, const std::string& what);
+  // The value V (of this graph) takes when the model runs: the K-th such
+  // request of a translation returns the K-th bound value
+  // (bind_runtime_values); past them the translation stops (UNIMPLEMENTED,
+  // pending_request() set) and the model runs in stages: the graph so far
+  // runs, V is read back, and the model is translated again with it bound
+  // (Model::stage). Deterministic: the same values give the same graph.
+  HostTensor runtime_value(Graph::Value v, const std::string& what);
+  void bind_runtime_values(std::vector<HostTensor> values) {
+    runtime_values_ = std::move(values);
+    staged_ = true;
+  }
+  struct Request {
+    Graph::Value value;          // invalid: DIMS instead
+    std::string what;
+    std::vector<int64_t> dims;   // shape arithmetic over run-time dims: numbers (>= 0) and symbols (< 0)
+    std::vector<int64_t> shape;  // of the DIMS tensor
+  };
+  const std::optional<Request>& pending_request() const { return pending_; }
+  // The graph's node count when request K was made (every request so far).
+  const std::vector<size_t>& request_cuts() const { return request_cuts_; }
+
+  // ---- subgraphs (If branches, Loop and Scan bodies) ----
+  // The node being translated and the context messages give it; restored
+  // after a subgraph's nodes are translated (control_flow.cc).
+  struct NodeState {
+    const ::onnx::NodeProto* node;
+    size_t index;
+    int64_t opset;
+    std::string context;
+  };
+  NodeState node_state() const { return {node_, index_, opset_, context_}; }
+  void restore(const NodeState& s) {
+    node_ = s.node;
+    index_ = s.index;
+    opset_ = s.opset;
+    context_ = s.context;
+  }
+  // Messages about the nodes translated next start with CONTEXT ("in the
+  // body of node 3 'loop' (Loop), iteration 2: ").
+  void set_context(std::string context) { context_ = std::move(context); }
+  // Names defined between push_scope() and pop_scope() are forgotten at
+  // pop_scope() (a name they shadowed is visible again).
+  void push_scope() { scopes_.emplace_back(); }
+  void pop_scope();
 
   // ---- results ----
   size_t output_count() const;
@@ -144,14 +202,21 @@ class Translator {
   mutable bool value_needed_ = false;
   size_t constants_made_ = 0;
   std::set<std::string> symbol_names_;
+  std::vector<HostTensor> runtime_values_;
+  bool staged_ = false;
+  size_t requests_made_ = 0;
+  std::vector<size_t> request_cuts_;
+  std::optional<Request> pending_;
+  std::string context_;
+  std::vector<std::map<std::string, std::optional<Slot>>> scopes_;
 };
 
 // Int64 host tensor of DIMS (all concrete) with SHAPE.
 HostTensor int_tensor(hal_dtype_e dtype, const std::vector<int64_t>& values, std::vector<int64_t> shape);
 // The elements of integer tensor T as int64 (nullopt for a non-integer dtype).
 std::optional<std::vector<int64_t>> int_values(const HostTensor& t);
-// The elements of a float / double / integer tensor T as doubles (nullopt
-// for other dtypes).
+// The elements of a floating (16-bit included) or integer tensor T as
+// doubles (nullopt for other dtypes).
 std::optional<std::vector<double>> float_values(const HostTensor& t);
 
 }  // namespace hal::onnx::detail

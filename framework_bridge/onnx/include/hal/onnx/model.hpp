@@ -19,6 +19,13 @@
 // for given values of value_inputs() (Session does so per run, caching one
 // translation per distinct set of values).
 //
+// A model whose translation needs a value computed while it runs (an If's
+// condition, a Loop's trip count or condition, the target of a Reshape
+// computed from tensor values) runs in stages: runs_in_stages() is true and
+// stage() translates it for the values the earlier stages read back; each
+// stage is a graph of its own (Session runs them in turn and caches each
+// stage per value).
+//
 // Errors (hal::Error):
 //   INVALID_ARGUMENT  not a parseable ModelProto (malformed, truncated, not
 //                     ONNX), a checker refusal, a graph the verifier refuses
@@ -76,6 +83,29 @@ struct LoadOptions {
   std::string model_dir;
 };
 
+// One stage of a model that runs in stages (Model::stage). Its graph takes
+// the model's inputs, then the values of the model's full translation that
+// earlier stages computed (INPUT_IDS: their ids there). A final stage's
+// outputs are the model's (OUTPUTS describes them); any other stage outputs
+// every value it computes (OUTPUT_IDS) and needs REQUEST's value (an id
+// among the model's inputs, INPUT_IDS or OUTPUT_IDS) read back before the
+// next stage is translated. Copyable value type.
+struct ModelStage {
+  hal::Graph graph;
+  std::vector<uint32_t> input_ids;
+  bool final = false;
+  std::vector<uint32_t> output_ids;
+  uint32_t request = 0;
+  std::string request_what;       // "If's condition ('cond') (node 3 'branch' (If, ai.onnx opset 19))"
+  // Instead of REQUEST: shape arithmetic over the inputs' run-time dims, an
+  // int64 tensor of REQUEST_SHAPE holding REQUEST_DIMS (numbers >= 0 and
+  // the graph's symbols < 0, the sizes the fed inputs give them).
+  bool request_is_dims = false;
+  std::vector<int64_t> request_dims, request_shape;
+  std::vector<TensorInfo> outputs;
+  std::vector<uint32_t> model_input_ids;  // the ids of the model's inputs (the graph's first inputs)
+};
+
 // An ONNX model translated to a hal::Graph. Immutable after load; copyable
 // (copies share the constants' bytes); const methods are thread-safe.
 class Model {
@@ -102,6 +132,17 @@ class Model {
   // cannot be translated: UNIMPLEMENTED naming the node). Thread-safe.
   Model bind(const std::vector<HostTensorRef>& values) const;
 
+  // Whether running the model needs values it computes (see the file
+  // comment). Such a model's graph() is empty, its outputs() carry the
+  // dtypes and dims the model declares.
+  bool runs_in_stages() const { return staged_ != nullptr; }
+  // The stage that follows the stages whose requests gave VALUES (in
+  // order; only read during the call): stage(()) is the first. Errors: the
+  // translation's (UNIMPLEMENTED naming the node), INVALID_ARGUMENT for a
+  // value of another dtype than its request; INVALID_ARGUMENT when the
+  // model does not run in stages. Deterministic and thread-safe.
+  ModelStage stage(const std::vector<HostTensorRef>& values) const;
+
   // The translated graph: its inputs are the model's non-initializer inputs
   // in model order, its outputs the model's outputs in model order (values
   // named as in the model). Valid while this Model lives.
@@ -119,8 +160,10 @@ class Model {
  private:
   friend class ModelBuilder;  // model.cc: fills the fields while translating
   struct Deferred;            // model.cc: the proto and what bind() needs
+  struct Staged;              // model.cc: the proto and what stage() needs
   Model() = default;
   std::shared_ptr<const Deferred> deferred_;
+  std::shared_ptr<const Staged> staged_;
   hal::Graph graph_;
   std::vector<TensorInfo> inputs_, outputs_;
   int64_t opset_ = 0;
