@@ -278,3 +278,43 @@ def test_quantize_bad_inputs(cpu_options):
     with pytest.raises(hal.Error, match=r"DequantizeLinear.*zero point's dtype uint8 differs from x's int8"):
         hal.onnx.InferenceSession(q_model("DequantizeLinear", xi, np.array(1, np.float32), np.array(0, np.uint8)),
                                   cpu_options)
+
+
+class _Batches:
+    """A calibration data reader for onnxruntime's quantizer."""
+
+    def __init__(self, name, batches):
+        self.name, self.batches = name, list(batches)
+
+    def get_next(self):
+        return {self.name: self.batches.pop()} if self.batches else None
+
+
+@pytest.mark.parametrize("reduce_range", [True, False])
+def test_onnxruntime_quantized_qdq_model_at_two_batch_sizes(reduce_range, cpu_options, tmp_path):
+    """A PyTorch MLP exported, then quantized by onnxruntime's own quantizer (static, QDQ, per-channel int8
+    weights, uint8 activations): what a user of onnxruntime.quantization runs."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    fp32 = tmp_path / "mlp.onnx"
+    torch.onnx.export(net, (torch.randn(2, 16),), str(fp32), dynamo=False, opset_version=17, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "batch"}})
+    qdq = tmp_path / "mlp_qdq.onnx"
+    calib = [np.random.default_rng(i).standard_normal((4, 16)).astype(np.float32) for i in range(8)]
+    quantize_static(str(fp32), str(qdq), _Batches("x", calib), quant_format=QuantFormat.QDQ, per_channel=True,
+                    weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8, reduce_range=reduce_range)
+    ops = {n.op_type for n in onnx.load(str(qdq)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    sess = hal.onnx.InferenceSession(str(qdq), cpu_options)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(str(qdq), so, providers=["CPUExecutionProvider"])
+    fused = ort.InferenceSession(str(qdq), providers=["CPUExecutionProvider"])
+    for batch in (1, 16):
+        x = np.random.default_rng(100 + batch).standard_normal((batch, 16)).astype(np.float32)
+        got = sess.run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, plain.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6)
+        if reduce_range:  # 7-bit weights: onnxruntime's fused int8 kernels do not saturate, all three agree
+            np.testing.assert_allclose(got, fused.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
