@@ -70,7 +70,8 @@ def compile_seconds(path, config, cache_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--models", default="mlp,resnet,encoder,decoder")
+    ap.add_argument("--models", default="mlp,resnet,encoder,decoder,loop",
+                    help="loop: a 100-iteration Loop (a tanh recurrence with a scan output), built here")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--seq", type=int, default=32, help="sequence length of the encoder and decoder")
     ap.add_argument("--opencl", action="store_true",
@@ -105,7 +106,7 @@ def main():
     print(f"{'model':9s} {'batch':>5s} {'HAL ms':>9s} {'ORT ms':>9s} {'ORT/HAL':>8s} "
           f"{'compile cold s':>14s} {'cached s':>9s}")
     for name in args.models.split(","):
-        path = models.export(name, models.NEWEST)
+        path, models_inputs = model_and_inputs(name, models, work, args.seq)
         cache = work / f"cache-{name}"
         try:
             hal_sess = hal.onnx.InferenceSession(str(path), hal_opts)
@@ -116,7 +117,7 @@ def main():
         cached = compile_seconds(path, config, cache)
         ort_sess = onnxruntime.InferenceSession(str(path), ort_opts, providers=["CPUExecutionProvider"])
         for batch in map(int, args.batches.split(",")):
-            feed = models.inputs(name, batch=batch, seq=args.seq)
+            feed = models_inputs(batch)
             ref = ort_sess.run(None, feed)[0]
             got = hal_sess.run(None, feed)[0]
             np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3, err_msg=f"{name} batch {batch}")
@@ -129,6 +130,45 @@ def main():
                   f"{cold:14.2f} {cached:9.2f}", flush=True)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def model_and_inputs(name, models, work, seq):
+    """The model file NAME names and a function of the batch giving its inputs."""
+    import numpy as np
+
+    if name == "loop":
+        path = work / "loop100.onnx"
+        path.write_bytes(loop_model())
+        return path, lambda batch: {"x": np.random.default_rng(batch).standard_normal((batch, 64)).astype(np.float32)}
+    return models.export(name, models.NEWEST), lambda batch: models.inputs(name, batch=batch, seq=seq)
+
+
+def loop_model(iterations=100, width=64):
+    """y, trace = Loop(M=ITERATIONS) of h <- tanh(h @ W + x), trace the stacked h (opset 16)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    w = np.random.default_rng(0).standard_normal((width, width)).astype(np.float32) / np.sqrt(width)
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h", "W"], ["hw"]), helper.make_node("Add", ["hw", "x"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["h_out"], ["trace_t"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("h", f, ["batch", width])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", f, ["batch", width]),
+         helper.make_tensor_value_info("trace_t", f, ["batch", width])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "x"], ["y", "trace"], body=body)], "loop",
+        [helper.make_tensor_value_info("x", f, ["batch", width])],
+        [helper.make_tensor_value_info("y", f, None), helper.make_tensor_value_info("trace", f, None)],
+        initializer=[helper.make_tensor("M", TensorProto.INT64, [], [iterations]),
+                     helper.make_tensor("W", f, [width, width], w.flatten())])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    m.ir_version = 8
+    return m.SerializeToString()
 
 
 def opencl_fusion(args, models, testing, work):
@@ -148,7 +188,7 @@ def opencl_fusion(args, models, testing, work):
     print(f"{'model':9s} {'batch':>5s} {'fused ms':>9s} {'op-by-op ms':>11s} {'speed-up':>8s} {'groups':>6s} "
           f"{'kernels':>7s} {'op nodes':>8s} {'nodes op-by-op':>14s}")
     for name in args.models.split(","):
-        path = models.export(name, models.NEWEST)
+        path, models_inputs = model_and_inputs(name, models, work, args.seq)
         try:
             fused = hal.onnx.InferenceSession(str(path), fused_opts)
             plain = hal.onnx.InferenceSession(str(path), plain_opts)
@@ -158,7 +198,7 @@ def opencl_fusion(args, models, testing, work):
         ort_sess = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         fs, ps = fused.compile_stats(), plain.compile_stats()
         for batch in map(int, args.batches.split(",")):
-            feed = models.inputs(name, batch=batch, seq=args.seq)
+            feed = models_inputs(batch)
             ref = ort_sess.run(None, feed)[0]
             for sess in (fused, plain):
                 np.testing.assert_allclose(sess.run(None, feed)[0], ref, rtol=1e-3, atol=1e-3,

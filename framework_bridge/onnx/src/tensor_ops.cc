@@ -820,6 +820,127 @@ void grid_sample(Translator& t, const OpRule&) {
   t.set_output(0, as_dtype(t, reshape_to(t, acc, shape), xdt));
 }
 
+// ---- outputs whose shape depends on the data ----
+// The first N rows of the catalog's nonzero output ([numel, rank], N read
+// while the model runs: the model runs in stages, one translation per count).
+V nonzero_rows(Translator& t, V x, const std::string& what) {
+  std::vector<V> o = t.emit("nonzero", {x}, {}, 2);
+  auto n = int_values(t.runtime_value(o[1], what));
+  if (!n || n->size() != 1) t.invalid(what + " is not one integer");
+  std::vector<int64_t> idx(static_cast<size_t>((*n)[0]));
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+  V index = t.constant(int_tensor(HAL_DTYPE_INT64, idx, {static_cast<int64_t>(idx.size())}));
+  return t.emit1("index_select", {o[0], index}, {Attr::i("dim", 0)});
+}
+
+// NonZero: [rank, n], the coordinates of the nonzero elements in row-major order.
+void non_zero(Translator& t, const OpRule&) {
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  require_static(t, shape, "NonZero's input");
+  if (shape.empty()) t.unimplemented("a 0-d input");
+  t.set_output(0, permuted(t, nonzero_rows(t, t.value(0), "NonZero's count of nonzero elements"), {1, 0}));
+}
+
+// Compress: the slices along axis (the flattened input without one) whose
+// condition entry is true; a condition shorter than the axis selects among its first entries.
+void compress(Translator& t, const OpRule&) {
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  require_static(t, shape, "Compress's input");
+  const std::vector<int64_t>& cs = t.in(1).spec.shape;
+  if (cs.size() != 1 || cs[0] < 0) t.invalid("condition has shape " + shape_text(cs) + " (1-D, known at load)");
+  if (t.in(1).spec.dtype != HAL_DTYPE_BOOL) t.invalid("condition has dtype " + std::string(common::dtype_name(t.in(1).spec.dtype)) + " (bool)");
+  V x = t.value(0);
+  int64_t axis = 0;
+  if (t.attr("axis") != nullptr) {
+    axis = norm_axis(t, t.attr_int("axis", 0), shape.size());
+  } else {
+    x = reshape_to(t, x, {numel(shape)});
+  }
+  const int64_t len = t.attr("axis") != nullptr ? shape[static_cast<size_t>(axis)] : numel(shape);
+  if (cs[0] > len) t.invalid("condition has " + std::to_string(cs[0]) + " entries for a dim of " + std::to_string(len));
+  V rows = nonzero_rows(t, t.value(1), "Compress's count of true conditions");
+  V index = reshape_to(t, rows, {t.spec(rows).shape[0]});
+  t.set_output(0, t.emit1("index_select", {x, index}, {Attr::i("dim", axis)}));
+}
+
+// Unique: computed on the host from the input read while the model runs
+// (outputs of data-dependent size; numpy's np.unique for sorted, order of
+// first occurrence otherwise); the results are constants of the next stage.
+void unique(Translator& t, const OpRule&) {
+  const Slot& in = t.in(0);
+  require_static(t, in.spec.shape, "Unique's input");
+  const HostTensor h = in.host ? *in.host : t.runtime_value(t.value(0), "Unique's input");
+  const std::vector<int64_t>& shape = h.shape;
+  const bool sorted = t.attr_int("sorted", 1) != 0;
+  const bool has_axis = t.attr("axis") != nullptr;
+  const int64_t axis = has_axis ? norm_axis(t, t.attr_int("axis", 0), shape.size()) : 0;
+  // Slices along AXIS (elements when flattened), each as bytes and as comparable numbers.
+  const size_t es = common::dtype_size(h.dtype);
+  std::vector<int64_t> flat_shape = has_axis ? shape : std::vector<int64_t>{numel(shape)};
+  const int64_t count = flat_shape.empty() ? 1 : flat_shape[static_cast<size_t>(axis)];
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < flat_shape.size(); ++d) {
+    if (static_cast<int64_t>(d) < axis) outer *= flat_shape[d];
+    if (static_cast<int64_t>(d) > axis) inner *= flat_shape[d];
+  }
+  auto numbers = float_values(h);
+  auto ints = int_values(h);
+  if (!numbers) t.invalid("input of dtype " + std::string(common::dtype_name(h.dtype)));
+  auto key_of = [&](int64_t k) {  // slice K's elements, outer-major (as numpy compares the moved axis)
+    std::vector<double> key;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const size_t at = static_cast<size_t>((o * count + k) * inner + i);
+        key.push_back(ints ? static_cast<double>((*ints)[at]) : (*numbers)[at]);
+      }
+    return key;
+  };
+  std::vector<std::vector<double>> keys(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) keys[static_cast<size_t>(k)] = key_of(k);
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) order[static_cast<size_t>(k)] = k;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+  // Groups of equal keys; the first occurrence of each.
+  std::vector<int64_t> first, counts, inverse(static_cast<size_t>(count));
+  std::vector<int64_t> group_of_sorted(static_cast<size_t>(count));
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || keys[order[i]] != keys[order[i - 1]]) {
+      first.push_back(order[i]);
+      counts.push_back(0);
+    }
+    ++counts.back();
+    group_of_sorted[i] = static_cast<int64_t>(first.size() - 1);
+  }
+  std::vector<int64_t> rank(first.size());  // output position of each group
+  for (size_t g = 0; g < rank.size(); ++g) rank[g] = static_cast<int64_t>(g);
+  if (!sorted) {  // by first occurrence
+    std::vector<size_t> by_first(first.size());
+    for (size_t g = 0; g < by_first.size(); ++g) by_first[g] = g;
+    std::sort(by_first.begin(), by_first.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
+    for (size_t pos = 0; pos < by_first.size(); ++pos) rank[by_first[pos]] = static_cast<int64_t>(pos);
+  }
+  const size_t groups = first.size();
+  std::vector<int64_t> out_first(groups), out_counts(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    out_first[static_cast<size_t>(rank[g])] = first[g];
+    out_counts[static_cast<size_t>(rank[g])] = counts[g];
+  }
+  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = rank[static_cast<size_t>(group_of_sorted[i])];
+  // Y: the slices of the first occurrences, in output order.
+  std::vector<int64_t> yshape = flat_shape;
+  if (!yshape.empty()) yshape[static_cast<size_t>(axis)] = static_cast<int64_t>(groups);
+  HostTensor y{h.dtype, yshape, std::vector<uint8_t>(static_cast<size_t>(numel(yshape)) * es)};
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t g = 0; g < groups; ++g)
+      std::memcpy(y.data.data() + ((o * static_cast<int64_t>(groups) + static_cast<int64_t>(g)) * inner) * es,
+                  h.data.data() + ((o * count + out_first[g]) * inner) * es, static_cast<size_t>(inner) * es);
+  const int64_t n = static_cast<int64_t>(groups);
+  t.set_output_host(0, std::move(y));
+  if (t.output_count() > 1 && !t.output_name(1).empty()) t.set_output_host(1, int_tensor(HAL_DTYPE_INT64, out_first, {n}));
+  if (t.output_count() > 2 && !t.output_name(2).empty()) t.set_output_host(2, int_tensor(HAL_DTYPE_INT64, inverse, {count}));
+  if (t.output_count() > 3 && !t.output_name(3).empty()) t.set_output_host(3, int_tensor(HAL_DTYPE_INT64, out_counts, {n}));
+}
+
 }  // namespace
 
 const std::vector<OpRule>& tensor_rows() {
@@ -838,6 +959,9 @@ const std::vector<OpRule>& tensor_rows() {
       {"Det", 11, 22, "linalg_lu_factor+index_select+prod+ne+sum+where", det, "shapes known at load; float32 and float64 (16-bit floats computed in float32)"},
       {"BitShift", 11, 28, "ge+lt+where+exp2+div+mul+bitwise_and+copy", bit_shift, "int8..int64 and uint8 (no uint16/32/64)"},
       {"GridSample", 16, 22, "round|floor+where+clamp+gather+mul+add", grid_sample, "shapes known at load"},
+      {"NonZero", 9, 13, "nonzero+index_select+permute", non_zero, "shapes known at load; the count read while the model runs (staged)"},
+      {"Compress", 9, 28, "nonzero+index_select", compress, "shapes known at load; the count read while the model runs (staged)"},
+      {"Unique", 11, 28, "(host: the input read while the model runs)", unique, "shapes known at load"},
       {"HannWindow", 17, 17, "", window, "size known at load or from an input's value"},
       {"HammingWindow", 17, 17, "", window, "size known at load or from an input's value"},
       {"BlackmanWindow", 17, 17, "", window, "size known at load or from an input's value"},

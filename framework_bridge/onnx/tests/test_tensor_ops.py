@@ -274,3 +274,27 @@ def test_pooling_3d(op, attrs, cpu_options):
     x = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
     data = model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", F, x.shape)], [vi("y", F, None)], 19)
     check_like_ort(data, {"x": x}, cpu_options, rtol=1e-5, atol=1e-6)
+
+
+def test_data_dependent_shapes(cpu_options):
+    """NonZero, Compress and Unique: the output size is read while the model runs (staged), per run."""
+    data = model([helper.make_node("NonZero", ["x"], ["y"])], [vi("x", F, [3, 4])], [vi("y", I64, None)], 13)
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    for density in (0.0, 0.3, 0.7, 1.0, 0.3):
+        x = (rng.random((3, 4)) < density).astype(np.float32) * rng.standard_normal((3, 4)).astype(np.float32)
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], ort.InferenceSession(
+            data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0])
+    for axis in (None, 0, 1, -1):
+        attrs = {} if axis is None else {"axis": axis}
+        data = model([helper.make_node("Compress", ["x", "c"], ["y"], **attrs)],
+                     [vi("x", F, [3, 4]), vi("c", TensorProto.BOOL, [3])], [vi("y", F, None)], 11)
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        for c in ([True, False, True], [False, False, False], [True, True, True]):
+            check_like_ort(data, {"x": x, "c": np.array(c)}, cpu_options)
+    for sorted_, axis in ((1, None), (0, None), (1, 0), (0, 1), (1, -1)):
+        attrs = {"sorted": sorted_} | ({} if axis is None else {"axis": axis})
+        data = model([helper.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], **attrs)], [vi("x", F, [4, 3])],
+                     [vi("y", F, None), vi("idx", I64, None), vi("inv", I64, None), vi("cnt", I64, None)], 11)
+        x = rng.integers(0, 3, (4, 3)).astype(np.float32)
+        x[2] = x[0]
+        check_like_ort(data, {"x": x}, cpu_options)

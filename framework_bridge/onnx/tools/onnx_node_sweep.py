@@ -37,6 +37,9 @@ BEGIN, END = "<!-- node-test-pass-rates:begin -->", "<!-- node-test-pass-rates:e
 OPS_BEGIN, OPS_END = "<!-- onnx-operators:begin -->", "<!-- onnx-operators:end -->"
 
 
+DEVICE = "cpu"  # --device: the HAL device the cases run on
+
+
 def cache_root():
     root = os.environ.get("HAL_ONNX_NODE_TESTS") or os.path.expanduser("~/.cache/hal/onnx-node-tests")
     return pathlib.Path(root) / f"onnx-{onnx.__version__}-as-written"
@@ -194,6 +197,7 @@ def _run_op_in_child(root, names, config, engine):
     env = dict(os.environ)
     if config:
         env["HAL_CONFIG"] = str(config)
+    env["HAL_SWEEP_DEVICE"] = DEVICE
     try:
         proc = subprocess.run([sys.executable, __file__, "--child", engine, str(root), *names], env=env,
                               capture_output=True, text=True, timeout=600)
@@ -339,13 +343,19 @@ def main():
     ap.add_argument("--ops", help="comma-separated operator types (default: all); prints only")
     ap.add_argument("--config", help="hal.toml (default: $HAL_CONFIG)")
     ap.add_argument("--ort", action="store_true", help="run onnxruntime on the same cases (a column in the docs)")
+    ap.add_argument("--device", default="cpu",
+                    help="the HAL device the cases run on (default cpu; another writes only its own summary to the docs)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
     if args.child:
         engine, root, names = args.child[0], pathlib.Path(args.child[1]), args.child[2:]
         index = json.loads((root / "index.json").read_text())
         for n in names:
-            ok, reason = run_case(root, n, index[n]) if engine == "hal" else run_case_ort(root, n, index[n])
+            device = os.environ.get("HAL_SWEEP_DEVICE", "cpu")
+            ok, reason = (run_case(root, n, index[n], providers=(device,)) if engine == "hal"
+                          else run_case_ort(root, n, index[n]))
             print(json.dumps({"name": n, "passed": ok, "reason": reason}), flush=True)
         return
     index, results, ort_results = sweep(set(args.ops.split(",")) if args.ops else None, args.config, args.ort)
@@ -353,8 +363,35 @@ def main():
         for n, (ok, reason) in sorted(results.items()):
             extra = "" if ort_results is None else ("   [ort PASS]" if ort_results[n][0] else "   [ort FAIL]")
             print(("PASS " if ok else "FAIL ") + n + ("" if ok else "  " + reason) + extra)
+    elif args.device != "cpu":
+        write_device_summary(index, results, args.device)
     else:
         write_outputs(index, results, ort_results)
+
+
+def write_device_summary(index, results, device):
+    """One paragraph in docs/onnx.md for a device other than the CPU plugin's: its pass count, its
+    wrong answers, and its refusals by kind (dtypes its plugin lacks are refusals, not failures)."""
+    ops = collections.defaultdict(list)
+    for n in results:
+        ops[(index[n]["domain"], index[n]["op"])].append(n)
+    passed = sum(ok for ok, _ in results.values())
+    op_types = sum(any(results[n][0] for n in names) for names in ops.values())
+    shared = [n for n, (ok, r) in results.items() if not ok and r.startswith("mismatch: rounding")]
+    wrong = sorted(n for n, (ok, r) in results.items() if not ok and r.startswith("mismatch") and n not in shared)
+    kinds = collections.Counter(_kind(r) for ok, r in results.values() if not ok)
+    begin, end = f"<!-- node-test-pass-rates-{device}:begin -->", f"<!-- node-test-pass-rates-{device}:end -->"
+    text = "\n".join([
+        begin,
+        f"On device `{device}` (`onnx_node_sweep.py --device {device}`, the same cases as written, onnx "
+        f"{onnx.__version__}): **{passed} of {len(results)} cases and {op_types} operator types pass**; wrong "
+        f"answers: {len(wrong)}" + (f" ({', '.join(wrong)})" if wrong else "")
+        + f"; within the 16-bit rounding tolerance: {len(shared)}; the rest are refusals and failures by kind: "
+        + ", ".join(f"{k} {v}" for k, v in kinds.most_common()) + ".",
+        end,
+    ])
+    DOC.write_text(_replace_block(DOC.read_text(), begin, end, text))
+    print(f"{device}: {passed}/{len(results)} ({op_types} op types); {len(wrong)} wrong answers; wrote {DOC}")
 
 
 if __name__ == "__main__":
