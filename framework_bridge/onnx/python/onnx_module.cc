@@ -59,6 +59,7 @@ py::dict tensor_info(const hal::onnx::TensorInfo& info) {
   d["dtype"] = hal::sdk::dtype_name(info.dtype);
   d["shape"] = info.shape;
   d["dim_names"] = info.dim_names;
+  d["sequence"] = info.sequence;
   return d;
 }
 
@@ -75,7 +76,9 @@ py::array_t<uint8_t> owned_bytes(hal::onnx::HostTensor&& t) {
   return py::array_t<uint8_t>({static_cast<py::ssize_t>(bytes->size())}, {1}, bytes->data(), owner);
 }
 
-// feeds: (name, dtype name, shape, flat C-contiguous uint8 array of the bytes) per input.
+// feeds: (name, dtype name, shape, flat C-contiguous uint8 array of the bytes) per input (a
+// sequence input's elements as "s[0]", ...; "s[]" when empty). Returns (name, dtype, shape,
+// bytes) per result, a sequence output's elements as "y[0]", ... ("y[]": empty).
 using Feed = std::tuple<std::string, std::string, std::vector<int64_t>, py::array_t<uint8_t, py::array::c_style>>;
 
 py::list run(hal::onnx::Session& session, const std::vector<std::string>& output_names,
@@ -84,16 +87,16 @@ py::list run(hal::onnx::Session& session, const std::vector<std::string>& output
   refs.reserve(feeds.size());
   for (const auto& [name, dtype, shape, bytes] : feeds)
     refs.emplace_back(name, hal::onnx::HostTensorRef{dtype_from_name(dtype), shape, bytes.data()});
-  std::vector<hal::onnx::HostTensor> results;
+  std::vector<std::pair<std::string, hal::onnx::HostTensor>> results;
   {
     py::gil_scoped_release release;  // the feeds' arrays stay alive: FEEDS holds them
-    results = session.run(output_names, refs);
+    results = session.run_named(output_names, refs);
   }
   py::list out;
-  for (auto& r : results) {
+  for (auto& [name, r] : results) {
     std::string dtype = hal::sdk::dtype_name(r.dtype);
     std::vector<int64_t> shape = r.shape;
-    out.append(py::make_tuple(dtype, shape, owned_bytes(std::move(r))));
+    out.append(py::make_tuple(name, dtype, shape, owned_bytes(std::move(r))));
   }
   return out;
 }

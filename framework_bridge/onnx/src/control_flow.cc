@@ -23,6 +23,8 @@ using V = Graph::Value;
 // More iterations than this are refused (each is a copy of the body).
 constexpr int64_t kMaxUnrolledIterations = 4096;
 
+}  // namespace
+
 // Translates subgraph G with its inputs bound to INPUTS and returns its
 // outputs; names it defines are forgotten afterwards, the outer node is
 // restored. CONTEXT starts the messages of its nodes.
@@ -54,6 +56,9 @@ std::vector<Slot> run_subgraph(Translator& t, const ::onnx::GraphProto& g, const
   t.restore(outer);
   return outs;
 }
+
+namespace {
+
 
 // The graph value a subgraph output stands for (a constant for a value known at load).
 V slot_value(Translator& t, const Slot& s, const std::string& what) {

@@ -43,11 +43,19 @@ std::vector<int64_t> conv_pads(Translator& t, size_t spatial, const std::vector<
 // attributes (strides, pads, auto_pad, dilations, group): 1-D and 2-D.
 Graph::Value conv_forward(Translator& t, Graph::Value x, Graph::Value weight, Graph::Value bias);
 
+// Translates subgraph G (an If branch, a Loop / Scan / SequenceMap body)
+// with its inputs bound to INPUTS; returns its outputs. Names it defines
+// are forgotten afterwards and the outer node restored; CONTEXT starts the
+// messages of its nodes ("in the body of node 3 ..., iteration 2: ").
+std::vector<Slot> run_subgraph(Translator& t, const ::onnx::GraphProto& g, const std::vector<Slot>& inputs,
+                               const std::string& context);
+
 // Rows of the per-family converter files, appended to op_table.cc's.
 const std::vector<OpRule>& quantize_rows();
 const std::vector<OpRule>& recurrent_rows();
 const std::vector<OpRule>& tensor_rows();
 const std::vector<OpRule>& control_flow_rows();
+const std::vector<OpRule>& sequence_rows();
 
 }  // namespace hal::onnx::detail
 

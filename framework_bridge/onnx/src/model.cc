@@ -80,10 +80,13 @@ void check_structure(const ::onnx::GraphProto& g) {
 
 }  // namespace
 
+using Sequences = std::map<std::string, std::vector<ValueSpec>>;
+
 struct Model::Staged {
   ::onnx::ModelProto proto;
   std::string external_root;
   std::map<std::string, HostTensor> bound;  // a bound model's input values
+  Sequences sequences;                      // and its sequence inputs' elements
 };
 
 // What a stage's translation reports besides its graph.
@@ -100,6 +103,7 @@ struct Model::Deferred {
   std::string external_root;
   std::vector<std::string> value_inputs;
   std::vector<TensorInfo> value_infos;  // per value input: dtype and (fixed) shape
+  std::vector<std::string> sequence_inputs;
 };
 
 // Fills a Model while translating (a friend of Model).
@@ -111,9 +115,12 @@ class ModelBuilder {
   // RUNTIME: the values of the requests earlier stages read back (a stage's
   // translation, Model::stage; REPORT receives where it stopped); nullptr
   // at load and in bind(), where a request makes the model run in stages.
+  // SEQUENCES: the elements of sequence inputs (bind); at load a model with
+  // sequence inputs is deferred until they are known.
   static Model build(::onnx::ModelProto& m, const std::string& external_root,
                      const std::map<std::string, HostTensor>* bound = nullptr,
-                     const std::vector<HostTensor>* runtime = nullptr, StageTranslation* report = nullptr) {
+                     const std::vector<HostTensor>* runtime = nullptr, StageTranslation* report = nullptr,
+                     const Sequences* sequences = nullptr) {
     Model model;
     model.opset_ = default_opset(m);
     model.producer_ = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -149,7 +156,40 @@ class ModelBuilder {
         t.define(in.name(), std::move(s));
         continue;
       }
-      model.inputs_.push_back(bind_input(t, in));
+      if (in.type().has_sequence_type()) {
+        TensorInfo info = sequence_input(t, in, sequences);
+        if (sequences == nullptr) {
+          model.inputs_.push_back(info);
+        } else {  // bound: its elements are the translation's inputs
+          for (const Slot& e : t.slot(in.name()).elements)
+            model.inputs_.push_back(ModelBuilder::info(t.graph(), t.graph().value_name(e.value.id), e.spec));
+        }
+        continue;
+      }
+      // With sequence inputs bound, every input takes its fed shape (the translation is per shapes).
+      const std::vector<int64_t>* fixed = nullptr;
+      if (sequences != nullptr) {
+        auto it = sequences->find(in.name());
+        if (it != sequences->end() && it->second.size() == 1) fixed = &it->second[0].shape;
+      }
+      model.inputs_.push_back(bind_input(t, in, fixed));
+    }
+    if (sequences == nullptr) {  // sequence inputs: translated once their elements are known
+      std::vector<std::string> names;
+      for (const TensorInfo& i : model.inputs_)
+        if (i.sequence) names.push_back(i.name);
+      if (!names.empty()) {
+        auto d = std::make_shared<Model::Deferred>();
+        d->proto = m;
+        d->external_root = external_root;
+        d->sequence_inputs = names;
+        model.graph_ = Graph();
+        declared_outputs(m, model);
+        model.deferred_ = std::move(d);
+        return model;
+      }
+    } else {
+      t.bind_runtime_values({});  // other inputs' values: read while the model runs
     }
     if (runtime != nullptr) t.bind_runtime_values(*runtime);
     try {
@@ -161,6 +201,7 @@ class ModelBuilder {
           st->proto = m;
           st->external_root = external_root;
           if (bound != nullptr) st->bound = *bound;
+          if (sequences != nullptr) st->sequences = *sequences;
           declared_outputs(m, model);
           model.graph_ = Graph();
           model.staged_ = std::move(st);
@@ -180,16 +221,43 @@ class ModelBuilder {
     }
     if (report != nullptr) report->cuts = t.request_cuts();
     std::vector<uint32_t> marked;
-    for (const auto& o : g.output()) {
-      Graph::Value v = t.value_of(o.name());
-      const Slot& s = t.slot(o.name());
+    auto mark = [&](Graph::Value v, const ValueSpec& spec, const std::string& name, bool sequence) {
       bool produced = !model.graph_.is_constant(v.id);
       for (uint32_t in : model.graph_.inputs()) produced = produced && in != v.id;
       for (uint32_t prev : marked) produced = produced && prev != v.id;
-      if (!produced) v = model.graph_.add_node("copy", {v}, {}, {s.spec})[0];  // outputs are produced by a node, once
-      model.graph_.mark_output(v, o.name());
+      if (!produced) v = model.graph_.add_node("copy", {v}, {}, {spec})[0];  // outputs are produced by a node, once
+      model.graph_.mark_output(v, name);
       marked.push_back(v.id);
-      model.outputs_.push_back(info(model.graph_, o.name(), model.graph_.values()[v.id]));
+      TensorInfo ti = info(model.graph_, name, model.graph_.values()[v.id]);
+      ti.sequence = sequence;
+      model.outputs_.push_back(ti);
+    };
+    for (const auto& o : g.output()) {
+      const Slot& s = t.slot(o.name());
+      if (!s.sequence) {
+        mark(t.value_of(o.name()), s.spec, o.name(), false);
+        continue;
+      }
+      if (s.elements.empty()) {  // a placeholder saying the sequence is empty
+        ValueSpec none{s.spec.dtype == HAL_DTYPE_INVALID ? HAL_DTYPE_FLOAT32 : s.spec.dtype, {0}};
+        mark(t.graph().add_node("fill", {}, {Attr::scalar("value", 0.0)}, {none})[0], none, o.name() + "[]", true);
+        continue;
+      }
+      for (size_t i = 0; i < s.elements.size(); ++i) {
+        const Slot& e = s.elements[i];
+        Graph::Value v = e.value;
+        if (!v.valid()) {
+          std::optional<HostTensor> h = e.host;
+          if (!h && e.ints && std::all_of(e.ints->begin(), e.ints->end(), [](const detail::Dim& d) { return d.known(); })) {
+            std::vector<int64_t> ints;
+            for (const detail::Dim& d : *e.ints) ints.push_back(d.value);
+            h = detail::int_tensor(e.spec.dtype, ints, e.spec.shape);
+          }
+          if (!h) invalid("output '" + o.name() + "' element " + std::to_string(i) + " is shape arithmetic over run-time dims");
+          v = t.constant(*h);
+        }
+        mark(v, e.spec, o.name() + "[" + std::to_string(i) + "]", true);
+      }
     }
     model.graph_.verify();  // the translation's own consistency: every node against the catalog's rules
     return model;
@@ -226,9 +294,10 @@ class ModelBuilder {
   static void declared_outputs(const ::onnx::ModelProto& m, Model& model) {
     model.outputs_.clear();
     for (const auto& o : m.graph().output()) {
-      TensorInfo ti{o.name(), HAL_DTYPE_INVALID, {}, {}};
-      if (o.type().has_tensor_type()) {
-        const auto& tt = o.type().tensor_type();
+      TensorInfo ti{o.name(), HAL_DTYPE_INVALID, {}, {}, o.type().has_sequence_type()};
+      const bool seq_of_tensors = o.type().has_sequence_type() && o.type().sequence_type().elem_type().has_tensor_type();
+      if (o.type().has_tensor_type() || seq_of_tensors) {
+        const auto& tt = seq_of_tensors ? o.type().sequence_type().elem_type().tensor_type() : o.type().tensor_type();
         ti.dtype = dtype_from_onnx(tt.elem_type());
         for (const auto& dim : tt.shape().dim()) {
           ti.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
@@ -279,9 +348,60 @@ class ModelBuilder {
     return ti;
   }
 
-  static TensorInfo bind_input(Translator& t, const ::onnx::ValueInfoProto& in) {
+  // A sequence graph input: with SEQUENCES given, its elements become graph
+  // inputs "name[i]" (of the dtypes and shapes given); otherwise only described.
+  static TensorInfo sequence_input(Translator& t, const ::onnx::ValueInfoProto& in, const Sequences* sequences) {
     const std::string what = "graph input '" + in.name() + "'";
-    if (!in.type().has_tensor_type()) invalid(what + " is not a tensor (sequences, maps and optionals are not supported)");
+    const auto& st = in.type().sequence_type();
+    if (!st.has_elem_type() || !st.elem_type().has_tensor_type())
+      invalid(what + " is a sequence of non-tensors (sequences of tensors only)");
+    const auto& tt = st.elem_type().tensor_type();
+    const hal_dtype_e dt = dtype_from_onnx(tt.elem_type());
+    if (dt == HAL_DTYPE_INVALID)
+      throw Error(HAL_STATUS_UNIMPLEMENTED, what + " holds element type " + onnx_dtype_name(tt.elem_type()) + ", which HAL has no dtype for");
+    TensorInfo info{in.name(), dt, {}, {}, true};
+    for (const auto& d : tt.shape().dim()) {
+      info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      info.dim_names.push_back(d.has_dim_value() ? "" : d.dim_param());
+    }
+    if (sequences == nullptr) return info;
+    auto it = sequences->find(in.name());
+    if (it == sequences->end()) invalid("Model::bind: no elements given for sequence input '" + in.name() + "'");
+    Slot seq;
+    seq.sequence = true;
+    seq.spec = {dt, {}};
+    for (size_t i = 0; i < it->second.size(); ++i) {
+      const ValueSpec& e = it->second[i];
+      if (e.dtype != dt)
+        invalid("Model::bind: element " + std::to_string(i) + " of sequence input '" + in.name() + "' is " +
+                common::dtype_name(e.dtype) + "; the model declares " + common::dtype_name(dt));
+      // The fed shape (elements may differ in size even where they declare one dim_param); a
+      // declared rank or dim_value must match.
+      const std::vector<int64_t>& shape = e.shape;
+      if (tt.has_shape()) {
+        if (tt.shape().dim_size() != static_cast<int>(shape.size()))
+          invalid("Model::bind: element " + std::to_string(i) + " of sequence input '" + in.name() + "' has rank " +
+                  std::to_string(shape.size()) + "; the model declares " + std::to_string(tt.shape().dim_size()));
+        for (size_t k = 0; k < shape.size(); ++k) {
+          const auto& d = tt.shape().dim(static_cast<int>(k));
+          if (d.has_dim_value() && d.dim_value() != shape[k])
+            invalid("Model::bind: element " + std::to_string(i) + " of sequence input '" + in.name() + "' has dim " +
+                    std::to_string(k) + " of " + std::to_string(shape[k]) + "; the model declares " + std::to_string(d.dim_value()));
+        }
+      }
+      Slot el;
+      el.spec = {e.dtype, shape};
+      el.value = t.graph().input(e.dtype, shape, in.name() + "[" + std::to_string(i) + "]");
+      seq.elements.push_back(el);
+    }
+    t.define(in.name(), seq);
+    return info;
+  }
+
+  // FIXED: the shape to take instead of the declared one (its rank must match).
+  static TensorInfo bind_input(Translator& t, const ::onnx::ValueInfoProto& in, const std::vector<int64_t>* fixed = nullptr) {
+    const std::string what = "graph input '" + in.name() + "'";
+    if (!in.type().has_tensor_type()) invalid(what + " is neither a tensor nor a sequence of tensors (optionals and maps are not supported)");
     const auto& tt = in.type().tensor_type();
     hal_dtype_e dt = dtype_from_onnx(tt.elem_type());
     if (dt == HAL_DTYPE_INVALID)
@@ -297,6 +417,11 @@ class ModelBuilder {
         shape.push_back(t.named_symbol(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param()
                                                                                     : in.name() + "_d" + std::to_string(i)));
       }
+    }
+    if (fixed != nullptr) {
+      if (fixed->size() != shape.size())
+        invalid(what + " is fed with rank " + std::to_string(fixed->size()) + "; the model declares " + std::to_string(shape.size()));
+      shape = *fixed;
     }
     Graph::Value v = t.graph().input(dt, shape, in.name());
     Slot s;
@@ -354,7 +479,12 @@ const std::vector<std::string>& Model::value_inputs() const {
   return deferred_ ? deferred_->value_inputs : none;
 }
 
-Model Model::bind(const std::vector<HostTensorRef>& values) const {
+const std::vector<std::string>& Model::sequence_inputs() const {
+  static const std::vector<std::string> none;
+  return deferred_ ? deferred_->sequence_inputs : none;
+}
+
+Model Model::bind(const std::vector<HostTensorRef>& values, const std::map<std::string, std::vector<ValueSpec>>& sequences) const {
   if (!deferred_) invalid("Model::bind: the model needs no input values (needs_input_values() is false)");
   const Deferred& d = *deferred_;
   if (values.size() != d.value_inputs.size())
@@ -375,9 +505,12 @@ Model Model::bind(const std::vector<HostTensorRef>& values) const {
     h.data.assign(static_cast<const uint8_t*>(v.data), static_cast<const uint8_t*>(v.data) + bytes);
     bound.emplace(info.name, std::move(h));
   }
+  for (const std::string& name : d.sequence_inputs)
+    if (!sequences.count(name)) invalid("Model::bind: no elements given for sequence input '" + name + "'");
   ::onnx::ModelProto proto = d.proto;  // build() may touch it (external data)
   try {
-    return ModelBuilder::build(proto, d.external_root, &bound);
+    return ModelBuilder::build(proto, d.external_root, &bound, nullptr, nullptr,
+                               d.sequence_inputs.empty() ? nullptr : &sequences);
   } catch (const Error& e) {
     throw Error(e.code(), "ONNX model with run-time values bound: " + std::string(e.what()));
   }
@@ -457,7 +590,8 @@ ModelStage Model::stage(const std::vector<HostTensorRef>& values) const {
   StageTranslation tr;
   Model full;
   try {
-    full = ModelBuilder::build(proto, st.external_root, st.bound.empty() ? nullptr : &st.bound, &runtime, &tr);
+    full = ModelBuilder::build(proto, st.external_root, st.bound.empty() ? nullptr : &st.bound, &runtime, &tr,
+                               st.sequences.empty() ? nullptr : &st.sequences);
   } catch (const Error& e) {
     throw Error(e.code(), "ONNX model, stage " + std::to_string(values.size() + 1) + ": " + std::string(e.what()));
   }

@@ -2551,7 +2551,7 @@ const std::vector<OpRule> kTable = {
 const std::vector<OpRule>& op_table() {
   static const std::vector<OpRule> table = [] {
     std::vector<OpRule> all = kTable;
-    for (const auto* rows : {&quantize_rows(), &recurrent_rows(), &tensor_rows(), &control_flow_rows()}) all.insert(all.end(), rows->begin(), rows->end());
+    for (const auto* rows : {&quantize_rows(), &recurrent_rows(), &tensor_rows(), &control_flow_rows(), &sequence_rows()}) all.insert(all.end(), rows->begin(), rows->end());
     return all;
   }();
   return table;

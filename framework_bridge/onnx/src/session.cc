@@ -178,9 +178,9 @@ struct SessionAccess {
 // The translation and compilation of IMPL's model for the values FED
 // (by input position) gives its value inputs; made once per distinct set.
 template <class BytesOf>
-static std::shared_ptr<const Session::Impl::Bound> bind_values(Session::Impl& impl,
-                                                                const std::vector<const HostTensorRef*>& fed,
-                                                                const BytesOf& bytes_of) {
+static std::shared_ptr<const Session::Impl::Bound> bind_values(
+    Session::Impl& impl, const std::vector<const HostTensorRef*>& fed,
+    const std::map<std::string, std::vector<ValueSpec>>& sequences, const BytesOf& bytes_of) {
   const Model& m = impl.model;
   std::vector<HostTensorRef> values;
   std::string key;
@@ -193,12 +193,17 @@ static std::shared_ptr<const Session::Impl::Bound> bind_values(Session::Impl& im
     key.append(static_cast<const char*>(r.data), bytes_of(r.dtype, r.shape));
     key += ';';
   }
+  for (const auto& [name, specs] : sequences) {  // the elements' dtypes and shapes, not their values
+    key += name + "=[";
+    for (const ValueSpec& e : specs) key += std::to_string(e.dtype) + ":" + detail::shape_text(e.shape) + ",";
+    key += "];";
+  }
   {
     std::lock_guard<std::mutex> lock(impl.bound_mu);
     auto it = impl.bound.find(key);
     if (it != impl.bound.end()) return impl.last_bound = it->second;
   }
-  auto b = std::make_shared<Session::Impl::Bound>(m.bind(values), "bound:" + key);
+  auto b = std::make_shared<Session::Impl::Bound>(m.bind(values, sequences), "bound:" + key);
   if (!b->model.runs_in_stages()) b->compiled = compile_model(b->model, *impl.runtime, impl.device, impl.options);
   std::lock_guard<std::mutex> lock(impl.bound_mu);
   if (impl.bound.size() < Session::Impl::kMaxBound) impl.bound.emplace(key, b);
@@ -289,25 +294,81 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Model& mod
 
 std::vector<HostTensor> Session::run(const std::vector<std::string>& output_names,
                                      const std::vector<std::pair<std::string, HostTensorRef>>& feeds) {
+  std::vector<HostTensor> result;
+  for (auto& [name, t] : run_named(output_names, feeds)) result.push_back(std::move(t));
+  return result;
+}
+
+std::vector<std::pair<std::string, HostTensor>> Session::run_named(
+    const std::vector<std::string>& output_names, const std::vector<std::pair<std::string, HostTensorRef>>& feeds) {
   const Model& m = impl_->model;
   const std::vector<TensorInfo>& ins = m.inputs();
-  // Feeds by input position; names checked first so nothing runs on error.
+  // Feeds by input position (a sequence input's by element index); names
+  // checked first so nothing runs on error.
   std::vector<const HostTensorRef*> fed(ins.size(), nullptr);
+  std::vector<std::map<int64_t, const HostTensorRef*>> elements(ins.size());  // -1: "s[]", the empty sequence
+  std::map<std::string, const HostTensorRef*> by_name;
   for (const auto& [name, ref] : feeds) {
     size_t k = 0;
     while (k < ins.size() && ins[k].name != name) ++k;
+    int64_t element = 0;
+    if (k == ins.size()) {  // "s[i]" / "s[]" of a sequence input s
+      const size_t open = name.rfind('[');
+      if (open != std::string::npos && name.back() == ']') {
+        const std::string base = name.substr(0, open), index = name.substr(open + 1, name.size() - open - 2);
+        k = 0;
+        while (k < ins.size() && !(ins[k].sequence && ins[k].name == base)) ++k;
+        if (k < ins.size()) {
+          size_t used = 0;
+          try {
+            element = index.empty() ? -1 : std::stoll(index, &used);
+          } catch (const std::exception&) {
+            used = 0;
+          }
+          if (!index.empty() && (used != index.size() || element < 0))
+            invalid("feed '" + name + "': '" + index + "' is not an element index of sequence input '" + base + "'");
+        }
+      }
+    }
     if (k == ins.size()) {
       std::string known;
-      for (const TensorInfo& i : ins) known += (known.empty() ? "'" : ", '") + i.name + "'";
+      for (const TensorInfo& i : ins) known += (known.empty() ? "'" : ", '") + i.name + (i.sequence ? "[i]'" : "'");
       invalid("feed '" + name + "' is not an input of the model (inputs: " + known + ")");
     }
-    if (fed[k]) invalid("input '" + name + "' is fed twice");
-    fed[k] = &ref;
+    if (ins[k].sequence) {
+      if (!elements[k].emplace(element, &ref).second) invalid("feed '" + name + "' is given twice");
+    } else {
+      if (fed[k]) invalid("input '" + name + "' is fed twice");
+      fed[k] = &ref;
+    }
+    by_name[name] = &ref;
   }
   std::map<int64_t, std::pair<int64_t, std::string>> bound;  // symbol -> size, where bound
-  std::vector<std::vector<int64_t>> shapes;
+  std::map<std::string, std::vector<ValueSpec>> sequences;    // per sequence input: its elements
   for (size_t k = 0; k < ins.size(); ++k) {
     const TensorInfo& info = ins[k];
+    if (info.sequence) {
+      const auto& el = elements[k];
+      if (el.empty()) invalid("sequence input '" + info.name + "' is missing (feed its elements '" + info.name + "[0]', ... or '" + info.name + "[]')");
+      std::vector<ValueSpec>& specs = sequences[info.name];
+      if (el.count(-1)) {
+        if (el.size() != 1) invalid("sequence input '" + info.name + "' is fed both as empty ('[]') and with elements");
+        continue;
+      }
+      int64_t next = 0;
+      for (const auto& [i, r] : el) {
+        const std::string at = "element " + std::to_string(i) + " of sequence input '" + info.name + "'";
+        if (i != next) invalid("sequence input '" + info.name + "' lacks element " + std::to_string(next) + " (elements are fed as '" + info.name + "[0]', '" + info.name + "[1]', ...)");
+        ++next;
+        if (r->dtype != info.dtype)
+          invalid(at + " has dtype " + dtype_text(r->dtype) + " but the model expects " + dtype_text(info.dtype));
+        if (!info.shape.empty() && r->shape.size() != info.shape.size())
+          invalid(at + " has rank " + std::to_string(r->shape.size()) + " but the model expects rank " + std::to_string(info.shape.size()));
+        if (!r->data && detail::checked_numel(r->shape, at) > 0) invalid(at + " has no data");
+        specs.push_back({r->dtype, r->shape});
+      }
+      continue;
+    }
     const HostTensorRef* r = fed[k];
     if (!r) invalid("input '" + info.name + "' is missing (not in the feeds)");
     if (r->dtype != info.dtype)
@@ -329,53 +390,43 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
     }
     if (!r->data && detail::checked_numel(r->shape, "input '" + info.name + "'") > 0)
       invalid("input '" + info.name + "' has no data");
-    shapes.push_back(r->shape);
   }
-  std::vector<size_t> picked;  // graph output positions
+  if (!sequences.empty())  // with sequences the translation is per shapes: every tensor input's too
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (!ins[k].sequence) sequences[ins[k].name] = {ValueSpec{fed[k]->dtype, fed[k]->shape}};
   const std::vector<TensorInfo>& outs = m.outputs();
-  if (output_names.empty()) {
-    for (size_t j = 0; j < outs.size(); ++j) picked.push_back(j);
-  } else {
-    for (const std::string& name : output_names) {
-      size_t j = 0;
-      while (j < outs.size() && outs[j].name != name) ++j;
-      if (j == outs.size()) invalid("'" + name + "' is not an output of the model");
-      picked.push_back(j);
-    }
+  for (const std::string& name : output_names) {
+    size_t j = 0;
+    while (j < outs.size() && outs[j].name != name) ++j;
+    if (j == outs.size()) invalid("'" + name + "' is not an output of the model");
   }
 
   Device& dev = *impl_->device;
   auto bytes_of = [](hal_dtype_e dt, const std::vector<int64_t>& s) {
     return static_cast<uint64_t>(detail::checked_numel(s, "tensor")) * common::dtype_size(dt);
   };
-  // What runs: the compiled model, or its translation for the fed values
-  // of its value inputs; RUN_INPUTS are the positions (in ins) it takes.
+  // What runs: the compiled model, or its translation for the fed values of
+  // its value inputs and the elements of its sequence inputs.
   CompiledGraph* compiled = impl_->compiled.get();
+  const Model* run_model = &m;
   const Model* staged = m.runs_in_stages() ? &m : nullptr;
-  const std::vector<TensorInfo>* out_infos = &outs;
-  std::vector<size_t> run_inputs;
   std::shared_ptr<const Impl::Bound> specialized;
-  if (compiled != nullptr || staged != nullptr) {
-    for (size_t k = 0; k < ins.size(); ++k) run_inputs.push_back(k);
-  } else {
-    specialized = SessionAccess::bind_values(*impl_, fed, bytes_of);
+  if (compiled == nullptr && staged == nullptr) {
+    specialized = SessionAccess::bind_values(*impl_, fed, sequences, bytes_of);
+    run_model = &specialized->model;
     compiled = specialized->compiled.get();
     if (specialized->model.runs_in_stages()) staged = &specialized->model;
-    out_infos = &specialized->model.outputs();
-    for (const TensorInfo& in : specialized->model.inputs()) {
-      size_t k = 0;
-      while (ins[k].name != in.name) ++k;  // every input of the bound model is one of the model's
-      run_inputs.push_back(k);
-    }
   }
+  const std::vector<TensorInfo>* out_infos = &run_model->outputs();
   std::vector<Buffer> in_bufs;
   std::vector<TensorView> in_views;
-  in_views.reserve(run_inputs.size());
-  for (size_t k : run_inputs) {
-    uint64_t n = bytes_of(ins[k].dtype, shapes[k]);
+  in_views.reserve(run_model->inputs().size());
+  for (const TensorInfo& in : run_model->inputs()) {
+    const HostTensorRef* r = by_name.at(in.name);  // every input of a translation is a fed tensor or element
+    uint64_t n = bytes_of(r->dtype, r->shape);
     in_bufs.push_back(dev.allocate(n ? n : 1));
-    if (n) in_bufs.back().copy_from_host(fed[k]->data, n);
-    in_views.emplace_back(in_bufs.back(), ins[k].dtype, shapes[k]);
+    if (n) in_bufs.back().copy_from_host(r->data, n);
+    in_views.emplace_back(in_bufs.back(), r->dtype, r->shape);
   }
   std::vector<const TensorView*> in_ptrs;
   for (const TensorView& v : in_views) in_ptrs.push_back(&v);
@@ -389,13 +440,26 @@ std::vector<HostTensor> Session::run(const std::vector<std::string>& output_name
     out = compiled->run_allocating(in_ptrs);
   }
   ++impl_->runs;
-  std::vector<HostTensor> result;
+  // The outputs asked for (all: every one, in model order); a sequence output as its elements.
+  std::vector<size_t> picked;
+  auto belongs = [](const TensorInfo& o, const std::string& name) {
+    return o.name == name || (o.sequence && o.name.size() > name.size() && o.name.compare(0, name.size(), name) == 0 &&
+                              o.name[name.size()] == '[');
+  };
+  if (output_names.empty()) {
+    for (size_t j = 0; j < out_infos->size(); ++j) picked.push_back(j);
+  } else {
+    for (const std::string& name : output_names)
+      for (size_t j = 0; j < out_infos->size(); ++j)
+        if (belongs((*out_infos)[j], name)) picked.push_back(j);
+  }
+  std::vector<std::pair<std::string, HostTensor>> result;
   for (size_t j : picked) {
     const TensorView& v = out[j].view;
     HostTensor h{(*out_infos)[j].dtype, v.shape, {}};
     h.data.resize(bytes_of(h.dtype, h.shape));
     if (!h.data.empty()) out[j].buffer.copy_to_host(h.data.data(), h.data.size(), v.byte_offset);
-    result.push_back(std::move(h));
+    result.emplace_back((*out_infos)[j].name, std::move(h));
   }
   return result;
 }

@@ -247,6 +247,7 @@ const Slot& Translator::in(size_t i) const {
 Graph::Value Translator::value_of(const std::string& name) {
   Slot& s = const_cast<Slot&>(slot(name));
   if (s.value.valid()) return s.value;
+  if (s.sequence) invalid("'" + name + "' is a sequence, used as a tensor");
   if (!s.host) unimplemented("'" + name + "' is only known as shape arithmetic with run-time dims and is used as a tensor");
   s.value = graph_.constant(s.host->dtype, s.host->shape, s.host->data, name);
   return s.value;

@@ -31,9 +31,12 @@ struct Dim {
   bool operator==(const Dim& o) const { return kind == o.kind && value == o.value; }
 };
 
-// What an ONNX value name stands for.
+// What an ONNX value name stands for: a tensor, or a sequence of them
+// (SEQUENCE; ELEMENTS are its tensors, SPEC.dtype their element type).
 struct Slot {
   ValueSpec spec;                     // dtype and shape (dims < 0: graph symbols)
+  bool sequence = false;
+  std::vector<Slot> elements;
   Graph::Value value;                 // in the graph; invalid until needed for HOST
   std::optional<HostTensor> host;     // known at load: an initializer, a Constant, a folded result
   std::optional<std::vector<Dim>> ints;  // an integer tensor of rank <= 1 known element-wise at load

@@ -151,7 +151,8 @@ def get_available_providers():
 def _node_arg(info):
     shape = [d if d >= 0 else (n or None) for d, n in zip(info["shape"], info["dim_names"])]
     dtype = _DTYPES.get(info["dtype"])
-    return NodeArg(info["name"], shape, dtype[1] if dtype else f"tensor({info['dtype']})")
+    type_name = dtype[1] if dtype else f"tensor({info['dtype']})"
+    return NodeArg(info["name"], shape, f"seq({type_name})" if info.get("sequence") else type_name)
 
 
 def _device_for(providers):
@@ -209,6 +210,7 @@ class InferenceSession:
         self._inputs = [_node_arg(i) for i in self._model.inputs]
         self._outputs = [_node_arg(o) for o in self._model.outputs]
         self._input_dtypes = {i["name"]: i["dtype"] for i in self._model.inputs}
+        self._sequences = {i["name"]: i["dtype"] for i in self._model.inputs if i.get("sequence")}
         config = self._sess_options.hal_config
         level = self._sess_options.graph_optimization_level
         self._session = _onnx.Session(self._model, config=os.fspath(config) if config else "", device=device,
@@ -252,15 +254,36 @@ class InferenceSession:
         if not isinstance(input_feed, dict):
             raise InvalidArgument(f"INVALID_ARGUMENT: input_feed must be a dict {{input name: array}}, got "
                                   f"{type(input_feed).__name__}")
-        feeds = [self._feed(name, value) for name, value in input_feed.items()]
+        feeds = []
+        for name, value in input_feed.items():
+            if name in self._sequences:  # a list of tensors: fed as its elements
+                if not isinstance(value, (list, tuple)):
+                    raise InvalidArgument(f"INVALID_ARGUMENT: input '{name}' is a sequence: feed a list of arrays, "
+                                          f"got {type(value).__name__}")
+                feeds += [self._feed(f"{name}[{i}]", v, name) for i, v in enumerate(value)]
+                if not value:
+                    feeds.append((f"{name}[]", self._sequences[name], [0], np.zeros(0, np.uint8)))
+            else:
+                feeds.append(self._feed(name, value))
         names = [] if output_names is None else list(output_names)
         results = self._session.run(names, feeds)
-        return [self._array(dtype, shape, data) for dtype, shape, data in results]
+        out, where = [], {}
+        for name, dtype, shape, data in results:
+            base = name[:name.rindex("[")] if name.endswith("]") and "[" in name else None
+            if base is None:
+                out.append(self._array(dtype, shape, data))
+                continue
+            if base not in where:  # a sequence output: a list of its elements
+                where[base] = len(out)
+                out.append([])
+            if not name.endswith("[]"):
+                out[where[base]].append(self._array(dtype, shape, data))
+        return out
 
-    def _feed(self, name, value):
+    def _feed(self, name, value, input_name=None):
         if not isinstance(name, str):
             raise InvalidArgument(f"INVALID_ARGUMENT: input name {name!r} is not a string")
-        want = _DTYPES.get(self._input_dtypes.get(name))
+        want = _DTYPES.get(self._input_dtypes.get(input_name or name))
         try:  # as onnxruntime: a list or scalar takes the input's dtype; an array keeps its own (checked)
             array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=want[0] if want else None)
         except Exception as e:  # ragged lists etc.

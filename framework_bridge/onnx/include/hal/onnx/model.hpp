@@ -56,11 +56,16 @@
 namespace hal::onnx {
 
 // The name, dtype and shape of a model input or output. Copyable value type.
+// A sequence (SEQUENCE): DTYPE and SHAPE describe its elements. Among a
+// translated model's outputs a sequence output "y" appears as its elements
+// "y[0]", "y[1]", ... (an empty one as "y[]", a [0]-shaped placeholder); a
+// sequence input is fed as its elements "s[0]", "s[1]", ... ("s[]": empty).
 struct TensorInfo {
   std::string name;
   hal_dtype_e dtype = HAL_DTYPE_INVALID;
   std::vector<int64_t> shape;           // dims < 0: symbolic (the graph's symbol numbers)
   std::vector<std::string> dim_names;   // per dim: the symbol's name; "" for concrete dims
+  bool sequence = false;
 };
 
 // What the ModelProto says about itself (onnxruntime's ModelMetadata).
@@ -130,7 +135,13 @@ class Model {
   // inputs. INVALID_ARGUMENT for a value whose dtype or shape differs from
   // the input's; the translation's errors otherwise (a value that still
   // cannot be translated: UNIMPLEMENTED naming the node). Thread-safe.
-  Model bind(const std::vector<HostTensorRef>& values) const;
+  // SEQUENCES: per sequence input (sequence_inputs()), its elements'
+  // dtypes and shapes (their values are fed at run time as "s[i]").
+  Model bind(const std::vector<HostTensorRef>& values,
+             const std::map<std::string, std::vector<ValueSpec>>& sequences = {}) const;
+  // The sequence inputs (names, model order) bind() takes the elements of;
+  // a model with any needs_input_values().
+  const std::vector<std::string>& sequence_inputs() const;
 
   // Whether running the model needs values it computes (see the file
   // comment). Such a model's graph() is empty, its outputs() carry the

@@ -71,8 +71,16 @@ class Session {
   // translated and compiled at the first run with each distinct set of
   // values of its value inputs (then reused); that translation's errors
   // (UNIMPLEMENTED / INVALID_ARGUMENT naming the node) come from run().
+  // A sequence input s is fed as its elements "s[0]", "s[1]", ... (an empty
+  // one as "s[]", whose tensor is ignored); the translation is kept per
+  // element count, dtypes and shapes. A sequence output is returned as its
+  // elements, consecutively (run_named says which are whose).
   std::vector<HostTensor> run(const std::vector<std::string>& output_names,
                               const std::vector<std::pair<std::string, HostTensorRef>>& feeds);
+  // As run(), each result with its name: an output's, or "y[i]" for element
+  // i of sequence output y ("y[]": y is empty; its tensor is a placeholder).
+  std::vector<std::pair<std::string, HostTensor>> run_named(
+      const std::vector<std::string>& output_names, const std::vector<std::pair<std::string, HostTensorRef>>& feeds);
 
   const Model& model() const;
   // What compiling made of the model: executables compiled vs taken from
