@@ -233,9 +233,17 @@ class ModelBuilder {
       model.outputs_.push_back(ti);
     };
     for (const auto& o : g.output()) {
-      const Slot& s = t.slot(o.name());
+      const Slot* sp = &t.slot(o.name());
+      if (sp->optional) {  // an optional output: its value (an empty one has no tensor to return)
+        if (sp->elements.empty())
+          throw Error(HAL_STATUS_UNIMPLEMENTED, "output '" + o.name() + "' is an empty optional (not returned: optional outputs must hold a value)");
+        sp = &sp->elements[0];
+      }
+      const Slot& s = *sp;
       if (!s.sequence) {
-        mark(t.value_of(o.name()), s.spec, o.name(), false);
+        Graph::Value v = s.value;
+        if (!v.valid()) v = s.host ? t.constant(*s.host) : t.value_of(o.name());
+        mark(v, s.spec, o.name(), false);
         continue;
       }
       if (s.elements.empty()) {  // a placeholder saying the sequence is empty

@@ -194,6 +194,34 @@ void sequence_map(Translator& t, const OpRule&) {
   }
 }
 
+// ---- optionals: a value or nothing, known at load ----
+void optional(Translator& t, const OpRule&) {
+  Slot o;
+  o.optional = true;
+  if (t.has_input(0)) {
+    o.spec = t.in(0).spec;
+    o.elements.push_back(t.in(0));
+  } else if (t.attr("type") == nullptr) {
+    t.invalid("an empty Optional needs the attribute 'type'");
+  }
+  t.alias_output(0, o);
+}
+
+void optional_has_element(Translator& t, const OpRule&) {
+  const bool present = t.has_input(0) && (!t.in(0).optional || !t.in(0).elements.empty());
+  t.set_output_host(0, int_tensor(HAL_DTYPE_BOOL, {present ? 1 : 0}, {}));
+}
+
+void optional_get_element(Translator& t, const OpRule&) {
+  const Slot& o = t.in(0);
+  if (!o.optional) {  // a tensor or a sequence (18): itself
+    t.alias_output(0, o);
+    return;
+  }
+  if (o.elements.empty()) t.invalid("input 0 ('" + t.input_name(0) + "') is an empty optional");
+  t.alias_output(0, o.elements[0]);
+}
+
 }  // namespace
 
 const std::vector<OpRule>& sequence_rows() {
@@ -207,6 +235,9 @@ const std::vector<OpRule>& sequence_rows() {
       {"SplitToSequence", 11, 24, "split|split+reshape", split_to_sequence, "split known at load or read while the model runs"},
       {"ConcatFromSequence", 11, 11, "cat|stack", concat_from_sequence, ""},
       {"SequenceMap", 17, 17, "(the body per element)", sequence_map, ""},
+      {"Optional", 15, 28, "(a value or nothing, kept at load)", optional, "no optional graph inputs"},
+      {"OptionalHasElement", 15, 28, "(known at load)", optional_has_element, "no optional graph inputs"},
+      {"OptionalGetElement", 15, 28, "(known at load)", optional_get_element, "no optional graph inputs"},
   };
   return rows;
 }

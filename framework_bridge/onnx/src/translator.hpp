@@ -37,6 +37,8 @@ struct Slot {
   ValueSpec spec;                     // dtype and shape (dims < 0: graph symbols)
   bool sequence = false;
   std::vector<Slot> elements;
+  // An optional (Optional): ELEMENTS holds its one value, or nothing (empty).
+  bool optional = false;
   Graph::Value value;                 // in the graph; invalid until needed for HOST
   std::optional<HostTensor> host;     // known at load: an initializer, a Constant, a folded result
   std::optional<std::vector<Dim>> ints;  // an integer tensor of rank <= 1 known element-wise at load

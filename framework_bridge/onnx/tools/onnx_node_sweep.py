@@ -380,6 +380,9 @@ def write_device_summary(index, results, device):
     shared = [n for n, (ok, r) in results.items() if not ok and r.startswith("mismatch: rounding")]
     wrong = sorted(n for n, (ok, r) in results.items() if not ok and r.startswith("mismatch") and n not in shared)
     kinds = collections.Counter(_kind(r) for ok, r in results.values() if not ok)
+    # Failures other than refusals (a device error, a crash, a hang): named, with their first line.
+    other = sorted(f"{n} ({r[:120]})" for n, (ok, r) in results.items()
+                   if not ok and _kind(r) not in ("NotImplemented", "InvalidArgument", "mismatch", "the case has no data set"))
     begin, end = f"<!-- node-test-pass-rates-{device}:begin -->", f"<!-- node-test-pass-rates-{device}:end -->"
     text = "\n".join([
         begin,
@@ -387,7 +390,8 @@ def write_device_summary(index, results, device):
         f"{onnx.__version__}): **{passed} of {len(results)} cases and {op_types} operator types pass**; wrong "
         f"answers: {len(wrong)}" + (f" ({', '.join(wrong)})" if wrong else "")
         + f"; within the 16-bit rounding tolerance: {len(shared)}; the rest are refusals and failures by kind: "
-        + ", ".join(f"{k} {v}" for k, v in kinds.most_common()) + ".",
+        + ", ".join(f"{k} {v}" for k, v in kinds.most_common()) + "."
+        + (f" Device errors, crashes and hangs: {'; '.join(other)}." if other else ""),
         end,
     ])
     DOC.write_text(_replace_block(DOC.read_text(), begin, end, text))
