@@ -60,6 +60,7 @@ py::dict tensor_info(const hal::onnx::TensorInfo& info) {
   d["shape"] = info.shape;
   d["dim_names"] = info.dim_names;
   d["sequence"] = info.sequence;
+  d["optional"] = info.optional;
   return d;
 }
 

@@ -156,6 +156,11 @@ class ModelBuilder {
         t.define(in.name(), std::move(s));
         continue;
       }
+      if (in.type().has_optional_type()) {
+        TensorInfo info = optional_input(t, in, sequences);
+        if (sequences == nullptr || !t.slot(in.name()).elements.empty()) model.inputs_.push_back(info);
+        continue;
+      }
       if (in.type().has_sequence_type()) {
         TensorInfo info = sequence_input(t, in, sequences);
         if (sequences == nullptr) {
@@ -177,7 +182,7 @@ class ModelBuilder {
     if (sequences == nullptr) {  // sequence inputs: translated once their elements are known
       std::vector<std::string> names;
       for (const TensorInfo& i : model.inputs_)
-        if (i.sequence) names.push_back(i.name);
+        if (i.sequence || i.optional) names.push_back(i.name);
       if (!names.empty()) {
         auto d = std::make_shared<Model::Deferred>();
         d->proto = m;
@@ -242,7 +247,9 @@ class ModelBuilder {
       const Slot& s = *sp;
       if (!s.sequence) {
         Graph::Value v = s.value;
-        if (!v.valid()) v = s.host ? t.constant(*s.host) : t.value_of(o.name());
+        if (!v.valid() && sp != &t.slot(o.name()) && s.host)  // an optional's value known at load
+          v = t.graph().constant(s.host->dtype, s.host->shape, s.host->data, o.name());
+        if (!v.valid()) v = t.value_of(o.name());
         mark(v, s.spec, o.name(), false);
         continue;
       }
@@ -262,7 +269,7 @@ class ModelBuilder {
             h = detail::int_tensor(e.spec.dtype, ints, e.spec.shape);
           }
           if (!h) invalid("output '" + o.name() + "' element " + std::to_string(i) + " is shape arithmetic over run-time dims");
-          v = t.constant(*h);
+          v = t.graph().constant(h->dtype, h->shape, h->data, o.name() + "[" + std::to_string(i) + "]");
         }
         mark(v, e.spec, o.name() + "[" + std::to_string(i) + "]", true);
       }
@@ -354,6 +361,45 @@ class ModelBuilder {
     TensorInfo ti{name, spec.dtype, spec.shape, {}};
     for (int64_t d : spec.shape) ti.dim_names.push_back(d < 0 ? g.symbol_name(d) : "");
     return ti;
+  }
+
+  // An optional graph input (of a tensor): with SEQUENCES given, its tensor
+  // (one element) becomes the graph input of its name, or it is empty (none);
+  // otherwise only described.
+  static TensorInfo optional_input(Translator& t, const ::onnx::ValueInfoProto& in, const Sequences* sequences) {
+    const std::string what = "graph input '" + in.name() + "'";
+    const auto& ot = in.type().optional_type();
+    TensorInfo info{in.name(), HAL_DTYPE_INVALID, {}, {}, false, true};
+    const bool of_tensor = ot.has_elem_type() && ot.elem_type().has_tensor_type();
+    if (of_tensor) {
+      const auto& tt = ot.elem_type().tensor_type();
+      info.dtype = dtype_from_onnx(tt.elem_type());
+      for (const auto& d : tt.shape().dim()) {
+        info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+        info.dim_names.push_back(d.has_dim_value() ? "" : d.dim_param());
+      }
+    }
+    if (sequences == nullptr) return info;
+    auto it = sequences->find(in.name());
+    if (it == sequences->end()) invalid("Model::bind: nothing given for optional input '" + in.name() + "'");
+    Slot opt;
+    opt.optional = true;
+    opt.spec = {info.dtype, {}};
+    if (!it->second.empty()) {
+      if (!of_tensor) throw Error(HAL_STATUS_UNIMPLEMENTED, what + " is an optional sequence holding a value (only empty ones)");
+      const ValueSpec& e = it->second[0];
+      if (e.dtype != info.dtype)
+        invalid("Model::bind: optional input '" + in.name() + "' is " + common::dtype_name(e.dtype) + "; the model declares " +
+                common::dtype_name(info.dtype));
+      Slot el;
+      el.spec = e;
+      el.value = t.graph().input(e.dtype, e.shape, in.name());
+      opt.spec = e;
+      opt.elements.push_back(el);
+      info = ModelBuilder::info(t.graph(), in.name(), e);
+    }
+    t.define(in.name(), opt);
+    return info;
   }
 
   // A sequence graph input: with SEQUENCES given, its elements become graph

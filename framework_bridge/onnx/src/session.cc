@@ -317,7 +317,7 @@ std::vector<std::pair<std::string, HostTensor>> Session::run_named(
       if (open != std::string::npos && name.back() == ']') {
         const std::string base = name.substr(0, open), index = name.substr(open + 1, name.size() - open - 2);
         k = 0;
-        while (k < ins.size() && !(ins[k].sequence && ins[k].name == base)) ++k;
+        while (k < ins.size() && !((ins[k].sequence || (ins[k].optional && index.empty())) && ins[k].name == base)) ++k;
         if (k < ins.size()) {
           size_t used = 0;
           try {
@@ -335,8 +335,9 @@ std::vector<std::pair<std::string, HostTensor>> Session::run_named(
       for (const TensorInfo& i : ins) known += (known.empty() ? "'" : ", '") + i.name + (i.sequence ? "[i]'" : "'");
       invalid("feed '" + name + "' is not an input of the model (inputs: " + known + ")");
     }
-    if (ins[k].sequence) {
-      if (!elements[k].emplace(element, &ref).second) invalid("feed '" + name + "' is given twice");
+    if (ins[k].sequence || ins[k].optional) {
+      if (!elements[k].emplace(element, &ref).second || elements[k].size() > (ins[k].optional ? 1u : elements[k].size()))
+        invalid("feed '" + name + "' is given twice");
     } else {
       if (fed[k]) invalid("input '" + name + "' is fed twice");
       fed[k] = &ref;
@@ -347,6 +348,18 @@ std::vector<std::pair<std::string, HostTensor>> Session::run_named(
   std::map<std::string, std::vector<ValueSpec>> sequences;    // per sequence input: its elements
   for (size_t k = 0; k < ins.size(); ++k) {
     const TensorInfo& info = ins[k];
+    if (info.optional) {
+      const auto& el = elements[k];
+      if (el.empty()) invalid("optional input '" + info.name + "' is missing (feed its tensor, or '" + info.name + "[]' for none)");
+      std::vector<ValueSpec>& specs = sequences[info.name];
+      if (el.count(-1)) continue;
+      const HostTensorRef* r = el.begin()->second;
+      if (r->dtype != info.dtype)
+        invalid("optional input '" + info.name + "' has dtype " + dtype_text(r->dtype) + " but the model expects " + dtype_text(info.dtype));
+      if (!r->data && detail::checked_numel(r->shape, "input '" + info.name + "'") > 0) invalid("input '" + info.name + "' has no data");
+      specs.push_back({r->dtype, r->shape});
+      continue;
+    }
     if (info.sequence) {
       const auto& el = elements[k];
       if (el.empty()) invalid("sequence input '" + info.name + "' is missing (feed its elements '" + info.name + "[0]', ... or '" + info.name + "[]')");
@@ -393,7 +406,7 @@ std::vector<std::pair<std::string, HostTensor>> Session::run_named(
   }
   if (!sequences.empty())  // with sequences the translation is per shapes: every tensor input's too
     for (size_t k = 0; k < ins.size(); ++k)
-      if (!ins[k].sequence) sequences[ins[k].name] = {ValueSpec{fed[k]->dtype, fed[k]->shape}};
+      if (!ins[k].sequence && !ins[k].optional) sequences[ins[k].name] = {ValueSpec{fed[k]->dtype, fed[k]->shape}};
   const std::vector<TensorInfo>& outs = m.outputs();
   for (const std::string& name : output_names) {
     size_t j = 0;

@@ -133,3 +133,23 @@ def test_sequence_bad_inputs(cpu_options):
         sess.run(None, {"xs": [np.ones(2, np.float32), np.ones(2, np.int64)]})
     with pytest.raises(hal.Error, match=r"element 0 of sequence input 'xs' has dim 0 of 3; the model declares 2"):
         sess.run(None, {"xs": [np.ones(3, np.float32)]})
+
+
+def test_optionals(cpu_options):
+    """Optional values built in the model, and an optional graph input fed as a tensor or None."""
+    data = model([helper.make_node("Optional", ["x"], ["o"]), helper.make_node("OptionalHasElement", ["o"], ["has"]),
+                  helper.make_node("OptionalGetElement", ["o"], ["y"]),
+                  helper.make_node("Optional", [], ["none"], type=helper.make_tensor_type_proto(F, [2])),
+                  helper.make_node("OptionalHasElement", ["none"], ["has_none"])],
+                 [vi("x", F, [2])], [vi("has", TensorProto.BOOL, None), vi("y", F, None),
+                                     vi("has_none", TensorProto.BOOL, None)], 18)
+    check(data, {"x": np.array([1.0, 2.0], np.float32)}, cpu_options)
+    opt_in = model([helper.make_node("OptionalHasElement", ["o"], ["has"])],
+                   [helper.make_value_info("o", helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [2])))],
+                   [vi("has", TensorProto.BOOL, None)], 18)
+    sess = hal.onnx.InferenceSession(opt_in, cpu_options)
+    assert sess.get_inputs()[0].type == "optional(tensor(float))"
+    assert sess.run(None, {"o": np.ones(2, np.float32)})[0]
+    assert not sess.run(None, {"o": None})[0]
+    with pytest.raises(hal.Error, match=r"optional input 'o' has dtype int64 but the model expects float32"):
+        sess.run(None, {"o": np.ones(2, np.int64)})

@@ -152,6 +152,8 @@ def _node_arg(info):
     shape = [d if d >= 0 else (n or None) for d, n in zip(info["shape"], info["dim_names"])]
     dtype = _DTYPES.get(info["dtype"])
     type_name = dtype[1] if dtype else f"tensor({info['dtype']})"
+    if info.get("optional"):
+        type_name = f"optional({type_name})"
     return NodeArg(info["name"], shape, f"seq({type_name})" if info.get("sequence") else type_name)
 
 
@@ -211,6 +213,7 @@ class InferenceSession:
         self._outputs = [_node_arg(o) for o in self._model.outputs]
         self._input_dtypes = {i["name"]: i["dtype"] for i in self._model.inputs}
         self._sequences = {i["name"]: i["dtype"] for i in self._model.inputs if i.get("sequence")}
+        self._optionals = {i["name"] for i in self._model.inputs if i.get("optional")}
         config = self._sess_options.hal_config
         level = self._sess_options.graph_optimization_level
         self._session = _onnx.Session(self._model, config=os.fspath(config) if config else "", device=device,
@@ -263,6 +266,8 @@ class InferenceSession:
                 feeds += [self._feed(f"{name}[{i}]", v, name) for i, v in enumerate(value)]
                 if not value:
                     feeds.append((f"{name}[]", self._sequences[name], [0], np.zeros(0, np.uint8)))
+            elif name in self._optionals and value is None:  # an empty optional
+                feeds.append((f"{name}[]", "float32", [0], np.zeros(0, np.uint8)))
             else:
                 feeds.append(self._feed(name, value))
         names = [] if output_names is None else list(output_names)

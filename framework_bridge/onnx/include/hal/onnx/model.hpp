@@ -66,6 +66,8 @@ struct TensorInfo {
   std::vector<int64_t> shape;           // dims < 0: symbolic (the graph's symbol numbers)
   std::vector<std::string> dim_names;   // per dim: the symbol's name; "" for concrete dims
   bool sequence = false;
+  // An optional input: fed as its tensor ("x"), or as "x[]" when empty.
+  bool optional = false;
 };
 
 // What the ModelProto says about itself (onnxruntime's ModelMetadata).
@@ -136,11 +138,12 @@ class Model {
   // the input's; the translation's errors otherwise (a value that still
   // cannot be translated: UNIMPLEMENTED naming the node). Thread-safe.
   // SEQUENCES: per sequence input (sequence_inputs()), its elements'
-  // dtypes and shapes (their values are fed at run time as "s[i]").
+  // dtypes and shapes (their values are fed at run time as "s[i]"); per
+  // optional input, its tensor's (or nothing: empty).
   Model bind(const std::vector<HostTensorRef>& values,
              const std::map<std::string, std::vector<ValueSpec>>& sequences = {}) const;
-  // The sequence inputs (names, model order) bind() takes the elements of;
-  // a model with any needs_input_values().
+  // The sequence and optional inputs (names, model order) bind() takes the
+  // elements of; a model with any needs_input_values().
   const std::vector<std::string>& sequence_inputs() const;
 
   // Whether running the model needs values it computes (see the file
