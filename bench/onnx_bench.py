@@ -163,7 +163,8 @@ def loop_model(iterations=100, width=64):
     graph = helper.make_graph(
         [helper.make_node("Loop", ["M", "", "x"], ["y", "trace"], body=body)], "loop",
         [helper.make_tensor_value_info("x", f, ["batch", width])],
-        [helper.make_tensor_value_info("y", f, None), helper.make_tensor_value_info("trace", f, None)],
+        [helper.make_tensor_value_info("y", f, ["batch", width]),
+         helper.make_tensor_value_info("trace", f, [iterations, "batch", width])],
         initializer=[helper.make_tensor("M", TensorProto.INT64, [], [iterations]),
                      helper.make_tensor("W", f, [width, width], w.flatten())])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])

@@ -76,7 +76,9 @@ SharedExecutable::~SharedExecutable() {
 std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
                       const std::map<std::string, std::string>& options, bool graph_compilers) {
   KeyBytes h;
-  h.str("hal compile cache 1").pod(uint32_t{HAL_ABI_VERSION_MAJOR}).pod(uint32_t{HAL_ABI_VERSION_MINOR});
+  h.str("hal compile cache 2")  // 2: placements split groups that depend on each other both ways
+      .pod(uint32_t{HAL_ABI_VERSION_MAJOR})
+      .pod(uint32_t{HAL_ABI_VERSION_MINOR});
   h.str(g.hash());  // what the graph computes (names do not count)
   h.pod(fallback).pod(devices.size());
   for (const auto& d : devices) {

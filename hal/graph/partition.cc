@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "graph/c_graph.hpp"
 #include "loader/loaded_plugin.hpp"
@@ -53,6 +54,48 @@ void make_convex(const Graph& g, const std::vector<int64_t>& producer, std::vect
       if (group[i] == gid && left[i]) group[i] = piece;
     gid = piece;
   }
+}
+
+// The groups left unordered when the units (each group, each ungrouped
+// node) are ordered by their data dependences: groups that are each convex
+// can still depend on each other both ways when one is not connected
+// (a1 -> b1 and b2 -> a2 with b1, b2 apart). Empty: every unit orders.
+std::vector<uint32_t> unordered_groups(const Graph& g, const std::vector<int64_t>& producer,
+                                       const std::vector<uint32_t>& group) {
+  const size_t n = g.nodes().size();
+  std::vector<size_t> unit_of(n);
+  std::map<uint32_t, size_t> unit_of_group;
+  size_t units = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (group[i] == 0) {
+      unit_of[i] = units++;
+      continue;
+    }
+    auto [it, fresh] = unit_of_group.emplace(group[i], units);
+    if (fresh) ++units;
+    unit_of[i] = it->second;
+  }
+  std::vector<std::set<size_t>> next(units);
+  std::vector<size_t> pending(units, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t v : g.nodes()[i].inputs) {
+      if (v == HAL_GRAPH_NO_VALUE || producer[v] < 0) continue;
+      const size_t from = unit_of[static_cast<size_t>(producer[v])], to = unit_of[i];
+      if (from != to && next[from].insert(to).second) ++pending[to];
+    }
+  std::vector<size_t> ready;
+  for (size_t u = 0; u < units; ++u)
+    if (pending[u] == 0) ready.push_back(u);
+  while (!ready.empty()) {
+    const size_t u = ready.back();
+    ready.pop_back();
+    for (size_t t : next[u])
+      if (--pending[t] == 0) ready.push_back(t);
+  }
+  std::vector<uint32_t> stuck;
+  for (const auto& [gid, u] : unit_of_group)
+    if (pending[u] > 0) stuck.push_back(gid);
+  return stuck;
 }
 
 }  // namespace
@@ -162,6 +205,23 @@ Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& 
     if (p.device[i] == kUnplaced)
       throw Error(HAL_STATUS_UNIMPLEMENTED, node_label(g, i) + ": no device runs op '" + g.nodes()[i].op +
                                                 "': " + p.declined[i]);
+  // Groups that depend on each other both ways: one at a time becomes
+  // single-node groups (on the same device) until every unit orders.
+  // (Units downstream of such a pair are unordered too: the group split is
+  // the first unordered one of two or more nodes, one of which is in the cycle.)
+  for (std::vector<uint32_t> stuck = unordered_groups(g, producer, p.group); !stuck.empty();
+       stuck = unordered_groups(g, producer, p.group)) {
+    std::map<uint32_t, size_t> size;
+    for (size_t i = 0; i < n; ++i) ++size[p.group[i]];
+    auto split = std::find_if(stuck.begin(), stuck.end(), [&](uint32_t gid) { return size[gid] > 1; });
+    if (split == stuck.end()) break;  // unreachable: a cycle needs a group of two nodes
+    bool first = true;
+    for (size_t i = 0; i < n; ++i)
+      if (p.group[i] == *split) {
+        if (!first) p.group[i] = next_group++;
+        first = false;
+      }
+  }
   return p;
 }
 

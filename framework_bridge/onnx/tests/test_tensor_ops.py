@@ -298,3 +298,17 @@ def test_data_dependent_shapes(cpu_options):
         x = rng.integers(0, 3, (4, 3)).astype(np.float32)
         x[2] = x[0]
         check_like_ort(data, {"x": x}, cpu_options)
+
+
+def test_grid_sample_volumetric_on_opencl(configs):
+    """On the OpenCL plugin alone, the volumetric linear GridSample's graph splits into groups the plugin
+    compiles and op-by-op nodes that feed each other both ways (a group not connected inside): the core
+    splits such groups until they order (compile refused it before: "the groups cannot be ordered")."""
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = str(configs["opencl"])
+    x = rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, (1, 2, 3, 4, 3)).astype(np.float32)
+    for align in (0, 1):
+        data = model([helper.make_node("GridSample", ["x", "g"], ["y"], mode="linear", align_corners=align)],
+                     [vi("x", F, x.shape), vi("g", F, grid.shape)], [vi("y", F, None)], 20)
+        check_like_ort(data, {"x": x, "g": grid}, opts, rtol=1e-4, atol=1e-5)
