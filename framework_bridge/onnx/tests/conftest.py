@@ -2,6 +2,8 @@
 (onnx_testing.py) and the exported acceptance models (onnx_models.py)."""
 import pytest
 
+import hal.onnx
+
 import onnx_models
 from onnx_testing import write_config
 
@@ -16,3 +18,11 @@ def configs(tmp_path_factory):
 def exported():
     """exported(name, opset) -> path of the cached export (onnx_models.export)."""
     return onnx_models.export
+
+
+@pytest.fixture(scope="session")
+def cpu_options(configs):
+    """Session options for the CPU plugin alone (configs["cpu"])."""
+    opts = hal.onnx.SessionOptions()
+    opts.hal_config = str(configs["cpu"])
+    return opts

@@ -20,13 +20,6 @@ B = TensorProto.BOOL
 rng = np.random.default_rng(5)
 
 
-@pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
 def ort_run(data, feeds):
     return ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
 

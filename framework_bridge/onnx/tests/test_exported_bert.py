@@ -65,13 +65,6 @@ def inputs(batch, seq, seed):
     return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
 
 
-@pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
 @pytest.mark.parametrize("exporter", ["torchscript-14", "dynamo"])
 def test_bert_style_encoder_like_onnxruntime(exporter, cpu_options, tmp_path):
     torch.manual_seed(0)

@@ -22,13 +22,6 @@ def node_tests():
     return sweep.load_index()
 
 
-@pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
 def test_ci_set_is_not_empty():
     assert len(CASES) >= 100, f"node_ci.txt lists {len(CASES)} cases; rerun tools/onnx_node_sweep.py"
 

@@ -16,13 +16,6 @@ F = TensorProto.FLOAT
 I64 = TensorProto.INT64
 
 
-@pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
 def model(nodes, inputs, outputs, opset, inits=()):
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="hal-test")

@@ -21,13 +21,6 @@ F = TensorProto.FLOAT
 rng = np.random.default_rng(7)
 
 
-@pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
 def rnn_model(op, hidden, dirs, seq, batch, inp, with_b=False, with_init=False, with_lens=False, peep=False,
               layout=0, opset=22, **attrs):
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]

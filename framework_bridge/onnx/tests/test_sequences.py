@@ -16,13 +16,6 @@ I64 = TensorProto.INT64
 rng = np.random.default_rng(9)
 
 
-@pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
 def seq_vi(name, elem=F, shape=None):
     return helper.make_tensor_sequence_value_info(name, elem, shape)
 

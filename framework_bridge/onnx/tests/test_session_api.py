@@ -25,13 +25,6 @@ def add_model(elem_type=TensorProto.FLOAT, shape=("n", 4), op="Add", opset=OPSET
 
 
 @pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
-@pytest.fixture(scope="module")
 def add_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("models") / "add.onnx"
     onnx.save(add_model(), path)

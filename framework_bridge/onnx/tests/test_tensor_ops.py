@@ -18,13 +18,6 @@ I64 = TensorProto.INT64
 rng = np.random.default_rng(11)
 
 
-@pytest.fixture(scope="module")
-def cpu_options(configs):
-    opts = hal.onnx.SessionOptions()
-    opts.hal_config = str(configs["cpu"])
-    return opts
-
-
 def reference(data, feeds):
     return ReferenceEvaluator(onnx.load_from_string(data)).run(None, feeds)
 
