@@ -5,6 +5,9 @@
     [y] = sess.run(None, {"x": x})               # numpy in, numpy out
     sess.get_inputs()[0].name, .shape, .type     # "x", ["batch", 64], "tensor(float)"
 
+As with onnxruntime, a sequence input takes a list of arrays and a sequence output comes back as one
+("seq(tensor(float))"); an optional input takes an array or None ("optional(tensor(float))").
+
 Providers name the HAL device the model is compiled for: "hal:N" (the runtime's device N), a plugin
 name ("cpu", "opencl"), or onnxruntime's names (CPUExecutionProvider -> "cpu", OpenCLExecutionProvider
 -> "opencl", HALExecutionProvider -> the config's default device). onnxruntime names HAL has no
@@ -252,8 +255,9 @@ class InferenceSession:
         return self._session.explain()
 
     def run(self, output_names, input_feed, run_options=None):
-        """OUTPUT_NAMES (None or []: all, in model order) computed from INPUT_FEED {input name: array}.
-        Returns a list of numpy arrays. Raises InvalidArgument naming the input or output that is wrong."""
+        """OUTPUT_NAMES (None or []: all, in model order) computed from INPUT_FEED {input name: array; a
+        sequence input: a list of arrays; an optional one: an array or None}. Returns a list of numpy arrays
+        (a sequence output: a list of them). Raises InvalidArgument naming the input or output that is wrong."""
         if not isinstance(input_feed, dict):
             raise InvalidArgument(f"INVALID_ARGUMENT: input_feed must be a dict {{input name: array}}, got "
                                   f"{type(input_feed).__name__}")
