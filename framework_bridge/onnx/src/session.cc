@@ -481,9 +481,13 @@ std::string Session::explain() const {
   const CompiledGraphStats& s = stats();
   const Graph& g = impl_->model.graph();
   std::ostringstream o;
-  o << "model: opset " << impl_->model.opset() << (impl_->model.producer().empty() ? "" : ", from " + impl_->model.producer())
-    << "; " << g.nodes().size() << " nodes, " << g.constants().size() << " constants, " << g.inputs().size()
-    << " inputs, " << g.outputs().size() << " outputs\n";
+  o << "model: opset " << impl_->model.opset() << (impl_->model.producer().empty() ? "" : ", from " + impl_->model.producer());
+  if (impl_->model.needs_input_values() || impl_->model.runs_in_stages())
+    o << "; translated when it runs (" << impl_->model.inputs().size() << " inputs, " << impl_->model.outputs().size()
+      << " outputs)\n";
+  else
+    o << "; " << g.nodes().size() << " nodes, " << g.constants().size() << " constants, " << g.inputs().size()
+      << " inputs, " << g.outputs().size() << " outputs\n";
   o << "device: " << impl_->device->id() << " (plugin " << impl_->device->plugin_name() << ")\n";
   o << "partition: " << s.groups << " compiled groups (" << s.kernel_count << " kernels per run), " << s.op_nodes
     << " nodes op by op (" << s.fallback_nodes << " on the fallback device), " << s.copies << " copies between devices\n";
