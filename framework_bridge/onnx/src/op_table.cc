@@ -1181,6 +1181,87 @@ void conv(Translator& t, const OpRule&) {
 // kernel) are applied first: -inf for MaxPool; zeros for AveragePool, whose
 // divisor then counts only the input's elements unless count_include_pad
 // (a second pooling of ones gives the count).
+// AveragePool / LpPool with dilations (the catalog's avg_pool2d has none):
+// window sums as a depthwise convolution with a kernel of ones (dilated,
+// strided) over the input padded with zeros (ceil_mode: the last window's
+// overhang too), divided by the count of the elements each window covers
+// (the input's, or with COUNT_PAD the padded input's; never the overhang),
+// counted the same way over a mask. 3-D runs as 2-D over (H, W) with the
+// depth slices as channels, then over (D, 1): sums and counts are separable.
+// LpPool: (sum of |x|^p)^(1/p), no division.
+V dilated_window_sum(Translator& t, const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                     const std::vector<int64_t>& pads, const std::vector<int64_t>& dil, bool ceil_mode, bool count_pad,
+                     bool lp, double p) {
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  const size_t spatial = shape.size() - 2;
+  for (int64_t d : shape)
+    if (d < 0) t.unimplemented("dilated pooling over a dim only known at run time");
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  std::vector<int64_t> extra(spatial, 0), padded(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t span = (kernel[i] - 1) * dil[i] + 1, len = shape[2 + i] + pads[i] + pads[i + spatial];
+    if (len < span) t.invalid("the dilated window (" + std::to_string(span) + ") is larger than the padded input (" + std::to_string(len) + ")");
+    int64_t out = (len - span) / strides[i] + 1;
+    if (ceil_mode) {
+      out = (len - span + strides[i] - 1) / strides[i] + 1;
+      if ((out - 1) * strides[i] >= shape[2 + i] + pads[i]) --out;  // a window starting in the end padding
+    }
+    extra[i] = std::max<int64_t>(0, (out - 1) * strides[i] + span - len);
+    padded[i] = len + extra[i];
+  }
+  auto pad_dims = [&](V v, const std::vector<int64_t>& begin, const std::vector<int64_t>& end) {
+    std::vector<int64_t> torch_pad;  // last dim first
+    for (size_t d = spatial; d-- > 0;) {
+      torch_pad.push_back(begin[d]);
+      torch_pad.push_back(end[d]);
+    }
+    return t.emit1("pad", {v}, {Attr::ints("pad", torch_pad), Attr::s("mode", "constant"), Attr::scalar("value", 0.0)});
+  };
+  // Window sums of V ([N, C, *spatial], padded) by a depthwise convolution with ones.
+  auto window_sums = [&](V v) {
+    const std::vector<int64_t> vs = t.spec(v).shape;
+    auto conv = [&](V in, int64_t channels, const std::vector<int64_t>& k, const std::vector<int64_t>& st,
+                    const std::vector<int64_t>& dl) {
+      std::vector<int64_t> wshape{channels, 1};
+      wshape.insert(wshape.end(), k.begin(), k.end());
+      int64_t count = channels;
+      for (int64_t x : k) count *= x;
+      V w = as_dtype(t, float_constant(t, wshape, std::vector<float>(static_cast<size_t>(count), 1.0f)), t.spec(in).dtype);
+      return t.emit1(k.size() == 1 ? "conv1d" : "conv2d", {in, w, V{}},
+                     {Attr::ints("stride", st), Attr::ints("padding", std::vector<int64_t>(k.size(), 0)),
+                      Attr::ints("dilation", dl), Attr::i("groups", channels)});
+    };
+    if (spatial < 3) return conv(v, vs[1], kernel, strides, dil);
+    V y = conv(reshape_to(t, v, {vs[0], vs[1] * vs[2], vs[3], vs[4]}), vs[1] * vs[2], {kernel[1], kernel[2]},
+               {strides[1], strides[2]}, {dil[1], dil[2]});
+    const std::vector<int64_t> hw = t.spec(y).shape;
+    y = reshape_to(t, y, {vs[0], vs[1], vs[2], hw[2] * hw[3]});
+    y = conv(y, vs[1], {kernel[0], 1}, {strides[0], 1}, {dil[0], 1});
+    return reshape_to(t, y, {vs[0], vs[1], t.spec(y).shape[2], hw[2], hw[3]});
+  };
+  V x = t.value(0);
+  if (lp) x = t.emit1("pow", {t.emit1("abs", {x}), scalar(t, dt, p)});
+  std::vector<int64_t> begin(pads.begin(), pads.begin() + static_cast<long>(spatial)), end(spatial);
+  for (size_t i = 0; i < spatial; ++i) end[i] = pads[i + spatial] + extra[i];
+  V sums = window_sums(pad_dims(x, begin, end));
+  if (lp) return t.emit1("pow", {sums, scalar(t, dt, 1.0 / p)});
+  // The count: ones over the input (or the padded input), zeros over the rest.
+  std::vector<int64_t> mshape{1, 1};
+  std::vector<int64_t> mbegin = begin, mend = end;
+  for (size_t i = 0; i < spatial; ++i) {
+    mshape.push_back(count_pad ? shape[2 + i] + pads[i] + pads[i + spatial] : shape[2 + i]);
+    if (count_pad) {
+      mbegin[i] = 0;
+      mend[i] = extra[i];
+    }
+  }
+  int64_t mcount = 1;
+  for (int64_t d : mshape) mcount *= d;
+  V mask = as_dtype(t, float_constant(t, mshape, std::vector<float>(static_cast<size_t>(mcount), 1.0f)), dt);
+  V count = window_sums(pad_dims(mask, mbegin, mend));
+  return t.emit1("div", {sums, count});
+}
+
 void pool(Translator& t, const OpRule&) {
   const size_t spatial = t.in(0).spec.shape.size() - 2;
   if (spatial < 1 || spatial > 3) t.unimplemented(std::to_string(spatial) + "-D pooling (1-D, 2-D and 3-D)");
@@ -1204,7 +1285,8 @@ void pool(Translator& t, const OpRule&) {
     t.require_attr("storage_order", 0, 0);
     if (t.output_count() > 1 && !t.output_name(1).empty()) t.unimplemented("the Indices output");
   } else if (dil != std::vector<int64_t>(spatial, 1)) {
-    t.unimplemented("dilations in " + t.node().op_type());
+    t.set_output(0, dilated_window_sum(t, kernel, strides, pads, dil, ceil_mode, include_pad, lp, lp_p));
+    return;
   }
   // What the catalog takes as is: symmetric pads of at most half the (dilated) kernel.
   std::vector<int64_t> sym = symmetric_part(pads);
@@ -2479,7 +2561,7 @@ const std::vector<OpRule> kTable = {
     {"CumProd", 26, 26, "cumprod+flip+pad+index_select", cumulative, "axis known at load or from an input's value"},
     {"CenterCropPad", 18, 18, "index_select+pad", center_crop_pad, "shape known at load or from an input's value"},
     {"RotaryEmbedding", 23, 23, "index_select+mul+sub+add+cat+embedding+permute+reshape", rotary_embedding, "shapes known at load"},
-    {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D, 2-D and 3-D (shapes known at load); no dilations, no ceil_mode"},
+    {"LpPool", 11, 22, "abs+pow+avg_pool2d+mul|abs+pow+pad+avg_pool2d+mul", pool, "1-D, 2-D and 3-D (shapes known at load); no ceil_mode"},
     {"CausalConvWithState", 27, 27, "cat+conv1d+silu+index_select", causal_conv_with_state, "shapes known at load"},
     {"LinearAttention", 27, 27, "matmul+mul+add+exp+sub+index_select+cat+permute+reshape+copy", linear_attention, "the sequence length known at load (the recurrence is unrolled)"},
     {"ScatterND", 11, 18, "permute+index_put", scatter_nd, "reduction none or add"},
@@ -2496,7 +2578,7 @@ const std::vector<OpRule> kTable = {
     {"Conv", 1, 22, "conv1d|conv2d|pad+conv1d|pad+conv2d", conv, "1-D and 2-D"},
     {"ConvTranspose", 1, 22, "conv_transpose2d|conv_transpose2d+index_select", conv, "1-D and 2-D"},
     {"MaxPool", 1, 22, "max_pool2d|pad+max_pool2d", pool, "1-D, 2-D and 3-D (shapes known at load); storage_order 0; no Indices output; ceil_mode only with symmetric pads of at most half the kernel"},
-    {"AveragePool", 7, 22, "avg_pool2d|pad+avg_pool2d+div", pool, "1-D, 2-D and 3-D (shapes known at load); no dilations; ceil_mode only with symmetric pads of at most half the kernel"},
+    {"AveragePool", 7, 22, "avg_pool2d|pad+avg_pool2d+div|pad+conv2d+div", pool, "1-D, 2-D and 3-D (shapes known at load); dilations with static shapes; ceil_mode only with symmetric pads of at most half the kernel"},
     {"GlobalAveragePool", 1, 22, "mean", global_pool, ""},
     {"GlobalMaxPool", 1, 22, "amax", global_pool, ""},
     {"BatchNormalization", 7, 15, "batch_norm", batch_norm, "inference only (training_mode 0)"},

@@ -305,3 +305,20 @@ def test_grid_sample_volumetric_on_opencl(configs):
         data = model([helper.make_node("GridSample", ["x", "g"], ["y"], mode="linear", align_corners=align)],
                      [vi("x", F, x.shape), vi("g", F, grid.shape)], [vi("y", F, None)], 20)
         check_like_ort(data, {"x": x, "g": grid}, opts, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("AveragePool", {"kernel_shape": [3, 2], "dilations": [2, 2]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "dilations": [2, 1], "strides": [2, 1], "pads": [1, 0, 2, 1],
+                     "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [2, 3], "dilations": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                     "ceil_mode": 1, "count_include_pad": 0}),
+    ("AveragePool", {"kernel_shape": [2, 2, 2], "dilations": [2, 1, 2], "strides": [1, 2, 1]}),
+    ("LpPool", {"kernel_shape": [2, 3], "dilations": [2, 2], "p": 3}),
+])
+def test_dilated_pooling(op, attrs, cpu_options):
+    rank = len(attrs["kernel_shape"])
+    shape = [2, 3, 7, 8] if rank == 2 else [1, 2, 6, 5, 7]
+    x = rng.standard_normal(shape).astype(np.float32)
+    data = model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", F, shape)], [vi("y", F, None)], 19)
+    check_like_ort(data, {"x": x}, cpu_options, rtol=1e-5, atol=1e-5)
