@@ -25,6 +25,14 @@ constexpr int64_t kMaxUnrolledIterations = 4096;
 
 }  // namespace
 
+Graph::Value take(Translator& t, Graph::Value v, int64_t axis, int64_t i) {
+  std::vector<int64_t> shape = t.spec(v).shape;
+  Graph::Value index = t.constant(int_tensor(HAL_DTYPE_INT64, {i}, {1}));
+  Graph::Value one = t.emit1("index_select", {v, index}, {Attr::i("dim", axis)});
+  shape.erase(shape.begin() + axis);
+  return reshape_to(t, one, shape);
+}
+
 // Translates subgraph G with its inputs bound to INPUTS and returns its
 // outputs; names it defines are forgotten afterwards, the outer node is
 // restored. CONTEXT starts the messages of its nodes.
@@ -59,7 +67,6 @@ std::vector<Slot> run_subgraph(Translator& t, const ::onnx::GraphProto& g, const
 
 namespace {
 
-
 // The graph value a subgraph output stands for (a constant for a value known at load).
 V slot_value(Translator& t, const Slot& s, const std::string& what) {
   if (s.value.valid()) return s.value;
@@ -75,11 +82,11 @@ const ::onnx::GraphProto& graph_attr(Translator& t, const char* name) {
 
 // A one-element bool (or integer) value known at load or when the model runs.
 bool truth(Translator& t, const Slot& s, const std::string& name, const std::string& what) {
-  std::optional<HostTensor> h = t.known_slot(s, name, what);
-  auto v = int_values(*h);
+  const HostTensor h = t.known_slot(s, name, what);
+  auto v = int_values(h);
   if (!v || v->size() != 1)
-    t.invalid(what + " ('" + name + "') must be one bool or integer, not " + common::dtype_name(h->dtype) + " " +
-              shape_text(h->shape));
+    t.invalid(what + " ('" + name + "') must be one bool or integer, not " + common::dtype_name(h.dtype) + " " +
+              shape_text(h.shape));
   return (*v)[0] != 0;
 }
 
@@ -162,22 +169,6 @@ void loop(Translator& t, const OpRule&) {
   }
 }
 
-
-// Element I of V along AXIS, the axis dropped.
-V take(Translator& t, V v, int64_t axis, int64_t i) {
-  std::vector<int64_t> shape = t.spec(v).shape;
-  V index = t.constant(int_tensor(HAL_DTYPE_INT64, {i}, {1}));
-  V one = t.emit1("index_select", {v, index}, {Attr::i("dim", axis)});
-  shape.erase(shape.begin() + axis);
-  return reshape_to(t, one, shape);
-}
-
-std::vector<int64_t> ints_attr_or(Translator& t, const char* name, size_t n, int64_t fallback) {
-  std::vector<int64_t> v = t.attr_ints(name).value_or(std::vector<int64_t>(n, fallback));
-  if (v.size() != n) t.invalid(std::string(name) + " has " + std::to_string(v.size()) + " entries for " + std::to_string(n) + " values");
-  return v;
-}
-
 // Scan (8: a leading batch dim on everything, sequence_lens; 9+: none): the
 // body once per sequence element (per batch entry for 8), states threaded
 // through, scan inputs sliced along their axes (reversed ones from the end),
@@ -193,10 +184,10 @@ void scan(Translator& t, const OpRule&) {
   const size_t n = given - static_cast<size_t>(m);
   const size_t k = static_cast<size_t>(body.output_size()) < n ? 0 : static_cast<size_t>(body.output_size()) - n;
   if (static_cast<size_t>(body.output_size()) < n) t.invalid("the body gives fewer outputs than the " + std::to_string(n) + " states");
-  std::vector<int64_t> in_axes = v8 ? std::vector<int64_t>(static_cast<size_t>(m), 0) : ints_attr_or(t, "scan_input_axes", static_cast<size_t>(m), 0);
-  std::vector<int64_t> in_dirs = ints_attr_or(t, v8 ? "directions" : "scan_input_directions", static_cast<size_t>(m), 0);
-  std::vector<int64_t> out_axes = v8 ? std::vector<int64_t>(k, 0) : ints_attr_or(t, "scan_output_axes", k, 0);
-  std::vector<int64_t> out_dirs = v8 ? std::vector<int64_t>(k, 0) : ints_attr_or(t, "scan_output_directions", k, 0);
+  std::vector<int64_t> in_axes = v8 ? std::vector<int64_t>(static_cast<size_t>(m), 0) : ints_or(t, "scan_input_axes", static_cast<size_t>(m), 0, "values");
+  std::vector<int64_t> in_dirs = ints_or(t, v8 ? "directions" : "scan_input_directions", static_cast<size_t>(m), 0, "values");
+  std::vector<int64_t> out_axes = v8 ? std::vector<int64_t>(k, 0) : ints_or(t, "scan_output_axes", k, 0, "values");
+  std::vector<int64_t> out_dirs = v8 ? std::vector<int64_t>(k, 0) : ints_or(t, "scan_output_directions", k, 0, "values");
   // Scan inputs: their axis normalised (Scan-8: the sequence is dim 1, after the batch).
   std::vector<V> xs;
   int64_t len = -1;
@@ -238,11 +229,14 @@ void scan(Translator& t, const OpRule&) {
       }
       states.push_back(s);
     }
+    std::vector<V> xb = xs;  // Scan-8: batch entry B's scan inputs, taken once
+    if (v8)
+      for (V& x : xb) x = take(t, x, 0, b);
     std::vector<std::vector<V>> outs_k(k);
     for (int64_t it = 0; it < len; ++it) {
       std::vector<Slot> ins = states;
-      for (size_t j = 0; j < xs.size(); ++j) {
-        V x = v8 ? take(t, xs[j], 0, b) : xs[j];
+      for (size_t j = 0; j < xb.size(); ++j) {
+        V x = xb[j];
         const int64_t axis = v8 ? 0 : in_axes[j];
         Slot sl;
         sl.value = take(t, x, axis, in_dirs[j] ? len - 1 - it : it);

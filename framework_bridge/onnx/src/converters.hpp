@@ -33,6 +33,17 @@ Graph::Value transpose2d(Translator& t, Graph::Value v);
 Graph::Value reshape_to(Translator& t, Graph::Value v, const std::vector<int64_t>& out);
 // V's elements [BEGIN, size - END) along AXIS.
 Graph::Value crop(Translator& t, Graph::Value v, int64_t axis, int64_t begin, int64_t end);
+// Element I of V along AXIS, the axis dropped (an index_select and a reshape).
+Graph::Value take(Translator& t, Graph::Value v, int64_t axis, int64_t i);
+// Attribute NAME (N ints) or N times FALLBACK; INVALID_ARGUMENT naming NAME
+// when it has another count (OF names what the N are).
+std::vector<int64_t> ints_or(Translator& t, const char* name, size_t n, int64_t fallback, const char* of = "spatial dims");
+// The element count of SHAPE (every dim concrete).
+inline int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
 // Numpy broadcasting of two shapes whose dims may be symbols.
 std::vector<int64_t> broadcast(Translator& t, const std::vector<int64_t>& a, const std::vector<int64_t>& b);
 // Conv's / pooling's pads over input 0's spatial dims, begin values then end

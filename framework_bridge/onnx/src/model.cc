@@ -506,6 +506,16 @@ Model load_proto(const void* data, size_t size, const std::string& external_root
   }
 }
 
+// V's bytes, owned: WHAT names V in the element count's errors, WHO in the
+// no-data one ("Model::bind: input 'x'").
+HostTensor owned_copy(const HostTensorRef& v, const std::string& what, const std::string& who) {
+  const size_t bytes = static_cast<size_t>(detail::checked_numel(v.shape, what)) * common::dtype_size(v.dtype);
+  if (bytes > 0 && v.data == nullptr) invalid(who + " has no data");
+  HostTensor h{v.dtype, v.shape, {}};
+  h.data.assign(static_cast<const uint8_t*>(v.data), static_cast<const uint8_t*>(v.data) + bytes);
+  return h;
+}
+
 }  // namespace
 
 Model Model::load(const std::string& path, const LoadOptions& options) {
@@ -552,12 +562,7 @@ Model Model::bind(const std::vector<HostTensorRef>& values, const std::map<std::
       invalid("Model::bind: input '" + info.name + "' is " + common::dtype_name(v.dtype) + " " +
               detail::shape_text(v.shape) + " but the model declares " + common::dtype_name(info.dtype) + " " +
               detail::shape_text(info.shape));
-    const size_t bytes = static_cast<size_t>(detail::checked_numel(v.shape, "input '" + info.name + "'")) *
-                         common::dtype_size(v.dtype);
-    if (bytes > 0 && v.data == nullptr) invalid("Model::bind: input '" + info.name + "' has no data");
-    HostTensor h{v.dtype, v.shape, {}};
-    h.data.assign(static_cast<const uint8_t*>(v.data), static_cast<const uint8_t*>(v.data) + bytes);
-    bound.emplace(info.name, std::move(h));
+    bound.emplace(info.name, owned_copy(v, "input '" + info.name + "'", "Model::bind: input '" + info.name + "'"));
   }
   for (const std::string& name : d.sequence_inputs)
     if (!sequences.count(name)) invalid("Model::bind: no elements given for sequence input '" + name + "'");
@@ -633,13 +638,7 @@ ModelStage Model::stage(const std::vector<HostTensorRef>& values) const {
   if (!staged_) invalid("Model::stage: the model does not run in stages (runs_in_stages() is false)");
   const Staged& st = *staged_;
   std::vector<HostTensor> runtime;
-  for (const HostTensorRef& v : values) {
-    const size_t bytes = static_cast<size_t>(detail::checked_numel(v.shape, "a stage value")) * common::dtype_size(v.dtype);
-    if (bytes > 0 && v.data == nullptr) invalid("Model::stage: a value has no data");
-    HostTensor h{v.dtype, v.shape, {}};
-    h.data.assign(static_cast<const uint8_t*>(v.data), static_cast<const uint8_t*>(v.data) + bytes);
-    runtime.push_back(std::move(h));
-  }
+  for (const HostTensorRef& v : values) runtime.push_back(owned_copy(v, "a stage value", "Model::stage: a value"));
   ::onnx::ModelProto proto = st.proto;
   StageTranslation tr;
   Model full;

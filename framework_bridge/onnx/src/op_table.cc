@@ -676,9 +676,7 @@ void gather(Translator& t, const OpRule&) {
   // dim unflattened into the indices' shape.
   for (int64_t d : ishape)
     if (d < 0) t.unimplemented("indices of rank " + std::to_string(ishape.size()) + " with a dim only known at run time");
-  int64_t n = 1;
-  for (int64_t d : ishape) n *= d;
-  V flat = reshape_to(t, index, {n});
+  V flat = reshape_to(t, index, {numel(ishape)});
   V sel = t.emit1("index_select", {t.value(0), flat}, {Attr::i("dim", axis)});
   std::vector<int64_t> out(dshape.begin(), dshape.begin() + axis);
   out.insert(out.end(), ishape.begin(), ishape.end());
@@ -1089,12 +1087,16 @@ V crop(Translator& t, V v, int64_t axis, int64_t begin, int64_t end) {
 }
 namespace {
 
-std::vector<int64_t> ints_or(Translator& t, const char* name, size_t n, int64_t fallback) {
+}  // namespace
+
+std::vector<int64_t> ints_or(Translator& t, const char* name, size_t n, int64_t fallback, const char* of) {
   auto v = t.attr_ints(name);
   if (!v) return std::vector<int64_t>(n, fallback);
-  if (v->size() != n) t.invalid(std::string(name) + " has " + std::to_string(v->size()) + " entries for " + std::to_string(n) + " spatial dims");
+  if (v->size() != n) t.invalid(std::string(name) + " has " + std::to_string(v->size()) + " entries for " + std::to_string(n) + " " + of);
   return *v;
 }
+
+namespace {
 
 // 1-D convolution and pooling run as the 2-D catalog ops over a unit
 // height: the attribute lists get ONE in front, the values a unit dim 2.
@@ -1255,9 +1257,7 @@ V dilated_window_sum(Translator& t, const std::vector<int64_t>& kernel, const st
       mend[i] = extra[i];
     }
   }
-  int64_t mcount = 1;
-  for (int64_t d : mshape) mcount *= d;
-  V mask = as_dtype(t, float_constant(t, mshape, std::vector<float>(static_cast<size_t>(mcount), 1.0f)), dt);
+  V mask = as_dtype(t, float_constant(t, mshape, std::vector<float>(static_cast<size_t>(numel(mshape)), 1.0f)), dt);
   V count = window_sums(pad_dims(mask, mbegin, mend));
   return t.emit1("div", {sums, count});
 }
@@ -2150,8 +2150,7 @@ void gather_nd(Translator& t, const OpRule&) {
   if (is.empty() || is.back() < 1 || is.back() > static_cast<int64_t>(ds.size())) t.invalid("indices of shape " + join(is));
   const size_t k = static_cast<size_t>(is.back());
   std::vector<int64_t> batch(is.begin(), is.end() - 1);
-  int64_t n = 1;
-  for (int64_t d : batch) n *= d;
+  const int64_t n = numel(batch);
   V idx = as_dtype(t, t.value(1), HAL_DTYPE_INT64);
   V linear;
   int64_t stride = 1, merged = 1;

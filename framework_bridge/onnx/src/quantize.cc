@@ -192,9 +192,7 @@ V shifted(Translator& t, size_t i, size_t zp_input, const char* what) {
 // refused: ONNX's reference and onnxruntime disagree on how it broadcasts).
 void require_one_element(Translator& t, size_t zp_input, const char* what) {
   if (!t.has_input(zp_input)) return;
-  int64_t n = 1;
-  for (int64_t d : t.in(zp_input).spec.shape) n *= d;
-  if (n != 1) t.unimplemented(std::string("a per-row zero point of ") + what + " (only one element)");
+  if (numel(t.in(zp_input).spec.shape) != 1) t.unimplemented(std::string("a per-row zero point of ") + what + " (only one element)");
 }
 
 void matmul_integer(Translator& t, const OpRule&) {
@@ -203,22 +201,24 @@ void matmul_integer(Translator& t, const OpRule&) {
   t.set_output(0, as_dtype(t, t.emit1("matmul", {a, b}), HAL_DTYPE_INT32));
 }
 
+// Convolution weight input W minus its zero point ZP_INPUT (absent: 0) in
+// float64: one element, or one per output channel (broadcast as [M, 1, ...]).
+V shifted_weight(Translator& t, size_t w_input, size_t zp_input) {
+  V w = as_dtype(t, t.value(w_input), HAL_DTYPE_FLOAT64);
+  if (!t.has_input(zp_input)) return w;
+  V zp = as_dtype(t, t.value(zp_input), HAL_DTYPE_FLOAT64);
+  const int64_t n = numel(t.spec(zp).shape);
+  if (n != 1) {
+    std::vector<int64_t> dims(t.in(w_input).spec.shape.size(), 1);
+    dims[0] = n;
+    zp = reshape_to(t, zp, dims);
+  }
+  return t.emit1("sub", {w, zp});
+}
+
 void conv_integer(Translator& t, const OpRule&) {
   V x = shifted(t, 0, 2, "x");
-  V w = as_dtype(t, t.value(1), HAL_DTYPE_FLOAT64);
-  const std::vector<int64_t> ws = t.in(1).spec.shape;
-  if (t.has_input(3)) {  // one element, or one per output channel
-    V zp = as_dtype(t, t.value(3), HAL_DTYPE_FLOAT64);
-    int64_t n = 1;
-    for (int64_t d : t.spec(zp).shape) n *= d;
-    if (n != 1) {
-      std::vector<int64_t> dims(ws.size(), 1);
-      dims[0] = n;
-      zp = reshape_to(t, zp, dims);
-    }
-    w = t.emit1("sub", {w, zp});
-  }
-  t.set_output(0, as_dtype(t, conv_forward(t, x, w, V{}), HAL_DTYPE_INT32));
+  t.set_output(0, as_dtype(t, conv_forward(t, x, shifted_weight(t, 1, 3), V{}), HAL_DTYPE_INT32));
 }
 
 // The float32 product a_scale * b_scale / y_scale (the reference's), widened
@@ -226,11 +226,7 @@ void conv_integer(Translator& t, const OpRule&) {
 V requant_factor(Translator& t, size_t a_scale, size_t b_scale, size_t y_scale, const std::vector<int64_t>& b_dims) {
   auto f32 = [&](size_t i) { return as_dtype(t, t.value(i), HAL_DTYPE_FLOAT32); };
   V bs = f32(b_scale);
-  if (!b_dims.empty()) {
-    int64_t n = 1;
-    for (int64_t d : t.spec(bs).shape) n *= d;
-    if (n != 1) bs = reshape_to(t, bs, b_dims);
-  }
+  if (!b_dims.empty() && numel(t.spec(bs).shape) != 1) bs = reshape_to(t, bs, b_dims);
   V f = t.emit1("div", {t.emit1("mul", {f32(a_scale), bs}), f32(y_scale)});
   return as_dtype(t, f, HAL_DTYPE_FLOAT64);
 }
@@ -248,16 +244,8 @@ void qlinear_matmul(Translator& t, const OpRule&) {
 // w_scale (per output channel) / y_scale, plus y_zero_point, saturated.
 void qlinear_conv(Translator& t, const OpRule&) {
   V x = shifted(t, 0, 2, "x");
-  V w = as_dtype(t, t.value(3), HAL_DTYPE_FLOAT64);
+  V w = shifted_weight(t, 3, 5);
   const std::vector<int64_t> ws = t.in(3).spec.shape;
-  std::vector<int64_t> channel_dims(ws.size(), 1);
-  channel_dims[0] = ws[0];
-  if (t.has_input(5)) {
-    V zp = as_dtype(t, t.value(5), HAL_DTYPE_FLOAT64);
-    int64_t n = 1;
-    for (int64_t d : t.spec(zp).shape) n *= d;
-    w = t.emit1("sub", {w, n == 1 ? zp : reshape_to(t, zp, channel_dims)});
-  }
   V bias = t.has_input(8) ? as_dtype(t, t.value(8), HAL_DTYPE_FLOAT64) : V{};
   V acc = conv_forward(t, x, w, bias);
   std::vector<int64_t> out_dims(t.spec(acc).shape.size() - 1, 1);

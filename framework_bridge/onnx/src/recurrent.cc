@@ -113,15 +113,6 @@ RnnSpec rnn_spec(Translator& t, Cell cell) {
   return s;
 }
 
-// Rows [d] of a [D, ...] value, without the leading dim.
-V direction_slice(Translator& t, V v, int64_t d) {
-  std::vector<int64_t> shape = t.spec(v).shape;
-  V index = t.constant(int_tensor(HAL_DTYPE_INT64, {d}, {1}));
-  V row = t.emit1("index_select", {v, index}, {Attr::i("dim", 0)});
-  shape.erase(shape.begin());
-  return reshape_to(t, row, shape);
-}
-
 // Rows of a [G*H, ...] value (or a [G*H] vector) reordered block-wise: block
 // ORDER[k] of the source becomes block k.
 V reorder_blocks(Translator& t, V v, const std::vector<int64_t>& order, int64_t hidden) {
@@ -161,7 +152,7 @@ V initial_state(Translator& t, size_t i, const RnnSpec& s, int64_t d, hal_dtype_
     t.invalid(std::string(i == 5 ? "initial_h" : "initial_c") + " has shape " + shape_text(t.spec(v).shape) +
               "; expected " + shape_text(want));
   if (s.layout1) v = permuted(t, v, {1, 0, 2});
-  return direction_slice(t, v, d);
+  return take(t, v, 0, d);
 }
 
 // GATES's block K of H columns ([B, G*H] -> [B, H]).
@@ -195,10 +186,10 @@ void recurrent(Translator& t, Cell cell) {
     const std::vector<int64_t> order = !fused ? std::vector<int64_t>{}
                                        : cell == Cell::kLstm ? std::vector<int64_t>{0, 2, 3, 1}
                                                              : std::vector<int64_t>{1, 0, 2};
-    V w = direction_slice(t, t.value(1), d), r = direction_slice(t, t.value(2), d);
+    V w = take(t, t.value(1), 0, d), r = take(t, t.value(2), 0, d);
     V wb, rb;
     if (t.has_input(3)) {
-      std::vector<V> halves = t.emit("split", {direction_slice(t, t.value(3), d)},
+      std::vector<V> halves = t.emit("split", {take(t, t.value(3), 0, d)},
                                      {Attr::i("dim", 0), Attr::i("split_size", gh)}, 2);
       wb = halves[0];
       rb = halves[1];
@@ -220,7 +211,7 @@ void recurrent(Translator& t, Cell cell) {
     V rh_t = split_r ? transpose2d(t, reorder_blocks(t, r, {2}, s.hidden)) : V{};
     std::vector<V> peep;
     if (peepholes)
-      peep = t.emit("split", {direction_slice(t, t.value(7), d)}, {Attr::i("dim", 0), Attr::i("split_size", s.hidden)}, 3);
+      peep = t.emit("split", {take(t, t.value(7), 0, d)}, {Attr::i("dim", 0), Attr::i("split_size", s.hidden)}, 3);
     V hstate = initial_state(t, 5, s, d, dt);
     V cstate = cell == Cell::kLstm ? initial_state(t, 6, s, d, dt) : V{};
     std::vector<V> outs;

@@ -336,7 +336,8 @@ std::vector<std::pair<std::string, HostTensor>> Session::run_named(
       invalid("feed '" + name + "' is not an input of the model (inputs: " + known + ")");
     }
     if (ins[k].sequence || ins[k].optional) {
-      if (!elements[k].emplace(element, &ref).second || elements[k].size() > (ins[k].optional ? 1u : elements[k].size()))
+      // An optional takes one feed: its tensor or "x[]".
+      if (!elements[k].emplace(element, &ref).second || (ins[k].optional && elements[k].size() > 1))
         invalid("feed '" + name + "' is given twice");
     } else {
       if (fed[k]) invalid("input '" + name + "' is fed twice");

@@ -22,12 +22,6 @@ namespace {
 
 using V = Graph::Value;
 
-int64_t numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 // Every dim of SHAPE known at load; otherwise UNIMPLEMENTED naming WHAT.
 void require_static(Translator& t, const std::vector<int64_t>& shape, const std::string& what) {
   for (int64_t d : shape)

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hal/common/dtype.hpp"
+#include "hal/sdk/kernel/half.hpp"
 #include "hal/runtime/error.hpp"
 #include "hal/runtime/shape_inference.hpp"
 #include "tensor_proto.hpp"
@@ -72,38 +73,15 @@ std::optional<std::vector<int64_t>> int_values(const HostTensor& t) {
   return out;
 }
 
-// An IEEE half or a bfloat16 (BITS) as a float.
-static float widen16(uint16_t bits, bool bf16) {
-  uint32_t w;
-  if (bf16) {
-    w = static_cast<uint32_t>(bits) << 16;
-  } else {
-    const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-    uint32_t exp = (bits >> 10) & 0x1fu, man = bits & 0x3ffu;
-    if (exp == 0x1f) {
-      w = sign | 0x7f800000u | (man << 13);  // inf, NaN
-    } else if (exp != 0) {
-      w = sign | ((exp + 112u) << 23) | (man << 13);
-    } else if (man == 0) {
-      w = sign;
-    } else {  // subnormal: normalise
-      exp = 113;
-      while ((man & 0x400u) == 0) {
-        man <<= 1;
-        --exp;
-      }
-      w = sign | (exp << 23) | ((man & 0x3ffu) << 13);
-    }
-  }
-  float f;
-  std::memcpy(&f, &w, 4);
-  return f;
-}
-
 std::optional<std::vector<double>> float_values(const HostTensor& t) {
   if (t.dtype == HAL_DTYPE_FLOAT16 || t.dtype == HAL_DTYPE_BFLOAT16) {
     std::vector<double> out(t.data.size() / 2);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = widen16(load<uint16_t>(t.data.data() + 2 * i), t.dtype == HAL_DTYPE_BFLOAT16);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const uint16_t bits = load<uint16_t>(t.data.data() + 2 * i);
+      sdk::kernel::BFloat16 bf;
+      bf.bits = bits;
+      out[i] = t.dtype == HAL_DTYPE_BFLOAT16 ? static_cast<float>(bf) : sdk::kernel::Half::to_float(bits);
+    }
     return out;
   }
   if (t.dtype == HAL_DTYPE_FLOAT32 || t.dtype == HAL_DTYPE_FLOAT64) {
@@ -143,10 +121,16 @@ void Translator::pop_scope() {
 }
 
 HostTensor Translator::runtime_value(Graph::Value v, const std::string& what) {
+  return request(Request{v, what, {}, {}});
+}
+
+HostTensor Translator::request(Request r) {
   const size_t k = requests_made_++;
   request_cuts_.push_back(graph_.nodes().size());
   if (k < runtime_values_.size()) return runtime_values_[k];
-  pending_ = Request{v, what + " (" + where() + ")", {}, {}};
+  const std::string what = r.what;
+  r.what += " (" + where() + ")";
+  pending_ = std::move(r);
   throw Error(HAL_STATUS_UNIMPLEMENTED, where() + ": " + what + " is only known when the model runs");
 }
 
@@ -170,15 +154,9 @@ HostTensor Translator::known_slot(const Slot& s, const std::string& name, const 
       if (d.kind == Dim::kUnknown) unimplemented(what + " ('" + name + "') depends on a value only known at run time");
       dims.push_back(d.value);  // >= 0: a number; < 0: a symbol
     }
-    const size_t k = requests_made_++;
-    request_cuts_.push_back(graph_.nodes().size());
-    if (k < runtime_values_.size()) {
-      HostTensor h = runtime_values_[k];
-      if (auto v = int_values(h)) return int_tensor(s.spec.dtype, *v, s.spec.shape);
-      return h;
-    }
-    pending_ = Request{Graph::Value{}, what + " ('" + name + "') (" + where() + ")", dims, s.spec.shape};
-    throw Error(HAL_STATUS_UNIMPLEMENTED, where() + ": " + what + " is only known when the model runs");
+    HostTensor h = request(Request{Graph::Value{}, what + " ('" + name + "')", dims, s.spec.shape});
+    if (auto v = int_values(h)) return int_tensor(s.spec.dtype, *v, s.spec.shape);  // the read-back is int64
+    return h;
   }
   const std::vector<uint32_t>& inputs = graph_.inputs();
   if (!staged_ && std::find(inputs.begin(), inputs.end(), s.value.id) != inputs.end())

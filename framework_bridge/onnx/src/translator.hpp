@@ -214,6 +214,9 @@ class Translator {
   std::optional<Request> pending_;
   std::string context_;
   std::vector<std::map<std::string, std::optional<Slot>>> scopes_;
+  // The next request's bound value, or (past them) R made pending and the
+  // translation stopped (runtime_value and known_slot's dims).
+  HostTensor request(Request r);
 };
 
 // Int64 host tensor of DIMS (all concrete) with SHAPE.
