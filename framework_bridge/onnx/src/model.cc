@@ -311,15 +311,18 @@ class ModelBuilder {
     for (const auto& o : m.graph().output()) {
       TensorInfo ti{o.name(), HAL_DTYPE_INVALID, {}, {}, o.type().has_sequence_type()};
       const bool seq_of_tensors = o.type().has_sequence_type() && o.type().sequence_type().elem_type().has_tensor_type();
-      if (o.type().has_tensor_type() || seq_of_tensors) {
-        const auto& tt = seq_of_tensors ? o.type().sequence_type().elem_type().tensor_type() : o.type().tensor_type();
-        ti.dtype = dtype_from_onnx(tt.elem_type());
-        for (const auto& dim : tt.shape().dim()) {
-          ti.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-          ti.dim_names.push_back(dim.has_dim_value() ? "" : dim.dim_param());
-        }
-      }
+      if (o.type().has_tensor_type() || seq_of_tensors)
+        declare(ti, seq_of_tensors ? o.type().sequence_type().elem_type().tensor_type() : o.type().tensor_type());
       model.outputs_.push_back(std::move(ti));
+    }
+  }
+
+  // TI's dtype, dims (-1 unless given) and dim names as tensor type TT declares them.
+  static void declare(TensorInfo& ti, const ::onnx::TypeProto_Tensor& tt) {
+    ti.dtype = dtype_from_onnx(tt.elem_type());
+    for (const auto& dim : tt.shape().dim()) {
+      ti.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+      ti.dim_names.push_back(dim.has_dim_value() ? "" : dim.dim_param());
     }
   }
 
@@ -371,14 +374,7 @@ class ModelBuilder {
     const auto& ot = in.type().optional_type();
     TensorInfo info{in.name(), HAL_DTYPE_INVALID, {}, {}, false, true};
     const bool of_tensor = ot.has_elem_type() && ot.elem_type().has_tensor_type();
-    if (of_tensor) {
-      const auto& tt = ot.elem_type().tensor_type();
-      info.dtype = dtype_from_onnx(tt.elem_type());
-      for (const auto& d : tt.shape().dim()) {
-        info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
-        info.dim_names.push_back(d.has_dim_value() ? "" : d.dim_param());
-      }
-    }
+    if (of_tensor) declare(info, ot.elem_type().tensor_type());
     if (sequences == nullptr) return info;
     auto it = sequences->find(in.name());
     if (it == sequences->end()) invalid("Model::bind: nothing given for optional input '" + in.name() + "'");
@@ -413,11 +409,8 @@ class ModelBuilder {
     const hal_dtype_e dt = dtype_from_onnx(tt.elem_type());
     if (dt == HAL_DTYPE_INVALID)
       throw Error(HAL_STATUS_UNIMPLEMENTED, what + " holds element type " + onnx_dtype_name(tt.elem_type()) + ", which HAL has no dtype for");
-    TensorInfo info{in.name(), dt, {}, {}, true};
-    for (const auto& d : tt.shape().dim()) {
-      info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
-      info.dim_names.push_back(d.has_dim_value() ? "" : d.dim_param());
-    }
+    TensorInfo info{in.name(), HAL_DTYPE_INVALID, {}, {}, true};
+    declare(info, tt);
     if (sequences == nullptr) return info;
     auto it = sequences->find(in.name());
     if (it == sequences->end()) invalid("Model::bind: no elements given for sequence input '" + in.name() + "'");
