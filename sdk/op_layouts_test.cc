@@ -102,7 +102,7 @@ struct Query {
 
 }  // namespace
 
-TEST_CASE("op_get_layouts: the device's preferences arrive as dim orders; no preference is ANY") {
+TEST_CASE("op_get_layouts: the device's preferences arrive as dim orders - no preference is ANY") {
   Fixture f;
   Query relu(f, "relu", 1);
   REQUIRE(relu.ask() == "");

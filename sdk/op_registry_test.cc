@@ -87,7 +87,7 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE("op registry: one kernel per dtype; a second mode or a dtype registered twice is refused") {
+TEST_CASE("op registry: one kernel per dtype - a second mode or a dtype registered twice is refused") {
   sdk::OpRegistry ops;
   ops.add<sdk::op::add>(&add_f32, kF32);
   ops.add<sdk::op::add>(&add_f16, kF16);
@@ -119,7 +119,7 @@ TEST_CASE("op registry: one kernel per dtype; a second mode or a dtype registere
   CHECK(ops.at(1).input_mode == sdk::InputMode::kMixed);
 }
 
-TEST_CASE("op registry: a dtype the catalog forbids is refused; kAllDtypes is the catalog's dtypes") {
+TEST_CASE("op registry: a dtype the catalog forbids is refused - kAllDtypes is the catalog's dtypes") {
   sdk::OpRegistry ops;
   try {
     ops.add<sdk::op::softmax>(&mul_any, HAL_DTYPE_BIT(HAL_DTYPE_INT32) | kF32);
@@ -152,7 +152,7 @@ TEST_CASE("op registry: a dtype the catalog forbids is refused; kAllDtypes is th
   }
 }
 
-TEST_CASE("SDK: a uniform op declines a mixed call with MIXED_DTYPES before its kernel runs; a mixed op takes it") {
+TEST_CASE("SDK: a uniform op declines a mixed call with MIXED_DTYPES before its kernel runs - a mixed op takes it") {
   Fixture f;
   last_kernel.clear();
   SUBCASE("uniform inputs run the dtype's kernel") {
@@ -186,7 +186,7 @@ TEST_CASE("SDK: a uniform op declines a mixed call with MIXED_DTYPES before its 
   }
 }
 
-TEST_CASE("SDK: op_get_info reports the input mode and compute dtypes; bad arguments change nothing") {
+TEST_CASE("SDK: op_get_info reports the input mode and compute dtypes - bad arguments change nothing") {
   Fixture f;
   hal_op_id_t add = 0, mul = 0;
   REQUIRE(take(sdk::detail::op_resolve(f.plugin, "add", &add)) == "");

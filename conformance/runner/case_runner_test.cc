@@ -162,7 +162,7 @@ TEST_CASE("bad-input cases: code, mentions, success") {
   CHECK(f[0].message.find("but the launch succeeded") != std::string::npos);
 }
 
-TEST_CASE("wrong outputs are refused by the CPU plugin; FREE_OUTPUTS is looked up by op") {
+TEST_CASE("wrong outputs are refused by the CPU plugin - FREE_OUTPUTS is looked up by op") {
   CaseRunner r(cpu_device(), "add");
   std::vector<Failure> f;
   r.run_wrong_outputs(add_suite(), HAL_DTYPE_FLOAT32, simple(HAL_DTYPE_FLOAT32), f);
@@ -218,7 +218,7 @@ TEST_CASE("a mixed case is not declined by a plugin that promotes itself") {
   CHECK(d.empty());
 }
 
-TEST_CASE("--layout runs one layout; --show-values prints inputs, expected and actual") {
+TEST_CASE("--layout runs one layout - --show-values prints inputs, expected and actual") {
   std::FILE* out = std::tmpfile();
   REQUIRE(out != nullptr);
   CaseRunner::Options o;
@@ -302,7 +302,7 @@ TEST_CASE("layout 'preferred': a case runs with each tensor in the dim order the
   CHECK(g.empty());
 }
 
-TEST_CASE("case selectors are unique; layouts parse; shell words are quoted") {
+TEST_CASE("case selectors are unique - layouts parse - shell words are quoted") {
   std::vector<std::string> sel = case_selectors({OpCase("a"), OpCase("b"), OpCase("a"), OpCase("c d")});
   CHECK(sel == std::vector<std::string>{"a#1", "b", "a#2", "c d"});
   CHECK(parse_layout("permuted") == Layout::kPermuted);

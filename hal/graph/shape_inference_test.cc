@@ -126,7 +126,7 @@ TEST_CASE("infer_node: symbolic dims propagate, derived sizes become fresh symbo
   CHECK(asked == std::vector<std::pair<size_t, size_t>>{{0, 0}});
 }
 
-TEST_CASE("infer_node: two symbols a rule needs equal are unified; a symbol tied to a size is refused") {
+TEST_CASE("infer_node: two symbols a rule needs equal are unified - a symbol tied to a size is refused") {
   const int64_t s = -1, t = -2;
   // Exported with two names for one size: the node's first symbol.
   CHECK(infer("add", {{F32, {s, 4}}, {F32, {t, 4}}}) == std::vector<ValueSpec>{{F32, {s, 4}}});

@@ -190,7 +190,7 @@ TEST_CASE("promotion: the guide's uniform plugin casts through the fallback devi
   CHECK(read_f32(o) == std::vector<float>{11.f, 22.f, 33.f, 44.f});
 }
 
-TEST_CASE("promotion: no way to cast is an error naming op, dtypes and plugin; the output is untouched") {
+TEST_CASE("promotion: no way to cast is an error naming op, dtypes and plugin - the output is untouched") {
   auto rt = load_only({kAcme});  // no cpu plugin: no fallback device, and acme has no copy op
   auto d = rt->device("acme");
   REQUIRE(d->fallback_device() == nullptr);
@@ -248,7 +248,7 @@ TEST_CASE("promotion: a wrong call reports its own error before anything is cast
   CHECK(read_f32(o3) == std::vector<float>(3, -7.f));
 }
 
-TEST_CASE("promotion: a cast that does not fit in device memory is OUT_OF_MEMORY naming sizes; output untouched") {
+TEST_CASE("promotion: a cast that does not fit in device memory is OUT_OF_MEMORY naming sizes - output untouched") {
   auto rt = load_only({kAcme, kCpu});
   auto d = rt->device("acme");  // 1 GiB of device memory
   hal::OpRunner add(d, "add");

@@ -77,7 +77,7 @@ TEST_CASE("malformed, truncated, empty and non-ONNX bytes are refused") {
   expect_error([&] { Model::load(dir + "/junk.onnx"); }, HAL_STATUS_INVALID_ARGUMENT, {"junk.onnx", "not a valid ONNX model"});
 }
 
-TEST_CASE("opsets up to the newest known load as written by operator version; newer ones and other domains are refused") {
+TEST_CASE("opsets up to the newest known load as written by operator version - newer ones and other domains are refused") {
   for (int opset : {6, 7, 12, 13, 21, 22, detail::newest_known_opset()}) {
     CAPTURE(opset);
     CHECK(relu_model(opset).load().graph().nodes().size() == 1);

@@ -126,7 +126,7 @@ TEST_CASE("fuse_patterns: near misses stay as written") {
   }
 }
 
-TEST_CASE("fuse_patterns: GELU written out becomes one gelu node; a layer norm right after it fuses too") {
+TEST_CASE("fuse_patterns: GELU written out becomes one gelu node - a layer norm right after it fuses too") {
   hal::testing::OpTester cpu(HAL_TEST_CPU_PLUGIN);
   for (int variant = 0; variant < 3; ++variant) {
     CAPTURE(variant);

@@ -145,7 +145,7 @@ hal::Graph stem(bool pool_indices_read) {
   return g;
 }
 
-TEST_CASE("cpu graph: a ResNet stem's convolutions and max_pool2d fuse and pass their layout along; equal to op by op") {
+TEST_CASE("cpu graph: a ResNet stem's convolutions and max_pool2d fuse and pass their layout along - equal to op by op") {
   hal::testing::OpTester t(kCpu);
   for (bool indices : {false, true}) {
     CAPTURE(indices);
@@ -197,7 +197,7 @@ TEST_CASE("cpu graph: the fused max_pool2d lets NaN win and clips windows at the
   CHECK(bad == 0);
 }
 
-TEST_CASE("cpu graph: a transpose read only by matrix products is a strided view; a head split or another reader copies") {
+TEST_CASE("cpu graph: a transpose read only by matrix products is a strided view - a head split or another reader copies") {
   hal::testing::OpTester t(kCpu);
   for (int variant = 0; variant < 3; ++variant) {
     CAPTURE(variant);
@@ -221,7 +221,7 @@ TEST_CASE("cpu graph: a transpose read only by matrix products is a strided view
   }
 }
 
-TEST_CASE("cpu graph: intermediates share the arena without clobbering live values; reshapes alias") {
+TEST_CASE("cpu graph: intermediates share the arena without clobbering live values - reshapes alias") {
   hal::testing::OpTester t(kCpu);
   hal::Graph g;
   auto a = g.input(F32, {4, 6}, "a");

@@ -114,7 +114,7 @@ TEST_CASE("copy refuses shapes that do not broadcast and partly overlapping outp
   expect_error(t, "copy", {&lo}, {&hi}, {}, HAL_STATUS_INVALID_ARGUMENT, "overlaps input 'self'", &buf);
 }
 
-TEST_CASE("column slices of one buffer are not an overlap; slices sharing a column are") {
+TEST_CASE("column slices of one buffer are not an overlap - slices sharing a column are") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto buf = t.tensor({3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   TensorView left = buf.view, right = buf.view;  // columns [0, 2) and [2, 4) of each row
@@ -257,7 +257,7 @@ TEST_CASE("stack inserts a new dim") {
                "attribute 'dim' = 2 is out of range", &sentinel);
 }
 
-TEST_CASE("split by size and by sizes; the output count must match") {
+TEST_CASE("split by size and by sizes - the output count must match") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto a = t.tensor({2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   auto o0 = t.empty(HAL_DTYPE_FLOAT32, {2, 2});
@@ -472,7 +472,7 @@ TEST_CASE("a data-dependent error on a stream is reported by its synchronize") {
   CHECK(t.read<int64_t>(out) == std::vector<int64_t>(4, 7));
 }
 
-TEST_CASE("copy of a large float32 tensor is a parallel memcpy; casts and reversal agree") {
+TEST_CASE("copy of a large float32 tensor is a parallel memcpy - casts and reversal agree") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   const int64_t n = 1 << 20;
   std::vector<float> v(static_cast<size_t>(n));

@@ -198,7 +198,7 @@ TEST_CASE("float32 exp, tanh, sigmoid, silu and gelu over a long tensor match li
            [](double v) { return 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); });
 }
 
-TEST_CASE("relu propagates NaN; relu_backward passes the gradient only where self > 0") {
+TEST_CASE("relu propagates NaN - relu_backward passes the gradient only where self > 0") {
   OpTester t(HAL_TEST_CPU_PLUGIN);
   auto x = t.tensor({4}, {NAN, -1, 0, 2});
   auto out = t.empty(HAL_DTYPE_FLOAT32, {4});

@@ -196,7 +196,7 @@ TEST_CASE("opencl graph: gelu(x * w + b) * scale -> sum is one kernel, as op by 
   check_close(run_compiled(compiled, c.g, c.inputs()).at(0), got, 0, 0);
 }
 
-TEST_CASE("opencl graph: an intermediate read outside the group is written; reductions over some dims") {
+TEST_CASE("opencl graph: an intermediate read outside the group is written - reductions over some dims") {
   const hal_dtype_e f = HAL_DTYPE_FLOAT32;
   for (const char* op : {"sum", "mean", "amax", "amin"})
     for (std::vector<int64_t> dims : {std::vector<int64_t>{0}, {1}, {-1, 0}})
@@ -424,7 +424,7 @@ TEST_CASE("opencl graph: an attention block's scale and mask fuse with softmax /
     }
 }
 
-TEST_CASE("opencl graph: rms_norm with its default eps and an epilogue; a row op alone stays op by op") {
+TEST_CASE("opencl graph: rms_norm with its default eps and an epilogue - a row op alone stays op by op") {
   const hal_dtype_e f = HAL_DTYPE_FLOAT32;
   Graph g;
   auto x = g.input(f, {16, 70}), w = g.input(f, {70});
