@@ -46,9 +46,25 @@ class Parser {
         const toml::array* arr = node.as_array();
         if (arr == nullptr) wrong_type(node, k, "an array of tables ([[plugin]])");
         for (const toml::node& entry : *arr) c.plugins.push_back(plugin(entry));
+      } else if (k == "layers") {
+        c.layers_origin = location(node.source());
+        for (const std::string& l : strings(node, k)) {
+          if (l.empty()) fail(node.source(), "'layers' has an empty name");
+          c.layers.push_back(l.find('/') != std::string::npos ? resolve(l) : l);
+        }
+      } else if (k == "layer_options") {
+        const toml::table* layers = node.as_table();
+        if (layers == nullptr) wrong_type(node, k, "a table of tables ([layer_options.<layer>])");
+        for (auto&& [name, table] : *layers) {
+          const toml::table* t = table.as_table();
+          if (t == nullptr) wrong_type(table, k + "." + std::string(name.str()), "a table");
+          std::vector<std::pair<std::string, std::string>> opts;
+          for (auto&& [okey, ovalue] : *t) opts.emplace_back(std::string(okey.str()), option(ovalue, okey));
+          c.layer_options.emplace_back(std::string(name.str()), std::move(opts));
+        }
       } else {
         unknown(key, "top level", "search_paths, discover, default_device, fallback_device, "
-                                  "allow_world_writable, caching_allocator, plugin");
+                                  "allow_world_writable, caching_allocator, layers, layer_options, plugin");
       }
     }
     return c;

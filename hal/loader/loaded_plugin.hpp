@@ -4,6 +4,7 @@
 #define HAL_LOADER_LOADED_PLUGIN_HPP_
 
 #include <boost/dll/shared_library.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct LoadedPlugin {
   }
   hal_host_api_t host{};  // handed to the plugin; must outlive it
   hal_plugin_t* instance = nullptr;
+  // The layers in front of the tables above (layers/layer_stack.hpp), with
+  // the plugin's own tables; null when no layer is enabled.
+  std::shared_ptr<struct LayerChain> layers;
 
   ~LoadedPlugin() {
     if (instance != nullptr) api.destroy(instance);

@@ -22,23 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Host service: plugin log lines go to stderr at or above $HAL_LOG_LEVEL
-// (debug, info, warning (default), error).
+// Host service: plugin log lines go to stderr at or above $HAL_LOG_LEVEL.
 void host_log(void* context, uint32_t level, const char* message) {
-  static const uint32_t threshold = [] {
-    const char* env = std::getenv("HAL_LOG_LEVEL");
-    std::string v = env ? env : "warning";
-    if (v == "debug") return 0u;
-    if (v == "info") return 1u;
-    if (v == "error") return 3u;
-    return 2u;
-  }();
   if (message == nullptr) return;
   {
     auto* plugin = static_cast<LoadedPlugin*>(context);
     if (plugin->in_create && level >= HAL_LOG_WARNING) plugin->startup_warnings.emplace_back(message);
   }
-  if (level < threshold) return;
+  if (!host_log_enabled(level)) return;
   static const char* const kLevels[] = {"debug", "info", "warning", "error"};
   const auto* plugin = static_cast<const LoadedPlugin*>(context);
   std::fprintf(stderr, "[hal %s] %s: %s\n", kLevels[std::min(level, 3u)],
@@ -103,6 +94,18 @@ std::string sha256_file(const std::string& path) {
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), digest, &len);
   return hex(digest, len);
+}
+
+bool host_log_enabled(uint32_t level) {
+  static const uint32_t threshold = [] {
+    const char* env = std::getenv("HAL_LOG_LEVEL");
+    std::string v = env ? env : "warning";
+    if (v == "debug") return 0u;
+    if (v == "info") return 1u;
+    if (v == "error") return 3u;
+    return 2u;
+  }();
+  return level >= threshold;
 }
 
 LoadOutcome load_plugin(const LoadRequest& request) {

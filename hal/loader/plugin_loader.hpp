@@ -39,6 +39,10 @@ struct LoadOutcome {
 // LoadedPlugin::startup_warnings.
 LoadOutcome load_plugin(const LoadRequest& request);
 
+// Whether a host log line at LEVEL (hal_log_level_e) is printed: at or
+// above $HAL_LOG_LEVEL (debug, info, warning (default), error).
+bool host_log_enabled(uint32_t level);
+
 // Lowercase hex SHA-256 of a file. Throws hal::Error (NOT_FOUND) when
 // unreadable.
 std::string sha256_file(const std::string& path);

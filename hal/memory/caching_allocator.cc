@@ -63,6 +63,7 @@ CachingAllocator::Block* CachingAllocator::allocate(uint64_t size, hal_stream_t*
     hal_status_t* status = memory_->buffer_allocate(device_, rounded, alignment_, &buffer);
     if (status != nullptr && status->code == HAL_STATUS_OUT_OF_MEMORY && (!free_.empty() || !returning_.empty())) {
       status->destroy(status);  // retry once with the cache returned to the plugin
+      ++stats_.alloc_retries;
       for (auto& [key, cached] : free_) free_block_locked(cached);
       free_.clear();
       wait_returning_locked();

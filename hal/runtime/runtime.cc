@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "layers/layer_stack.hpp"
 #include "loader/plugin_loader.hpp"
 
 namespace hal {
@@ -106,6 +107,7 @@ const hal_plugin_api_t& Plugin::api() const { return loaded_->api; }
 const hal_device_api_t& Plugin::device_api() const { return loaded_->device; }
 const hal_memory_api_t& Plugin::memory_api() const { return loaded_->memory; }
 const hal_stream_api_t& Plugin::stream_api() const { return loaded_->stream; }
+const hal_op_api_t& Plugin::op_api() const { return loaded_->op; }
 hal_plugin_t* Plugin::handle() const { return loaded_->instance; }
 
 // ---- Runtime ---------------------------------------------------------------
@@ -208,6 +210,27 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
   std::stable_sort(unique.begin(), unique.end(),
                    [](const Candidate& a, const Candidate& b) { return a.spec.priority > b.spec.priority; });
 
+  // Layers: started before any plugin, put in front of each as it loads.
+  {
+    std::vector<std::string> specs = rt->config_.layers;
+    std::string where = rt->config_.layers_origin.empty() ? "hal.toml" : rt->config_.layers_origin;
+    const char* env = options.use_environment ? std::getenv("HAL_LAYERS") : nullptr;
+    if (env != nullptr && *env != '\0') {  // set and empty: the config's list
+      specs.clear();
+      std::stringstream list(env);
+      for (std::string item; std::getline(list, item, ',');)
+        if (!item.empty()) specs.push_back(item);
+      where = "HAL_LAYERS";
+    }
+    detail::LayerOptions layer_options;
+    for (const auto& [name, opts] : rt->config_.layer_options) layer_options[name] = opts;
+    std::vector<std::string> layer_dirs = rt->search_paths_;
+    const std::string install = options.use_install_dir ? install_plugin_dir() : "";
+    if (!install.empty() && std::find(layer_dirs.begin(), layer_dirs.end(), install) == layer_dirs.end())
+      layer_dirs.push_back(install);
+    rt->layers_ = detail::load_layers(specs, layer_options, layer_dirs, where);
+  }
+
   std::map<std::string, std::string> loaded_names;
   for (Candidate& c : unique) {
     detail::LoadRequest req;
@@ -228,6 +251,12 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
       continue;
     }
     auto loaded = out.plugin;
+    try {
+      detail::install_layers(*loaded, rt->layers_);
+    } catch (const Error& e) {
+      rt->skipped_.push_back({loaded->path, loaded->name, SkipReason::kInitFailed, e.what(), c.requested});
+      continue;
+    }
     auto plugin = std::make_shared<Plugin>(loaded);
     try {
       uint32_t count = 0;
@@ -263,6 +292,12 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
     for (const auto& d : rt->devices())
       if (d != fallback) d->set_fallback_device(fallback);
   return rt;
+}
+
+std::vector<LayerInfo> Runtime::layers() const {
+  std::vector<LayerInfo> out;
+  for (const auto& l : layers_) out.push_back({l->name, l->path, l->description});
+  return out;
 }
 
 std::vector<std::shared_ptr<Device>> Runtime::devices() const {

@@ -40,6 +40,9 @@ ordered_json to_json(const hal::Runtime& rt, const std::string& config_path) {
   j["abi"] = {{"major", HAL_ABI_VERSION_MAJOR}, {"minor", HAL_ABI_VERSION_MINOR}};
   j["config"] = config_path.empty() ? ordered_json(nullptr) : ordered_json(config_path);
   j["search_paths"] = rt.search_paths();
+  j["layers"] = ordered_json::array();
+  for (const auto& l : rt.layers())
+    j["layers"].push_back({{"name", l.name}, {"path", l.path}, {"description", l.description}});
   j["plugins"] = ordered_json::array();
   for (const auto& p : rt.plugins()) {
     ordered_json devices = ordered_json::array();
@@ -96,6 +99,10 @@ void print_text(const hal::Runtime& rt, const std::string& config_path, bool ver
   if (verbose) {
     o << "search paths:\n";
     for (const auto& s : rt.search_paths()) o << "  " << s << "\n";
+  }
+  if (!rt.layers().empty()) {
+    o << "layers (outermost first):\n";
+    for (const auto& l : rt.layers()) o << "  " << l.name << "  (" << l.path << ")  " << l.description << "\n";
   }
   o << "\nplugins: " << rt.plugins().size() << " loaded, " << rt.skipped().size() << " skipped\n";
   for (const auto& p : rt.plugins()) {

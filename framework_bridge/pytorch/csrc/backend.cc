@@ -132,7 +132,7 @@ uintptr_t next_token = uintptr_t{1} << 44;  // guarded by registry_mu
 struct Counts {
   int64_t live = 0, peak = 0, allocated = 0, freed = 0, ooms = 0;
   // Cumulative core counters at the last resetAccumulatedStats.
-  uint64_t base_device_alloc = 0, base_device_free = 0;
+  uint64_t base_device_alloc = 0, base_device_free = 0, base_retries = 0;
 };
 
 // Live allocations by token, in token order. Tokens only grow, so an
@@ -275,6 +275,7 @@ class HalAllocator final : public c10::DeviceAllocator {
     out.num_device_alloc = device_alloc;
     out.num_device_free = device_free;
     out.num_ooms = c.ooms;
+    out.num_alloc_retries = bytes(core.alloc_retries - c.base_retries);
     return out;
   }
   void resetAccumulatedStats(c10::DeviceIndex index) override {
@@ -284,6 +285,7 @@ class HalAllocator final : public c10::DeviceAllocator {
     c.allocated = c.freed = c.ooms = 0;
     c.base_device_alloc = core.plugin_allocations;
     c.base_device_free = core.plugin_frees;
+    c.base_retries = core.alloc_retries;
   }
   void resetPeakStats(c10::DeviceIndex index) override {
     device(index)->allocator().reset_peak_stats();

@@ -91,6 +91,12 @@
  *          op-by-op launches that way. A host reads it only when the
  *          negotiated MINOR is >= 8 and the op table's struct_size covers
  *          it; without it every tensor is row-major or follows its inputs.
+ *     1.9  layers (hal/layer.h): hal_layer_api_t and its entry point, so
+ *          validation, tracing and fault injection sit between the core and
+ *          any plugin without the plugin's help; status
+ *          HAL_STATUS_DEVICE_LOST (a plugin reports a device that is gone;
+ *          a host of < 1.9 reads it as INTERNAL). Nothing changes for a
+ *          plugin.
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built
@@ -127,5 +133,6 @@
 #include "hal/op.h"
 #include "hal/graph.h"
 #include "hal/plugin.h"
+#include "hal/layer.h"
 
 #endif /* HAL_HAL_H_ */

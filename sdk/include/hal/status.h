@@ -33,7 +33,10 @@ typedef enum hal_status_code_e {
   /* ABI 1.6: the object was aborted (a collective communicator after
    * comm_abort or a peer's failure); the message names who and why. */
   HAL_STATUS_ABORTED = 14,
-  HAL_STATUS_CODE_COUNT_ = 15
+  /* ABI 1.9: the device is gone (driver reset, hardware fault, unplugged):
+   * no later call on it can succeed; its buffers' contents are lost. */
+  HAL_STATUS_DEVICE_LOST = 15,
+  HAL_STATUS_CODE_COUNT_ = 16
 } hal_status_code_e;
 
 typedef struct hal_status_t hal_status_t;

@@ -36,6 +36,9 @@ struct AllocatorStats {
   uint64_t cache_hits = 0;            // of those, served from the cache
   uint64_t plugin_allocations = 0;    // buffer_allocate calls made
   uint64_t plugin_frees = 0;          // buffer_free calls made
+  // OUT_OF_MEMORY from the plugin answered by returning the cache to it and
+  // allocating again (the caller saw no error if that one succeeded).
+  uint64_t alloc_retries = 0;
 };
 
 class CachingAllocator {

@@ -6,6 +6,12 @@
 //   fallback_device = "cpu:0"
 //   allow_world_writable = false     # refuse plugins in world-writable dirs
 //   caching_allocator = true
+//   layers = ["validation", "trace"]  # interposed on every plugin's calls,
+//                                    # first = outermost; $HAL_LAYERS (comma-
+//                                    # separated) replaces this list
+//
+//   [layer_options.trace]            # options of one enabled layer, as strings
+//   path = "hal-trace.json"
 //
 //   [[plugin]]
 //   name = "cpu"                     # found as libhal_plugin_cpu.so ...
@@ -66,6 +72,12 @@ struct Config {
   bool allow_world_writable = false;
   bool caching_allocator = true;
   std::vector<PluginSpec> plugins;
+  // Layers (hal/layer.h) by name or .so path, outermost first; where the
+  // list was written ("hal.toml:4:1") for errors.
+  std::vector<std::string> layers;
+  std::string layers_origin;
+  // [layer_options.<name>]: key/value strings per layer.
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> layer_options;
 
   // Parses TOML text; SOURCE names it in errors and anchors relative paths
   // (its directory). Throws ConfigError.

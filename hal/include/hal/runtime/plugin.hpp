@@ -89,11 +89,13 @@ class Plugin {
   const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
 
   // The normalised C tables (zero-filled past the plugin's struct_size, so a
-  // NULL entry means "not implemented"). Valid while the Plugin lives.
+  // NULL entry means "not implemented"). Valid while the Plugin lives. With
+  // layers enabled (Runtime::layers()) the entries run through them.
   const hal_plugin_api_t& api() const;
   const hal_device_api_t& device_api() const;
   const hal_memory_api_t& memory_api() const;
   const hal_stream_api_t& stream_api() const;
+  const hal_op_api_t& op_api() const;
   const hal_graph_api_t& graph_api() const;
   const hal_collective_api_t& collective_api() const;
   hal_plugin_t* handle() const;

@@ -31,6 +31,17 @@
 
 namespace hal {
 
+namespace detail {
+struct LayerInstance;
+}
+
+// One layer (hal/layer.h) in front of every plugin a runtime loaded.
+struct LayerInfo {
+  std::string name;         // "validation"
+  std::string path;         // the layer .so, or "built-in"
+  std::string description;  // one line, for hal-info
+};
+
 struct RuntimeOptions {
   std::optional<std::string> config_path;  // overrides $HAL_CONFIG
   std::vector<std::string> plugin_paths;   // load only these files
@@ -45,8 +56,12 @@ struct RuntimeOptions {
 // streams keep their plugin loaded even if the Runtime is destroyed first.
 class Runtime {
  public:
-  // Loads everything. Throws ConfigError for a broken config file; plugin
-  // failures never throw, they are recorded in skipped().
+  // Loads everything. Throws ConfigError for a broken config file and
+  // hal::Error naming the layer for a layer that cannot start (unknown
+  // name, another ABI major, options or $HAL_FAULTS-style variables that do
+  // not parse); plugin failures never throw, they are recorded in
+  // skipped(). Layers: $HAL_LAYERS (comma-separated names or .so paths;
+  // read when use_environment and not empty) else the config's `layers`.
   static std::shared_ptr<Runtime> create(const RuntimeOptions& options = {});
 
   const std::vector<std::shared_ptr<Plugin>>& plugins() const { return plugins_; }
@@ -66,12 +81,15 @@ class Runtime {
   std::shared_ptr<Device> fallback_device() const;
   // <libdir>/hal/plugins next to libhal.
   static std::string install_plugin_dir();
+  // The layers in front of every plugin, outermost first.
+  std::vector<LayerInfo> layers() const;
 
  private:
   Config config_;
   std::vector<std::string> search_paths_;
   std::vector<std::shared_ptr<Plugin>> plugins_;
   std::vector<SkipRecord> skipped_;
+  std::vector<std::shared_ptr<detail::LayerInstance>> layers_;
 };
 
 }  // namespace hal

@@ -16,7 +16,7 @@ inline const char* status_code_name(uint32_t code) noexcept {
       "OK",        "INVALID_ARGUMENT", "UNIMPLEMENTED",       "UNSUPPORTED_DTYPE",
       "OUT_OF_MEMORY", "DEVICE_ERROR", "TIMEOUT",             "NOT_FOUND",
       "OUT_OF_RANGE",  "FAILED_PRECONDITION", "ALREADY_EXISTS", "ABI_MISMATCH",
-      "INTERNAL",      "MIXED_DTYPES", "ABORTED"};
+      "INTERNAL",      "MIXED_DTYPES", "ABORTED",             "DEVICE_LOST"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == HAL_STATUS_CODE_COUNT_);
   return code < HAL_STATUS_CODE_COUNT_ ? kNames[code] : "UNKNOWN";
 }
