@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "collectives/collective_suite.hpp"
@@ -74,7 +75,14 @@ int run(int argc, char** argv) {
                                            "cases always run contiguous)")
       ("show-values", "print every launch's inputs (dtype, shape, strides, values), expected and actual outputs")
       ("timeout", po::value<double>()->default_value(600), "seconds one test may take before it is failed as a "
-                                                          "hang and the run ends (0: no limit)")
+                                                          "hang and the run ends (0: no limit); with --isolate, "
+                                                          "before its process is killed (TIMED OUT) and the run "
+                                                          "goes on")
+      ("isolate", "run the tests in child processes: a test that segfaults, aborts or hangs (--timeout) is "
+                  "reported CRASHED (with the signal) or TIMED OUT, and the run goes on to the end and its totals")
+      ("isolate-tests", po::value<std::string>(), "(internal) with --isolate-child: run only the tests named in "
+                                                 "this file")
+      ("isolate-child", po::value<std::string>(), "(internal) append each test's start and result to this file")
       ("collectives", "run the collective suite instead: spawns --world processes, one per rank, and checks "
                       "every collective, dtype and size, then the fault scenarios (a killed rank, another job's "
                       "or a stale unique id, mismatched arguments) and that no /dev/shm segment is left")
@@ -171,6 +179,12 @@ int run(int argc, char** argv) {
   }
   opts.runtime_tests = !vm.count("no-runtime-tests");
   opts.test_timeout_s = vm["timeout"].as<double>();
+  if (vm.count("isolate-child")) opts.progress_file = vm["isolate-child"].as<std::string>();
+  if (vm.count("isolate-tests")) {
+    std::ifstream in(vm["isolate-tests"].as<std::string>());
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) opts.only_tests.insert(line);
+  }
   if (vm.count("known-failures")) {
     try {
       opts.known_failures = load_known_failures(vm["known-failures"].as<std::string>());
@@ -286,15 +300,32 @@ int run(int argc, char** argv) {
       std::printf("%d known failures (declared; not counted as failed)\n", k);
     if (int u = session.count(Status::kUnexpectedPass))
       std::printf("%d unexpected passes (declared known failures that passed; counted as failed)\n", u);
-    std::printf("%d passed, %d failed, %d skipped\n", session.count(Status::kPassed),
-                session.count(Status::kFailed) + session.count(Status::kUnexpectedPass),
+    if (session.count(Status::kCrashed) + session.count(Status::kTimedOut) > 0)
+      std::printf("%d crashed, %d timed out (counted as failed)\n", session.count(Status::kCrashed),
+                  session.count(Status::kTimedOut));
+    std::printf("%d passed, %d failed, %d skipped\n", session.count(Status::kPassed), session.failed(),
                 session.count(Status::kSkipped));
     std::fflush(stdout);
     return ok;
   };
-  // A crash ends the process with its signal; the reports still say how far it got.
-  session.on_crash([&] { finish(); });
-  int failed = session.run();
+  int failed = 0;
+  if (vm.count("isolate")) {
+    // Each child loads the same plugins and device and runs the tests it is given.
+    std::vector<std::string> child = {argv[0]};
+    for (const char* o : {"plugin", "config", "device", "fallback-plugin", "known-failures", "dtype", "case", "layout"})
+      if (vm.count(o)) child.insert(child.end(), {std::string("--") + o, vm[o].as<std::string>()});
+    if (through_core) child.push_back("--through-core");
+    try {
+      failed = session.run_isolated(child, opts.test_timeout_s);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hal-conformance: %s\n", e.what());
+      return 2;
+    }
+  } else {
+    // A crash ends the process with its signal; the reports still say how far it got.
+    session.on_crash([&] { finish(); });
+    failed = session.run();
+  }
   if (!finish()) return 2;
   return failed == 0 ? 0 : 1;
 }

@@ -60,6 +60,8 @@ const char* json_status(Status st) {
     case Status::kSkipped: return "skipped";
     case Status::kKnownFailure: return "known_failure";
     case Status::kUnexpectedPass: return "unexpected_pass";
+    case Status::kCrashed: return "crashed";
+    case Status::kTimedOut: return "timed_out";
     default: return "not_run";
   }
 }
@@ -79,7 +81,9 @@ void write_json(const Session& s, const std::string& path) {
   j["device"] = s.device().id();
   j["device_name"] = std::string(s.device().properties().name);
   j["summary"] = {{"passed", s.count(Status::kPassed)},
-                  {"failed", s.count(Status::kFailed) + s.count(Status::kUnexpectedPass)},
+                  {"failed", s.failed()},
+                  {"crashed", s.count(Status::kCrashed)},
+                  {"timed_out", s.count(Status::kTimedOut)},
                   {"skipped", s.count(Status::kSkipped)},
                   {"known_failures", s.count(Status::kKnownFailure)},
                   {"unexpected_passes", s.count(Status::kUnexpectedPass)},
@@ -118,7 +122,7 @@ void write_junit(const Session& s, const std::string& path) {
   std::ofstream f = open(path);
   f << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   f << "<testsuites>\n<testsuite name=\"hal-conformance " << xml_escape(plugin_name(s)) << "\" tests=\""
-    << s.tests().size() << "\" failures=\"" << s.count(Status::kFailed) + s.count(Status::kUnexpectedPass)
+    << s.tests().size() << "\" failures=\"" << s.failed()
     << "\" skipped=\"" << s.count(Status::kSkipped) << "\" errors=\"0\" time=\"" << num(total) << "\">\n";
   for (const TestEntry& e : s.tests()) {
     f << "  <testcase classname=\"" << xml_escape(e.group) << "\" name=\"" << xml_escape(e.name) << "\" time=\""
@@ -126,7 +130,9 @@ void write_junit(const Session& s, const std::string& path) {
     std::string body;
     switch (e.status) {
       case Status::kSkipped: body = "    <skipped message=\"" + xml_escape(e.skip_reason) + "\"/>\n"; break;
-      case Status::kFailed: {
+      case Status::kFailed:
+      case Status::kCrashed:
+      case Status::kTimedOut: {
         std::string text;
         for (const std::string& m : e.messages) text += m + "\n";
         std::string first = e.messages.empty() ? "failed" : e.messages.front();
@@ -158,7 +164,9 @@ void write_failures_csv(const Session& s, const std::string& path) {
   std::ofstream f = open(path);
   f << "op,dtype,case,layout,shapes,strides,attributes,max_abs_error,max_rel_error,message\n";
   for (const TestEntry& e : s.tests()) {
-    if (e.status != Status::kFailed && e.status != Status::kKnownFailure) continue;
+    if (e.status != Status::kFailed && e.status != Status::kKnownFailure && e.status != Status::kCrashed &&
+        e.status != Status::kTimedOut)
+      continue;
     if (e.failures.empty()) {  // runtime tests, generator errors: no case detail
       std::string text;
       for (const std::string& m : e.messages) text += (text.empty() ? "" : "; ") + m;
@@ -189,6 +197,8 @@ void write_coverage_md(const Session& s, const std::string& path) {
     switch (e.status) {
       case Status::kPassed: cell = "pass"; break;
       case Status::kFailed: case Status::kUnexpectedPass: cell = "**FAIL**"; break;
+      case Status::kCrashed: cell = "**CRASH**"; break;
+      case Status::kTimedOut: cell = "**HANG**"; break;
       case Status::kSkipped: cell = "skip"; break;
       case Status::kKnownFailure: cell = "known"; break;
       default: cell = "?"; break;
@@ -205,7 +215,7 @@ void write_coverage_md(const Session& s, const std::string& path) {
     << "*skip* (the device refuses the dtype, or the op is skipped as a whole: see the last column), or "
     << "empty when the catalog or the suite does not define the op for that dtype.\n\n"
     << "Summary: " << s.count(Status::kPassed) << " passed, "
-    << s.count(Status::kFailed) + s.count(Status::kUnexpectedPass) << " failed, " << s.count(Status::kSkipped)
+    << s.failed() << " failed, " << s.count(Status::kSkipped)
     << " skipped, " << s.count(Status::kKnownFailure) << " known failures";
   if (int d = s.declined_cases())
     f << "; " << d << " cases declined (" << kDeclinedReason << "), shown as \"(N declined)\" in their cells";

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,6 +32,8 @@ const char* status_name(Status s) {
     case Status::kSkipped: return "skipped";
     case Status::kKnownFailure: return "known failure";
     case Status::kUnexpectedPass: return "unexpected pass";
+    case Status::kCrashed: return "crashed";
+    case Status::kTimedOut: return "timed out";
   }
   return "?";
 }
@@ -86,6 +89,13 @@ std::string replace_word(const std::string& text, const std::string& word, const
 Session* g_session = nullptr;
 std::vector<TestEntry>* g_tests = nullptr;
 TestEntry* g_current = nullptr;
+// --isolate's child: where each test's start and result go (progress_file).
+std::FILE* g_progress = nullptr;
+void progress(const std::string& line) {
+  if (g_progress == nullptr) return;
+  std::fputs((line + "\n").c_str(), g_progress);
+  std::fflush(g_progress);
+}
 // When the running test started (steady clock, ns); -1 between tests. Read
 // by the hang watchdog.
 std::atomic<int64_t> g_started_ns{-1};
@@ -123,6 +133,7 @@ class HalReporter : public doctest::IReporter {
   }
   void test_case_start(const doctest::TestCaseData& tc) override {
     g_current = &(*g_tests)[tc.m_line - 1];
+    progress("start\t" + g_current->name);
     start_ = std::chrono::steady_clock::now();
     g_started_ns = now_ns();
     begin(*g_current);
@@ -168,6 +179,11 @@ class HalReporter : public doctest::IReporter {
                   "not run (leave it out with --exclude to run the rest)\n", e.name.c_str());
     }
     counts_[e.status]++;
+    progress("end\t" + nlohmann::json{{"name", e.name},
+                                        {"status", static_cast<int>(e.status)},
+                                        {"seconds", e.seconds},
+                                        {"messages", e.messages}}
+                           .dump());
     if (e.dtype != HAL_DTYPE_INVALID && e.status == Status::kPassed) passed_dtypes_.push_back(dtype_str(e.dtype));
     if (e.dtype != HAL_DTYPE_INVALID && (e.status == Status::kFailed || e.status == Status::kUnexpectedPass))
       failed_dtypes_.push_back(dtype_str(e.dtype));
@@ -368,7 +384,20 @@ bool Session::matches(const std::string& op, const std::string& test_name) const
   return options_.filter.empty() || hit(options_.filter);
 }
 
+int Session::failed() const {
+  return count(Status::kFailed) + count(Status::kUnexpectedPass) + count(Status::kCrashed) +
+         count(Status::kTimedOut);
+}
+
+void Session::record(size_t index, Status status, double seconds, std::vector<std::string> messages) {
+  TestEntry& e = tests_.at(index);
+  e.status = status;
+  e.seconds = seconds;
+  e.messages = std::move(messages);
+}
+
 void Session::add(TestEntry e) {
+  if (!options_.only_tests.empty() && options_.only_tests.count(e.name) == 0) return;
   for (const KnownFailure& k : options_.known_failures)
     if (glob_match(k.pattern, e.name)) {
       e.known_failure = k.reason.empty() ? "no reason given" : k.reason;
@@ -553,6 +582,7 @@ void Session::add_op_tests(const std::string& op, const OpSuite* suite, bool cla
           const OpCase& c = (*cases)[i];
           const Pick want = pick(only_case, selectors[i], c.name);
           size_t failures_before = self.failures.size(), declined_before = self.declined.size();
+          if (want.the_case) progress("case\t" + selectors[i]);  // --isolate: the case a crash was in
           Outcome outcome = want.the_case ? r.run(*s, dt, c, self.failures, &self.declined) : Outcome::kNotForDevice;
           for (size_t k = failures_before; k < self.failures.size(); ++k) self.failures[k].case_selector = selectors[i];
           for (size_t k = declined_before; k < self.declined.size(); ++k) self.declined[k].case_selector = selectors[i];
@@ -588,6 +618,11 @@ int Session::run() {
   g_session = this;
   if (options_.through_core) reset_op_stats();  // the closing cast line counts this run only
   g_tests = &tests_;
+  if (!options_.progress_file.empty()) {
+    g_progress = std::fopen(options_.progress_file.c_str(), "a");
+    if (g_progress == nullptr)
+      throw std::runtime_error("cannot append to " + options_.progress_file + ": " + std::strerror(errno));
+  }
   // doctest keeps pointers to the names: they live in tests_ (not resized from here on).
   static std::deque<std::string> suite_names;
   for (size_t i = 0; i < tests_.size(); ++i) {
@@ -641,7 +676,9 @@ int Session::run() {
     watchdog.join();
   }
   g_session = nullptr;
-  return count(Status::kFailed) + count(Status::kUnexpectedPass);
+  if (g_progress != nullptr) std::fclose(g_progress);
+  g_progress = nullptr;
+  return failed();
 }
 
 }  // namespace hal::conformance

@@ -21,8 +21,10 @@
 
 namespace hal::conformance {
 
-enum class Status { kNotRun, kPassed, kFailed, kSkipped, kKnownFailure, kUnexpectedPass };
-const char* status_name(Status s);  // "passed", "failed", "skipped", "known failure", "unexpected pass"
+// kCrashed and kTimedOut: only with --isolate (the test's child process died
+// of a signal, or was killed after --timeout); both count as failed.
+enum class Status { kNotRun, kPassed, kFailed, kSkipped, kKnownFailure, kUnexpectedPass, kCrashed, kTimedOut };
+const char* status_name(Status s);  // "passed", "failed", "skipped", "known failure", "unexpected pass", ...
 
 struct TestEntry {
   std::string name;   // "runtime.stream_event", "op.add.float32", "op.topk"
@@ -113,6 +115,11 @@ struct RunOptions {
   // The device libhal casts through when the plugin's copy op cannot
   // ("cpu:0"; empty: none), for the closing cast line.
   std::string fallback_device;
+  // --isolate's child processes: only these tests (by name; empty: all),
+  // and a file each test's start and result are appended to as it runs
+  // (isolate.cc reads it).
+  std::set<std::string> only_tests;
+  std::string progress_file;
 };
 
 // What libhal's promotion did for the tested device during the run
@@ -148,6 +155,19 @@ class Session {
     if (on_crash_) on_crash_();
   }
   int count(Status s) const;
+  // Failed, unexpected passes, crashed and timed out: what fails the run.
+  int failed() const;
+  // --isolate: sets the result of test INDEX as its child process reported
+  // it (or as the parent saw it die).
+  void record(size_t index, Status status, double seconds, std::vector<std::string> messages);
+  // --isolate: runs the planned tests in child processes (CHILD_COMMAND:
+  // the arguments that load the same plugins and device; this binary is
+  // started as /proc/self/exe with them), a new
+  // child after each crash or hang, so a test that segfaults, aborts or runs
+  // past TIMEOUT_S (killed) is reported as crashed / timed out (signal, the
+  // test it was in) and the run goes on to the end. Prints each non-passing
+  // test. Returns failed().
+  int run_isolated(const std::vector<std::string>& child_command, double timeout_s);
   // Cases declined over all tests.
   int declined_cases() const;
   bool through_core() const { return options_.through_core; }

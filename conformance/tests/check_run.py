@@ -4,7 +4,7 @@ plugin and checks its exit status, output and reports.
 
   check_run.py MODE HAL_CONFORMANCE PLUGIN WORKDIR
 
-MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, known_failure,
+MODE is one of: wrong_kernel, gap_write, input_mutation, crash, hang, isolate, known_failure,
 unexpected_pass, template_add, filter_selects_nothing, worked_example, bad_known_failures, list, full_catalog, claimed,
 rerun, uniform_add_declined, uniform_add_through_core, cpu_uniform_through_core.
 """
@@ -95,6 +95,30 @@ def main():
             rows = list(csv.DictReader(open(csv_path)))
             want = "of the output's buffer was written" if mode == "gap_write" else "input 0 was modified"
             assert rows and all(want in r["message"] for r in rows), rows
+    elif mode == "isolate":
+        # PLUGIN: the CPU plugin with a relu that segfaults and an mm that hangs. Every float32 test runs,
+        # each in a child process; the two are reported and the run goes on to its totals.
+        junit = work / "isolate.xml"
+        p = run(binary, plugin, "--isolate", "--timeout", "3", "--dtype", "float32", "--report-json",
+                str(json_path), "--report-junit", str(junit), "--failures-csv", str(csv_path))
+        assert p.returncode == 1, "a crash and a hang fail the run"
+        assert re.search(r"^  CRASHED op\.relu\.float32: crashed: SIGSEGV", p.stdout, re.M), p.stdout
+        assert re.search(r"^  TIMED OUT op\.mm\.float32: timed out after 3 s", p.stdout, re.M), p.stdout
+        assert "1 crashed, 1 timed out (counted as failed)" in p.stdout
+        passed, failed, skipped = summary(p)
+        assert failed == 2 and passed > 100, (passed, failed, skipped)
+        report = json.load(open(json_path))
+        status = {t["name"]: t["status"] for t in report["tests"]}
+        assert status["op.relu.float32"] == "crashed" and status["op.mm.float32"] == "timed_out", status
+        # The tests after each of them ran (in a new child): relu and mm are not the last float32 tests.
+        assert all(s in ("passed", "crashed", "timed_out", "skipped") for s in status.values()), status
+        assert report["summary"]["crashed"] == 1 and report["summary"]["timed_out"] == 1
+        assert report["summary"]["passed"] == passed
+        xml = junit.read_text()
+        assert 'name="op.relu.float32"' in xml and "crashed: SIGSEGV" in xml
+        assert "timed out after 3 s" in xml
+        rows = list(csv.DictReader(open(csv_path)))
+        assert {r["op"] for r in rows} == {"relu", "mm"}, rows
     elif mode == "known_failure":
         kf = work / "known.toml"
         kf.write_text('[[known_failure]]\ntest = "op.add.*float16"\nreason = "skewed on purpose"\n'
