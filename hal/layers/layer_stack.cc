@@ -184,7 +184,7 @@ constexpr std::array<Installer, sizeof...(I)> installers(std::index_sequence<I..
 }
 constexpr std::array<Installer, kSlots> kInstallers = installers(std::make_index_sequence<kSlots>());
 
-std::mutex g_slot_mutex;
+std::recursive_mutex g_slot_mutex;  // the chain deleter may run under it
 
 void layer_log(void* context, uint32_t level, const char* message) {
   if (message == nullptr || !host_log_enabled(level)) return;
@@ -281,7 +281,20 @@ std::vector<std::shared_ptr<LayerInstance>> load_layers(const std::vector<std::s
     for (size_t j = 0; j < i; ++j)
       if (specs[i] == specs[j])
         throw Error(HAL_STATUS_INVALID_ARGUMENT, where + ": layer '" + specs[i] + "' is listed twice");
+  // Runtimes alive at once with the same layer and options share its
+  // instance (one trace file, one validation state, one fault schedule),
+  // and so their plugins share thunk slots (install_layers).
+  static std::mutex cache_mutex;
+  static std::map<std::string, std::weak_ptr<LayerInstance>> cache;
+  std::lock_guard<std::mutex> cache_lock(cache_mutex);
   for (const std::string& spec : specs) {
+    std::string key = spec;
+    for (const auto& [name, opts] : options)
+      for (const auto& [k, v] : opts) key += "\n" + name + "." + k + "=" + v;
+    if (auto shared = cache[key].lock()) {
+      out.push_back(std::move(shared));
+      continue;
+    }
     auto l = std::make_shared<LayerInstance>();
     l->api = open_layer(*l, spec, search_dirs, where);
     l->name = l->api->name;
@@ -297,6 +310,7 @@ std::vector<std::shared_ptr<LayerInstance>> load_layers(const std::vector<std::s
           status->code == HAL_STATUS_OK || status->code >= HAL_STATUS_CODE_COUNT_ ? HAL_STATUS_INTERNAL : status->code);
       throw Error(code, where + ": layer '" + l->name + "' failed to start: " + take(status));
     }
+    cache[key] = l;
     out.push_back(std::move(l));
   }
   for (const auto& [name, unused] : options) {
@@ -311,29 +325,38 @@ std::vector<std::shared_ptr<LayerInstance>> load_layers(const std::vector<std::s
 
 void install_layers(LoadedPlugin& plugin, std::vector<std::shared_ptr<LayerInstance>> layers) {
   if (layers.empty()) return;
-  auto chain = std::shared_ptr<LayerChain>(new LayerChain, [](LayerChain* c) {
-    std::lock_guard<std::mutex> lock(g_slot_mutex);
-    if (c->slot < kSlots) g_slots[c->slot].store(nullptr, std::memory_order_release);
-    delete c;
-  });
-  chain->plugin = plugin.name;
-  chain->device = plugin.device;
-  chain->memory = plugin.memory;
-  chain->stream = plugin.stream;
-  chain->op = plugin.op;
-  chain->graph = plugin.graph;
-  chain->collective = plugin.collective;
-  chain->layers = std::move(layers);
-  {
-    std::lock_guard<std::mutex> lock(g_slot_mutex);
+  // Plugins of the same library (same tables) under the same layers share
+  // one chain and its slot: the thunks forward to the same entries.
+  std::string key = plugin.name;
+  auto bytes = [&key](const auto& table) { key.append(reinterpret_cast<const char*>(&table), sizeof(table)); };
+  bytes(plugin.device), bytes(plugin.memory), bytes(plugin.stream), bytes(plugin.op), bytes(plugin.graph),
+      bytes(plugin.collective);
+  for (const auto& l : layers) key.append(reinterpret_cast<const char*>(&l), sizeof(l));
+  static std::map<std::string, std::weak_ptr<LayerChain>> chains;
+  std::lock_guard<std::recursive_mutex> lock(g_slot_mutex);
+  std::shared_ptr<LayerChain> chain = chains[key].lock();
+  if (!chain) {
+    chain = std::shared_ptr<LayerChain>(new LayerChain, [](LayerChain* c) {
+      std::lock_guard<std::recursive_mutex> l(g_slot_mutex);
+      if (c->slot < kSlots) g_slots[c->slot].store(nullptr, std::memory_order_release);
+      delete c;
+    });
+    chain->plugin = plugin.name;
+    chain->device = plugin.device;
+    chain->memory = plugin.memory;
+    chain->stream = plugin.stream;
+    chain->op = plugin.op;
+    chain->graph = plugin.graph;
+    chain->collective = plugin.collective;
+    chain->layers = std::move(layers);
     size_t slot = 0;
     while (slot < kSlots && g_slots[slot].load(std::memory_order_relaxed) != nullptr) ++slot;
-    if (slot == kSlots) {
+    if (slot == kSlots)
       throw Error(HAL_STATUS_INTERNAL, "plugin '" + plugin.name + "': more than " + std::to_string(kSlots) +
-                                           " plugin instances with layers are alive at once");
-    }
+                                           " distinct plugin libraries and layer sets are layered at once");
     chain->slot = slot;
     g_slots[slot].store(chain.get(), std::memory_order_release);
+    chains[key] = chain;
   }
   kInstallers[chain->slot](plugin);
   plugin.layers = std::move(chain);

@@ -38,7 +38,8 @@ struct LayerInstance {
 
 using LayerOptions = std::map<std::string, std::vector<std::pair<std::string, std::string>>>;
 
-// Loads SPECS in order: a built-in layer's name ("validation", "trace",
+// Loads SPECS in order (a layer with the same spec and options that a live
+// runtime already started is shared, not started again): a built-in layer's name ("validation", "trace",
 // "faults"), a path to a layer .so (contains '/'), or a NAME found as
 // libhal_layer_NAME.so in SEARCH_DIRS. OPTIONS[name] go to the layer's
 // create. WHERE names the source of the list in errors ("hal.toml:3:1",
@@ -52,10 +53,11 @@ std::vector<std::shared_ptr<LayerInstance>> load_layers(const std::vector<std::s
                                                         const std::string& where);
 
 // Puts LAYERS (outermost first) in front of PLUGIN's device, memory,
-// stream, op, graph and collective tables; PLUGIN keeps them alive. Throws
-// hal::Error (INTERNAL) when more plugin instances than the
-// layered-slot limit (32) are alive at once. Call once per plugin, before
-// any call through its tables from another thread.
+// stream, op, graph and collective tables; PLUGIN keeps them alive. Plugin
+// instances of one library under the same layer instances share a thunk
+// slot; throws hal::Error (INTERNAL) when more than 32 distinct (library,
+// layers) pairs are layered at once. Call once per plugin, before any call
+// through its tables from another thread.
 void install_layers(LoadedPlugin& plugin, std::vector<std::shared_ptr<LayerInstance>> layers);
 
 }  // namespace hal::detail

@@ -66,6 +66,24 @@ TEST_CASE("layers: none configured leaves the plugin's tables alone - hal-info's
   CHECK(rt->layers().empty());
 }
 
+TEST_CASE("layers: many runtimes alive at once share the layers and their slots") {
+  TempDir dir;
+  std::vector<std::shared_ptr<hal::Runtime>> alive;
+  for (int i = 0; i < 40; ++i) alive.push_back(with_layers(dir, "\"validation\""));
+  for (const auto& rt : alive) {
+    REQUIRE(rt->devices().size() == 1);
+    hal::Buffer b = rt->default_device()->allocate(64);  // through the layer
+    CHECK(b.size() == 64);
+  }
+  // A buffer of one runtime freed twice through another's table: one validation state.
+  const auto& mem = alive[7]->plugins()[0]->memory_api();
+  hal_buffer_t* raw = nullptr;
+  REQUIRE(alive[3]->plugins()[0]->memory_api().buffer_allocate(alive[3]->default_device()->handle(), 8, 0, &raw) ==
+          nullptr);
+  CHECK(message_of(mem.buffer_free(raw)).empty());
+  CHECK(message_of(mem.buffer_free(raw)).find("(rule live-handle)") != std::string::npos);
+}
+
 TEST_CASE("layers: trace writes every call with its status and duration as Chrome trace JSON") {
   TempDir dir;
   const std::string path = dir / "trace.json";

@@ -1,13 +1,16 @@
 // The "trace" layer: every call with its arguments, status and duration, as
 // Chrome trace / Perfetto JSON ({"traceEvents": [complete events]}) written
 // to $HAL_TRACE (or option path; "%p" becomes the process id). Calls are
-// kept as small records and written in batches, so a traced call costs two
-// clock reads and an append.
+// kept as small records and written as JSON by a writer thread, so a traced
+// call costs two clock reads and an append.
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +64,7 @@ class TraceSink {
     (void)registered;
     std::lock_guard<std::mutex> lock(g_live_mutex);
     g_live.insert(this);
+    writer_ = std::thread([this] { write_batches(); });
   }
   ~TraceSink() {
     {
@@ -75,22 +79,35 @@ class TraceSink {
     if (status == nullptr) names_.learn(call);
     Record r{call.name, call.entry, 0, thread_id(), status != nullptr ? status->code : 0u, t0, t1 - t0, {0, 0, 0}};
     summarize(call, r.a);
-    std::vector<Record> full;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      r.plugin = plugin_index(call.plugin);
-      records_.push_back(r);
-      if (records_.size() >= kBatch) full.swap(records_);
-    }
-    if (!full.empty()) write(full);
+    std::unique_lock<std::mutex> lock(mutex_);
+    r.plugin = plugin_index(call.plugin);
+    records_.push_back(r);
+    if (records_.size() < kBatch) return;
+    // A full batch goes to the writer thread; a writer far behind makes the
+    // callers wait (memory stays bounded).
+    pending_.push_back(std::move(records_));
+    records_ = {};
+    records_.reserve(kBatch);
+    ready_.notify_all();
+    ready_.wait(lock, [&] { return pending_.size() <= kMaxPending || stopping_; });
   }
 
   // Writes what is left and closes the JSON. Idempotent.
   void finish() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+      ready_.notify_all();
+    }
+    if (writer_.joinable()) writer_.join();
     std::vector<Record> rest;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      rest.swap(records_);
+      for (auto& batch : pending_) rest.insert(rest.end(), batch.begin(), batch.end());
+      pending_.clear();
+      rest.insert(rest.end(), records_.begin(), records_.end());
+      records_.clear();
     }
     std::lock_guard<std::mutex> lock(file_mutex_);
     if (file_ == nullptr) return;
@@ -101,7 +118,26 @@ class TraceSink {
   }
 
  private:
-  static constexpr size_t kBatch = 1 << 15;
+  // A traced call pays two clock reads and an append: batches of this many
+  // records are turned into JSON by a writer thread, the rest when the
+  // runtime goes or the process exits. At most kMaxPending batches (256 MiB)
+  // wait for the writer.
+  static constexpr size_t kBatch = 1 << 16;
+  static constexpr size_t kMaxPending = 64;
+
+  void write_batches() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      ready_.wait(lock, [&] { return !pending_.empty() || stopping_; });
+      if (pending_.empty()) return;  // stopping: finish() writes the rest
+      std::vector<Record> batch = std::move(pending_.front());
+      pending_.pop_front();
+      ready_.notify_all();
+      lock.unlock();
+      write(batch);
+      lock.lock();
+    }
+  }
 
   uint32_t plugin_index(const char* name) {
     for (size_t i = 0; i < plugins_.size(); ++i)
@@ -154,6 +190,36 @@ class TraceSink {
     return buf;
   }
 
+  // One event object per kind of arguments, filled in place per record
+  // (building a fresh nlohmann::json per event costs several microseconds).
+  struct EventTemplate {
+    nlohmann::json event;
+    std::string *name, *plugin, *status, *text1 = nullptr, *text2 = nullptr, *op = nullptr;
+    double *ts, *dur;
+    uint64_t *tid, *count1 = nullptr, *count2 = nullptr;
+    // ARGS: (key, kind) with kind 's' (text1, text2), 'n' (count1, count2), 'o' (op).
+    EventTemplate(int pid, std::initializer_list<std::pair<const char*, char>> args) {
+      event = {{"name", ""}, {"cat", "hal"}, {"ph", "X"}, {"ts", 0.0}, {"dur", 0.0},
+               {"pid", pid}, {"tid", uint64_t{0}}, {"args", {{"plugin", ""}, {"status", ""}}}};
+      name = &event["name"].get_ref<std::string&>();
+      ts = &event["ts"].get_ref<double&>();
+      dur = &event["dur"].get_ref<double&>();
+      tid = &event["tid"].get_ref<nlohmann::json::number_unsigned_t&>();
+      nlohmann::json& a = event["args"];
+      plugin = &a["plugin"].get_ref<std::string&>();
+      status = &a["status"].get_ref<std::string&>();
+      for (const auto& [key, kind] : args) {
+        if (kind == 'n') {
+          a[key] = uint64_t{0};
+          (count1 == nullptr ? count1 : count2) = &a[key].get_ref<nlohmann::json::number_unsigned_t&>();
+        } else {
+          a[key] = "";
+          (kind == 'o' ? op : text1 == nullptr ? text1 : text2) = &a[key].get_ref<std::string&>();
+        }
+      }
+    }
+  };
+
   void write_locked(const std::vector<Record>& records) {
     std::vector<std::string> plugins;
     {
@@ -161,43 +227,50 @@ class TraceSink {
       plugins = plugins_;
     }
     const int pid = static_cast<int>(::getpid());
+    EventTemplate alloc(pid, {{"bytes", 'n'}, {"buffer", 's'}}), copy(pid, {{"bytes", 'n'}, {"stream", 's'}}),
+        launch(pid, {{"op", 'o'}, {"stream", 's'}, {"inputs", 'n'}}),
+        execute(pid, {{"stream", 's'}, {"executable", 's'}, {"inputs", 'n'}}), other(pid, {{"handle", 's'}});
+    std::map<std::pair<uint32_t, uint64_t>, std::string> ops;  // (plugin, op id) -> name
+    std::string text;
     for (const Record& r : records) {
       const std::string& plugin = r.plugin < plugins.size() ? plugins[r.plugin] : plugins.front();
-      nlohmann::json args = {{"plugin", plugin}, {"status", common::status_code_name(r.status)}};
-      std::string name = r.name;
+      EventTemplate* t = &other;
       switch (r.entry) {
         case HAL_LAYER_ENTRY_BUFFER_ALLOCATE:
-          args["bytes"] = r.a[0], args["buffer"] = hex(r.a[1]);
+          t = &alloc;
+          *t->count1 = r.a[0], *t->text1 = hex(r.a[1]);
           break;
         case HAL_LAYER_ENTRY_COPY_HOST_TO_DEVICE:
         case HAL_LAYER_ENTRY_COPY_DEVICE_TO_HOST:
         case HAL_LAYER_ENTRY_COPY_DEVICE_TO_DEVICE:
         case HAL_LAYER_ENTRY_BUFFER_FILL:
-          args["bytes"] = r.a[0], args["stream"] = hex(r.a[1]);
+          t = &copy;
+          *t->count1 = r.a[0], *t->text1 = hex(r.a[1]);
           break;
         case HAL_LAYER_ENTRY_OP_LAUNCH: {
-          const std::string op = names_.op(plugin.c_str(), static_cast<uint32_t>(r.a[0]));
-          name += " " + op;
-          args["op"] = op, args["stream"] = hex(r.a[1]), args["inputs"] = r.a[2];
+          t = &launch;
+          std::string& op = ops[{r.plugin, r.a[0]}];
+          if (op.empty()) op = names_.op(plugin.c_str(), static_cast<uint32_t>(r.a[0]));
+          *t->op = op, *t->text1 = hex(r.a[1]), *t->count1 = r.a[2];
           break;
         }
         case HAL_LAYER_ENTRY_EXECUTABLE_EXECUTE:
-          args["executable"] = hex(r.a[0]), args["stream"] = hex(r.a[1]), args["inputs"] = r.a[2];
+          t = &execute;
+          *t->text2 = hex(r.a[0]), *t->text1 = hex(r.a[1]), *t->count1 = r.a[2];
           break;
         default:
-          args["handle"] = hex(r.a[0]);
+          *t->text1 = hex(r.a[0]);
       }
-      nlohmann::json e = {{"name", name},
-                          {"cat", "hal"},
-                          {"ph", "X"},
-                          {"ts", static_cast<double>(r.start_ns - origin_ns_) / 1e3},
-                          {"dur", static_cast<double>(r.duration_ns) / 1e3},
-                          {"pid", pid},
-                          {"tid", r.tid},
-                          {"args", std::move(args)}};
+      *t->name = r.name;
+      if (t->op != nullptr) *t->name += " " + *t->op;
+      *t->plugin = plugin;
+      *t->status = common::status_code_name(r.status);
+      *t->ts = static_cast<double>(r.start_ns - origin_ns_) / 1e3;
+      *t->dur = static_cast<double>(r.duration_ns) / 1e3;
+      *t->tid = r.tid;
+      text = t->event.dump();
       std::fputs(first_ ? "" : ",\n", file_);
       first_ = false;
-      const std::string text = e.dump();
       std::fwrite(text.data(), 1, text.size(), file_);
     }
     std::fflush(file_);
@@ -208,9 +281,13 @@ class TraceSink {
   bool first_ = true;
   uint64_t origin_ns_ = 0;
   CallNames names_;
-  std::mutex mutex_;       // records_, plugins_
+  std::mutex mutex_;  // records_, pending_, stopping_, plugins_
+  std::condition_variable ready_;
   std::mutex file_mutex_;  // file_, first_
   std::vector<Record> records_;
+  std::deque<std::vector<Record>> pending_;
+  bool stopping_ = false;
+  std::thread writer_;
   std::vector<std::string> plugins_;
 };
 

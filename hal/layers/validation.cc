@@ -123,13 +123,19 @@ class ValidationLayer final : public BuiltinLayer {
     return {};
   }
 
-  std::string tensor(const hal_tensor_t* t, const std::string& what, const void* device) {
+  // Tensor ROLE ("input"/"output") I of a call; OP names it in messages
+  // (the launched op, or empty for an executable). Nothing is formatted
+  // unless a rule is broken: this runs on every launch.
+  std::string tensor(const hal_tensor_t* t, const char* role, size_t i, const hal_op_args_t* op, const void* device) {
     if (t == nullptr) return {};
+    auto what = [&] {
+      return (op != nullptr ? names_.op(plugin_, op->op) + " " : std::string()) + role + " " + std::to_string(i);
+    };
     if (t->struct_size < HAL_STRUCT_SIZE_TO(hal_tensor_t, strides))
-      return what + ": struct_size " + std::to_string(t->struct_size) + " is below hal_tensor_t's " +
+      return what() + ": struct_size " + std::to_string(t->struct_size) + " is below hal_tensor_t's " +
              std::to_string(HAL_STRUCT_SIZE_TO(hal_tensor_t, strides)) + " (rule struct-size)";
     if (t->rank > HAL_TENSOR_MAX_RANK)
-      return what + ": rank " + std::to_string(t->rank) + " exceeds HAL_TENSOR_MAX_RANK (rule extent)";
+      return what() + ": rank " + std::to_string(t->rank) + " exceeds HAL_TENSOR_MAX_RANK (rule extent)";
     int64_t numel = 1;
     uint64_t last = 0;  // element offset of the last element
     int64_t contiguous = 1;
@@ -137,23 +143,23 @@ class ValidationLayer final : public BuiltinLayer {
       const int64_t n = t->shape[d];
       const int64_t stride = t->strides != nullptr ? t->strides[d] : contiguous;
       if (n < 0 || stride < 0)
-        return what + ": dim " + std::to_string(d) + " has size " + std::to_string(n) + ", stride " +
+        return what() + ": dim " + std::to_string(d) + " has size " + std::to_string(n) + ", stride " +
                std::to_string(stride) + " (rule extent)";
       numel *= n;
       if (n > 0) last += static_cast<uint64_t>(n - 1) * static_cast<uint64_t>(stride);
       contiguous *= n;
     }
     if (numel == 0) return {};
-    if (t->buffer == nullptr) return what + ": has elements but no buffer (rule extent)";
-    std::string bad = live_buffer(t->buffer, (what + "'s buffer").c_str(), device);
-    if (!bad.empty()) return bad;
+    if (t->buffer == nullptr) return what() + ": has elements but no buffer (rule extent)";
+    auto it = buffers_.find(t->buffer);
+    if (it == buffers_.end() || (device != nullptr && it->second.device != device))
+      return live_buffer(t->buffer, (what() + "'s buffer").c_str(), device);
     const uint64_t item = common::dtype_size(t->dtype);
     if (item == 0) return {};  // the plugin refuses unknown dtypes itself
     const uint64_t end = t->byte_offset + (last + 1) * item;
-    const uint64_t have = buffers_.at(t->buffer).size;
-    if (end > have)
-      return what + ": elements reach byte " + std::to_string(end) + " (offset " + std::to_string(t->byte_offset) +
-             ") of a " + std::to_string(have) + "-byte buffer (rule extent)";
+    if (end > it->second.size)
+      return what() + ": elements reach byte " + std::to_string(end) + " (offset " + std::to_string(t->byte_offset) +
+             ") of a " + std::to_string(it->second.size) + "-byte buffer (rule extent)";
     return {};
   }
 
@@ -169,11 +175,8 @@ class ValidationLayer final : public BuiltinLayer {
              std::to_string(HAL_STRUCT_SIZE_TO(hal_op_args_t, attr_count)) + " (rule struct-size)";
     std::string bad = chain(a->next, "hal_op_args_t");
     if (!bad.empty() || !launch) return bad;
-    const std::string op = names_.op(plugin_, a->op);
-    for (size_t i = 0; i < a->input_count && bad.empty(); ++i)
-      bad = tensor(a->inputs[i], op + " input " + std::to_string(i), device);
-    for (size_t i = 0; i < a->output_count && bad.empty(); ++i)
-      bad = tensor(a->outputs[i], op + " output " + std::to_string(i), device);
+    for (size_t i = 0; i < a->input_count && bad.empty(); ++i) bad = tensor(a->inputs[i], "input", i, a, device);
+    for (size_t i = 0; i < a->output_count && bad.empty(); ++i) bad = tensor(a->outputs[i], "output", i, a, device);
     return bad;
   }
 
@@ -279,9 +282,9 @@ class ValidationLayer final : public BuiltinLayer {
         const hal_tensor_t* const* in = arg<const hal_tensor_t* const*>(c, 1);
         const hal_tensor_t* const* out = arg<const hal_tensor_t* const*>(c, 3);
         for (size_t i = 0; bad.empty() && in != nullptr && i < arg<size_t>(c, 2); ++i)
-          bad = tensor(in[i], "input " + std::to_string(i), device);
+          bad = tensor(in[i], "input", i, nullptr, device);
         for (size_t i = 0; bad.empty() && out != nullptr && i < arg<size_t>(c, 4); ++i)
-          bad = tensor(out[i], "output " + std::to_string(i), device);
+          bad = tensor(out[i], "output", i, nullptr, device);
         return bad;
       }
       case HAL_LAYER_ENTRY_GRAPH_PARTITION:

@@ -214,7 +214,8 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
   {
     std::vector<std::string> specs = rt->config_.layers;
     std::string where = rt->config_.layers_origin.empty() ? "hal.toml" : rt->config_.layers_origin;
-    const char* env = options.use_environment ? std::getenv("HAL_LAYERS") : nullptr;
+    const char* env =
+        options.use_environment || options.use_layer_environment ? std::getenv("HAL_LAYERS") : nullptr;
     if (env != nullptr && *env != '\0') {  // set and empty: the config's list
       specs.clear();
       std::stringstream list(env);

@@ -48,6 +48,7 @@ inline std::string fixture(const std::string& name) {
 inline std::shared_ptr<Runtime> load_only(std::vector<std::string> paths, RuntimeOptions o = {}) {
   o.plugin_paths = std::move(paths);
   o.use_environment = false;
+  o.use_layer_environment = false;  // hermetic: $HAL_LAYERS does not apply
   o.use_install_dir = false;
   return Runtime::create(o);
 }
@@ -58,6 +59,7 @@ inline std::shared_ptr<Runtime> load_config(const TempDir& dir, const std::strin
   RuntimeOptions o;
   o.config_path = dir / "hal.toml";
   o.use_environment = false;
+  o.use_layer_environment = false;
   o.use_install_dir = false;
   return Runtime::create(o);
 }

@@ -47,6 +47,10 @@ struct RuntimeOptions {
   std::vector<std::string> plugin_paths;   // load only these files
   bool use_environment = true;             // read HAL_CONFIG / HAL_PLUGIN_PATH
   bool use_install_dir = true;             // scan the install's plugin dir
+  // Read $HAL_LAYERS (and the layers' own variables) even when
+  // use_environment is false: layers are a per-process debugging choice,
+  // not plugin discovery (hal-conformance --plugin honours them).
+  bool use_layer_environment = true;
   // For tests of version negotiation: the ABI version the host announces.
   uint32_t host_abi_major = HAL_ABI_VERSION_MAJOR;
   uint32_t host_abi_minor = HAL_ABI_VERSION_MINOR;
@@ -61,7 +65,8 @@ class Runtime {
   // name, another ABI major, options or $HAL_FAULTS-style variables that do
   // not parse); plugin failures never throw, they are recorded in
   // skipped(). Layers: $HAL_LAYERS (comma-separated names or .so paths;
-  // read when use_environment and not empty) else the config's `layers`.
+  // read when use_environment or use_layer_environment, and not empty) else
+  // the config's `layers`.
   static std::shared_ptr<Runtime> create(const RuntimeOptions& options = {});
 
   const std::vector<std::shared_ptr<Plugin>>& plugins() const { return plugins_; }
