@@ -13,6 +13,8 @@
 
 namespace {
 
+using hal::testing::error_of;
+using hal::testing::message_of;
 using hal::testing::TempDir;
 
 const std::string kCpu = HAL_TEST_CPU_PLUGIN;
@@ -26,24 +28,6 @@ std::shared_ptr<hal::Runtime> with_layers(const TempDir& dir, const std::string&
                                             std::to_string(devices) + " }\n");
 }
 
-template <class Fn>
-hal::Error error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const hal::Error& e) {
-    return e;
-  }
-  FAIL("expected a hal::Error");
-  return hal::Error(HAL_STATUS_OK, "");
-}
-
-std::string message_of(hal_status_t* s, uint32_t* code = nullptr) {
-  if (s == nullptr) return "";
-  std::string m = s->message;
-  if (code) *code = s->code;
-  s->destroy(s);
-  return m;
-}
 
 std::string read(const std::string& path) {
   std::ifstream in(path);

@@ -9,30 +9,13 @@
 #include "hal/runtime/runtime.hpp"
 #include "testing/test_util.hpp"
 
+using hal::testing::error_of;
 using hal::testing::load_only;
+using hal::testing::message_of;
 
 namespace {
 const std::string kCpu = HAL_TEST_CPU_PLUGIN;
 
-template <class Fn>
-hal::Error error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const hal::Error& e) {
-    return e;
-  }
-  FAIL("expected a hal::Error");
-  return hal::Error(HAL_STATUS_OK, "");
-}
-
-// Message of a C status (released here), or "" for success.
-std::string message_of(hal_status_t* s, uint32_t* code = nullptr) {
-  if (s == nullptr) return "";
-  std::string m = s->message;
-  if (code) *code = s->code;
-  s->destroy(s);
-  return m;
-}
 }  // namespace
 
 TEST_CASE("devices are found by id - unknown ids list what exists") {

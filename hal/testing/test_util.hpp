@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <doctest/doctest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,6 +47,28 @@ inline std::string fixture(const std::string& name) {
 }
 
 // A runtime that loads exactly PATHS (no config, no environment, no scan).
+// The hal::Error FN throws (fails the test when it throws none).
+template <class Fn>
+hal::Error error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const hal::Error& e) {
+    return e;
+  }
+  FAIL("expected a hal::Error");
+  return hal::Error(HAL_STATUS_OK, "");
+}
+
+// The message of a C status (released here; *CODE its code), or "" for
+// success.
+inline std::string message_of(hal_status_t* s, uint32_t* code = nullptr) {
+  if (s == nullptr) return "";
+  std::string m = s->message;
+  if (code) *code = s->code;
+  s->destroy(s);
+  return m;
+}
+
 inline std::shared_ptr<Runtime> load_only(std::vector<std::string> paths, RuntimeOptions o = {}) {
   o.plugin_paths = std::move(paths);
   o.use_environment = false;
