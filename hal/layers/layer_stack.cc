@@ -114,15 +114,19 @@ HAL_OWN_TABLE(graph, hal_graph_api_t)
 HAL_OWN_TABLE(collective, hal_collective_api_t)
 #undef HAL_OWN_TABLE
 
+// A status's code as libhal knows it (an unknown one is INTERNAL).
+hal_status_code_e known_code(const hal_status_t* status) {
+  const uint32_t c = status->code;
+  return c == HAL_STATUS_OK || c >= HAL_STATUS_CODE_COUNT_ ? HAL_STATUS_INTERNAL : static_cast<hal_status_code_e>(c);
+}
+
 // A status a layer made, named as that layer's (unless it says so itself):
 // a failing layer is reported as the layer, not as the plugin.
 hal_status_t* attributed(const LayerInstance& layer, hal_status_t* status) {
   const std::string prefix = "layer " + layer.name + ": ";
   const char* m = status->message != nullptr ? status->message : "(no message)";
   if (std::strncmp(m, prefix.c_str(), prefix.size()) == 0) return status;
-  const auto code = static_cast<hal_status_code_e>(
-      status->code == HAL_STATUS_OK || status->code >= HAL_STATUS_CODE_COUNT_ ? HAL_STATUS_INTERNAL : status->code);
-  hal_status_t* named = sdk::make_status(code, prefix + m);
+  hal_status_t* named = sdk::make_status(known_code(status), prefix + m);
   status->destroy(status);
   return named;
 }
@@ -306,8 +310,7 @@ std::vector<std::shared_ptr<LayerInstance>> load_layers(const std::vector<std::s
     hal_layer_create_args_t args{sizeof(args), nullptr, opts.empty() ? nullptr : opts.data(), opts.size()};
     hal_status_t* status = l->api->create(&args, &l->instance);
     if (status != nullptr) {
-      const auto code = static_cast<hal_status_code_e>(
-          status->code == HAL_STATUS_OK || status->code >= HAL_STATUS_CODE_COUNT_ ? HAL_STATUS_INTERNAL : status->code);
+      const hal_status_code_e code = known_code(status);
       throw Error(code, where + ": layer '" + l->name + "' failed to start: " + take(status));
     }
     cache[key] = l;
