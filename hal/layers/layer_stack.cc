@@ -191,17 +191,7 @@ constexpr std::array<Installer, kSlots> kInstallers = installers(std::make_index
 std::recursive_mutex g_slot_mutex;  // the chain deleter may run under it
 
 void layer_log(void* context, uint32_t level, const char* message) {
-  if (message == nullptr || !host_log_enabled(level)) return;
-  static const char* const kLevels[] = {"debug", "info", "warning", "error"};
-  std::fprintf(stderr, "[hal %s] layer %s: %s\n", kLevels[std::min(level, 3u)],
-               static_cast<const LayerInstance*>(context)->name.c_str(), message);
-}
-
-std::string take(hal_status_t* status) {
-  std::string m = std::string(common::status_code_name(status->code)) + ": " +
-                  (status->message != nullptr ? status->message : "(no message)");
-  status->destroy(status);
-  return m;
+  print_host_log(level, "layer " + static_cast<const LayerInstance*>(context)->name, message);
 }
 
 // The layer's table from its library's entry point (or the built-in's),
@@ -234,10 +224,8 @@ const hal_layer_api_t* open_layer(LayerInstance& l, const std::string& spec, con
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(HAL_STATUS_NOT_FOUND, what + ": no such file");
   l.path = fs::absolute(path).lexically_normal().string();
-  const auto mode = static_cast<boost::dll::load_mode::type>(
-      boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local | RTLD_NODELETE);
   try {
-    l.library.load(boost::dll::fs::path(l.path), mode);
+    l.library.load(boost::dll::fs::path(l.path), module_load_mode());
   } catch (const std::exception& e) {
     throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": cannot load " + l.path + ": " + e.what());
   }
@@ -254,7 +242,7 @@ const hal_layer_api_t* open_layer(LayerInstance& l, const std::string& spec, con
   hal_status_t* status = entry(&l.host, &api);
   if (status != nullptr)
     throw Error(status->code == HAL_STATUS_ABI_MISMATCH ? HAL_STATUS_ABI_MISMATCH : HAL_STATUS_INVALID_ARGUMENT,
-                what + ": its entry point failed: " + take(status));
+                what + ": its entry point failed: " + take_message(status));
   if (api == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": its entry point returned no table");
   const std::string host_version =
       std::to_string(HAL_ABI_VERSION_MAJOR) + "." + std::to_string(HAL_ABI_VERSION_MINOR);
@@ -311,7 +299,7 @@ std::vector<std::shared_ptr<LayerInstance>> load_layers(const std::vector<std::s
     hal_status_t* status = l->api->create(&args, &l->instance);
     if (status != nullptr) {
       const hal_status_code_e code = known_code(status);
-      throw Error(code, where + ": layer '" + l->name + "' failed to start: " + take(status));
+      throw Error(code, where + ": layer '" + l->name + "' failed to start: " + take_message(status));
     }
     cache[key] = l;
     out.push_back(std::move(l));

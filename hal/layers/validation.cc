@@ -89,16 +89,26 @@ class ValidationLayer final : public BuiltinLayer {
     return buf;
   }
 
-  // A buffer argument: live, and (when DEVICE is given) on DEVICE.
-  std::string live_buffer(const void* b, const char* what, const void* device = nullptr) {
+  // A buffer argument: its state when live and (DEVICE given) on DEVICE,
+  // else nullptr with *BAD saying why.
+  const BufferState* live(const void* b, const char* what, std::string* bad, const void* device = nullptr) {
     auto it = buffers_.find(b);
-    if (it == buffers_.end())
-      return std::string(what) + " " + ptr(b) +
+    if (it == buffers_.end()) {
+      *bad = std::string(what) + " " + ptr(b) +
              " is not a live buffer of this plugin (freed already, or never allocated) (rule live-handle)";
-    if (device != nullptr && it->second.device != device)
-      return std::string(what) + " " + ptr(b) + " belongs to " + names_.device(it->second.device) + ", not " +
+      return nullptr;
+    }
+    if (device != nullptr && it->second.device != device) {
+      *bad = std::string(what) + " " + ptr(b) + " belongs to " + names_.device(it->second.device) + ", not " +
              names_.device(device) + " (rule same-device)";
-    return {};
+      return nullptr;
+    }
+    return &it->second;
+  }
+  std::string live_buffer(const void* b, const char* what, const void* device = nullptr) {
+    std::string bad;
+    live(b, what, &bad, device);
+    return bad;
   }
   std::string live_stream(const void* s, const char* what, const void* device = nullptr) {
     if (s == nullptr) return {};
@@ -115,8 +125,8 @@ class ValidationLayer final : public BuiltinLayer {
       return std::string(what) + " " + ptr(e) + " is not a live event (destroyed, or never created) (rule live-handle)";
     return {};
   }
-  std::string range(const void* b, uint64_t offset, uint64_t size, const char* what) {
-    const uint64_t have = buffers_.at(b).size;
+  std::string range(const BufferState& b, uint64_t offset, uint64_t size, const char* what) {
+    const uint64_t have = b.size;
     if (offset > have || size > have - offset)
       return std::string(what) + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
              ") lie outside the buffer's " + std::to_string(have) + " bytes (rule extent)";
@@ -185,9 +195,10 @@ class ValidationLayer final : public BuiltinLayer {
     switch (c.entry) {
       case HAL_LAYER_ENTRY_BUFFER_FREE: {
         const void* b = arg<hal_buffer_t*>(c, 0);
-        if (buffers_.count(b) == 0)
+        auto it = buffers_.find(b);
+        if (it == buffers_.end())
           return "buffer " + ptr(b) + " is not a live buffer (a double free, or never allocated) (rule live-handle)";
-        for (const auto& [stream, at] : buffers_.at(b).uses) {
+        for (const auto& [stream, at] : it->second.uses) {
           auto s = streams_.find(stream);
           if (s != streams_.end() && s->second.completed < at)
             return "buffer " + ptr(b) + " is freed while stream " + ptr(stream) + " may still use it (work #" +
@@ -201,27 +212,29 @@ class ValidationLayer final : public BuiltinLayer {
         return live_buffer(arg<hal_buffer_t*>(c, 0), "buffer");
       case HAL_LAYER_ENTRY_COPY_HOST_TO_DEVICE:
       case HAL_LAYER_ENTRY_BUFFER_FILL: {
-        const void* b = arg<hal_buffer_t*>(c, 0);
-        std::string bad = live_buffer(b, "destination buffer");
-        if (bad.empty()) bad = live_stream(arg<hal_stream_t*>(c, 4), "stream", buffers_.at(b).device);
-        if (bad.empty()) bad = range(b, arg<uint64_t>(c, 1), arg<uint64_t>(c, c.entry == HAL_LAYER_ENTRY_BUFFER_FILL ? 2 : 3), "destination");
+        std::string bad;
+        const BufferState* b = live(arg<hal_buffer_t*>(c, 0), "destination buffer", &bad);
+        if (b != nullptr) bad = live_stream(arg<hal_stream_t*>(c, 4), "stream", b->device);
+        if (b != nullptr && bad.empty())
+          bad = range(*b, arg<uint64_t>(c, 1), arg<uint64_t>(c, c.entry == HAL_LAYER_ENTRY_BUFFER_FILL ? 2 : 3),
+                      "destination");
         return bad;
       }
       case HAL_LAYER_ENTRY_COPY_DEVICE_TO_HOST: {
-        const void* b = arg<hal_buffer_t*>(c, 1);
-        std::string bad = live_buffer(b, "source buffer");
-        if (bad.empty()) bad = live_stream(arg<hal_stream_t*>(c, 4), "stream", buffers_.at(b).device);
-        if (bad.empty()) bad = range(b, arg<uint64_t>(c, 2), arg<uint64_t>(c, 3), "source");
+        std::string bad;
+        const BufferState* b = live(arg<hal_buffer_t*>(c, 1), "source buffer", &bad);
+        if (b != nullptr) bad = live_stream(arg<hal_stream_t*>(c, 4), "stream", b->device);
+        if (b != nullptr && bad.empty()) bad = range(*b, arg<uint64_t>(c, 2), arg<uint64_t>(c, 3), "source");
         return bad;
       }
       case HAL_LAYER_ENTRY_COPY_DEVICE_TO_DEVICE: {
-        const void *dst = arg<hal_buffer_t*>(c, 0), *src = arg<hal_buffer_t*>(c, 2);
         const uint64_t size = arg<uint64_t>(c, 4);
-        std::string bad = live_buffer(dst, "destination buffer");
-        if (bad.empty()) bad = live_buffer(src, "source buffer");
-        if (bad.empty()) bad = live_stream(arg<hal_stream_t*>(c, 5), "stream", buffers_.at(dst).device);
-        if (bad.empty()) bad = range(dst, arg<uint64_t>(c, 1), size, "destination");
-        if (bad.empty()) bad = range(src, arg<uint64_t>(c, 3), size, "source");
+        std::string bad;
+        const BufferState* dst = live(arg<hal_buffer_t*>(c, 0), "destination buffer", &bad);
+        const BufferState* src = dst != nullptr ? live(arg<hal_buffer_t*>(c, 2), "source buffer", &bad) : nullptr;
+        if (src != nullptr) bad = live_stream(arg<hal_stream_t*>(c, 5), "stream", dst->device);
+        if (src != nullptr && bad.empty()) bad = range(*dst, arg<uint64_t>(c, 1), size, "destination");
+        if (src != nullptr && bad.empty()) bad = range(*src, arg<uint64_t>(c, 3), size, "source");
         return bad;
       }
       case HAL_LAYER_ENTRY_HOST_FREE: {

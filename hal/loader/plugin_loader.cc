@@ -29,18 +29,8 @@ void host_log(void* context, uint32_t level, const char* message) {
     auto* plugin = static_cast<LoadedPlugin*>(context);
     if (plugin->in_create && level >= HAL_LOG_WARNING) plugin->startup_warnings.emplace_back(message);
   }
-  if (!host_log_enabled(level)) return;
-  static const char* const kLevels[] = {"debug", "info", "warning", "error"};
   const auto* plugin = static_cast<const LoadedPlugin*>(context);
-  std::fprintf(stderr, "[hal %s] %s: %s\n", kLevels[std::min(level, 3u)],
-               plugin->name.empty() ? plugin->path.c_str() : plugin->name.c_str(), message);
-}
-
-std::string take_message(hal_status_t* status) {
-  std::string m = status->message ? status->message : "(no message)";
-  m = std::string(status_code_name(status->code)) + ": " + m;
-  status->destroy(status);
-  return m;
+  print_host_log(level, plugin->name.empty() ? plugin->path : plugin->name, message);
 }
 
 bool world_writable(const fs::path& p) {
@@ -96,7 +86,7 @@ std::string sha256_file(const std::string& path) {
   return hex(digest, len);
 }
 
-bool host_log_enabled(uint32_t level) {
+void print_host_log(uint32_t level, const std::string& who, const char* message) {
   static const uint32_t threshold = [] {
     const char* env = std::getenv("HAL_LOG_LEVEL");
     std::string v = env ? env : "warning";
@@ -105,7 +95,21 @@ bool host_log_enabled(uint32_t level) {
     if (v == "error") return 3u;
     return 2u;
   }();
-  return level >= threshold;
+  if (message == nullptr || level < threshold) return;
+  static const char* const kLevels[] = {"debug", "info", "warning", "error"};
+  std::fprintf(stderr, "[hal %s] %s: %s\n", kLevels[std::min(level, 3u)], who.c_str(), message);
+}
+
+std::string take_message(hal_status_t* status) {
+  std::string m = status->message ? status->message : "(no message)";
+  m = std::string(status_code_name(status->code)) + ": " + m;
+  status->destroy(status);
+  return m;
+}
+
+boost::dll::load_mode::type module_load_mode() {
+  return static_cast<boost::dll::load_mode::type>(boost::dll::load_mode::rtld_now |
+                                                  boost::dll::load_mode::rtld_local | RTLD_NODELETE);
 }
 
 LoadOutcome load_plugin(const LoadRequest& request) {
@@ -144,12 +148,8 @@ LoadOutcome load_plugin(const LoadRequest& request) {
       return skip(SkipReason::kHashMismatch, "sha256 is " + actual + " but the configuration pins " + *spec.sha256);
   }
 
-  // RTLD_NODELETE: plugins keep process-lifetime statics (and so do the
-  // libraries they pull in); unmapping them under live references is unsafe.
-  const auto mode = static_cast<boost::dll::load_mode::type>(
-      boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local | RTLD_NODELETE);
   try {
-    plugin->library.load(boost::dll::fs::path(spec.path), mode);
+    plugin->library.load(boost::dll::fs::path(spec.path), module_load_mode());
   } catch (const std::exception& e) {
     return skip(SkipReason::kLoadFailed, std::string("cannot load: ") + e.what());
   }

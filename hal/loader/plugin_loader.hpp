@@ -2,6 +2,7 @@
 #ifndef HAL_LOADER_PLUGIN_LOADER_HPP_
 #define HAL_LOADER_PLUGIN_LOADER_HPP_
 
+#include <boost/dll/shared_library.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -39,9 +40,18 @@ struct LoadOutcome {
 // LoadedPlugin::startup_warnings.
 LoadOutcome load_plugin(const LoadRequest& request);
 
-// Whether a host log line at LEVEL (hal_log_level_e) is printed: at or
-// above $HAL_LOG_LEVEL (debug, info, warning (default), error).
-bool host_log_enabled(uint32_t level);
+// Prints a log line of WHO (a plugin or layer) to stderr when LEVEL
+// (hal_log_level_e) is at or above $HAL_LOG_LEVEL (debug, info, warning
+// (default), error). Thread-safe.
+void print_host_log(uint32_t level, const std::string& who, const char* message);
+
+// "CODE_NAME: message" of STATUS, which is released.
+std::string take_message(hal_status_t* status);
+
+// How plugin and layer libraries are opened: now, local, and never unmapped
+// (they keep process-lifetime statics, and so do the libraries they pull in;
+// unmapping them under live references is unsafe).
+boost::dll::load_mode::type module_load_mode();
 
 // Lowercase hex SHA-256 of a file. Throws hal::Error (NOT_FOUND) when
 // unreadable.

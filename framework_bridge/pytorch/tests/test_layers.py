@@ -71,11 +71,9 @@ def _config(tmp_path, name, layers, options="", caching=True):
 
 def _train(tmp_path, name, layers, options="", steps=20, caching=True, **env):
     out = tmp_path / f"{name}.json"
-    code = _TRAIN.format(examples=str(EXAMPLES))
-    script = tmp_path / f"{name}.py"
-    script.write_text(code)
-    run_python(f"import runpy, sys; sys.argv = {[str(script), str(_config(tmp_path, name, layers, options, caching)), str(steps), str(out)]!r}; "
-               f"runpy.run_path(sys.argv[0], run_name='__main__')", timeout=600, HAL_LAYERS="", **env)
+    argv = ["train", str(_config(tmp_path, name, layers, options, caching)), str(steps), str(out)]
+    run_python(f"import sys; sys.argv = {argv!r}\n" + _TRAIN.format(examples=str(EXAMPLES)), timeout=600,
+               HAL_LAYERS="", **env)
     return json.loads(out.read_text())
 
 
