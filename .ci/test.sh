@@ -20,20 +20,40 @@ hal_log "ctest (ASan+UBSan): core"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=use_tls=0:suppressions="$HAL_SRC/.ci/lsan.supp" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$HAL_BUILD_ROOT/asan" -L core --output-on-failure -j "$(nproc)"
+hal_log "ctest (ThreadSanitizer): the core's and the CPU plugin's tests"
+# A tree of just those tests. OMP_NUM_THREADS=1: libgomp is not instrumented,
+# so its barriers look like races to TSan; the threads under test are ours.
+cmake -S "$HAL_SRC" -B "$HAL_BUILD_ROOT/tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_TSAN=ON \
+  -DHAL_BUILD_TESTS=ON -DHAL_BUILD_BENCH=OFF -DHAL_BUILD_ONNX=OFF \
+  >"$HAL_BUILD_ROOT/tsan.configure.log" 2>&1 || { cat "$HAL_BUILD_ROOT/tsan.configure.log"; exit 1; }
+ninja -C "$HAL_BUILD_ROOT/tsan" -j "$(nproc)" hal_core_test hal_cpu_plugin_test | { grep -Ev '^\[[0-9]+/[0-9]+\] ' || true; }
+OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$HAL_SRC/.ci/tsan.supp" \
+  ctest --test-dir "$HAL_BUILD_ROOT/tsan" -R '^(core|cpu)\.' --output-on-failure -j "$(nproc)"
 hal_log "ctest: everything"
 ctest --test-dir "$HAL_BUILD_ROOT/test" --output-on-failure -j "$(nproc)"
-hal_log "fuzz: the ONNX loader (libFuzzer + ASan, 60 s from the kept corpus)"
-# A clang build of just the fuzz target; new inputs go to a scratch dir, the
-# kept corpus (framework_bridge/onnx/fuzz/corpus) is only read.
+hal_log "fuzz: the ONNX loader (60 s), hal.toml, compile cache entries, the C ABI through validation (20 s each)"
+# A clang build of just the fuzz targets (libFuzzer + ASan); each runs from
+# its kept corpus (only read) with new inputs going to a scratch dir.
 cmake -S "$HAL_SRC" -B "$HAL_BUILD_ROOT/fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-  -DCMAKE_CXX_COMPILER=clang++ -DHAL_BUILD_ONNX_FUZZ=ON -DHAL_BUILD_TESTS=OFF -DHAL_BUILD_BENCH=OFF \
+  -DCMAKE_CXX_COMPILER=clang++ -DHAL_BUILD_FUZZ=ON -DHAL_BUILD_TESTS=OFF -DHAL_BUILD_BENCH=OFF \
   -DHAL_BUILD_CONFORMANCE=OFF -DHAL_BUILD_TOOLS=OFF >"$HAL_BUILD_ROOT/fuzz.configure.log" 2>&1 ||
   { cat "$HAL_BUILD_ROOT/fuzz.configure.log"; exit 1; }
-ninja -C "$HAL_BUILD_ROOT/fuzz" -j "$(nproc)" hal_onnx_load_fuzzer | { grep -Ev '^\[[0-9]+/[0-9]+\] ' || true; }
-fuzz_scratch=$(mktemp -d)
-ASAN_OPTIONS=detect_leaks=1 "$HAL_BUILD_ROOT/fuzz/bin/hal_onnx_load_fuzzer" -max_total_time=60 -rss_limit_mb=2048 \
-  -timeout=10 -print_final_stats=1 "$fuzz_scratch" "$HAL_SRC/framework_bridge/onnx/fuzz/corpus"
-rm -rf "$fuzz_scratch"
+ninja -C "$HAL_BUILD_ROOT/fuzz" -j "$(nproc)" hal_onnx_load_fuzzer hal_config_fuzzer hal_compile_cache_fuzzer \
+  hal_abi_fuzzer | { grep -Ev '^\[[0-9]+/[0-9]+\] ' || true; }
+# fuzz NAME SECONDS CORPUS: a bounded run of fuzz target NAME.
+fuzz() {
+  local scratch
+  scratch=$(mktemp -d)
+  HAL_FUZZ_CPU_PLUGIN="$HAL_BUILD_ROOT/test/lib/hal/plugins/libhal_plugin_cpu.so" \
+    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=use_tls=0:suppressions="$HAL_SRC/.ci/lsan.supp" \
+    "$HAL_BUILD_ROOT/fuzz/bin/$1" -max_total_time="$2" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    "$scratch" "$HAL_SRC/$3"
+  rm -rf "$scratch"
+}
+fuzz hal_onnx_load_fuzzer 60 framework_bridge/onnx/fuzz/corpus
+fuzz hal_config_fuzzer 20 hal/config/fuzz/corpus
+fuzz hal_compile_cache_fuzzer 20 hal/graph/fuzz/corpus
+fuzz hal_abi_fuzzer 20 hal/layers/fuzz/corpus
 hal_log "pytest"
 cd "$HAL_SRC"
 HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" PYTHONPATH="$HAL_BUILD_ROOT/test/python" \

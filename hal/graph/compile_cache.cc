@@ -120,7 +120,9 @@ std::string cache_folder(const std::string& dir) {
 }
 
 std::optional<DiskEntry> read_entry(const std::string& folder, const std::string& key,
-                                    const std::vector<std::shared_ptr<Device>>& devices, size_t node_count) {
+                                    const std::vector<std::shared_ptr<Device>>& devices, const Graph& g,
+                                    bool fallback) {
+  const size_t node_count = g.nodes().size();
   const std::string path = entry_path(folder, key);
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
@@ -165,6 +167,10 @@ std::optional<DiskEntry> read_entry(const std::string& folder, const std::string
     if (!sizes_ok) {
       warn_rebuild(path, "its placement does not fit the graph (" + std::to_string(node_count) + " nodes, " +
                      std::to_string(devices.size()) + " devices)");
+      return std::nullopt;
+    }
+    if (std::string why = placement_error(g, e.placement, devices.size(), fallback); !why.empty()) {
+      warn_rebuild(path, "its placement cannot run the graph: " + why);
       return std::nullopt;
     }
     for (const json& x : j.at("executables"))

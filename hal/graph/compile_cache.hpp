@@ -10,8 +10,8 @@
 // "\n", then the payload: CBOR (nlohmann-json) {key, abi, devices[],
 // placement{device[], group[], declined[], fallback[]}, executables[{group,
 // bytes}]}. A file whose magic, checksum, CBOR, key, ABI or plugin versions
-// do not match is stale or corrupt: warned about on stderr (one line naming
-// the file) and rebuilt. Writes go to a temporary file in the same folder,
+// do not match, or whose placement cannot run the graph, is stale or
+// corrupt: warned about on stderr (one line naming the file) and rebuilt. Writes go to a temporary file in the same folder,
 // renamed over the entry (atomic on POSIX).
 #ifndef HAL_GRAPH_COMPILE_CACHE_HPP_
 #define HAL_GRAPH_COMPILE_CACHE_HPP_
@@ -72,11 +72,13 @@ struct DiskEntry {
   std::map<uint32_t, std::vector<uint8_t>> executables;  // by group id; groups absent: not serialisable
 };
 
-// Reads the entry for KEY in FOLDER, checked against DEVICES and the node
-// count; nullopt when there is none, or (after a warning on stderr naming
-// the file and why) when it is corrupt or stale.
+// Reads the entry for KEY in FOLDER, checked against DEVICES (the last one
+// the fallback when FALLBACK) and G (its placement must run G:
+// placement_error); nullopt when there is none, or (after a warning on
+// stderr naming the file and why) when it is corrupt, stale or hostile.
 std::optional<DiskEntry> read_entry(const std::string& folder, const std::string& key,
-                                    const std::vector<std::shared_ptr<Device>>& devices, size_t node_count);
+                                    const std::vector<std::shared_ptr<Device>>& devices, const Graph& g,
+                                    bool fallback);
 // Writes the entry atomically; a failure is warned about (the cache is an
 // optimisation), never thrown.
 void write_entry(const std::string& folder, const std::string& key,

@@ -327,7 +327,7 @@ std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<
   const std::string file = folder.empty() ? "" : detail::entry_path(folder, key);
   auto plan = std::make_shared<CompiledPlan>();
   std::optional<detail::DiskEntry> entry;
-  if (!folder.empty()) entry = detail::read_entry(folder, key, devices, g.nodes().size());
+  if (!folder.empty()) entry = detail::read_entry(folder, key, devices, g, fallback);
   plan->placement = entry ? entry->placement : detail::partition(g, devices, fallback, o.graph_compilers);
   *source = entry ? CacheSource::kDisk : CacheSource::kCompiled;
   // Write when there was no entry, or when a group had to be compiled that

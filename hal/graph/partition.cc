@@ -225,4 +225,28 @@ Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& 
   return p;
 }
 
+std::string placement_error(const Graph& g, const Placement& p, size_t device_count, bool fallback) {
+  const size_t n = g.nodes().size();
+  std::map<uint32_t, uint32_t> device_of_group;
+  for (size_t i = 0; i < n; ++i) {
+    const bool on_fallback = fallback && p.device[i] + 1 == device_count;
+    if (p.fallback[i] != on_fallback)
+      return node_label(g, i) + ": fallback flag " + (p.fallback[i] ? "set" : "clear") + " on device " +
+             std::to_string(p.device[i]) + (fallback ? "" : " (no fallback device)");
+    if (p.group[i] == 0) continue;
+    if (on_fallback) return node_label(g, i) + ": grouped on the fallback device";
+    auto [it, fresh] = device_of_group.emplace(p.group[i], p.device[i]);
+    if (!fresh && it->second != p.device[i])
+      return "group " + std::to_string(p.group[i]) + " spans devices " + std::to_string(it->second) + " and " +
+             std::to_string(p.device[i]);
+  }
+  std::vector<int64_t> producer(g.values().size(), -1);
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t v : g.nodes()[i].outputs) producer[v] = static_cast<int64_t>(i);
+  std::string stuck;
+  for (uint32_t gid : unordered_groups(g, producer, p.group)) stuck += (stuck.empty() ? "" : ", ") + std::to_string(gid);
+  if (!stuck.empty()) return "the groups cannot be ordered (group(s) " + stuck + ")";
+  return "";
+}
+
 }  // namespace hal::detail

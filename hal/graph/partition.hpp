@@ -45,6 +45,14 @@ std::string launch_refusal(const std::shared_ptr<Device>& device, const Graph& g
 Placement partition(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
                     bool subgraphs = true);
 
+// Why P, a placement partition() did not make (the disk cache's), cannot run
+// G over DEVICE_COUNT devices (the last one the fallback when FALLBACK), or
+// "" when it can: each group on one device, the fallback flag on exactly
+// the fallback device's nodes (none grouped), the groups ordered by their
+// data dependences. P's vectors must have G's node count and device
+// indices below DEVICE_COUNT.
+std::string placement_error(const Graph& g, const Placement& p, size_t device_count, bool fallback);
+
 }  // namespace hal::detail
 
 #endif  // HAL_GRAPH_PARTITION_HPP_

@@ -146,30 +146,40 @@ class ValidationLayer final : public BuiltinLayer {
              std::to_string(HAL_STRUCT_SIZE_TO(hal_tensor_t, strides)) + " (rule struct-size)";
     if (t->rank > HAL_TENSOR_MAX_RANK)
       return what() + ": rank " + std::to_string(t->rank) + " exceeds HAL_TENSOR_MAX_RANK (rule extent)";
-    int64_t numel = 1;
-    uint64_t last = 0;  // element offset of the last element
-    int64_t contiguous = 1;
-    for (uint32_t d = t->rank; d-- > 0;) {
+    if (t->rank > 0 && t->shape == nullptr)
+      return what() + ": rank " + std::to_string(t->rank) + " but shape is NULL (rule extent)";
+    bool empty = false;
+    for (uint32_t d = 0; d < t->rank; ++d) {
       const int64_t n = t->shape[d];
-      const int64_t stride = t->strides != nullptr ? t->strides[d] : contiguous;
+      const int64_t stride = t->strides != nullptr ? t->strides[d] : 0;
       if (n < 0 || stride < 0)
         return what() + ": dim " + std::to_string(d) + " has size " + std::to_string(n) + ", stride " +
                std::to_string(stride) + " (rule extent)";
-      numel *= n;
-      if (n > 0) last += static_cast<uint64_t>(n - 1) * static_cast<uint64_t>(stride);
-      contiguous *= n;
+      empty = empty || n == 0;
     }
-    if (numel == 0) return {};
+    if (empty) return {};
     if (t->buffer == nullptr) return what() + ": has elements but no buffer (rule extent)";
     auto it = buffers_.find(t->buffer);
     if (it == buffers_.end() || (device != nullptr && it->second.device != device))
       return live_buffer(t->buffer, (what() + "'s buffer").c_str(), device);
     const uint64_t item = common::dtype_size(t->dtype);
     if (item == 0) return {};  // the plugin refuses unknown dtypes itself
-    const uint64_t end = t->byte_offset + (last + 1) * item;
-    if (end > it->second.size)
-      return what() + ": elements reach byte " + std::to_string(end) + " (offset " + std::to_string(t->byte_offset) +
-             ") of a " + std::to_string(it->second.size) + "-byte buffer (rule extent)";
+    // The byte past the last element, in unsigned arithmetic that reports
+    // wrapping: huge sizes or strides must not wrap into a small extent.
+    uint64_t last = 0, contiguous = 1, end = 0;  // last: element offset of the last element
+    bool wraps = false;
+    for (uint32_t d = t->rank; d-- > 0;) {
+      const uint64_t n = static_cast<uint64_t>(t->shape[d]);
+      const uint64_t stride = t->strides != nullptr ? static_cast<uint64_t>(t->strides[d]) : contiguous;
+      uint64_t step = 0;
+      wraps = wraps || __builtin_mul_overflow(n - 1, stride, &step) || __builtin_add_overflow(last, step, &last);
+      if (t->strides == nullptr) wraps = wraps || __builtin_mul_overflow(contiguous, n, &contiguous);
+    }
+    wraps = wraps || __builtin_mul_overflow(last + 1, item, &end) || __builtin_add_overflow(end, t->byte_offset, &end);
+    if (wraps || end > it->second.size)
+      return what() + ": elements reach byte " + (wraps ? std::string("2^64 or beyond") : std::to_string(end)) +
+             " (offset " + std::to_string(t->byte_offset) + ") of a " + std::to_string(it->second.size) +
+             "-byte buffer (rule extent)";
     return {};
   }
 
@@ -183,6 +193,9 @@ class ValidationLayer final : public BuiltinLayer {
     if (a->struct_size < HAL_STRUCT_SIZE_TO(hal_op_args_t, attr_count))
       return "hal_op_args_t.struct_size " + std::to_string(a->struct_size) + " is below " +
              std::to_string(HAL_STRUCT_SIZE_TO(hal_op_args_t, attr_count)) + " (rule struct-size)";
+    if ((a->input_count > 0 && a->inputs == nullptr) || (a->output_count > 0 && a->outputs == nullptr))
+      return "hal_op_args_t has " + std::to_string(a->input_count) + " input(s) and " +
+             std::to_string(a->output_count) + " output(s) but a NULL array for them (rule struct-size)";
     std::string bad = chain(a->next, "hal_op_args_t");
     if (!bad.empty() || !launch) return bad;
     for (size_t i = 0; i < a->input_count && bad.empty(); ++i) bad = tensor(a->inputs[i], "input", i, a, device);

@@ -1,7 +1,7 @@
 // libFuzzer target: Model::load_bytes over arbitrary bytes, and the first
 // stage of a model that runs in stages (subgraphs, run-time requests). Any
 // hal::Error is a clean refusal; a crash, hang, leak or sanitizer report is a bug.
-// Built only with -DHAL_BUILD_ONNX_FUZZ=ON and clang (see CMakeLists.txt);
+// Built only with -DHAL_BUILD_FUZZ=ON and clang (see CMakeLists.txt);
 // the seed corpus is fuzz/corpus/.
 #include <cstddef>
 #include <cstdint>
