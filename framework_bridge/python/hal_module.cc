@@ -151,6 +151,11 @@ PYBIND11_MODULE(_hal, m) {
   py::class_<hal::Device, std::shared_ptr<hal::Device>>(m, "Device")
       .def_property_readonly("id", &hal::Device::id)
       .def_property_readonly("name", [](const hal::Device& d) { return std::string(d.properties().name); })
+      .def_property_readonly("state", [](const hal::Device& d) { return std::string(hal::device_state_name(d.state())); },
+                             "'ok', or 'lost' once its plugin reported DEVICE_LOST (new work is then refused)")
+      .def_property_readonly("lost_reason", &hal::Device::lost_reason, "why it was lost ('' while ok)")
+      .def_property_readonly("failover", &hal::Device::failover_device,
+                             "the device work moves to when this one is lost (hal.toml failover), or None")
       .def("synchronize_all", [](hal::Device&) {}, "No-op: launches through this module are synchronous")
       .def("__repr__", [](const hal::Device& d) { return "<hal.Device " + d.id() + ">"; });
 

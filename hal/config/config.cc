@@ -38,6 +38,13 @@ class Parser {
         c.default_device = string(node, k);
       } else if (k == "fallback_device") {
         c.fallback_device = string(node, k);
+      } else if (k == "failover") {
+        c.failover = string(node, k);
+        c.failover_origin = location(node.source());
+      } else if (k == "wait_timeout_ms") {
+        const int64_t ms = integer(node, k);
+        if (ms < 0) fail(node.source(), "'wait_timeout_ms' is " + std::to_string(ms) + " (must be >= 0; 0 = no timeout)");
+        c.wait_timeout_ms = static_cast<uint64_t>(ms);
       } else if (k == "allow_world_writable") {
         c.allow_world_writable = boolean(node, k);
       } else if (k == "caching_allocator") {
@@ -63,8 +70,8 @@ class Parser {
           c.layer_options.emplace_back(std::string(name.str()), std::move(opts));
         }
       } else {
-        unknown(key, "top level", "search_paths, discover, default_device, fallback_device, "
-                                  "allow_world_writable, caching_allocator, layers, layer_options, plugin");
+        unknown(key, "top level", "search_paths, discover, default_device, fallback_device, failover, "
+                                  "wait_timeout_ms, allow_world_writable, caching_allocator, layers, layer_options, plugin");
       }
     }
     return c;

@@ -87,7 +87,8 @@ TEST_CASE("malformed TOML names file:line:column") {
 TEST_CASE("unknown keys name file:line:column and the known keys") {
   CHECK(error_of("discover = true\nbogus = 1\n") ==
         "/etc/hal/hal.toml:2:1: unknown key 'bogus' in top level (known: search_paths, discover, default_device, "
-        "fallback_device, allow_world_writable, caching_allocator, layers, layer_options, plugin)");
+        "fallback_device, failover, wait_timeout_ms, allow_world_writable, caching_allocator, layers, "
+        "layer_options, plugin)");
   std::string m = error_of("[[plugin]]\nname = \"cpu\"\n  priorty = 3\n");
   CHECK(m.rfind("/etc/hal/hal.toml:3:3: unknown key 'priorty' in [[plugin]]", 0) == 0);
 }

@@ -103,10 +103,10 @@ void transfer(Device& from, const TensorView& src, uint64_t bytes, const Stream*
               hal_buffer_t* dst, uint64_t dst_offset, const Stream* to_stream) {
   if (bytes == 0) return;
   std::vector<uint8_t> host(bytes);
-  throw_if_error(from.plugin().require(from.plugin().memory.copy_device_to_host, "copy_device_to_host")(
+  from.check(from.plugin().require(from.plugin().memory.copy_device_to_host, "copy_device_to_host")(
       host.data(), src.buffer, src.byte_offset, bytes, from_stream ? from_stream->handle() : nullptr));
   if (from_stream) from_stream->synchronize();
-  throw_if_error(to.plugin().require(to.plugin().memory.copy_host_to_device, "copy_host_to_device")(
+  to.check(to.plugin().require(to.plugin().memory.copy_host_to_device, "copy_host_to_device")(
       dst, dst_offset, host.data(), bytes, to_stream ? to_stream->handle() : nullptr));
   if (to_stream) to_stream->synchronize();
 }
@@ -369,11 +369,13 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
     if (d == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, "compile: a device is null");
     if (std::find(impl->devices.begin(), impl->devices.end(), d) != impl->devices.end())
       throw Error(HAL_STATUS_INVALID_ARGUMENT, "compile: device " + d->id() + " is listed twice");
+    d->check_usable("compile");
     impl->devices.push_back(d);
   }
   if (o.use_fallback) {
     std::shared_ptr<Device> fb = o.fallback ? o.fallback : o.devices[0]->fallback_device();
-    if (fb && std::find(impl->devices.begin(), impl->devices.end(), fb) == impl->devices.end()) {
+    if (fb && fb->state() == DeviceState::kOk &&
+        std::find(impl->devices.begin(), impl->devices.end(), fb) == impl->devices.end()) {
       impl->devices.push_back(fb);
       impl->fallback = true;
     }
@@ -645,6 +647,8 @@ CompiledGraph compile(Device& device, const Graph& graph) {
 
 void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
                         const Stream* stream) const {
+  // A lost device refuses the whole run before any step (nothing half-written).
+  for (const auto& d : impl_->devices) d->check_usable("CompiledGraph::run");
   const Graph& g = impl_->graph;
   const Placement& p = impl_->plan->placement;
   if (inputs.size() != g.inputs().size() || outputs.size() != g.outputs().size())
@@ -810,7 +814,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
             tensors.push_back(detail::c_tensor("execute", views[step.device][step.outputs[i]], "output", i));
             out.push_back(&tensors.back());
           }
-          throw_if_error(dev.plugin().graph.executable_execute(step.executable->handle(), in.data(), in.size(),
+          dev.check(dev.plugin().graph.executable_execute(step.executable->handle(), in.data(), in.size(),
                                                                out.data(), out.size(), s ? s->handle() : nullptr));
         });
         break;

@@ -6,6 +6,8 @@
 //   copy:every=100         fail every 100th copy
 //   sync:rate=0.1  event:nth=2  device_lost:nth=40  hang:nth=3,ms=200
 //   seed=7                 the random draws' seed (default 1)
+//   plugin=opencl          count and fail only calls on this plugin (a
+//                          failover test loses one plugin's devices)
 //
 // Kinds and the entries they count: alloc (buffer_allocate, host_allocate),
 // launch (op_launch, executable_execute, collective), copy (the copies and
@@ -123,6 +125,7 @@ class FaultsLayer final : public BuiltinLayer {
   }
 
   hal_status_t* begin(const hal_layer_call_t& call, void**) override {
+    if (!plugin_.empty() && plugin_ != call.plugin) return nullptr;
     Kind fired = kKinds;
     uint64_t count = 0;
     uint64_t hang_ms = 0;
@@ -220,6 +223,11 @@ class FaultsLayer final : public BuiltinLayer {
         if (!count(item.substr(5), &seed)) bad(source, "seed '" + item.substr(5) + "' is not a whole number");
         continue;
       }
+      if (item.rfind("plugin=", 0) == 0) {
+        if (item.size() == 7) bad(source, "'plugin=' needs a plugin name");
+        plugin_ = item.substr(7);
+        continue;
+      }
       const size_t colon = item.find(':');
       const std::string kind = item.substr(0, colon);
       int k = 0;
@@ -253,6 +261,7 @@ class FaultsLayer final : public BuiltinLayer {
   }
 
   std::string spec_;
+  std::string plugin_;  // "" = every plugin
   Rule rules_[kKinds];
   uint64_t seen_[kKinds] = {};
   uint64_t injected_ = 0;

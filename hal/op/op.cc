@@ -361,6 +361,7 @@ void OpRunner::launch(const std::vector<const TensorView*>& inputs, const std::v
     hal_dtype_e compute = cast_dtype(inputs);
     if (compute != HAL_DTYPE_INVALID) return launch_promoted(inputs, outputs, attrs, stream, compute);
   }
+  device_->check_usable("op_launch");
   CArgs c(name_, id_, inputs, outputs, attrs);
   hal_status_t* status = op_api(*device_).op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr);
   // A plugin may decline a call its op_get_info did not announce (another
@@ -372,7 +373,7 @@ void OpRunner::launch(const std::vector<const TensorView*>& inputs, const std::v
       return launch_promoted(inputs, outputs, attrs, stream, compute);
     }
   }
-  throw_if_error(status);
+  device_->check(status);
 }
 
 void OpRunner::launch(const TensorRef* const* inputs, size_t input_count, const TensorRef* const* outputs,
@@ -390,13 +391,14 @@ void OpRunner::launch(const TensorRef* const* inputs, size_t input_count, const 
   };
   if (input_mode_ == InputMode::kUniform && promotion_state_ && mixed_promoted(*schema_, inputs, input_count))
     return as_views();
+  device_->check_usable("op_launch");
   CArgs c(name_, id_, inputs, input_count, outputs, output_count, attrs);
   hal_status_t* status = op_api(*device_).op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr);
   if (status != nullptr && status->code == HAL_STATUS_MIXED_DTYPES && promotion_state_) {
     status->destroy(status);
     return as_views();  // the plugin declined a call it did not announce: cast there
   }
-  throw_if_error(status);
+  device_->check(status);
 }
 
 void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
@@ -510,7 +512,7 @@ void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
       staging.resize(span);
       src_host = staging.data();
     }
-    throw_if_error(device_->plugin().memory.copy_device_to_host(src_host, in.buffer, in.byte_offset, span,
+    device_->check(device_->plugin().memory.copy_device_to_host(src_host, in.buffer, in.byte_offset, span,
                                                                 stream ? stream->handle() : nullptr));
     if (stream) stream->synchronize();  // the host needs the bytes now
     if (!staging.empty()) src_fb.copy_from_host(staging.data(), span);
@@ -531,7 +533,7 @@ void OpRunner::launch_promoted(const std::vector<const TensorView*>& inputs,
   }
 
   CArgs c(name_, id_, uniform, outputs, attrs);
-  throw_if_error(api.op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr));
+  device_->check(api.op_launch(device_->handle(), &c.args, stream ? stream->handle() : nullptr));
   // The scratch returns to the cache here; with a stream it is reused only
   // by later work on that stream, which runs after this launch.
 }

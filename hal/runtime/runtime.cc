@@ -1,6 +1,7 @@
 #include "hal/runtime/runtime.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
 #include <cstring>
@@ -267,12 +268,25 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
         throw_if_error(loaded->device.device_get(loaded->instance, i, &handle));
         hal_device_properties_t props{};
         props.struct_size = sizeof(props);
-        throw_if_error(loaded->device.device_get_properties(handle, &props));
+        // A device lost already is listed (hal-info shows it lost) but takes no work.
+        std::string lost;
+        try {
+          throw_if_error(loaded->device.device_get_properties(handle, &props));
+        } catch (const Error& e) {
+          if (e.code() != HAL_STATUS_DEVICE_LOST) throw;
+          lost = e.what();
+          props = hal_device_properties_t{};
+          props.struct_size = sizeof(props);
+          props.min_buffer_alignment = 64;
+          std::snprintf(props.name, sizeof(props.name), "%s", "(lost)");
+        }
         props.name[sizeof(props.name) - 1] = '\0';
         props.vendor[sizeof(props.vendor) - 1] = '\0';
         props.driver_version[sizeof(props.driver_version) - 1] = '\0';
         plugin->devices_.push_back(
             std::make_shared<Device>(loaded, i, handle, props, rt->config_.caching_allocator));
+        if (!lost.empty()) plugin->devices_.back()->mark_lost(lost);
+        plugin->devices_.back()->set_wait_timeout_ms(rt->config_.wait_timeout_ms);
       }
     } catch (const Error& e) {
       rt->skipped_.push_back({loaded->path, loaded->name, SkipReason::kInitFailed,
@@ -292,7 +306,24 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
   if (fallback)
     for (const auto& d : rt->devices())
       if (d != fallback) d->set_fallback_device(fallback);
+  // Likewise the failover device; one naming no device is said once here
+  // (the run goes on without failover) and by failover_device().
+  std::shared_ptr<Device> failover;
+  try {
+    failover = rt->failover_device();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "hal: %s: no failover: %s\n",
+                 rt->config_.failover_origin.empty() ? "failover" : rt->config_.failover_origin.c_str(), e.what());
+  }
+  if (failover)
+    for (const auto& d : rt->devices())
+      if (d != failover) d->set_failover_device(failover);
   return rt;
+}
+
+std::shared_ptr<Device> Runtime::failover_device() const {
+  if (config_.failover.empty()) return nullptr;
+  return device(config_.failover);
 }
 
 std::vector<LayerInfo> Runtime::layers() const {

@@ -73,6 +73,9 @@ ordered_json to_json(const hal::Runtime& rt, const std::string& config_path) {
                             {"plugin", d->plugin_name()},
                             {"index", d->index()},
                             {"name", pr.name},
+                            {"state", hal::device_state_name(d->state())},
+                            {"lost_reason", d->lost_reason()},
+                            {"failover", d->failover_device() ? d->failover_device()->id() : ""},
                             {"vendor", pr.vendor},
                             {"driver_version", pr.driver_version},
                             {"total_memory_bytes", pr.total_memory_bytes},
@@ -129,6 +132,8 @@ void print_text(const hal::Runtime& rt, const std::string& config_path, bool ver
   for (const auto& d : rt.devices()) {
     const hal_device_properties_t& pr = d->properties();
     o << "  " << d->id() << "  " << pr.name << "\n";
+    if (d->state() == hal::DeviceState::kLost) o << "    state: LOST (" << d->lost_reason() << ")\n";
+    if (d->failover_device()) o << "    failover: " << d->failover_device()->id() << "\n";
     o << "    vendor: " << pr.vendor << "  driver: " << pr.driver_version << "\n";
     o << "    memory: " << human_bytes(pr.total_memory_bytes) << "  compute units: " << pr.compute_units << "\n";
     o << "    capabilities: " << join(hal::capability_names(pr.capabilities)) << "\n";

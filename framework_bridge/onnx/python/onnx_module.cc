@@ -36,7 +36,7 @@ struct ErrorTypes {
   PyObject* invalid_argument = nullptr;  // INVALID_ARGUMENT, UNSUPPORTED_DTYPE, MIXED_DTYPES, OUT_OF_RANGE
   PyObject* not_implemented = nullptr;   // UNIMPLEMENTED
   PyObject* no_such_file = nullptr;      // NOT_FOUND
-  PyObject* runtime_exception = nullptr; // DEVICE_ERROR, OUT_OF_MEMORY, TIMEOUT, INTERNAL
+  PyObject* runtime_exception = nullptr; // DEVICE_ERROR, OUT_OF_MEMORY, TIMEOUT, INTERNAL, DEVICE_LOST
 };
 ErrorTypes error_types;
 
@@ -48,6 +48,7 @@ PyObject* error_type_for(hal_status_code_e code) {
     case HAL_STATUS_UNIMPLEMENTED: return error_types.not_implemented;
     case HAL_STATUS_NOT_FOUND: return error_types.no_such_file;
     case HAL_STATUS_DEVICE_ERROR: case HAL_STATUS_OUT_OF_MEMORY: case HAL_STATUS_TIMEOUT: case HAL_STATUS_INTERNAL:
+    case HAL_STATUS_DEVICE_LOST:
       return error_types.runtime_exception;
     default: return error_types.fail;
   }
@@ -222,6 +223,9 @@ PYBIND11_MODULE(_onnx, m) {
       .def("run", &run, py::arg("output_names"), py::arg("feeds"),
            "feeds: [(name, dtype, shape, flat uint8 array)] -> [(dtype, shape, flat uint8 array)]")
       .def("explain", &hal::onnx::Session::explain, py::call_guard<py::gil_scoped_release>())
+      .def("device", &hal::onnx::Session::device, "the home device now ('cpu:0'); changes at a failover")
+      .def("failovers", &hal::onnx::Session::failovers,
+           "each failover in order: the device lost and where the model was re-partitioned")
       .def("stats", [](const hal::onnx::Session& s) { return stats_dict(s.stats()); },
            "hal::CompiledGraphStats as a dict: compiles, deserialized, cache ('compiled', 'memory', 'disk'), "
            "groups, kernels, op_nodes, fallback_nodes, copies, copy_bytes, descriptions, devices [{device, "

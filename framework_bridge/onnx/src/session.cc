@@ -2,7 +2,9 @@
 // through hal::Buffer, never through host pointers into device memory).
 #include "hal/onnx/session.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -62,9 +64,18 @@ struct Session::Impl {
   explicit Impl(Model m) : model(std::move(m)) {}
   Model model;
   std::shared_ptr<Runtime> runtime;
-  std::shared_ptr<Device> device;
   SessionOptions options;
-  std::unique_ptr<CompiledGraph> compiled;  // unless model.needs_input_values()
+  // The home device and the compiled model (unless model.needs_input_values()
+  // or runs_in_stages()); both change at a failover. Read through snapshot().
+  std::shared_ptr<Device> device;
+  std::shared_ptr<const CompiledGraph> compiled;
+  // Bumped by each failover; translations made for an older one are not kept.
+  uint64_t generation = 0;
+  // Failovers: what was lost and where the session went, in order. Compiled
+  // graphs replaced by one stay alive (stats() hands out references).
+  std::vector<std::string> failovers;
+  std::vector<std::shared_ptr<const CompiledGraph>> retired;
+  std::mutex failover_mu;  // one re-partition at a time
   // A model that needs input values: one translation and compilation per
   // distinct set of values (key: their dtypes, shapes and bytes), kept for
   // the session's life (at most kMaxBound; more are compiled per run).
@@ -72,7 +83,7 @@ struct Session::Impl {
     Bound(Model m, std::string k) : model(std::move(m)), key(std::move(k)) {}
     Model model;
     std::string key;  // the bound values (the stage cache's model key)
-    std::unique_ptr<CompiledGraph> compiled;
+    std::shared_ptr<const CompiledGraph> compiled;
   };
   static constexpr size_t kMaxBound = 64;
   // A model that runs in stages: each stage translated and compiled once per
@@ -80,7 +91,7 @@ struct Session::Impl {
   // bytes, per model: the session's or a bound one's), at most kMaxStages.
   struct CompiledStage {
     ModelStage stage;
-    std::unique_ptr<CompiledGraph> compiled;
+    std::shared_ptr<const CompiledGraph> compiled;
   };
   static constexpr size_t kMaxStages = 256;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<const CompiledStage>> stages;  // (model, values)
@@ -89,16 +100,36 @@ struct Session::Impl {
   std::map<std::string, std::shared_ptr<const Bound>> bound;
   std::shared_ptr<const Bound> last_bound;
   std::atomic<uint64_t> runs{0};
+
+  // What a run uses, taken once at its start (a failover may replace it).
+  struct Snapshot {
+    std::shared_ptr<Device> device;
+    std::shared_ptr<const CompiledGraph> compiled;
+    uint64_t generation;
+  };
+  Snapshot snapshot() {
+    std::lock_guard<std::mutex> lock(bound_mu);
+    return {device, compiled, generation};
+  }
 };
 
 namespace {
 
-// The chosen device first, then the runtime's others in config order.
+// The chosen device first, then the runtime's others in config order; lost
+// devices take no part.
 std::vector<std::shared_ptr<Device>> claim_order(const Runtime& rt, const std::shared_ptr<Device>& home) {
   std::vector<std::shared_ptr<Device>> order{home};
   for (const std::shared_ptr<Device>& d : rt.devices())
-    if (d.get() != home.get()) order.push_back(d);
+    if (d.get() != home.get() && d->state() == DeviceState::kOk) order.push_back(d);
   return order;
+}
+
+// Where a session whose chosen device is DEVICE works: DEVICE, or its
+// failover device when DEVICE is lost (nullptr: lost, no usable failover).
+std::shared_ptr<Device> usable_home(const std::shared_ptr<Device>& device) {
+  if (device->state() == DeviceState::kOk) return device;
+  std::shared_ptr<Device> failover = device->failover_device();
+  return failover && failover->state() == DeviceState::kOk ? failover : nullptr;
 }
 
 // Whether some device of ORDER (or FALLBACK) launches OP; the decomposition
@@ -126,28 +157,29 @@ std::function<bool(const std::string&)> runs_somewhere(std::vector<std::shared_p
 
 namespace {
 
-std::unique_ptr<CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime, const std::shared_ptr<Device>& device,
-                                             const SessionOptions& options);
+std::shared_ptr<const CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime,
+                                                   const std::shared_ptr<Device>& device, const SessionOptions& options);
 
 // The pipeline renumbers values; inputs and outputs keep their positions,
 // which is all run() relies on.
-std::unique_ptr<CompiledGraph> compile_model(const Model& model, Runtime& runtime, const std::shared_ptr<Device>& device,
-                                             const SessionOptions& options) {
+std::shared_ptr<const CompiledGraph> compile_model(const Model& model, Runtime& runtime,
+                                                   const std::shared_ptr<Device>& device, const SessionOptions& options) {
   return compile_graph(model.graph(), runtime, device, options);
 }
 
-std::unique_ptr<CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime, const std::shared_ptr<Device>& device,
-                                             const SessionOptions& options) {
+std::shared_ptr<const CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime,
+                                                   const std::shared_ptr<Device>& device, const SessionOptions& options) {
   CompileOptions co;
   co.devices = claim_order(runtime, device);
   co.fallback = runtime.fallback_device();
+  if (co.fallback && co.fallback->state() != DeviceState::kOk) co.fallback = nullptr;
   co.options = options.options;
   co.graph_compilers = options.graph_compilers;
   co.layouts = options.layouts;
   PipelineOptions po;
   po.supported = runs_somewhere(co.devices, co.fallback);
   po.fold_device = device.get();
-  return std::make_unique<CompiledGraph>(compile(run_pipeline(graph, po), co));
+  return std::make_shared<const CompiledGraph>(compile(run_pipeline(graph, po), co));
 }
 
 }  // namespace
@@ -156,13 +188,28 @@ Session::Session(Model model, const SessionOptions& options) : impl_(std::make_u
   impl_->runtime = runtime_for(options.config);
   impl_->device = pick_device(*impl_->runtime, options.device);
   impl_->options = options;
+  if (std::shared_ptr<Device> home = usable_home(impl_->device); home && home != impl_->device) {
+    impl_->failovers.push_back("device " + impl_->device->id() + " was lost before the session started (" +
+                               impl_->device->lost_reason() + "): compiled for the failover device " + home->id());
+    impl_->device = home;
+  }
   if (!impl_->model.needs_input_values() && !impl_->model.runs_in_stages())
     impl_->compiled = compile_model(impl_->model, *impl_->runtime, impl_->device, options);
 }
 
-const CompiledGraphStats& Session::stats() const {
-  if (impl_->compiled) return impl_->compiled->stats();
+std::vector<std::string> Session::failovers() const {
   std::lock_guard<std::mutex> lock(impl_->bound_mu);
+  return impl_->failovers;
+}
+
+std::string Session::device() const {
+  std::lock_guard<std::mutex> lock(impl_->bound_mu);
+  return impl_->device->id();
+}
+
+const CompiledGraphStats& Session::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->bound_mu);
+  if (impl_->compiled) return impl_->compiled->stats();
   static const CompiledGraphStats none{};
   if (impl_->last_stage) return impl_->last_stage->compiled->stats();
   return impl_->last_bound && impl_->last_bound->compiled ? impl_->last_bound->compiled->stats() : none;
@@ -179,7 +226,7 @@ struct SessionAccess {
 // (by input position) gives its value inputs; made once per distinct set.
 template <class BytesOf>
 static std::shared_ptr<const Session::Impl::Bound> bind_values(
-    Session::Impl& impl, const std::vector<const HostTensorRef*>& fed,
+    Session::Impl& impl, const Session::Impl::Snapshot& at, const std::vector<const HostTensorRef*>& fed,
     const std::map<std::string, std::vector<ValueSpec>>& sequences, const BytesOf& bytes_of) {
   const Model& m = impl.model;
   std::vector<HostTensorRef> values;
@@ -204,8 +251,9 @@ static std::shared_ptr<const Session::Impl::Bound> bind_values(
     if (it != impl.bound.end()) return impl.last_bound = it->second;
   }
   auto b = std::make_shared<Session::Impl::Bound>(m.bind(values, sequences), "bound:" + key);
-  if (!b->model.runs_in_stages()) b->compiled = compile_model(b->model, *impl.runtime, impl.device, impl.options);
+  if (!b->model.runs_in_stages()) b->compiled = compile_model(b->model, *impl.runtime, at.device, impl.options);
   std::lock_guard<std::mutex> lock(impl.bound_mu);
+  if (at.generation != impl.generation) return b;  // made for a lost device's partition: not kept
   if (impl.bound.size() < Session::Impl::kMaxBound) impl.bound.emplace(key, b);
   return impl.last_bound = b;
 }
@@ -213,7 +261,8 @@ static std::shared_ptr<const Session::Impl::Bound> bind_values(
 // Runs MODEL (runs_in_stages()) on INPUTS (views of its inputs, in order):
 // stage after stage, each one's values kept (by their ids in the model's
 // translation) for the next, the requested value read back to the host.
-static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Model& model, const std::string& model_key,
+static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::Impl::Snapshot& at, const Model& model,
+                                           const std::string& model_key,
                                            const std::vector<const TensorView*>& inputs, const std::vector<Buffer>& input_buffers,
                                            std::vector<TensorInfo>* out_infos) {
   std::map<int64_t, int64_t> symbols;  // the sizes the fed inputs give the model's symbols
@@ -237,14 +286,15 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Model& mod
       for (const HostTensor& h : read) refs.push_back({h.dtype, h.shape, h.data.data()});
       auto made = std::make_shared<Session::Impl::CompiledStage>();
       made->stage = model.stage(refs);
-      made->compiled = compile_graph(made->stage.graph, *impl.runtime, impl.device, impl.options);
+      made->compiled = compile_graph(made->stage.graph, *impl.runtime, at.device, impl.options);
       std::lock_guard<std::mutex> lock(impl.bound_mu);
-      if (impl.stages.size() < Session::Impl::kMaxStages) impl.stages.emplace(std::make_pair(model_key, key), made);
+      if (at.generation == impl.generation && impl.stages.size() < Session::Impl::kMaxStages)
+        impl.stages.emplace(std::make_pair(model_key, key), made);
       st = made;
     }
     {
       std::lock_guard<std::mutex> lock(impl.bound_mu);
-      impl.last_stage = st;
+      if (at.generation == impl.generation) impl.last_stage = st;
     }
     const ModelStage& s = st->stage;
     if (step == 0)
@@ -290,6 +340,13 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Model& mod
     read.push_back(std::move(h));
   }
 }
+
+static bool fail_over(Session::Impl& impl, const Session::Impl::Snapshot& at, const Error& lost);
+// run_named() after its checks: one attempt on the partition AT.
+static std::vector<std::pair<std::string, HostTensor>> execute(
+    Session::Impl& impl, const Session::Impl::Snapshot& at, const std::vector<std::string>& output_names,
+    const std::vector<const HostTensorRef*>& fed, const std::map<std::string, std::vector<ValueSpec>>& sequences,
+    const std::map<std::string, const HostTensorRef*>& by_name);
 };
 
 std::vector<HostTensor> Session::run(const std::vector<std::string>& output_names,
@@ -415,18 +472,81 @@ std::vector<std::pair<std::string, HostTensor>> Session::run_named(
     if (j == outs.size()) invalid("'" + name + "' is not an output of the model");
   }
 
-  Device& dev = *impl_->device;
+  // A lost device: re-partition onto what is left (the failover device
+  // when the home device was lost) and run again from the caller's feeds.
+  for (size_t attempt = 0;; ++attempt) {
+    Impl::Snapshot at = impl_->snapshot();
+    try {
+      return SessionAccess::execute(*impl_, at, output_names, fed, sequences, by_name);
+    } catch (const Error& e) {
+      if (e.code() != HAL_STATUS_DEVICE_LOST || attempt >= 4 || !SessionAccess::fail_over(*impl_, at, e)) throw;
+    }
+  }
+}
+
+// Replaces the partition AT ran (DEVICE_LOST: LOST) with one on the devices
+// left: the home device's failover device when the home device is lost.
+// False when nothing can: no device AT used is lost (the error is not one
+// the session can route around) or the home device is lost without a usable
+// failover device. Another run's failover since AT counts as done.
+bool SessionAccess::fail_over(Session::Impl& impl, const Session::Impl::Snapshot& at, const Error& lost) {
+  std::lock_guard<std::mutex> one(impl.failover_mu);
+  {
+    std::lock_guard<std::mutex> lock(impl.bound_mu);
+    if (impl.generation != at.generation) return true;
+  }
+  std::vector<std::shared_ptr<Device>> used = claim_order(*impl.runtime, at.device);
+  std::string gone;
+  if (at.device->state() == DeviceState::kLost) gone = at.device->id();
+  for (const auto& d : impl.runtime->devices())
+    if (d != at.device && d->state() == DeviceState::kLost &&
+        (!at.compiled || at.compiled->stats().devices.end() !=
+                             std::find_if(at.compiled->stats().devices.begin(), at.compiled->stats().devices.end(),
+                                          [&](const DevicePartStats& p) { return p.device == d->id(); })))
+      gone += (gone.empty() ? "" : ", ") + d->id();
+  if (gone.empty()) return false;
+  std::shared_ptr<Device> home = usable_home(at.device);
+  if (!home) return false;
+  std::shared_ptr<const CompiledGraph> compiled;
+  if (!impl.model.needs_input_values() && !impl.model.runs_in_stages())
+    compiled = compile_model(impl.model, *impl.runtime, home, impl.options);
+  std::lock_guard<std::mutex> lock(impl.bound_mu);
+  ++impl.generation;
+  if (impl.compiled) impl.retired.push_back(impl.compiled);
+  for (const auto& [k, b] : impl.bound)
+    if (b->compiled) impl.retired.push_back(b->compiled);
+  for (const auto& [k, st] : impl.stages) impl.retired.push_back(st->compiled);
+  impl.compiled = compiled;
+  impl.bound.clear();
+  impl.stages.clear();
+  impl.last_bound = nullptr;
+  impl.last_stage = nullptr;
+  impl.device = home;
+  const std::string what = "device " + gone + " lost (" + lost.what() + "): re-partitioned onto " +
+                           (home == at.device ? "the devices left, home " + home->id()
+                                              : "the failover device " + home->id());
+  impl.failovers.push_back(what);
+  std::fprintf(stderr, "hal.onnx: session failover %zu: %s\n", impl.failovers.size(), what.c_str());
+  return true;
+}
+
+std::vector<std::pair<std::string, HostTensor>> SessionAccess::execute(
+    Session::Impl& impl, const Session::Impl::Snapshot& at, const std::vector<std::string>& output_names,
+    const std::vector<const HostTensorRef*>& fed, const std::map<std::string, std::vector<ValueSpec>>& sequences,
+    const std::map<std::string, const HostTensorRef*>& by_name) {
+  const Model& m = impl.model;
+  Device& dev = *at.device;
   auto bytes_of = [](hal_dtype_e dt, const std::vector<int64_t>& s) {
     return static_cast<uint64_t>(detail::checked_numel(s, "tensor")) * common::dtype_size(dt);
   };
   // What runs: the compiled model, or its translation for the fed values of
   // its value inputs and the elements of its sequence inputs.
-  CompiledGraph* compiled = impl_->compiled.get();
+  const CompiledGraph* compiled = at.compiled.get();
   const Model* run_model = &m;
   const Model* staged = m.runs_in_stages() ? &m : nullptr;
-  std::shared_ptr<const Impl::Bound> specialized;
+  std::shared_ptr<const Session::Impl::Bound> specialized;
   if (compiled == nullptr && staged == nullptr) {
-    specialized = SessionAccess::bind_values(*impl_, fed, sequences, bytes_of);
+    specialized = SessionAccess::bind_values(impl, at, fed, sequences, bytes_of);
     run_model = &specialized->model;
     compiled = specialized->compiled.get();
     if (specialized->model.runs_in_stages()) staged = &specialized->model;
@@ -447,13 +567,13 @@ std::vector<std::pair<std::string, HostTensor>> Session::run_named(
   std::vector<TensorInfo> staged_outs;
   std::vector<OwnedTensor> out;
   if (staged != nullptr) {
-    out = SessionAccess::run_stages(*impl_, *staged, specialized ? specialized->key : std::string("model"), in_ptrs,
+    out = SessionAccess::run_stages(impl, at, *staged, specialized ? specialized->key : std::string("model"), in_ptrs,
                                     in_bufs, &staged_outs);
     out_infos = &staged_outs;
   } else {
     out = compiled->run_allocating(in_ptrs);
   }
-  ++impl_->runs;
+  ++impl.runs;
   // The outputs asked for (all: every one, in model order); a sequence output as its elements.
   std::vector<size_t> picked;
   auto belongs = [](const TensorInfo& o, const std::string& name) {
@@ -489,11 +609,13 @@ std::string Session::explain() const {
   else
     o << "; " << g.nodes().size() << " nodes, " << g.constants().size() << " constants, " << g.inputs().size()
       << " inputs, " << g.outputs().size() << " outputs\n";
-  o << "device: " << impl_->device->id() << " (plugin " << impl_->device->plugin_name() << ")\n";
+  const Impl::Snapshot at = impl_->snapshot();
+  o << "device: " << at.device->id() << " (plugin " << at.device->plugin_name() << ")\n";
+  for (const std::string& f : failovers()) o << "failover: " << f << "\n";
   o << "partition: " << s.groups << " compiled groups (" << s.kernel_count << " kernels per run), " << s.op_nodes
     << " nodes op by op (" << s.fallback_nodes << " on the fallback device), " << s.copies << " copies between devices\n";
-  if (impl_->compiled) {
-    o << impl_->compiled->explain();
+  if (at.compiled) {
+    o << at.compiled->explain();
   } else if (impl_->model.runs_in_stages() || impl_->last_stage) {
     std::lock_guard<std::mutex> lock(impl_->bound_mu);
     o << "runs in stages (values it computes decide what runs next): " << impl_->stages.size()

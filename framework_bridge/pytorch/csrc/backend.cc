@@ -354,6 +354,20 @@ bool is_pinned_ptr(const void* p) noexcept {
   return addr < it->first + it->second;
 }
 
+std::string lost_device_hint(c10::DeviceIndex index) {
+  const auto& dev = device(index);
+  if (dev->state() != hal::DeviceState::kLost) return "";
+  const std::string lost = "; hal:" + std::to_string(index) + " (" + dev->id() + ") is lost";
+  const std::shared_ptr<hal::Device> failover = dev->failover_device();
+  const auto& all = initialized_state().devices;
+  for (size_t k = 0; failover && k < all.size(); ++k)
+    if (all[k] == failover)
+      return lost + ": move the model and its tensors to hal:" + std::to_string(k) + " (" + failover->id() +
+             ", the hal.toml failover device), e.g. model.to(\"hal:" + std::to_string(k) + "\")";
+  return lost + " and hal.toml names no failover device (failover = \"cpu\"): move the model and its tensors to "
+                "another device";
+}
+
 c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
   c10::Device where(c10::DeviceType::PrivateUse1, index);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
@@ -378,7 +392,8 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
                        " bytes free; tensors hold ", st.allocated_bytes, " bytes and the cache reserves ",
                        st.reserved_bytes, " bytes in all: ", e.what());
     }
-    TORCH_CHECK(false, "torch_hal: allocating ", nbytes, " bytes on hal:", int(index), " failed: ", e.what());
+    TORCH_CHECK(false, "torch_hal: allocating ", nbytes, " bytes on hal:", int(index), " failed: ", e.what(),
+                lost_device_hint(index));
   }
   Allocation* raw = nullptr;
   {

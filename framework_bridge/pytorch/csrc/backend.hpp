@@ -49,6 +49,10 @@ hal::Runtime& runtime();
 c10::DeviceIndex device_count() noexcept;
 // Device INDEX (hal:INDEX). Throws c10::Error naming how many exist.
 const std::shared_ptr<hal::Device>& device(c10::DeviceIndex index);
+// For an error on hal:INDEX: "" while it works; once its plugin reported it
+// lost, a sentence naming it and the hal:K the user can move work to (its
+// hal.toml failover device), for the end of the message.
+std::string lost_device_hint(c10::DeviceIndex index);
 // The calling thread's current device (default 0) and its setters: checked
 // (throws c10::Error for a missing device) and unchecked (the guard's).
 c10::DeviceIndex current_device() noexcept;

@@ -29,8 +29,52 @@ namespace torch_hal {
 
 Segment::Segment(hal::Graph graph, hal::CompiledGraph compiled, std::vector<c10::ScalarType> out_dtypes,
                  c10::DeviceIndex dev)
-    : graph_(std::move(graph)), compiled_(std::move(compiled)), out_dtypes_(std::move(out_dtypes)), dev_(dev) {
-  for (size_t i = 0; i < graph_.inputs().size(); ++i) strided_ok_.push_back(compiled_.accepts_strided_input(i));
+    : graph_(std::move(graph)), compiled_(make(std::move(compiled))), out_dtypes_(std::move(out_dtypes)), dev_(dev) {}
+
+hal::CompileOptions segment_compile_options(const std::shared_ptr<hal::Device>& home) {
+  hal::CompileOptions co;
+  co.devices.push_back(home);
+  for (const auto& d : runtime().devices())
+    if (d.get() != home.get() && d->state() == hal::DeviceState::kOk) co.devices.push_back(d);
+  co.fallback = runtime().fallback_device();
+  if (co.fallback && co.fallback->state() != hal::DeviceState::kOk) co.fallback = nullptr;
+  return co;
+}
+
+std::shared_ptr<const Segment::Compiled> Segment::make(hal::CompiledGraph graph) const {
+  auto c = std::make_shared<Compiled>(Compiled{std::move(graph), {}});
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) c->strided_ok.push_back(c->graph.accepts_strided_input(i));
+  return c;
+}
+
+std::shared_ptr<const Segment::Compiled> Segment::current() const {
+  std::lock_guard<std::mutex> lock(compiled_mu_);
+  return compiled_;
+}
+
+std::vector<std::string> Segment::failovers() const {
+  std::lock_guard<std::mutex> lock(compiled_mu_);
+  return failovers_;
+}
+
+bool Segment::fail_over(const std::shared_ptr<const Compiled>& at) const {
+  const std::shared_ptr<hal::Device>& home = device(dev_);
+  if (home->state() != hal::DeviceState::kOk) return false;
+  std::string gone;
+  for (const hal::DevicePartStats& part : at->graph.stats().devices)
+    for (const auto& d : runtime().devices())
+      if (d->id() == part.device && d->state() == hal::DeviceState::kLost) gone += (gone.empty() ? "" : ", ") + d->id();
+  if (gone.empty()) return false;  // not a device of this partition: nothing to route around
+  std::lock_guard<std::mutex> lock(compiled_mu_);
+  if (compiled_ != at) return true;  // another run failed over already
+  std::shared_ptr<const Compiled> next = make(hal::compile(graph_, segment_compile_options(home)));
+  std::string now;
+  for (const hal::DevicePartStats& part : next->graph.stats().devices) now += (now.empty() ? "" : ", ") + part.device;
+  failovers_.push_back("device " + gone + " lost: re-partitioned onto " + now);
+  std::fprintf(stderr, "torch_hal: compiled segment failover: %s\n", failovers_.back().c_str());
+  retired_.push_back(std::move(compiled_));
+  compiled_ = std::move(next);
+  return true;
 }
 
 std::shared_ptr<const std::vector<std::vector<int64_t>>> Segment::output_shapes(
@@ -51,9 +95,21 @@ std::shared_ptr<const std::vector<std::vector<int64_t>>> Segment::output_shapes(
 
 std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& write_back) const {
-  const c10::Device dev(at::kPrivateUse1, dev_);
   TORCH_CHECK(write_back.size() == write_backs_.size(), "torch_hal: a segment run got ", write_back.size(),
               " write-back tensors for ", write_backs_.size(), " write-backs");
+  for (size_t attempt = 0;; ++attempt) {
+    const std::shared_ptr<const Compiled> at = current();
+    try {
+      return run_on(*at, inputs, write_back);
+    } catch (const hal::Error& e) {
+      if (e.code() != HAL_STATUS_DEVICE_LOST || attempt >= 4 || !fail_over(at)) throw;
+    }
+  }
+}
+
+std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vector<at::Tensor>& inputs,
+                                        const std::vector<at::Tensor>& write_back) const {
+  const c10::Device dev(at::kPrivateUse1, dev_);
   std::vector<at::Tensor> ins, viewed(view_outputs_.size());
   std::vector<std::vector<int64_t>> shapes;
   ins.reserve(inputs.size());
@@ -68,7 +124,7 @@ std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs,
     }
     // Op-by-op nodes take strided views (a weight's transpose) as eager
     // kernels do: no copy; a compiled group's input is made contiguous.
-    if (i >= strided_ok_.size() || !strided_ok_[i]) on = on.contiguous();
+    if (i >= compiled.strided_ok.size() || !compiled.strided_ok[i]) on = on.contiguous();
     ins.push_back(std::move(on));
     shapes.push_back(ins.back().sizes().vec());
   }
@@ -88,7 +144,7 @@ std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs,
     views[ins.size() + j] = view_of(outs.back());
     out_views.push_back(&views[ins.size() + j]);
   }
-  compiled_.run(in_views, out_views, current_hal_stream(dev_));
+  compiled.graph.run(in_views, out_views, current_hal_stream(dev_));
   // Stream order puts the copies after every read of the old values. They
   // are mutations AOTAutograd kept in the graph because autograd need not
   // see them (its rule): below autograd, the version counter still moves.
@@ -343,11 +399,7 @@ class SegmentBuilder {
 
   std::shared_ptr<Segment> compile(bool fold) {
     const std::shared_ptr<hal::Device>& home = device(dev_);
-    hal::CompileOptions co;
-    co.devices.push_back(home);
-    for (const auto& d : runtime().devices())
-      if (d.get() != home.get()) co.devices.push_back(d);
-    co.fallback = runtime().fallback_device();
+    const hal::CompileOptions co = segment_compile_options(home);
     hal::PipelineOptions po;
     po.fold_device = fold ? home.get() : nullptr;
     hal::Graph g = hal::run_pipeline(graph_, po);
@@ -443,10 +495,16 @@ void bind_lowering(py::module_& m) {
       .def("set_input_permutes", &Segment::set_input_permutes)
       .def("set_write_backs", &Segment::set_write_backs)
       .def("set_view_outputs", &Segment::set_view_outputs)
-      .def("explain", [](const Segment& s) { return s.compiled().explain(); })
+      .def("explain",
+           [](const Segment& s) {
+             std::string text;
+             for (const std::string& f : s.failovers()) text += "failover: " + f + "\n";
+             return text + s.compiled().explain();
+           })
       .def("graph_dump", [](const Segment& s) { return s.graph().dump(); })
       .def("node_count", [](const Segment& s) { return s.graph().nodes().size(); })
-      .def("stats", [](const Segment& s) { return part_stats(s.compiled().stats()); });
+      .def("stats", [](const Segment& s) { return part_stats(s.compiled().stats()); })
+      .def("failovers", &Segment::failovers);
   m.def("_hal_compile_counters", [] {
     const hal::CompileCacheCounters c = hal::compile_cache_counters();
     py::dict d;

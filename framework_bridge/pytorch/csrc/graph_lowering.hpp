@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "hal/runtime/compiled_graph.hpp"
 #include "hal/runtime/graph.hpp"
 
 namespace pybind11 {
@@ -43,7 +44,12 @@ class Segment {
   // hal tensors from torch's allocator with the shapes the catalog rules
   // give for the inputs' shapes. Throws hal::Error INVALID_ARGUMENT naming
   // the input for a count, dtype or shape mismatch (nothing runs), and the
-  // plugin's errors naming the group or node.
+  // plugin's errors naming the group or node. A device of the partition
+  // other than the segment's own that its plugin reports lost
+  // (DEVICE_LOST): the segment is compiled again on the devices left (the
+  // home device's hal.toml failover device among them) and run again,
+  // counted in failovers(); the home device lost is that error (its
+  // tensors are gone with it).
   // WRITE_BACK (may be empty) are the tensors set_write_backs names outputs
   // for, in that order: each gets its output's value copied in (on the same
   // stream, after the segment: an input mutation, BatchNorm's running stats
@@ -65,20 +71,36 @@ class Segment {
   // eager view call per run. Set once, before the first run (not thread-safe
   // against run); throws c10::Error for an input that is not permuted.
   void set_view_outputs(std::vector<size_t> inputs);
-  const hal::CompiledGraph& compiled() const { return compiled_; }
+  // The partition now (a failover replaces it; replaced ones stay alive
+  // with the segment, so the reference stays valid).
+  const hal::CompiledGraph& compiled() const { return current()->graph; }
   const hal::Graph& graph() const { return graph_; }
+  // Each failover: the devices lost and the partition's devices after it.
+  std::vector<std::string> failovers() const;
 
  private:
+  struct Compiled {
+    hal::CompiledGraph graph;
+    std::vector<bool> strided_ok;  // per input: CompiledGraph::accepts_strided_input
+  };
+  std::shared_ptr<const Compiled> current() const;
+  std::shared_ptr<const Compiled> make(hal::CompiledGraph graph) const;
+  std::vector<at::Tensor> run_on(const Compiled& compiled, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& write_back) const;
+  // Replaces AT after a DEVICE_LOST; false when the home device is the one lost.
+  bool fail_over(const std::shared_ptr<const Compiled>& at) const;
   // The outputs' shapes for the inputs' shapes (infer_shapes, which re-runs
   // every node's rule), remembering the last answer: runs repeat shapes.
   std::shared_ptr<const std::vector<std::vector<int64_t>>> output_shapes(
       const std::vector<std::vector<int64_t>>& in) const;
 
   hal::Graph graph_;
-  hal::CompiledGraph compiled_;
+  mutable std::mutex compiled_mu_;
+  mutable std::shared_ptr<const Compiled> compiled_;
+  mutable std::vector<std::shared_ptr<const Compiled>> retired_;
+  mutable std::vector<std::string> failovers_;
   std::vector<c10::ScalarType> out_dtypes_;
   c10::DeviceIndex dev_;
-  std::vector<bool> strided_ok_;  // per input: CompiledGraph::accepts_strided_input
   std::vector<std::vector<int64_t>> permutes_;  // per input: set_input_permutes
   std::vector<size_t> write_backs_;             // set_write_backs
   std::vector<size_t> view_outputs_;            // set_view_outputs
@@ -86,6 +108,10 @@ class Segment {
   mutable std::vector<std::vector<int64_t>> last_in_;
   mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_out_;
 };
+
+// How a segment on HOME compiles: HOME, then the runtime's other devices
+// still working, in config order; the fallback device unless it is lost.
+hal::CompileOptions segment_compile_options(const std::shared_ptr<hal::Device>& home);
 
 // Adds this area's classes to torch_hal._C: _SegmentBuilder (declare,
 // lower, mark_output, input_names, dump, compile) and _Segment (run,

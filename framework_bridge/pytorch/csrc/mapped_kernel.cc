@@ -204,7 +204,8 @@ class MappedKernel final : public c10::OperatorKernel {
       TORCH_CHECK_INDEX(e.code() != HAL_STATUS_OUT_OF_RANGE, "torch_hal: aten::", name_, " as catalog op ", call.catalog,
                         " on hal:", int(call.dev), " (plugin ", d->plugin_name(), ", device ", d->id(), "): ", e.what());
       TORCH_CHECK(false, "torch_hal: aten::", name_, " as catalog op ", call.catalog, " on hal:", int(call.dev),
-                  " (plugin ", d->plugin_name(), ", device ", d->id(), ") failed: ", e.what());
+                  " (plugin ", d->plugin_name(), ", device ", d->id(), ") failed: ", e.what(),
+                  lost_device_hint(call.dev));
     }
   }
 

@@ -37,6 +37,8 @@ void drain_autograd_device_threads() {
   py::gil_scoped_release no_gil;  // the worker may need the GIL for the decref; the engine refuses callers holding it
   at::AutoGradMode grad(true);
   for (c10::DeviceIndex d = 0; d < n; ++d) {
+    // A lost device takes no work (its worker has none of ours to drop either).
+    if (torch_hal::device(d)->state() == hal::DeviceState::kLost) continue;
     at::Tensor x = at::zeros({1}, at::TensorOptions().device(c10::DeviceType::PrivateUse1, d)).requires_grad_();
     torch::autograd::backward({x.sum()});
   }

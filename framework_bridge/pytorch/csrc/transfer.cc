@@ -69,7 +69,8 @@ bool declined(const hal::Error& e) noexcept {
 
 void raise_plugin_error(const std::string& what, c10::DeviceIndex dev, const hal::Error& e) {
   const std::string msg =
-      what + " on hal:" + std::to_string(dev) + " (plugin " + device(dev)->plugin_name() + "): " + e.what();
+      what + " on hal:" + std::to_string(dev) + " (plugin " + device(dev)->plugin_name() + "): " + e.what() +
+      lost_device_hint(dev);
   if (e.code() == HAL_STATUS_INVALID_ARGUMENT) TORCH_CHECK_VALUE(false, msg);
   if (e.code() == HAL_STATUS_OUT_OF_RANGE) TORCH_CHECK_INDEX(false, msg);
   TORCH_CHECK(false, msg);

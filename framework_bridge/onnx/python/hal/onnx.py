@@ -254,6 +254,15 @@ class InferenceSession:
         """HAL: the device, the partition (groups compiled, op-by-op nodes) and run counters, as text."""
         return self._session.explain()
 
+    def device(self):
+        """HAL: the device the session runs on now ("opencl:0"); after a failover, the failover device."""
+        return self._session.device()
+
+    def failovers(self):
+        """HAL: each failover, in order: which device was lost and where the model was re-partitioned
+        (hal.toml ``failover = "cpu"``). A run that hits a lost device is run again there."""
+        return self._session.failovers()
+
     def run(self, output_names, input_feed, run_options=None):
         """OUTPUT_NAMES (None or []: all, in model order) computed from INPUT_FEED {input name: array; a
         sequence input: a list of arrays; an optional one: an array or None}. Returns a list of numpy arrays

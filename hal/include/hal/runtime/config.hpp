@@ -4,6 +4,10 @@
 //   discover = true                  # also load unlisted plugins found there
 //   default_device = "cpu:0"
 //   fallback_device = "cpu:0"
+//   failover = "cpu"                 # where work moves when a device is lost
+//                                    # (ONNX sessions re-partition onto it)
+//   wait_timeout_ms = 600000         # host waits (stream/event synchronize)
+//                                    # fail with TIMEOUT past this; 0 = none
 //   allow_world_writable = false     # refuse plugins in world-writable dirs
 //   caching_allocator = true
 //   layers = ["validation", "trace"]  # interposed on every plugin's calls,
@@ -69,6 +73,13 @@ struct Config {
   bool discover = true;
   std::string default_device;
   std::string fallback_device;
+  // Device spec ("cpu", "cpu:1") that work moves to when a device is lost;
+  // "" = none. Where it was written, for errors.
+  std::string failover;
+  std::string failover_origin;
+  // Milliseconds a host wait (Stream/Event::synchronize) may take before it
+  // fails with HAL_STATUS_TIMEOUT; 0 = wait for ever.
+  uint64_t wait_timeout_ms = 600000;
   bool allow_world_writable = false;
   bool caching_allocator = true;
   std::vector<PluginSpec> plugins;

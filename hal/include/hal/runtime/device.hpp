@@ -2,8 +2,10 @@
 #ifndef HAL_RUNTIME_DEVICE_HPP_
 #define HAL_RUNTIME_DEVICE_HPP_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "hal/hal.h"
@@ -19,6 +21,15 @@ class Stream;
 namespace detail {
 struct LoadedPlugin;
 }
+
+// Whether a device still takes work (Device::state()).
+enum class DeviceState {
+  kOk,
+  // Its plugin reported HAL_STATUS_DEVICE_LOST (at enumeration or from any
+  // call): the core refuses new work on it with that error, for good.
+  kLost,
+};
+const char* device_state_name(DeviceState state);  // "ok", "lost"
 
 // One device of a loaded plugin. Owned by shared_ptr (the Plugin and every
 // Buffer/Stream/Event made from it), so it lives as long as its last user.
@@ -59,7 +70,48 @@ class Device : public std::enable_shared_from_this<Device> {
   // For Runtime::create only (before the device is shared).
   void set_fallback_device(std::shared_ptr<Device> fallback) { fallback_ = std::move(fallback); }
 
+  // ---- Device loss (a plugin's HAL_STATUS_DEVICE_LOST) ----------------------
+  // kLost once any call on this device returned DEVICE_LOST (the runtime
+  // checks every status it converts for this device) or mark_lost() was
+  // called; never back to kOk. Thread-safe; one relaxed atomic load.
+  DeviceState state() const {
+    return lost_.load(std::memory_order_acquire) ? DeviceState::kLost : DeviceState::kOk;
+  }
+  // The plugin's message that lost the device ("" while kOk).
+  std::string lost_reason() const;
+  // Marks the device lost (the first REASON is kept) and returns the
+  // memory its caching allocator holds unused to the plugin (errors
+  // ignored: the device is gone). Thread-safe; idempotent.
+  void mark_lost(const std::string& reason);
+  // Throws hal::Error DEVICE_LOST for a lost device, naming it, CALL, the
+  // reason and the failover device work can move to (hal.toml failover);
+  // returns when kOk.
+  void check_usable(const char* call) const {
+    if (lost_.load(std::memory_order_acquire)) throw_lost(call);
+  }
+  // Converts a plugin STATUS for a call on this device (throw_if_error),
+  // marking the device lost first when its code is DEVICE_LOST.
+  void check(hal_status_t* status) {
+    if (status != nullptr) throw_status(status);
+  }
+  // Rethrows E after marking the device lost when it is a DEVICE_LOST
+  // error (for errors raised by code that does not know the device).
+  [[noreturn]] void rethrow(const Error& e);
+  // The device work moves to when this one is lost: the runtime's
+  // failover_device() (hal.toml failover) when that is another device;
+  // nullptr otherwise. Set once by Runtime::create.
+  std::shared_ptr<Device> failover_device() const { return failover_; }
+  void set_failover_device(std::shared_ptr<Device> failover) { failover_ = std::move(failover); }
+  // How long a host wait on this device (Stream/Event::synchronize) may
+  // take before it fails with HAL_STATUS_TIMEOUT (hal.toml wait_timeout_ms;
+  // 0 = for ever). Set once by Runtime::create.
+  uint64_t wait_timeout_ms() const { return wait_timeout_ms_; }
+  void set_wait_timeout_ms(uint64_t ms) { wait_timeout_ms_ = ms; }
+
  private:
+  [[noreturn]] void throw_lost(const char* call) const;
+  [[noreturn]] void throw_status(hal_status_t* status);
+
   std::shared_ptr<detail::LoadedPlugin> plugin_;
   uint32_t index_;
   hal_device_t* handle_;
@@ -67,6 +119,11 @@ class Device : public std::enable_shared_from_this<Device> {
   std::unique_ptr<CachingAllocator> allocator_;
   // Never a cycle: the fallback device's own fallback is nullptr.
   std::shared_ptr<Device> fallback_;
+  std::shared_ptr<Device> failover_;  // likewise
+  uint64_t wait_timeout_ms_ = 0;
+  std::atomic<bool> lost_{false};
+  mutable std::mutex lost_mu_;
+  std::string lost_reason_;
 };
 
 // Device memory from a Device's caching allocator. Move-only; frees itself

@@ -84,6 +84,9 @@ class Runtime {
   std::shared_ptr<Device> default_device() const;
   // Config's fallback_device, else the first "cpu" device; nullptr if none.
   std::shared_ptr<Device> fallback_device() const;
+  // Config's failover (where work moves when a device is lost); nullptr when
+  // not configured. Throws NOT_FOUND when it names no device.
+  std::shared_ptr<Device> failover_device() const;
   // <libdir>/hal/plugins next to libhal.
   static std::string install_plugin_dir();
   // The layers in front of every plugin, outermost first.

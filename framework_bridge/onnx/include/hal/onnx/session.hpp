@@ -86,9 +86,21 @@ class Session {
   // What compiling made of the model: executables compiled vs taken from
   // the memory or disk cache, per-device groups and op-by-op nodes,
   // fallback nodes, copies between devices. Valid while the Session lives;
-  // fixed after construction (thread-safe to read). For a model that needs
+  // fixed after construction until a failover (thread-safe to read; a
+  // failover's new figures are stats() called again). For a model that needs
   // input values: the latest run's compilation (all zero before the first).
   const CompiledGraphStats& stats() const;
+  // The home device now ("opencl:0"): the one SESSION_OPTIONS chose, or the
+  // failover device after it was lost.
+  std::string device() const;
+  // Each failover, in order ("device opencl:0 lost (...): re-partitioned
+  // onto the failover device cpu:0"). When a run fails because a device it
+  // uses was lost (HAL_STATUS_DEVICE_LOST), the session compiles the model
+  // again on the devices left (the home device's failover device, hal.toml
+  // failover, when the home device is the one lost) and runs it again from
+  // the same feeds; without a usable failover device the run throws that
+  // DEVICE_LOST error. Thread-safe.
+  std::vector<std::string> failovers() const;
   // The device, the partition (groups the plugin compiled, op-by-op nodes,
   // per-executable descriptions) and run counters, as text for people.
   std::string explain() const;
