@@ -8,6 +8,14 @@
 // future a completion thread marks done when the HAL event recorded after
 // the operation completes (or with the communicator's error), so DDP's
 // comm hooks chain on it as on NCCL's. Work::wait() blocks the host.
+//
+// The completion thread drops Works, whose tensors and future callbacks may
+// hold Python objects: it must be done before the interpreter finalizes (a
+// thread that takes the GIL then is ended by Python mid-destructor, and the
+// process aborts with "terminate called without an active exception").
+// destroy_process_group (Backend::shutdown) and torch_hal's atexit handler
+// (shutdown_distributed_backends) stop it; process groups are often never
+// destroyed at all (DDP's reducer keeps them), so the atexit one is needed.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -16,8 +24,11 @@
 #include <ATen/ATen.h>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "backend.hpp"
 #include "distributed.hpp"
@@ -86,6 +97,140 @@ class HalWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// An error of the communicator as torch's DistBackendError.
+std::exception_ptr translate(std::exception_ptr e, const hal::Communicator& comm, int rank) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::DistBackendError&) {
+    return std::current_exception();
+  } catch (const std::exception& x) {
+    std::string why = x.what();
+    if (auto broken = comm.async_error()) why = broken->what();
+    return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                                         "hal backend (rank " + std::to_string(rank) + "): " + why));
+  }
+}
+
+void throw_if_broken(const hal::Communicator& comm, int rank) {
+  if (auto e = comm.async_error())
+    throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                "hal backend (rank " + std::to_string(rank) + "): " + e->what());
+}
+
+// Completes the Works of side-stream operations, in issue order, from a
+// thread that waits for each one's HAL event. Shared with that thread and
+// with the list of live completers (stop_all), so it outlives its backend
+// while either still uses it.
+class Completer final {
+ public:
+  static std::shared_ptr<Completer> start(std::shared_ptr<hal::Communicator> comm, int rank) {
+    std::shared_ptr<Completer> c(new Completer(std::move(comm), rank));
+    c->thread_ = std::thread([self = c] { self->loop(); });
+    Live& live = live_completers();
+    std::lock_guard<std::mutex> lock(live.mu);
+    std::erase_if(live.all, [](const std::weak_ptr<Completer>& w) { return w.expired(); });
+    live.all.push_back(c);
+    return c;
+  }
+
+  // Completes WORK once EVENT has; at once (waiting here) after stop().
+  void add(c10::intrusive_ptr<HalWork> work, hal::Event event) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stopping_) {
+        pending_.push_back({std::move(work), std::move(event)});
+        cv_.notify_one();
+        return;
+      }
+    }
+    complete(work, event);
+  }
+
+  ~Completer() { stop(); }
+
+  // Lets the thread finish what is queued and waits for it. Idempotent.
+  void stop() noexcept {
+    std::thread thread;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      thread = std::move(thread_);  // one caller waits; the others find nothing to wait for
+    }
+    cv_.notify_all();
+    if (!thread.joinable()) return;
+    if (thread.get_id() == std::this_thread::get_id()) {  // a Work's callback dropped the last backend reference
+      thread.detach();  // the loop holds this object and ends once the queue is empty
+      return;
+    }
+    // The thread may need the GIL to drop what it holds: never wait for it holding the GIL.
+    std::optional<pybind11::gil_scoped_release> no_gil;
+    if (Py_IsInitialized() && PyGILState_Check()) no_gil.emplace();
+    thread.join();
+  }
+
+  // At interpreter exit: stops every live completer while Python can still
+  // take what their threads drop.
+  static void stop_all() noexcept {
+    std::vector<std::shared_ptr<Completer>> all;
+    {
+      Live& live = live_completers();
+      std::lock_guard<std::mutex> lock(live.mu);
+      for (const std::weak_ptr<Completer>& w : live.all)
+        if (auto c = w.lock()) all.push_back(std::move(c));
+    }
+    for (const auto& c : all) c->stop();
+  }
+
+ private:
+  struct Pending {
+    c10::intrusive_ptr<HalWork> work;
+    hal::Event event;
+  };
+  struct Live {
+    std::mutex mu;
+    std::vector<std::weak_ptr<Completer>> all;
+  };
+  static Live& live_completers() {
+    static auto* live = new Live();  // leaked: backends may be destroyed during static destruction
+    return *live;
+  }
+
+  Completer(std::shared_ptr<hal::Communicator> comm, int rank) : comm_(std::move(comm)), rank_(rank) {}
+
+  void loop() {
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+        if (pending_.empty()) return;
+        p = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      complete(p.work, p.event);
+    }
+  }
+
+  void complete(const c10::intrusive_ptr<HalWork>& work, const hal::Event& event) {
+    std::exception_ptr error;
+    try {
+      event.synchronize();
+      throw_if_broken(*comm_, rank_);
+    } catch (...) {
+      error = translate(std::current_exception(), *comm_, rank_);
+    }
+    work->finish(error);
+  }
+
+  std::shared_ptr<hal::Communicator> comm_;
+  int rank_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool stopping_ = false;
+  std::thread thread_;  // moved out by the stop() that waits for it
+};
+
 class HalBackend final : public c10d::Backend {
  public:
   HalBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
@@ -101,19 +246,16 @@ class HalBackend final : public c10d::Backend {
                   timeout.count(), " ms");
       std::memcpy(id.bytes, bytes->data(), sizeof(id.bytes));
     }
-    comm_ = std::make_unique<hal::Communicator>(device_, static_cast<uint32_t>(size), static_cast<uint32_t>(rank), id,
+    comm_ = std::make_shared<hal::Communicator>(device_, static_cast<uint32_t>(size), static_cast<uint32_t>(rank), id,
                                                 &kv, timeout);
-    completer_ = std::thread([this] { complete_loop(); });
+    completer_ = Completer::start(comm_, rank);
   }
 
-  ~HalBackend() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    completer_.join();
-  }
+  ~HalBackend() override { completer_->stop(); }
+
+  // destroy_process_group: the completion thread ends here, with the
+  // interpreter alive; later side-stream operations complete on the caller.
+  void shutdown() override { completer_->stop(); }
 
   const std::string getBackendName() const override { return "hal"; }
 
@@ -394,7 +536,7 @@ class HalBackend final : public c10d::Backend {
     const hal::Stream* stream = current_hal_stream(device_index_);
     auto work = c10::make_intrusive<HalWork>(rank_, type, tensors);
     try {
-      if (!coalescing_) throw_if_broken();
+      if (!coalescing_) throw_if_broken(*comm_, rank_);
       body(ops);
       // The default stream is synchronous: the operation has completed. Staged
       // results are read back now (which waits for the stream).
@@ -407,73 +549,19 @@ class HalBackend final : public c10d::Backend {
         return work;
       }
     } catch (...) {
-      std::rethrow_exception(translate(std::current_exception()));
+      std::rethrow_exception(translate(std::current_exception(), *comm_, rank_));
     }
     hal::Event event = device_->create_event();
     event.record(*stream);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      pending_.push_back({work, std::move(event)});
-    }
-    cv_.notify_one();
+    completer_->add(work, std::move(event));
     return work;
   }
 
-  // An error of the communicator as torch's DistBackendError.
-  std::exception_ptr translate(std::exception_ptr e) const {
-    try {
-      std::rethrow_exception(e);
-    } catch (const c10::DistBackendError&) {
-      return std::current_exception();
-    } catch (const std::exception& x) {
-      std::string why = x.what();
-      if (auto broken = comm_->async_error()) why = broken->what();
-      return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                                                           "hal backend (rank " + std::to_string(rank_) + "): " + why));
-    }
-  }
-
-  void throw_if_broken() const {
-    if (auto e = comm_->async_error())
-      throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                                  "hal backend (rank " + std::to_string(rank_) + "): " + e->what());
-  }
-
-  void complete_loop() {
-    for (;;) {
-      Pending p;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
-        if (pending_.empty()) return;
-        p = std::move(pending_.front());
-        pending_.pop_front();
-      }
-      std::exception_ptr error;
-      try {
-        p.event.synchronize();
-        throw_if_broken();
-      } catch (...) {
-        error = translate(std::current_exception());
-      }
-      p.work->finish(error);
-    }
-  }
-
-  struct Pending {
-    c10::intrusive_ptr<HalWork> work;
-    hal::Event event;
-  };
-
   c10::DeviceIndex device_index_;
   std::shared_ptr<hal::Device> device_;
-  std::unique_ptr<hal::Communicator> comm_;
+  std::shared_ptr<hal::Communicator> comm_;  // shared with the completer, which may outlive this
   bool coalescing_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> pending_;
-  bool stopping_ = false;
-  std::thread completer_;
+  std::shared_ptr<Completer> completer_;
 };
 
 }  // namespace
@@ -482,5 +570,7 @@ c10::intrusive_ptr<c10d::Backend> create_distributed_backend(const c10::intrusiv
                                                              int size, std::chrono::milliseconds timeout) {
   return c10::make_intrusive<HalBackend>(store, rank, size, timeout);
 }
+
+void shutdown_distributed_backends() noexcept { Completer::stop_all(); }
 
 }  // namespace torch_hal

@@ -16,6 +16,11 @@ namespace torch_hal {
 c10::intrusive_ptr<c10d::Backend> create_distributed_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                              int size, std::chrono::milliseconds timeout);
 
+// At interpreter exit, before it finalizes: ends every backend's completion
+// thread once the operations queued on it have completed (that thread drops
+// Works, which may hold Python objects).
+void shutdown_distributed_backends() noexcept;
+
 }  // namespace torch_hal
 
 #endif  // TORCH_HAL_CSRC_DISTRIBUTED_HPP_

@@ -120,6 +120,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_s"),
         py::call_guard<py::gil_scoped_release>(),
         "The c10d backend of one process group (blocks until every rank joined).");
+  m.def("_shutdown_distributed_backends", &torch_hal::shutdown_distributed_backends,
+        "At interpreter exit: ends the hal process groups' completion threads once their queued operations completed.");
   m.def("_drain_autograd_device_threads", &drain_autograd_device_threads,
         "At interpreter exit: waits until the autograd engine's hal worker threads hold no earlier backward's state.");
   m.def("device_count", [] { return static_cast<int>(torch_hal::device_count()); });

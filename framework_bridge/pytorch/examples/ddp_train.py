@@ -97,11 +97,3 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
-    # Known issue (docs/pytorch.md): rarely (once in CI, never in 20 local runs) a DDP rank aborted
-    # in interpreter teardown, after its work was done and saved, with "terminate called without an
-    # active exception" -- the autograd device thread's end-of-process problem that torch_hal's
-    # atexit drain addresses for plain training. Leaving without the teardown keeps the exit status
-    # about the training.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)

@@ -6,6 +6,7 @@ import datetime
 import os
 import sys
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -118,6 +119,25 @@ def kill(rank, world):
         check(took < 6.0, f"took {took:.1f} s for a 5 s timeout")
 
 
+_released = []
+
+
+def exit_with_work(rank, world):
+    """Ends with an all_reduce still queued on a side stream (rank 1 joins it 1.5 s late) and the
+    process group alive: rank 0's completion thread drops the Work, and with it the only reference
+    to the tensor, at interpreter exit. It must do so before the interpreter finalizes."""
+    x = torch.ones(1024, device="hal")
+    if rank == 0:
+        with torch.hal.stream(torch.hal.Stream()):
+            dist.all_reduce(x, async_op=True)
+        _released.append(weakref.ref(x, lambda _: print(f"rank 0: tensor released, finalizing={sys.is_finalizing()}",
+                                                         flush=True)))
+        del x
+    else:
+        time.sleep(1.5)
+        dist.all_reduce(x)
+
+
 def bad(rank, world):
     try:
         dist.all_reduce(torch.ones(3 if rank == 0 else 4, device="hal"))
@@ -144,10 +164,9 @@ def main():
     except AssertionError as e:
         print(f"rank {rank}: FAILED: {e}", flush=True)
         os._exit(1)
-    if scenario != "kill":
+    if scenario not in ("kill", "exit_with_work"):
         dist.destroy_process_group()
     print(f"rank {rank}: ok", flush=True)
-    os._exit(0)
 
 
 if __name__ == "__main__":

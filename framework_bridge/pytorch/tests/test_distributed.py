@@ -13,6 +13,7 @@ import torch
 
 HERE = pathlib.Path(__file__).parent
 WORKER = HERE / "distributed_worker.py"
+TEARDOWN = HERE / "ddp_teardown.py"
 DDP = HERE.parent / "examples" / "ddp_train.py"
 TORCHRUN = pathlib.Path(sys.executable).parent / "torchrun"
 
@@ -110,6 +111,43 @@ def test_a_killed_rank_gives_the_others_an_error_within_the_timeout(tmp_path):
 def test_mismatched_sizes_and_unsupported_ops_are_errors_not_hangs(tmp_path):
     for rank, (code, out) in enumerate(_ranks("bad", 2, tmp_path)):
         assert code == 0, f"rank {rank}:\n{out}"
+
+
+_ABORTS = ("terminate called", "Fatal Python error", "Aborted", "core dumped", "Segmentation fault")
+
+
+def test_the_completion_thread_drops_its_works_before_the_interpreter_finalizes(tmp_path):
+    """A Work left queued at exit is completed, and its tensor released, while the interpreter can
+    still take the tensor's Python object: a thread doing so once it finalizes is ended by Python
+    inside a destructor, and the process aborts ("terminate called without an active exception")."""
+    outs = _ranks("exit_with_work", 2, tmp_path)
+    for rank, (code, out) in enumerate(outs):
+        assert code == 0 and not any(a in out for a in _ABORTS), f"rank {rank}:\n{out}"
+    assert "rank 0: tensor released, finalizing=False" in outs[0][1], outs[0][1]
+
+
+def test_the_ddp_example_tears_down_cleanly_again_and_again(tmp_path):
+    """examples/ddp_train.py's whole interpreter teardown (atexit, finalization, static destructors)
+    at world size 2: 2 runs each of the plain example, without destroy_process_group, with an
+    exception out of training, with the process group kept until finalization, and FSDP (Works
+    completed by the completion thread). Every rank exits with its code and no abort."""
+    variants = {"normal": 0, "nodestroy": 0, "exception": 1, "latepg": 0, "fsdp": 0}
+    runs = 2
+    r = subprocess.run([sys.executable, str(TEARDOWN), str(tmp_path), str(runs), "2", *variants], env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = 0
+    for line in r.stdout.splitlines():
+        variant, i, rank, code = line.split()
+        out = (tmp_path / f"{variant}.{i}.{rank}").read_text()
+        assert int(code) == variants[variant] and not any(a in out for a in _ABORTS), \
+            f"{variant} run {i} rank {rank}: exit code {code}\n{out[-3000:]}"
+        if variant == "exception":
+            assert "an exception in the middle of training" in out, out[-3000:]
+        elif rank == "0":
+            assert "step 2: loss" in out, out[-3000:]  # the last of ddp_teardown.py's 3 steps
+        seen += 1
+    assert seen == runs * 2 * len(variants), r.stdout
 
 
 def _train(tmp_path, name, *args, nproc=None):

@@ -98,9 +98,17 @@ from . import distributed as _distributed
 
 _distributed.register()
 
-# A backward's last state may still sit in the autograd engine's hal worker threads when the
-# script ends; let them drop it while the interpreter can still take it (csrc/module.cc).
-_atexit.register(_C._drain_autograd_device_threads)
+
+def _at_exit():
+    # torch_hal's threads that may still hold Python objects when the script ends drop them while
+    # the interpreter can take them: first the hal process groups' completion threads (queued
+    # Works, csrc/distributed.cc), then the autograd engine's hal worker threads (a backward's last
+    # state, csrc/module.cc), which a Work's completion may still feed.
+    _C._shutdown_distributed_backends()
+    _C._drain_autograd_device_threads()
+
+
+_atexit.register(_at_exit)
 
 init = _device_module.init
 is_initialized = _device_module.is_initialized
