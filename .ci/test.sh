@@ -23,7 +23,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=use_tls=0:suppressions
 hal_log "ctest (ThreadSanitizer): the core's and the CPU plugin's tests"
 # A tree of just those tests. OMP_NUM_THREADS=1: libgomp is not instrumented,
 # so its barriers look like races to TSan; the threads under test are ours.
-cmake -S "$HAL_SRC" -B "$HAL_BUILD_ROOT/tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_TSAN=ON \
+cmake -S "$HAL_SRC" -B "$HAL_BUILD_ROOT/tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHAL_TSAN=ON \
   -DHAL_BUILD_TESTS=ON -DHAL_BUILD_BENCH=OFF -DHAL_BUILD_ONNX=OFF \
   >"$HAL_BUILD_ROOT/tsan.configure.log" 2>&1 || { cat "$HAL_BUILD_ROOT/tsan.configure.log"; exit 1; }
 ninja -C "$HAL_BUILD_ROOT/tsan" -j "$(nproc)" hal_core_test hal_cpu_plugin_test | { grep -Ev '^\[[0-9]+/[0-9]+\] ' || true; }

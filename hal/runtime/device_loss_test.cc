@@ -81,7 +81,7 @@ TEST_CASE("device loss: a lost device is marked, refuses new work naming the fai
   CHECK(twin->allocator().stats().allocated_bytes == 0);
 }
 
-TEST_CASE("device loss: without failover the error says none is configured; compile refuses a lost device") {
+TEST_CASE("device loss: without failover the error says none is configured - compile refuses a lost device") {
   TempDir dir;
   auto rt = cpu_and_twin(dir, 1, "");
   auto twin = rt->device("fixture_cpu_twin");
