@@ -2,9 +2,12 @@
 # The whole test suite: every ctest test of the normal build (C++ unit tests,
 # the plain-C ABI check, hal-conformance on the CPU plugin, the out-of-tree
 # template build), the C++ core's tests again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then the Python tests (the hal package, and
-# the CPU plugin's ops cross-checked against PyTorch CPU, the torch_hal "hal"
-# device against PyTorch CPU, ONNX models through hal.onnx against onnxruntime).
+# UndefinedBehaviorSanitizer and the core's and CPU plugin's under
+# ThreadSanitizer, the fuzz targets (bounded), then the Python tests (the hal
+# package, and the CPU plugin's ops cross-checked against PyTorch CPU, the
+# torch_hal "hal" device against PyTorch CPU, ONNX models through hal.onnx
+# against onnxruntime), and the model and training tests again behind the
+# validation layer.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 hal_install_packages
 hal_python_env
@@ -59,3 +62,10 @@ cd "$HAL_SRC"
 HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" PYTHONPATH="$HAL_BUILD_ROOT/test/python" \
   "$HAL_PYTHON" -m pytest -q -p no:cacheprovider framework_bridge/python/tests framework_bridge/pytorch/tests \
   framework_bridge/onnx/tests
+hal_log "pytest behind the validation layer: the ONNX model tests and the training tests"
+# Every call these make goes through the validation layer (docs/layers.md),
+# which fails any that breaks the ABI's rules.
+HAL_LAYERS=validation HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" PYTHONPATH="$HAL_BUILD_ROOT/test/python" \
+  "$HAL_PYTHON" -m pytest -q -p no:cacheprovider framework_bridge/onnx/tests/test_models.py \
+  framework_bridge/onnx/tests/test_exported_bert.py framework_bridge/onnx/tests/test_recurrent_quantized.py \
+  framework_bridge/onnx/tests/test_control_flow.py framework_bridge/pytorch/tests/test_training.py
