@@ -230,6 +230,16 @@ CompiledGraph::~CompiledGraph() = default;
 const CompiledGraphStats& CompiledGraph::stats() const { return impl_->stats; }
 uint64_t CompiledGraph::last_copy_bytes() const { return impl_->last_copy_bytes; }
 Device& CompiledGraph::device() const { return *impl_->devices[0]; }
+std::vector<std::shared_ptr<Device>> CompiledGraph::lost_devices() const {
+  std::vector<std::shared_ptr<Device>> lost;
+  const std::vector<DevicePartStats>& parts = impl_->stats.devices;
+  for (size_t k = 0; k < impl_->devices.size() && k < parts.size(); ++k) {
+    const DevicePartStats& p = parts[k];
+    const bool works = k == 0 || p.groups > 0 || p.op_nodes > 0 || p.constants > 0;
+    if (works && impl_->devices[k]->state() == DeviceState::kLost) lost.push_back(impl_->devices[k]);
+  }
+  return lost;
+}
 bool CompiledGraph::accepts_strided_input(size_t i) const {
   const Graph& g = impl_->graph;
   if (i >= g.inputs().size())
@@ -369,7 +379,11 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
     if (d == nullptr) throw Error(HAL_STATUS_INVALID_ARGUMENT, "compile: a device is null");
     if (std::find(impl->devices.begin(), impl->devices.end(), d) != impl->devices.end())
       throw Error(HAL_STATUS_INVALID_ARGUMENT, "compile: device " + d->id() + " is listed twice");
-    d->check_usable("compile");
+    if (d == o.devices[0]) {
+      d->check_usable("compile");
+    } else if (d->state() == DeviceState::kLost) {
+      continue;  // the devices left claim its share (failover re-partitions this way)
+    }
     impl->devices.push_back(d);
   }
   if (o.use_fallback) {

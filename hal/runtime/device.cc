@@ -25,7 +25,7 @@ std::string Device::lost_reason() const {
   return lost_reason_;
 }
 
-void Device::mark_lost(const std::string& reason) {
+void Device::mark_lost(const std::string& reason) const {
   {
     std::lock_guard<std::mutex> lock(lost_mu_);
     if (lost_.load(std::memory_order_relaxed)) return;
@@ -47,13 +47,13 @@ void Device::throw_lost(const char* call) const {
               "device " + id() + " was lost (" + lost_reason() + "): " + call + " refused" + where);
 }
 
-void Device::throw_status(hal_status_t* status) {
+void Device::throw_status(hal_status_t* status) const {
   if (status->code == HAL_STATUS_DEVICE_LOST) mark_lost(status->message != nullptr ? status->message : "(no message)");
   throw_if_error(status);
   std::abort();  // not reached: STATUS is not NULL
 }
 
-void Device::rethrow(const Error& e) {
+void Device::rethrow(const Error& e) const {
   if (e.code() == HAL_STATUS_DEVICE_LOST) mark_lost(e.what());
   throw e;
 }
@@ -87,8 +87,7 @@ Event Device::create_event() {
 }
 
 void Device::memory_info(uint64_t* out_free, uint64_t* out_total) const {
-  // const: a lost report still marks the device (state is not the value).
-  const_cast<Device*>(this)->check(
+  check(
       plugin_->require(plugin_->memory.memory_get_info, "memory_get_info")(handle_, out_free, out_total));
 }
 

@@ -97,6 +97,43 @@ TEST_CASE("device loss: without failover the error says none is configured - com
   CHECK(contains(e.what(), "compile refused"));
 }
 
+TEST_CASE("device loss: compile leaves a lost device other than the home one out - lost_devices names it") {
+  TempDir dir;
+  auto rt = cpu_and_twin(dir, 1);
+  auto twin = rt->device("fixture_cpu_twin");
+  auto cpu = rt->device("cpu");
+  hal::Graph g;
+  g.mark_output(g.add_op("relu", {g.input(HAL_DTYPE_FLOAT32, {4})}));
+  hal::CompileOptions o;
+  o.devices = {twin, cpu};
+  o.disk_cache = false;
+  o.memory_cache = false;
+  // The twin is home here: lost, nothing compiles.
+  hal::CompiledGraph on_twin = hal::compile(g, o);
+  CHECK(on_twin.lost_devices().empty());
+  std::vector<float> x = {-1, 2, -3, 4}, y(4, 0.0f);
+  hal::Buffer in = twin->allocate(16), out = twin->allocate(16);
+  in.copy_from_host(x.data(), 16);
+  hal::TensorView vi(in, HAL_DTYPE_FLOAT32, {4}), vo(out, HAL_DTYPE_FLOAT32, {4});
+  CHECK(error_of([&] { on_twin.run({&vi}, {&vo}); }).code() == HAL_STATUS_DEVICE_LOST);
+  REQUIRE(on_twin.lost_devices().size() == 1);
+  CHECK(on_twin.lost_devices()[0] == twin);
+  CHECK(error_of([&] { hal::compile(g, o); }).code() == HAL_STATUS_DEVICE_LOST);
+  // CPU home, the lost twin listed (and as fallback): left out, the CPU claims the relu.
+  o.devices = {cpu, twin};
+  o.fallback = twin;
+  hal::CompiledGraph on_cpu = hal::compile(g, o);
+  REQUIRE(on_cpu.stats().devices.size() == 1);
+  CHECK(on_cpu.stats().devices[0].device == "cpu:0");
+  CHECK(on_cpu.lost_devices().empty());
+  hal::Buffer ci = cpu->allocate(16), co = cpu->allocate(16);
+  ci.copy_from_host(x.data(), 16);
+  hal::TensorView cvi(ci, HAL_DTYPE_FLOAT32, {4}), cvo(co, HAL_DTYPE_FLOAT32, {4});
+  on_cpu.run({&cvi}, {&cvo});
+  co.copy_to_host(y.data(), 16);
+  CHECK(y == std::vector<float>{0, 2, 0, 4});
+}
+
 TEST_CASE("device loss: a device lost before start is listed lost - hal-info shows it, work is refused") {
   TempDir dir;
   auto rt = hal::testing::load_config(dir, "discover = false\nfailover = \"cpu\"\n[[plugin]]\npath = \"" +

@@ -115,12 +115,12 @@ struct Session::Impl {
 
 namespace {
 
-// The chosen device first, then the runtime's others in config order; lost
-// devices take no part.
+// The chosen device first, then the runtime's others in config order
+// (compile() leaves the lost ones out).
 std::vector<std::shared_ptr<Device>> claim_order(const Runtime& rt, const std::shared_ptr<Device>& home) {
   std::vector<std::shared_ptr<Device>> order{home};
   for (const std::shared_ptr<Device>& d : rt.devices())
-    if (d.get() != home.get() && d->state() == DeviceState::kOk) order.push_back(d);
+    if (d.get() != home.get()) order.push_back(d);
   return order;
 }
 
@@ -142,6 +142,7 @@ std::function<bool(const std::string&)> runs_somewhere(std::vector<std::shared_p
     auto [it, fresh] = known->emplace(op, false);
     if (fresh)
       for (const std::shared_ptr<Device>& d : order) {
+        if (d->state() != DeviceState::kOk) continue;  // compile() will not use it
         try {
           OpRunner runner(d, op);
           it->second = true;
@@ -172,7 +173,6 @@ std::shared_ptr<const CompiledGraph> compile_graph(const Graph& graph, Runtime& 
   CompileOptions co;
   co.devices = claim_order(runtime, device);
   co.fallback = runtime.fallback_device();
-  if (co.fallback && co.fallback->state() != DeviceState::kOk) co.fallback = nullptr;
   co.options = options.options;
   co.graph_compilers = options.graph_compilers;
   co.layouts = options.layouts;
@@ -495,16 +495,17 @@ bool SessionAccess::fail_over(Session::Impl& impl, const Session::Impl::Snapshot
     std::lock_guard<std::mutex> lock(impl.bound_mu);
     if (impl.generation != at.generation) return true;
   }
-  std::vector<std::shared_ptr<Device>> used = claim_order(*impl.runtime, at.device);
+  // Staged models compile per stage at run time: any lost device may be theirs.
+  std::vector<std::shared_ptr<Device>> lost_now;
+  if (at.compiled) {
+    lost_now = at.compiled->lost_devices();
+  } else {
+    for (const auto& d : impl.runtime->devices())
+      if (d->state() == DeviceState::kLost) lost_now.push_back(d);
+  }
+  if (lost_now.empty()) return false;
   std::string gone;
-  if (at.device->state() == DeviceState::kLost) gone = at.device->id();
-  for (const auto& d : impl.runtime->devices())
-    if (d != at.device && d->state() == DeviceState::kLost &&
-        (!at.compiled || at.compiled->stats().devices.end() !=
-                             std::find_if(at.compiled->stats().devices.begin(), at.compiled->stats().devices.end(),
-                                          [&](const DevicePartStats& p) { return p.device == d->id(); })))
-      gone += (gone.empty() ? "" : ", ") + d->id();
-  if (gone.empty()) return false;
+  for (const auto& d : lost_now) gone += (gone.empty() ? "" : ", ") + d->id();
   std::shared_ptr<Device> home = usable_home(at.device);
   if (!home) return false;
   std::shared_ptr<const CompiledGraph> compiled;

@@ -35,9 +35,8 @@ hal::CompileOptions segment_compile_options(const std::shared_ptr<hal::Device>& 
   hal::CompileOptions co;
   co.devices.push_back(home);
   for (const auto& d : runtime().devices())
-    if (d.get() != home.get() && d->state() == hal::DeviceState::kOk) co.devices.push_back(d);
+    if (d.get() != home.get()) co.devices.push_back(d);  // compile() leaves the lost ones out
   co.fallback = runtime().fallback_device();
-  if (co.fallback && co.fallback->state() != hal::DeviceState::kOk) co.fallback = nullptr;
   return co;
 }
 
@@ -61,9 +60,7 @@ bool Segment::fail_over(const std::shared_ptr<const Compiled>& at) const {
   const std::shared_ptr<hal::Device>& home = device(dev_);
   if (home->state() != hal::DeviceState::kOk) return false;
   std::string gone;
-  for (const hal::DevicePartStats& part : at->graph.stats().devices)
-    for (const auto& d : runtime().devices())
-      if (d->id() == part.device && d->state() == hal::DeviceState::kLost) gone += (gone.empty() ? "" : ", ") + d->id();
+  for (const auto& d : at->graph.lost_devices()) gone += (gone.empty() ? "" : ", ") + d->id();
   if (gone.empty()) return false;  // not a device of this partition: nothing to route around
   std::lock_guard<std::mutex> lock(compiled_mu_);
   if (compiled_ != at) return true;  // another run failed over already

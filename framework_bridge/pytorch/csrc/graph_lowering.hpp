@@ -109,8 +109,8 @@ class Segment {
   mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_out_;
 };
 
-// How a segment on HOME compiles: HOME, then the runtime's other devices
-// still working, in config order; the fallback device unless it is lost.
+// How a segment on HOME compiles: HOME, then the runtime's other devices in
+// config order, and its fallback device (compile() leaves lost ones out).
 hal::CompileOptions segment_compile_options(const std::shared_ptr<hal::Device>& home);
 
 // Adds this area's classes to torch_hal._C: _SegmentBuilder (declare,

@@ -22,7 +22,9 @@ namespace hal {
 // How to compile a graph (compile(const Graph&, const CompileOptions&)).
 struct CompileOptions {
   // Devices in claim order (non-empty; no duplicates). DEVICES[0] is the
-  // home device: run() takes the inputs and gives the outputs there.
+  // home device: run() takes the inputs and gives the outputs there; it
+  // lost is DEVICE_LOST. Other lost devices (and a lost fallback) are left
+  // out: the devices left claim their nodes.
   std::vector<std::shared_ptr<Device>> devices;
   // Runs the nodes every device declined (op by op). nullptr: DEVICES[0]'s
   // fallback_device() (hal.toml fallback_device); with use_fallback false,
@@ -143,6 +145,11 @@ class CompiledGraph {
   // last run's plan when shapes are symbolic).
   std::string explain() const;
   Device& device() const;  // the home device
+  // The devices this graph runs work on (the home device, and each other
+  // one with a group, an op-by-op node or a constant) that are lost now
+  // (Device::state()); empty while all of them work. A caller failing over
+  // compiles the graph again: compile() leaves lost devices out.
+  std::vector<std::shared_ptr<Device>> lost_devices() const;
 
  private:
   friend CompiledGraph compile(const Graph& graph, const CompileOptions& options);
@@ -165,8 +172,9 @@ class CompiledGraph {
 // hal.toml; cpu:0 (fallback): no kernel (...)"); a plugin's refusal of the
 // graph or a group (the device and group named); FAILED_PRECONDITION for
 // groups that cannot be ordered; INVALID_ARGUMENT for empty or duplicate
-// devices. A corrupt or stale disk entry is warned about on stderr (one
-// line naming the file) and rebuilt. Thread-safe.
+// devices; DEVICE_LOST when the home device is lost. A corrupt or stale
+// disk entry is warned about on stderr (one line naming the file) and
+// rebuilt. Thread-safe.
 CompiledGraph compile(const Graph& graph, const CompileOptions& options);
 
 // compile() for DEVICE alone: no fallback device and no cache (each call

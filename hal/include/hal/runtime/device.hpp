@@ -73,7 +73,7 @@ class Device : public std::enable_shared_from_this<Device> {
   // ---- Device loss (a plugin's HAL_STATUS_DEVICE_LOST) ----------------------
   // kLost once any call on this device returned DEVICE_LOST (the runtime
   // checks every status it converts for this device) or mark_lost() was
-  // called; never back to kOk. Thread-safe; one relaxed atomic load.
+  // called; never back to kOk. Thread-safe; one atomic load.
   DeviceState state() const {
     return lost_.load(std::memory_order_acquire) ? DeviceState::kLost : DeviceState::kOk;
   }
@@ -82,7 +82,7 @@ class Device : public std::enable_shared_from_this<Device> {
   // Marks the device lost (the first REASON is kept) and returns the
   // memory its caching allocator holds unused to the plugin (errors
   // ignored: the device is gone). Thread-safe; idempotent.
-  void mark_lost(const std::string& reason);
+  void mark_lost(const std::string& reason) const;
   // Throws hal::Error DEVICE_LOST for a lost device, naming it, CALL, the
   // reason and the failover device work can move to (hal.toml failover);
   // returns when kOk.
@@ -91,12 +91,12 @@ class Device : public std::enable_shared_from_this<Device> {
   }
   // Converts a plugin STATUS for a call on this device (throw_if_error),
   // marking the device lost first when its code is DEVICE_LOST.
-  void check(hal_status_t* status) {
+  void check(hal_status_t* status) const {
     if (status != nullptr) throw_status(status);
   }
   // Rethrows E after marking the device lost when it is a DEVICE_LOST
   // error (for errors raised by code that does not know the device).
-  [[noreturn]] void rethrow(const Error& e);
+  [[noreturn]] void rethrow(const Error& e) const;
   // The device work moves to when this one is lost: the runtime's
   // failover_device() (hal.toml failover) when that is another device;
   // nullptr otherwise. Set once by Runtime::create.
@@ -110,7 +110,7 @@ class Device : public std::enable_shared_from_this<Device> {
 
  private:
   [[noreturn]] void throw_lost(const char* call) const;
-  [[noreturn]] void throw_status(hal_status_t* status);
+  [[noreturn]] void throw_status(hal_status_t* status) const;
 
   std::shared_ptr<detail::LoadedPlugin> plugin_;
   uint32_t index_;
@@ -121,9 +121,9 @@ class Device : public std::enable_shared_from_this<Device> {
   std::shared_ptr<Device> fallback_;
   std::shared_ptr<Device> failover_;  // likewise
   uint64_t wait_timeout_ms_ = 0;
-  std::atomic<bool> lost_{false};
+  mutable std::atomic<bool> lost_{false};
   mutable std::mutex lost_mu_;
-  std::string lost_reason_;
+  mutable std::string lost_reason_;
 };
 
 // Device memory from a Device's caching allocator. Move-only; frees itself
