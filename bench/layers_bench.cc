@@ -20,12 +20,13 @@
 
 namespace {
 
-// One runtime per layer list, made on first use and kept for the process.
+std::map<std::string, std::shared_ptr<hal::Runtime>> made;
+const std::string dir = "/tmp/hal-layers-bench-" + std::to_string(::getpid());  // removed at the end (traces are GBs)
+
+// One runtime per layer list, made on first use and kept for the run.
 std::shared_ptr<hal::Runtime> runtime(const std::string& layers) {
-  static std::map<std::string, std::shared_ptr<hal::Runtime>> made;
   auto it = made.find(layers);
   if (it != made.end()) return it->second;
-  const std::string dir = "/tmp/hal-layers-bench-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   const std::string config = dir + "/" + std::to_string(made.size()) + ".toml";
   std::ofstream out(config);
@@ -87,4 +88,12 @@ BENCHMARK(BM_LaunchAdd1)->Apply(names);
 BENCHMARK(BM_AllocFree4K)->Apply(names);
 BENCHMARK(BM_CopyH2D64)->Apply(names);
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  made.clear();  // the trace layer finishes its file
+  std::filesystem::remove_all(dir);
+  return 0;
+}

@@ -85,23 +85,51 @@ TEST_CASE("layers: trace writes every call with its status and duration as Chrom
     std::vector<float> y(4);
     o.copy_to_host(y.data(), 16);
     CHECK(y == std::vector<float>{2, 4, 6, 8});
+    // More calls than one batch of records (65,536): the writer thread writes
+    // full batches while calls go on; the rest is written at the end.
+    const auto& mem = rt->plugins()[0]->memory_api();
+    for (int i = 0; i < 33000; ++i) {
+      hal_buffer_t* buf = nullptr;
+      REQUIRE(mem.buffer_allocate(d->handle(), 64 + i % 7, 0, &buf) == nullptr);
+      REQUIRE(mem.buffer_free(buf) == nullptr);
+    }
   }
   auto trace = nlohmann::json::parse(read(path));  // closed when the runtime went away
   REQUIRE(trace["traceEvents"].is_array());
-  int launches = 0, allocations = 0;
+  int launches = 0, allocations = 0, copies = 0, frees = 0, allocations_of_65 = 0;
+  double last_ts = 0;
   for (const auto& e : trace["traceEvents"]) {
     CHECK(e["ph"] == "X");
+    CHECK(e["cat"] == "hal");
     CHECK(e["dur"].get<double>() >= 0);
+    CHECK(e["ts"].get<double>() >= last_ts);  // one thread: records in call order
+    last_ts = e["ts"].get<double>();
+    CHECK(e["pid"].is_number_integer());
+    CHECK(e["tid"].is_number_integer());
     CHECK(e["args"]["plugin"] == "cpu");
     CHECK(e["args"]["status"] == "OK");
     if (e["name"] == "op_launch add") {
       ++launches;
       CHECK(e["args"]["op"] == "add");
+      CHECK(e["args"]["inputs"] == 2);
+      CHECK(e["args"]["stream"].get<std::string>().rfind("0x", 0) == 0);
     }
-    if (e["name"] == "buffer_allocate") ++allocations;
+    if (e["name"] == "copy_host_to_device" || e["name"] == "copy_device_to_host") {
+      ++copies;
+      CHECK(e["args"]["bytes"] == 16);
+    }
+    if (e["name"] == "buffer_allocate") {
+      ++allocations;
+      if (e["args"]["bytes"] == 65) ++allocations_of_65;
+      CHECK(e["args"]["buffer"].get<std::string>() != "0x0");
+    }
+    if (e["name"] == "buffer_free") ++frees;
   }
   CHECK(launches == 1);
-  CHECK(allocations >= 1);
+  CHECK(copies == 3);
+  CHECK(allocations > 33000);
+  CHECK(frees >= 33000);
+  CHECK(allocations_of_65 == 4715);  // i % 7 == 1 for i < 33000
 }
 
 TEST_CASE("layers: validation names the rule for misuse the plugin would not catch") {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <unordered_map>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -87,6 +89,10 @@ class TraceSink {
     // callers wait (memory stays bounded).
     pending_.push_back(std::move(records_));
     records_ = {};
+    if (!spare_.empty()) {  // a written batch's memory, pages already faulted in
+      records_ = std::move(spare_.back());
+      spare_.pop_back();
+    }
     records_.reserve(kBatch);
     ready_.notify_all();
     ready_.wait(lock, [&] { return pending_.size() <= kMaxPending || stopping_; });
@@ -135,7 +141,9 @@ class TraceSink {
       ready_.notify_all();
       lock.unlock();
       write(batch);
+      batch.clear();
       lock.lock();
+      if (spare_.size() < 2) spare_.push_back(std::move(batch));
     }
   }
 
@@ -184,93 +192,110 @@ class TraceSink {
     if (file_ != nullptr) write_locked(records);
   }
 
-  static std::string hex(uint64_t v) {
+  // The event text is assembled from pieces JSON-escaped once by nlohmann
+  // (names, plugins, ops, statuses: cached) and numbers: a nlohmann::json
+  // dump per event costs more than the call it traces, and a writer slower
+  // than the callers makes them wait.
+  static std::string escaped(const std::string& text) {
+    std::string q = nlohmann::json(text).dump();
+    return q.substr(1, q.size() - 2);
+  }
+  static void number(std::string& out, uint64_t v) {
     char buf[24];
-    std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-    return buf;
+    out.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+  }
+  static void hex(std::string& out, uint64_t v) {
+    char buf[24];
+    out += "\"0x";
+    out.append(buf, std::to_chars(buf, buf + sizeof(buf), v, 16).ptr);
+    out += '"';
+  }
+  static void micros(std::string& out, uint64_t ns) {  // "12.345": microseconds, as Chrome traces count
+    number(out, ns / 1000);
+    char frac[4] = {'.', static_cast<char>('0' + ns / 100 % 10), static_cast<char>('0' + ns / 10 % 10),
+                    static_cast<char>('0' + ns % 10)};
+    out.append(frac, 4);
   }
 
-  // One event object per kind of arguments, filled in place per record
-  // (building a fresh nlohmann::json per event costs several microseconds).
-  struct EventTemplate {
-    nlohmann::json event;
-    std::string *name, *plugin, *status, *text1 = nullptr, *text2 = nullptr, *op = nullptr;
-    double *ts, *dur;
-    uint64_t *tid, *count1 = nullptr, *count2 = nullptr;
-    // ARGS: (key, kind) with kind 's' (text1, text2), 'n' (count1, count2), 'o' (op).
-    EventTemplate(int pid, std::initializer_list<std::pair<const char*, char>> args) {
-      event = {{"name", ""}, {"cat", "hal"}, {"ph", "X"}, {"ts", 0.0}, {"dur", 0.0},
-               {"pid", pid}, {"tid", uint64_t{0}}, {"args", {{"plugin", ""}, {"status", ""}}}};
-      name = &event["name"].get_ref<std::string&>();
-      ts = &event["ts"].get_ref<double&>();
-      dur = &event["dur"].get_ref<double&>();
-      tid = &event["tid"].get_ref<nlohmann::json::number_unsigned_t&>();
-      nlohmann::json& a = event["args"];
-      plugin = &a["plugin"].get_ref<std::string&>();
-      status = &a["status"].get_ref<std::string&>();
-      for (const auto& [key, kind] : args) {
-        if (kind == 'n') {
-          a[key] = uint64_t{0};
-          (count1 == nullptr ? count1 : count2) = &a[key].get_ref<nlohmann::json::number_unsigned_t&>();
-        } else {
-          a[key] = "";
-          (kind == 'o' ? op : text1 == nullptr ? text1 : text2) = &a[key].get_ref<std::string&>();
-        }
-      }
-    }
-  };
-
   void write_locked(const std::vector<Record>& records) {
-    std::vector<std::string> plugins;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      plugins = plugins_;
+      while (plugin_raw_.size() < plugins_.size()) {
+        plugin_raw_.push_back(plugins_[plugin_raw_.size()]);
+        plugin_text_.push_back(escaped(plugin_raw_.back()));
+      }
     }
-    const int pid = static_cast<int>(::getpid());
-    EventTemplate alloc(pid, {{"bytes", 'n'}, {"buffer", 's'}}), copy(pid, {{"bytes", 'n'}, {"stream", 's'}}),
-        launch(pid, {{"op", 'o'}, {"stream", 's'}, {"inputs", 'n'}}),
-        execute(pid, {{"stream", 's'}, {"executable", 's'}, {"inputs", 'n'}}), other(pid, {{"handle", 's'}});
-    std::map<std::pair<uint32_t, uint64_t>, std::string> ops;  // (plugin, op id) -> name
-    std::string text;
+    const std::string pid = std::to_string(::getpid());
+    std::string& text = text_;
     for (const Record& r : records) {
-      const std::string& plugin = r.plugin < plugins.size() ? plugins[r.plugin] : plugins.front();
-      EventTemplate* t = &other;
+      text.clear();
+      text += first_ ? "{\"name\":\"" : ",\n{\"name\":\"";
+      first_ = false;
+      std::string& name = entry_text_[r.name];
+      if (name.empty()) name = escaped(r.name);
+      text += name;
+      const std::string* op = nullptr;
+      if (r.entry == HAL_LAYER_ENTRY_OP_LAUNCH) {
+        std::string& known = op_text_[{r.plugin, r.a[0]}];
+        if (known.empty())
+          known = escaped(names_.op(r.plugin < plugin_raw_.size() ? plugin_raw_[r.plugin].c_str() : "",
+                                    static_cast<uint32_t>(r.a[0])));
+        op = &known;
+        text += ' ';
+        text += known;
+      }
+      text += "\",\"cat\":\"hal\",\"ph\":\"X\",\"ts\":";
+      micros(text, r.start_ns > origin_ns_ ? r.start_ns - origin_ns_ : 0);
+      text += ",\"dur\":";
+      micros(text, r.duration_ns);
+      text += ",\"pid\":";
+      text += pid;
+      text += ",\"tid\":";
+      number(text, r.tid);
+      text += ",\"args\":{\"plugin\":\"";
+      text += r.plugin < plugin_text_.size() ? plugin_text_[r.plugin] : std::string();
+      text += "\",\"status\":\"";
+      std::string& status = status_text_[r.status];
+      if (status.empty()) status = escaped(common::status_code_name(r.status));
+      text += status;
+      text += '"';
       switch (r.entry) {
         case HAL_LAYER_ENTRY_BUFFER_ALLOCATE:
-          t = &alloc;
-          *t->count1 = r.a[0], *t->text1 = hex(r.a[1]);
+          text += ",\"bytes\":";
+          number(text, r.a[0]);
+          text += ",\"buffer\":";
+          hex(text, r.a[1]);
           break;
         case HAL_LAYER_ENTRY_COPY_HOST_TO_DEVICE:
         case HAL_LAYER_ENTRY_COPY_DEVICE_TO_HOST:
         case HAL_LAYER_ENTRY_COPY_DEVICE_TO_DEVICE:
         case HAL_LAYER_ENTRY_BUFFER_FILL:
-          t = &copy;
-          *t->count1 = r.a[0], *t->text1 = hex(r.a[1]);
+          text += ",\"bytes\":";
+          number(text, r.a[0]);
+          text += ",\"stream\":";
+          hex(text, r.a[1]);
           break;
-        case HAL_LAYER_ENTRY_OP_LAUNCH: {
-          t = &launch;
-          std::string& op = ops[{r.plugin, r.a[0]}];
-          if (op.empty()) op = names_.op(plugin.c_str(), static_cast<uint32_t>(r.a[0]));
-          *t->op = op, *t->text1 = hex(r.a[1]), *t->count1 = r.a[2];
+        case HAL_LAYER_ENTRY_OP_LAUNCH:
+          text += ",\"op\":\"";
+          text += *op;
+          text += "\",\"stream\":";
+          hex(text, r.a[1]);
+          text += ",\"inputs\":";
+          number(text, r.a[2]);
           break;
-        }
         case HAL_LAYER_ENTRY_EXECUTABLE_EXECUTE:
-          t = &execute;
-          *t->text2 = hex(r.a[0]), *t->text1 = hex(r.a[1]), *t->count1 = r.a[2];
+          text += ",\"executable\":";
+          hex(text, r.a[0]);
+          text += ",\"stream\":";
+          hex(text, r.a[1]);
+          text += ",\"inputs\":";
+          number(text, r.a[2]);
           break;
         default:
-          *t->text1 = hex(r.a[0]);
+          text += ",\"handle\":";
+          hex(text, r.a[0]);
       }
-      *t->name = r.name;
-      if (t->op != nullptr) *t->name += " " + *t->op;
-      *t->plugin = plugin;
-      *t->status = common::status_code_name(r.status);
-      *t->ts = static_cast<double>(r.start_ns - origin_ns_) / 1e3;
-      *t->dur = static_cast<double>(r.duration_ns) / 1e3;
-      *t->tid = r.tid;
-      text = t->event.dump();
-      std::fputs(first_ ? "" : ",\n", file_);
-      first_ = false;
+      text += "}}";
       std::fwrite(text.data(), 1, text.size(), file_);
     }
     std::fflush(file_);
@@ -281,14 +306,22 @@ class TraceSink {
   bool first_ = true;
   uint64_t origin_ns_ = 0;
   CallNames names_;
-  std::mutex mutex_;  // records_, pending_, stopping_, plugins_
+  std::mutex mutex_;  // records_, pending_, spare_, stopping_, plugins_
   std::condition_variable ready_;
   std::mutex file_mutex_;  // file_, first_
   std::vector<Record> records_;
   std::deque<std::vector<Record>> pending_;
+  std::vector<std::vector<Record>> spare_;  // written batches kept for reuse
   bool stopping_ = false;
   std::thread writer_;
   std::vector<std::string> plugins_;
+  // The writer's (under file_mutex_): escaped text per plugin index, entry
+  // name, (plugin, op id) and status code, and the event being written.
+  std::vector<std::string> plugin_raw_, plugin_text_;
+  std::unordered_map<const char*, std::string> entry_text_;
+  std::map<std::pair<uint32_t, uint64_t>, std::string> op_text_;
+  std::unordered_map<uint32_t, std::string> status_text_;
+  std::string text_;
 };
 
 void finish_live_at_exit() {
