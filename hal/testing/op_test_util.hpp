@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/runtime/compiled_graph.hpp"
 #include "hal/runtime/runtime.hpp"
 #include "hal/sdk/op_schema.hpp"  // plugin tests name dtypes hal::sdk::dtype_name
 
@@ -103,6 +104,18 @@ class OpTester {
   std::shared_ptr<Runtime> runtime_;
   std::shared_ptr<Device> device_;
 };
+
+// Compiling for DEVICE alone with no compile cache (every call compiles),
+// with or without its graph compiler (false: every node op by op, the
+// reference a compiled graph is checked against).
+inline CompileOptions uncached_compile_options(const std::shared_ptr<Device>& device, bool graph_compilers) {
+  CompileOptions o;
+  o.devices = {device};
+  o.disk_cache = false;
+  o.memory_cache = false;
+  o.graph_compilers = graph_compilers;
+  return o;
+}
 
 }  // namespace hal::testing
 

@@ -26,8 +26,11 @@ class CpuDevice final : public sdk::Device {
  public:
   // OPS: the plugin's kernels (filled after construction, read-only once
   // the plugin is built), which its graph executables run. GRAPH_COMPILE
-  // false: partition_graph claims nothing (every node op by op).
-  CpuDevice(const sdk::OpRegistry& ops, bool graph_compile) : ops_(ops), graph_compile_(graph_compile) {}
+  // false: partition_graph claims nothing (every node op by op). FUSED_LOOPS
+  // false: executables run elementwise chains node by node (the A/B
+  // baseline of graph/elementwise_fusion.hpp).
+  CpuDevice(const sdk::OpRegistry& ops, bool graph_compile, bool fused_loops)
+      : ops_(ops), graph_compile_(graph_compile), fused_loops_(fused_loops) {}
   sdk::DeviceProperties properties() override;
   std::unique_ptr<sdk::Buffer> allocate(uint64_t size, uint64_t alignment) override;
   void copy_host_to_device(sdk::Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size,
@@ -54,6 +57,7 @@ class CpuDevice final : public sdk::Device {
  private:
   const sdk::OpRegistry& ops_;
   const bool graph_compile_;
+  const bool fused_loops_;
 };
 
 }  // namespace hal::cpu

@@ -8,6 +8,9 @@
 //   graph_compile = false: the devices claim no subgraphs (graph_partition
 //     takes nothing; every node runs op by op). Default true: they compile
 //     the nodes their kernels run into host-graph executables.
+//   fused_loops = false: those executables run chains of elementwise nodes
+//     one kernel per node (the baseline); default true: as one loop over
+//     tiles (graph/elementwise_fusion.hpp).
 #include "cpu_device.hpp"
 #include "hal/sdk/collectives.hpp"
 #include "hal/sdk/ops.hpp"
@@ -20,7 +23,7 @@ class CpuPlugin final : public sdk::Plugin {
   static constexpr uint32_t kInterfaces = HAL_CAPABILITY_DEVICE | HAL_CAPABILITY_MEMORY | HAL_CAPABILITY_STREAM | HAL_CAPABILITY_COLLECTIVE |
                                          HAL_CAPABILITY_OPERATOR | HAL_CAPABILITY_GRAPH;
   explicit CpuPlugin(const sdk::Options& options) {
-    options.require_known({"device_count", "input_mode", "graph_compile"});
+    options.require_known({"device_count", "input_mode", "graph_compile", "fused_loops"});
     auto count = options.get_int("device_count", 1, 1, 64);
     std::string mode = options.get("input_mode", "mixed");
     if (mode != "mixed" && mode != "uniform")
@@ -28,7 +31,11 @@ class CpuPlugin final : public sdk::Plugin {
     std::string graph = options.get("graph_compile", "true");
     if (graph != "true" && graph != "false")
       sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "option graph_compile = '", graph, "' must be true or false");
-    for (int64_t i = 0; i < count; ++i) add_device(std::make_unique<CpuDevice>(ops(), graph == "true"));
+    std::string loops = options.get("fused_loops", "true");
+    if (loops != "true" && loops != "false")
+      sdk::fail(HAL_STATUS_INVALID_ARGUMENT, "option fused_loops = '", loops, "' must be true or false");
+    for (int64_t i = 0; i < count; ++i)
+      add_device(std::make_unique<CpuDevice>(ops(), graph == "true", loops == "true"));
     ops().set_default_input_mode(mode == "mixed" ? sdk::InputMode::kMixed : sdk::InputMode::kUniform);
     // The kernels are templates over every type of a class (kNumeric ...),
     // registered with the class's mask: each op keeps what the catalog allows.

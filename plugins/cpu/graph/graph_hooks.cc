@@ -1,11 +1,13 @@
 // CPU plugin: CpuDevice's graph entries. A claimed group becomes a
 // host-graph executable (hal/sdk/host_graph.hpp) over the plugin's kernels,
-// with the oneDNN fusions of fusion.hpp in place of the nodes they cover.
+// with the oneDNN fusions of fusion.hpp and the fused elementwise loops of
+// elementwise_fusion.hpp in place of the nodes they cover.
 // Also the layouts libhal lays out op-by-op values in.
 #include <cstring>
 
 #include "../cpu_device.hpp"
 #include "../ops/fused.hpp"
+#include "elementwise_fusion.hpp"
 #include "fusion.hpp"
 #include "hal/sdk/host_graph.hpp"
 
@@ -42,7 +44,14 @@ std::unique_ptr<sdk::Executable> CpuDevice::compile_graph(const sdk::Graph& grap
     if (op == "linear") return i == 1;
     return (op == "addmm" || op == "baddbmm") && (i == 1 || i == 2);
   };
-  return std::make_unique<sdk::HostGraphExecutable>(*this, ops_, graph, find_fusions(*this, graph), reads_strided);
+  std::vector<sdk::HostGraphFusion> fusions = find_fusions(*this, graph);
+  if (fused_loops_) {
+    std::vector<bool> taken(graph.nodes.size(), false);
+    for (const sdk::HostGraphFusion& f : fusions)
+      for (size_t n : f.nodes) taken[n] = true;
+    for (sdk::HostGraphFusion& f : find_elementwise_fusions(graph, taken)) fusions.push_back(std::move(f));
+  }
+  return std::make_unique<sdk::HostGraphExecutable>(*this, ops_, graph, std::move(fusions), reads_strided);
 }
 
 std::unique_ptr<sdk::Executable> CpuDevice::deserialize_graph(const sdk::Graph& graph,

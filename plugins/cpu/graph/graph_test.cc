@@ -62,14 +62,7 @@ std::vector<float> run_block(hal::testing::OpTester& t, const hal::CompiledGraph
   return y;
 }
 
-hal::CompileOptions opts(const std::shared_ptr<hal::Device>& d, bool graph_compilers) {
-  hal::CompileOptions o;
-  o.devices = {d};
-  o.disk_cache = false;
-  o.memory_cache = false;
-  o.graph_compilers = graph_compilers;
-  return o;
-}
+constexpr auto opts = hal::testing::uncached_compile_options;
 
 void check_close(const std::vector<float>& got, const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
@@ -235,15 +228,27 @@ TEST_CASE("cpu graph: intermediates share the arena without clobbering live valu
   v = g.add_op("reshape", {v}, {hal::Attr::ints("shape", {4, 6})});
   for (auto k : kept) v = g.add_op("add", {v, g.add_op("reshape", {k}, {hal::Attr::ints("shape", {4, 6})})});
   g.mark_output(v, "out");
+  // Node by node (fused_loops off), so every intermediate takes arena space.
+  hal::testing::TempDir dir;
+  auto rt = hal::testing::load_config(dir, "discover = false\n[[plugin]]\npath = \"" + kCpu +
+                                               "\"\n[plugin.options]\nfused_loops = \"false\"\n");
+  hal::CompiledGraph by_node = hal::compile(g, opts(rt->device("cpu:0"), true));
   hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
   hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
-  CHECK(fused.stats().groups == 1);
-  CHECK(fused.stats().kernel_count == 15);  // 12 unary ops + 3 adds: the 7 reshapes launch nothing
-  auto x = t.tensor({4, 6}, random_floats(24, 5));
-  std::vector<float> got(24), want(24);
-  fused.run_allocating({&x.view})[0].buffer.copy_to_host(got.data(), 96);
+  CHECK(by_node.stats().groups == 1);
+  CHECK(by_node.stats().kernel_count == 15);  // 12 unary ops + 3 adds: the 7 reshapes launch nothing
+  CHECK(fused.stats().kernel_count < 15);     // with fused loops, the chains between reshapes are loops
+  const std::vector<float> values = random_floats(24, 5);
+  auto x = t.tensor({4, 6}, values);
+  hal::Buffer xb = rt->device("cpu:0")->allocate(96);
+  xb.copy_from_host(values.data(), 96);
+  hal::TensorView xv(xb, F32, {4, 6});
+  std::vector<float> got(24), want(24), looped(24);
+  by_node.run_allocating({&xv})[0].buffer.copy_to_host(got.data(), 96);
+  fused.run_allocating({&x.view})[0].buffer.copy_to_host(looped.data(), 96);
   plain.run_allocating({&x.view})[0].buffer.copy_to_host(want.data(), 96);
   check_close(got, want);
+  check_close(looped, want);
 }
 
 TEST_CASE("cpu graph: the graph_compile option off claims nothing") {

@@ -7,6 +7,7 @@
 
 #include "cpu_kernel.hpp"
 #include "cpu_ops.hpp"
+#include "elementwise_fns.hpp"
 #include "hal/sdk/kernel/special.hpp"
 #include "vector_math.hpp"
 
@@ -70,36 +71,7 @@ void predicate(const OpCall& c, F f) {
   }                                                          \
   HAL_CPU_KERNEL(NAME##_kernel, NAME##_body)
 
-HAL_CPU_UNARY(abs, kNumeric, x < V(0) ? V(-x) : x)
-HAL_CPU_UNARY(neg, kNumeric, V(-x))
-HAL_CPU_UNARY(exp, kFloat, vmath::exp(x))
-HAL_CPU_UNARY(log, kFloat, std::log(x))
-HAL_CPU_UNARY(log1p, kFloat, std::log1p(x))
-HAL_CPU_UNARY(expm1, kFloat, std::expm1(x))
-HAL_CPU_UNARY(sqrt, kFloat, std::sqrt(x))
-HAL_CPU_UNARY(rsqrt, kFloat, V(1) / std::sqrt(x))
-HAL_CPU_UNARY(reciprocal, kFloat, V(1) / x)
-HAL_CPU_UNARY(sin, kFloat, std::sin(x))
-HAL_CPU_UNARY(cos, kFloat, std::cos(x))
-HAL_CPU_UNARY(tanh, kFloat, vmath::tanh(x))
-HAL_CPU_UNARY(sigmoid, kFloat, vmath::sigmoid(x))
-HAL_CPU_UNARY(relu, kNumeric, x < V(0) ? V(0) : x)  // NaN propagates, as clamp_min
-HAL_CPU_UNARY(silu, kFloat, vmath::silu(x))
-HAL_CPU_UNARY(erf, kFloat, vmath::erf(x))
-
-HAL_CPU_UNARY(tan, kFloat, std::tan(x))
-HAL_CPU_UNARY(asin, kFloat, std::asin(x))
-HAL_CPU_UNARY(acos, kFloat, std::acos(x))
-HAL_CPU_UNARY(atan, kFloat, std::atan(x))
-HAL_CPU_UNARY(sinh, kFloat, std::sinh(x))
-HAL_CPU_UNARY(cosh, kFloat, std::cosh(x))
-HAL_CPU_UNARY(asinh, kFloat, std::asinh(x))
-HAL_CPU_UNARY(acosh, kFloat, std::acosh(x))
-HAL_CPU_UNARY(atanh, kFloat, std::atanh(x))
-HAL_CPU_UNARY(log2, kFloat, std::log2(x))
-HAL_CPU_UNARY(log10, kFloat, std::log10(x))
-HAL_CPU_UNARY(exp2, kFloat, std::exp2(x))
-HAL_CPU_UNARY(erfc, kFloat, std::erfc(x))
+HAL_CPU_SHARED_UNARY(HAL_CPU_UNARY)  // elementwise_fns.hpp: abs, neg, exp, ..., erfc
 
 // The special functions compute in double whatever the dtype (float32 gets
 // a correctly rounded result nearly always; these ops are rare, not hot).

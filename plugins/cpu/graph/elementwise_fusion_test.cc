@@ -1,0 +1,259 @@
+// The CPU graph compiler's fused elementwise loops (graph/elementwise_fusion.hpp):
+// random chains of 2-30 float32 elementwise ops with broadcast, strided and
+// scalar inputs and values read outside the chain give what the same graphs
+// give op by op (a property test with a fixed seed); explain() names the
+// nodes of each loop; the fused_loops option is the A/B switch; a second
+// process's compile cache rebuilds the loops without compiling.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hal/runtime/compiled_graph.hpp"
+#include "hal/runtime/graph.hpp"
+#include "hal/testing/op_test_util.hpp"
+#include "hal/testing/test_util.hpp"
+
+namespace {
+
+const std::string kCpu = HAL_TEST_CPU_PLUGIN;
+constexpr hal_dtype_e F32 = HAL_DTYPE_FLOAT32;
+
+std::vector<float> random_floats(size_t n, std::mt19937& gen) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+constexpr auto options = hal::testing::uncached_compile_options;
+
+// A graph input and how it is fed: its values and, for a strided one, the
+// permutation of a buffer holding it transposed.
+struct Feed {
+  std::vector<int64_t> shape;
+  std::vector<float> values;  // row-major over SHAPE
+  bool transposed = false;    // fed as a view of its last two dims swapped in memory
+};
+
+struct Chain {
+  hal::Graph graph;
+  std::vector<Feed> feeds;
+  std::string ops;  // for messages
+};
+
+// A random chain over SHAPE: a full-shape input (fed strided when
+// TRANSPOSED), inputs broadcast to it (size-1 dims, fewer dims, a 0-d
+// constant), LENGTH nodes each reading an earlier full-shape value, and a
+// few intermediates marked as outputs besides the last.
+Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int length, bool transposed) {
+  Chain c;
+  auto pick = [&](size_t n) { return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n - 1)(gen)); };
+  auto add_input = [&](std::vector<int64_t> s, bool strided) {
+    c.feeds.push_back(Feed{s, random_floats(static_cast<size_t>(numel(s)), gen), strided});
+    return c.graph.input(F32, s, "in" + std::to_string(c.feeds.size() - 1));
+  };
+  std::vector<hal::Graph::Value> full = {add_input(shape, transposed && shape.size() >= 2)};
+  std::vector<hal::Graph::Value> other;  // broadcast operands
+  for (int k = 0; k < 3; ++k) {
+    std::vector<int64_t> s = shape;
+    for (int64_t& d : s)
+      if (pick(2) == 0) d = 1;
+    if (k == 2 && s.size() > 1) s.erase(s.begin());  // fewer dims
+    other.push_back(add_input(s, false));
+  }
+  const float scalar = std::uniform_real_distribution<float>(0.5f, 2.0f)(gen);
+  other.push_back(c.graph.constant(F32, {}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&scalar),
+                                                               reinterpret_cast<const uint8_t*>(&scalar) + 4)));
+  const char* unary[] = {"relu", "neg", "abs", "sigmoid", "tanh", "silu", "gelu", "sin", "cos", "erf"};
+  const char* binary[] = {"add", "sub", "mul", "maximum", "minimum", "div"};
+  for (int i = 0; i < length; ++i) {
+    const hal::Graph::Value x = full[full.size() - 1 - pick(std::min<size_t>(full.size(), 4))];
+    hal::Graph::Value y;
+    if (pick(2) == 0) {
+      const std::string op = unary[pick(std::size(unary))];
+      y = op == "gelu" && pick(2) == 0 ? c.graph.add_op(op, {x}, {hal::Attr::s("approximate", "tanh")})
+                                       : c.graph.add_op(op, {x});
+      c.ops += op + " ";
+    } else {
+      const std::string op = binary[pick(std::size(binary))];
+      hal::Graph::Value other_operand = pick(2) == 0 ? full[pick(full.size())] : other[pick(other.size())];
+      if (op == "div") {  // a denominator in [1/e, e]: no blow-up to amplify rounding
+        other_operand = c.graph.add_op("exp", {c.graph.add_op("tanh", {other_operand})});
+        c.ops += "tanh exp ";
+      }
+      std::vector<hal::Attr> attrs;
+      if ((op == "add" || op == "sub") && pick(2) == 0) attrs.push_back(hal::Attr::scalar("alpha", 0.5));
+      y = pick(2) == 0 ? c.graph.add_op(op, {x, other_operand}, attrs) : c.graph.add_op(op, {other_operand, x}, attrs);
+      c.ops += op + " ";
+    }
+    full.push_back(y);
+  }
+  for (size_t k = 1; k + 1 < full.size(); ++k)
+    if (pick(4) == 0) c.graph.mark_output(full[k]);
+  c.graph.mark_output(full.back());
+  return c;
+}
+
+// Runs C's graph compiled with or without graph compilers; every output's values.
+std::vector<std::vector<float>> run(hal::testing::OpTester& t, const Chain& c, bool graph_compilers,
+                                    std::string* explain = nullptr) {
+  hal::CompiledGraph g = hal::compile(c.graph, options(t.device(), graph_compilers));
+  if (explain != nullptr) *explain = g.explain();
+  std::vector<hal::testing::DeviceTensor> ins;
+  std::vector<const hal::TensorView*> views;
+  for (const Feed& f : c.feeds) {
+    if (!f.transposed || f.values.empty()) {
+      ins.push_back(t.tensor(f.shape, f.values));
+      continue;
+    }
+    // The same values laid out with the last two dims swapped in memory.
+    const size_t r = f.shape.size();
+    const int64_t rows = f.shape[r - 2], cols = f.shape[r - 1], batch = numel(f.shape) / (rows * cols);
+    std::vector<float> swapped(f.values.size());
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) swapped[(b * cols + j) * rows + i] = f.values[(b * rows + i) * cols + j];
+    hal::testing::DeviceTensor d = t.tensor({numel(f.shape)}, swapped);
+    std::vector<int64_t> strides(r, 0);
+    strides[r - 1] = rows;
+    strides[r - 2] = 1;
+    int64_t s = rows * cols;
+    for (size_t k = r - 2; k-- > 0;) {
+      strides[k] = s;
+      s *= f.shape[k];
+    }
+    d.view = hal::TensorView(d.buffer, F32, f.shape, strides);
+    ins.push_back(std::move(d));
+  }
+  for (const auto& d : ins) views.push_back(&d.view);
+  std::vector<hal::OwnedTensor> out = g.run_allocating(views);
+  std::vector<std::vector<float>> values;
+  for (const hal::OwnedTensor& o : out) {
+    std::vector<float> v(static_cast<size_t>(o.view.numel()));
+    o.buffer.copy_to_host(v.data(), v.size() * 4);
+    values.push_back(std::move(v));
+  }
+  return values;
+}
+
+// Equal within float rounding (the loop and the kernels run the same
+// element functions; a compiler may contract a + alpha*b differently),
+// NaN equal to NaN, infinities exactly.
+size_t mismatches(const std::vector<float>& got, const std::vector<float>& want) {
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float a = got[i], b = want[i];
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (std::isinf(b) ? a != b : !(std::fabs(a - b) <= 1e-5f + 1e-4f * std::fabs(b))) {
+      if (bad < 3) MESSAGE("element ", i, ": ", a, " vs ", b);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("cpu fused loops: random elementwise chains equal the same graphs op by op") {
+  hal::testing::OpTester t(kCpu);
+  std::mt19937 gen(2026);
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {3, 5}, {2, 3, 4}, {2, 1, 3, 5}, {4, 700},
+                                                    {2, 3, 600}, {1}, {}, {0, 3}, {3, 1500}};
+  int loops_seen = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial) % shapes.size()];
+    const int length = 2 + static_cast<int>(gen() % 29);  // 2..30
+    const Chain c = random_chain(gen, shape, length, trial % 3 == 0);
+    std::string explain;
+    const auto fused = run(t, c, true, &explain);
+    const auto plain = run(t, c, false);
+    REQUIRE(fused.size() == plain.size());
+    for (size_t o = 0; o < fused.size(); ++o) {
+      REQUIRE(fused[o].size() == plain[o].size());
+      CHECK_MESSAGE(mismatches(fused[o], plain[o]) == 0, "trial ", trial, " output ", o, ": ", c.ops);
+    }
+    if (explain.find("loop[") != std::string::npos) ++loops_seen;
+  }
+  CHECK(loops_seen >= 50);  // most chains become loops (a 0-element or 1-node remnant may not)
+}
+
+TEST_CASE("cpu fused loops: a chain is one kernel, explain names its nodes - fused_loops = false is the baseline") {
+  hal::Graph g;
+  auto x = g.input(F32, {64, 4096}, "x");
+  auto b = g.input(F32, {4096}, "bias");
+  auto y = g.add_op("add", {x, b});
+  auto z = g.add_op("mul", {y, y});
+  auto r = g.add_op("relu", {z});
+  g.mark_output(g.add_op("sub", {r, x}, {hal::Attr::scalar("alpha", 0.25)}));
+  g.mark_output(y);  // read outside the loop: written too
+
+  hal::testing::OpTester t(kCpu);
+  hal::CompiledGraph fused = hal::compile(g, options(t.device(), true));
+  CHECK(fused.stats().kernel_count == 1);
+  const std::string explain = fused.explain();
+  CHECK_MESSAGE(explain.find("loop[n0 add, n1 mul, n2 relu, n3 sub]") != std::string::npos, explain);
+
+  hal::testing::TempDir dir;
+  auto rt = hal::testing::load_config(dir, "discover = false\n[[plugin]]\npath = \"" + kCpu +
+                                               "\"\n[plugin.options]\nfused_loops = \"false\"\n");
+  hal::CompiledGraph baseline = hal::compile(g, options(rt->device("cpu:0"), true));
+  CHECK(baseline.stats().kernel_count == 4);
+  CHECK(baseline.explain().find("loop[") == std::string::npos);
+
+  // Large enough for several threads' worth of tiles: the same answer as op by op.
+  std::mt19937 gen(5);
+  auto xv = random_floats(64 * 4096, gen), bv = random_floats(4096, gen);
+  auto tx = t.tensor({64, 4096}, xv), tb = t.tensor({4096}, bv);
+  auto got = fused.run_allocating({&tx.view, &tb.view});
+  hal::CompiledGraph plain = hal::compile(g, options(t.device(), false));
+  auto want = plain.run_allocating({&tx.view, &tb.view});
+  for (size_t o = 0; o < 2; ++o) {
+    std::vector<float> a(64 * 4096), w(64 * 4096);
+    got[o].buffer.copy_to_host(a.data(), a.size() * 4);
+    want[o].buffer.copy_to_host(w.data(), w.size() * 4);
+    CHECK(mismatches(a, w) == 0);
+  }
+}
+
+TEST_CASE("cpu fused loops: the fused_loops option takes only true or false - the plugin is skipped, named") {
+  hal::testing::TempDir dir;
+  auto rt = hal::testing::load_config(dir, "discover = false\n[[plugin]]\npath = \"" + kCpu +
+                                               "\"\n[plugin.options]\nfused_loops = \"maybe\"\n");
+  CHECK(rt->devices().empty());
+  REQUIRE(rt->skipped().size() == 1);
+  CHECK(rt->skipped()[0].message.find("option fused_loops = 'maybe' must be true or false") != std::string::npos);
+}
+
+TEST_CASE("cpu fused loops: the disk compile cache rebuilds them without compiling") {
+  hal::testing::TempDir dir;
+  hal::Graph g;
+  auto x = g.input(F32, {8, 8}, "x");
+  g.mark_output(g.add_op("sigmoid", {g.add_op("mul", {x, x})}));
+  hal::testing::OpTester t(kCpu);
+  hal::CompileOptions o = options(t.device(), true);
+  o.disk_cache = true;
+  o.cache_dir = dir / "cache";
+  hal::CompiledGraph first = hal::compile(g, o);
+  CHECK(first.stats().compiled == 1);
+  hal::clear_compile_cache();
+  hal::CompiledGraph second = hal::compile(g, o);
+  CHECK(second.stats().cache == hal::CacheSource::kDisk);
+  CHECK(second.stats().compiled == 0);
+  CHECK(second.stats().deserialized == 1);
+  CHECK(second.explain().find("loop[n0 mul, n1 sigmoid]") != std::string::npos);
+  std::mt19937 gen(1);
+  auto xv = random_floats(64, gen);
+  auto tx = t.tensor({8, 8}, xv);
+  std::vector<float> y(64);
+  second.run_allocating({&tx.view})[0].buffer.copy_to_host(y.data(), 256);
+  for (size_t i = 0; i < 64; ++i) CHECK(y[i] == doctest::Approx(1.0 / (1.0 + std::exp(-double(xv[i]) * xv[i]))));
+}
