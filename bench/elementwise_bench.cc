@@ -7,6 +7,8 @@
 //                                   (std::thread): the bandwidth bound
 //   BM_HostLoop/gelu_libm/16M       gelu with libm's erff (what GCC cannot
 //                                   vectorise), all cores
+//   BM_Chain10/{fused,op_by_op}/16M  10 elementwise ops over two inputs as a
+//                                   compiled graph, one fused loop or 10 kernels
 //   BM_LaunchAdd1                   one 1-element add: the cost of a launch
 //                                   (runtime + plugin validation + kernel)
 //
@@ -22,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "hal/runtime/compiled_graph.hpp"
 #include "hal/runtime/op.hpp"
 #include "hal/runtime/runtime.hpp"
 
@@ -90,6 +93,41 @@ BENCHMARK_CAPTURE(BM_Op, gelu_tanh, "gelu", 1, {hal::Attr::s("approximate", "tan
     ->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Op, sigmoid, "sigmoid", 1, {})->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Op, exp, "exp", 1, {})->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A chain of 10 elementwise ops over two 16M inputs as one compiled graph:
+// fused (the CPU graph compiler's loop over tiles: x and y read once, the
+// result written once) or op by op (graph_compilers off: 10 kernels, each a
+// pass over memory). Bytes count the fused loop's traffic (two reads, one
+// write per element) for both, so bytes/s compare with BM_HostLoop/add.
+void BM_Chain10(benchmark::State& state, bool fused) {
+  Env& env = Env::get();
+  const int64_t n = state.range(0);
+  hal::Graph g;
+  auto x = g.input(HAL_DTYPE_FLOAT32, {n}, "x");
+  auto y = g.input(HAL_DTYPE_FLOAT32, {n}, "y");
+  auto t = g.add_op("add", {x, y});
+  t = g.add_op("mul", {t, x});
+  t = g.add_op("sub", {t, y});
+  t = g.add_op("relu", {t});
+  t = g.add_op("mul", {t, y});
+  t = g.add_op("add", {t, x});
+  t = g.add_op("abs", {t});
+  t = g.add_op("sub", {t, x});
+  t = g.add_op("mul", {t, t});
+  g.mark_output(g.add_op("neg", {t}));
+  hal::CompileOptions o;
+  o.devices = {env.device};
+  o.disk_cache = false;
+  o.graph_compilers = fused;
+  hal::CompiledGraph c = hal::compile(g, o);
+  DeviceTensor a(*env.device, n), b(*env.device, n), out(*env.device, n);
+  c.run({&a.view, &b.view}, {&out.view});  // warm
+  for (auto _ : state) c.run({&a.view, &b.view}, {&out.view});
+  state.SetBytesProcessed(state.iterations() * n * 4 * 3);
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK_CAPTURE(BM_Chain10, fused, true)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Chain10, op_by_op, false)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same work as plain loops split over every hardware thread: the bound
 // a kernel can reach on this machine.

@@ -12,6 +12,7 @@ reset, HAL disk cache warm). Each compiled configuration also runs with the opti
 
     PYTHONPATH=<build>/python python bench/torch_hal_compile_bench.py \\
         --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--steps 200] [--rounds 5] [--threads N] [--json out.json]
+    (--config hal.toml instead of --plugin: e.g. the CPU plugin with fused_loops = "false", the A/B baseline)
 """
 import argparse
 import copy
@@ -71,7 +72,8 @@ class _Trainer:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--plugin", help="the CPU plugin .so (only it loads)")
+    ap.add_argument("--config", help="a hal.toml instead of --plugin (e.g. to set [plugin.options])")
     ap.add_argument("--steps", type=int, default=200, help="timed steps per round and configuration")
     ap.add_argument("--rounds", type=int, default=5, help="rounds; each configuration's median is reported")
     ap.add_argument("--threads", type=int, default=1)
@@ -88,7 +90,9 @@ def main():
     import torch_hal.dynamo
     import torch_hal._C as C
 
-    torch_hal.init(plugins=[a.plugin])
+    if bool(a.plugin) == bool(a.config):
+        ap.error("give --plugin or --config")
+    torch_hal.init(plugins=[a.plugin]) if a.plugin else torch_hal.init(config=a.config)
     os.environ.setdefault("HAL_FALLBACK_WARN", "0")
     tc = _load_tc()
     rows = []
