@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
 
 #include "../ops/cpu_kernel.hpp"
 #include "../ops/elementwise_fns.hpp"
@@ -192,7 +194,18 @@ class LoopStep final : public sdk::HostGraphStep {
     const int64_t tiles = (w.inner + kTile - 1) / kTile;
     const int64_t units = w.outer_count * tiles;
     const int64_t grain = std::max<int64_t>(1, 32768 / std::min(w.inner, kTile));
-    parallel_for(units, grain, [&](int64_t begin, int64_t end) { run_units(w, data, tiles, begin, end); });
+    // An exception must not leave an OpenMP region: the first one is kept and rethrown here.
+    std::exception_ptr error;
+    std::mutex error_mu;
+    parallel_for(units, grain, [&](int64_t begin, int64_t end) {
+      try {
+        run_units(w, data, tiles, begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    });
+    if (error) std::rethrow_exception(error);
   }
 
  private:

@@ -52,8 +52,9 @@ struct Chain {
 
 // A random chain over SHAPE: a full-shape input (fed strided when
 // TRANSPOSED), inputs broadcast to it (size-1 dims, fewer dims, a 0-d
-// constant), LENGTH nodes each reading an earlier full-shape value, and a
-// few intermediates marked as outputs besides the last.
+// constant), LENGTH nodes each reading an earlier full-shape value, sums
+// of chain values (read outside any loop) fed back as broadcast operands,
+// and a few intermediates marked as outputs besides the last.
 Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int length, bool transposed) {
   Chain c;
   auto pick = [&](size_t n) { return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n - 1)(gen)); };
@@ -77,6 +78,12 @@ Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int len
   const char* binary[] = {"add", "sub", "mul", "maximum", "minimum", "div"};
   for (int i = 0; i < length; ++i) {
     const hal::Graph::Value x = full[full.size() - 1 - pick(std::min<size_t>(full.size(), 4))];
+    if (!shape.empty() && pick(5) == 0) {
+      // A reduction (no loop takes it) reading a chain value mid-chain, its result broadcast
+      // back in later: the chain must split or end where an outside node reads it.
+      other.push_back(c.graph.add_op("sum", {x}, {hal::Attr::ints("dim", {-1}), hal::Attr::b("keepdim", true)}));
+      c.ops += "[sum] ";
+    }
     hal::Graph::Value y;
     if (pick(2) == 0) {
       const std::string op = unary[pick(std::size(unary))];
