@@ -24,13 +24,20 @@ using sdk::Tensor;
 // Elements per tile: a register is 2 KiB, so a chain's live registers stay
 // in L1/L2 while every node runs over the tile.
 constexpr int64_t kTile = 512;
+// Below this many elements a step runs on the calling thread (as the
+// kernels' parallel_for grain): waking the team costs more than the work.
+constexpr int64_t kSerialElements = 32768;
+// The most nodes one horizontal step takes (its parts' nodes together).
+constexpr size_t kMaxStepNodes = 4096;
 
 // ---- tile functions -------------------------------------------------------
-// OUT[i] = f(A[i] [, B[i]]) for i < N. OUT never aliases A or B (registers
-// are allocated so), hence __restrict and vectorised loops.
+// OUT[i] = f(A[i] [, B[i] [, C[i]]]) for i < N. OUT never aliases an operand
+// (registers are allocated so), hence __restrict and vectorised loops.
 using UnaryFn = void (*)(float* __restrict out, const float* __restrict a, int64_t n);
 using BinaryFn = void (*)(float* __restrict out, const float* __restrict a, const float* __restrict b, int64_t n,
                           float alpha);
+using TernaryFn = void (*)(float* __restrict out, const float* __restrict a, const float* __restrict b,
+                           const float* __restrict c, int64_t n, float alpha);
 
 #define HAL_CPU_TILE_UNARY(NAME, TYPES, EXPR)                                                              \
   __attribute__((flatten)) void NAME##_tile(float* __restrict o, const float* __restrict a, int64_t n) { \
@@ -58,8 +65,11 @@ __attribute__((flatten)) void gelu_tanh_tile(float* __restrict o, const float* _
   for (int64_t i = 0; i < n; ++i) o[i] = vmath::gelu(a[i], true);
 }
 
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
 // As the kernels compute float32 (elementwise.cc): alpha == 1 skips the
-// multiply; maximum/minimum propagate NaN.
+// multiply; maximum/minimum and clamp propagate NaN; pow's exponents 2 and
+// 1 are exact products.
 #define HAL_CPU_TILE_BINARY(NAME, EXPR)                                                                  \
   void NAME##_tile(float* __restrict o, const float* __restrict a, const float* __restrict b, int64_t n, \
                    [[maybe_unused]] float alpha) {                                                       \
@@ -71,62 +81,132 @@ HAL_CPU_TILE_BINARY(sub, a[i] - b[i])
 HAL_CPU_TILE_BINARY(sub_alpha, a[i] - alpha * b[i])
 HAL_CPU_TILE_BINARY(mul, a[i] * b[i])
 HAL_CPU_TILE_BINARY(div, a[i] / b[i])
-HAL_CPU_TILE_BINARY(maximum, std::isnan(a[i]) || std::isnan(b[i]) ? std::numeric_limits<float>::quiet_NaN()
-                                                                   : a[i] > b[i] ? a[i] : b[i])
-HAL_CPU_TILE_BINARY(minimum, std::isnan(a[i]) || std::isnan(b[i]) ? std::numeric_limits<float>::quiet_NaN()
-                                                                   : a[i] < b[i] ? a[i] : b[i])
+HAL_CPU_TILE_BINARY(maximum, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] > b[i] ? a[i] : b[i])
+HAL_CPU_TILE_BINARY(minimum, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] < b[i] ? a[i] : b[i])
+HAL_CPU_TILE_BINARY(clamp_min, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] < b[i] ? b[i] : a[i])
+HAL_CPU_TILE_BINARY(clamp_max, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] > b[i] ? b[i] : a[i])
+HAL_CPU_TILE_BINARY(pow, b[i] == 2.0f ? a[i] * a[i] : b[i] == 1.0f ? a[i] : std::pow(a[i], b[i]))
 #undef HAL_CPU_TILE_BINARY
 
-UnaryFn unary_fn(const GraphNode& node) {
-  if (std::strcmp(node.op(), "gelu") == 0) {
-    const std::string& approximate = node.attrs[0].as_string();
-    return approximate == "none" ? gelu_tile : approximate == "tanh" ? gelu_tanh_tile : nullptr;
-  }
-  for (const UnaryEntry& e : kUnary)
-    if (std::strcmp(node.op(), e.name) == 0) return e.fn;
-  return nullptr;
+float clamp_both(float x, float lo, float hi) {
+  x = std::isnan(x) || std::isnan(lo) ? kNaN : x < lo ? lo : x;
+  return std::isnan(x) || std::isnan(hi) ? kNaN : x > hi ? hi : x;
 }
 
-// The tile function of a binary node and its alpha; nullptr when none.
-BinaryFn binary_fn(const GraphNode& node, float* alpha) {
+#define HAL_CPU_TILE_TERNARY(NAME, EXPR)                                                                 \
+  void NAME##_tile(float* __restrict o, const float* __restrict a, const float* __restrict b,           \
+                   const float* __restrict c, int64_t n, [[maybe_unused]] float alpha) {                 \
+    for (int64_t i = 0; i < n; ++i) o[i] = EXPR;                                                         \
+  }
+HAL_CPU_TILE_TERNARY(lerp, a[i] + c[i] * (b[i] - a[i]))
+HAL_CPU_TILE_TERNARY(addcmul, a[i] + alpha * b[i] * c[i])
+HAL_CPU_TILE_TERNARY(addcdiv, a[i] + alpha * b[i] / c[i])
+HAL_CPU_TILE_TERNARY(clamp, clamp_both(a[i], b[i], c[i]))
+#undef HAL_CPU_TILE_TERNARY
+
+// Loads N elements of an input of another dtype as float32 (as the kernels
+// cast their inputs to the float32 they compute in), from SRC every STRIDE
+// bytes (0: one value, broadcast).
+using LoadFn = void (*)(float* __restrict dst, const char* src, int64_t stride, int64_t n);
+
+template <class T>
+void load_as_float(float* __restrict dst, const char* src, int64_t stride, int64_t n) {
+  if (stride == 0) {
+    std::fill_n(dst, n, static_cast<float>(*reinterpret_cast<const T*>(src)));
+    return;
+  }
+  for (int64_t e = 0; e < n; ++e) dst[e] = static_cast<float>(*reinterpret_cast<const T*>(src + e * stride));
+}
+
+// The load of a DTYPE input; nullptr for float32 (read in place or copied).
+LoadFn load_fn(hal_dtype_e dtype) {
+  if (dtype == HAL_DTYPE_FLOAT32) return nullptr;
+  return sdk::kernel::dispatch(dtype, [](auto tag) -> LoadFn { return &load_as_float<typename decltype(tag)::type>; });
+}
+
+// What a node computes over a tile: one of the three function kinds, its
+// scalar, and the values it reads (absent optional inputs dropped).
+struct TileOp {
+  UnaryFn unary = nullptr;
+  BinaryFn binary = nullptr;
+  TernaryFn ternary = nullptr;
+  float alpha = 1.0f;
+  std::vector<uint32_t> operands;
+};
+
+float scalar_attr(const GraphNode& node, size_t i) {
+  return static_cast<float>(node.attrs[i].as_scalar().to_double());
+}
+
+// NODE's tile operation; false when it has none.
+bool tile_op(const GraphNode& node, TileOp& t) {
   const std::string op = node.op();
-  *alpha = 1.0f;
-  if (op == "add" || op == "sub") {
+  t = TileOp{};
+  if (op == "gelu") {
+    const std::string& approximate = node.attrs[0].as_string();
+    t.unary = approximate == "none" ? gelu_tile : approximate == "tanh" ? gelu_tanh_tile : nullptr;
+  } else if (op == "add" || op == "sub") {
     const sdk::Scalar& s = node.attrs[0].as_scalar();
     const bool unit = s.to_double() == 1.0 && s.to_int() == 1;
-    *alpha = static_cast<float>(s.to_double());
-    if (op == "add") return unit ? add_tile : add_alpha_tile;
-    return unit ? sub_tile : sub_alpha_tile;
+    t.alpha = static_cast<float>(s.to_double());
+    t.binary = op == "add" ? (unit ? add_tile : add_alpha_tile) : (unit ? sub_tile : sub_alpha_tile);
+  } else if (op == "mul") {
+    t.binary = mul_tile;
+  } else if (op == "div") {
+    t.binary = node.attrs[0].as_string() == "none" ? div_tile : nullptr;
+  } else if (op == "maximum") {
+    t.binary = maximum_tile;
+  } else if (op == "minimum") {
+    t.binary = minimum_tile;
+  } else if (op == "pow") {
+    t.binary = pow_tile;
+  } else if (op == "clamp") {
+    const bool lo = node.inputs.size() > 1 && node.inputs[1] != kNoValue;
+    const bool hi = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+    if (lo && hi) t.ternary = clamp_tile;
+    else if (lo) t.binary = clamp_min_tile;
+    else if (hi) t.binary = clamp_max_tile;
+  } else if (op == "lerp") {
+    t.ternary = lerp_tile;
+  } else if (op == "addcmul" || op == "addcdiv") {
+    t.ternary = op == "addcmul" ? addcmul_tile : addcdiv_tile;
+    t.alpha = scalar_attr(node, 0);
+  } else {
+    for (const UnaryEntry& e : kUnary)
+      if (op == e.name) t.unary = e.fn;
   }
-  if (op == "mul") return mul_tile;
-  if (op == "div") return node.attrs[0].as_string() == "none" ? div_tile : nullptr;
-  if (op == "maximum") return maximum_tile;
-  if (op == "minimum") return minimum_tile;
-  return nullptr;
+  if (t.unary == nullptr && t.binary == nullptr && t.ternary == nullptr) return false;
+  for (uint32_t v : node.inputs)
+    if (v != kNoValue) t.operands.push_back(v);
+  const size_t want = t.unary != nullptr ? 1 : t.binary != nullptr ? 2 : 3;
+  return t.operands.size() == want;
 }
 
 // ---- the program ------------------------------------------------------------
-// Slots: the loop's inputs first, then one per node (its output). Each slot
-// has a register (a tile buffer): the inputs' from the tile's start (they
-// are loaded first), a node's from its instruction; reused once the slot's
-// last reader ran.
+// A part is one vertical loop: a chain of nodes of one output shape. Its
+// slots: its inputs first, then one per node (its output). Each slot has a
+// register (a tile buffer): the inputs' from the tile's start (they are
+// loaded first), a node's from its instruction; reused once the slot's last
+// reader ran.
 struct Instr {
   UnaryFn unary = nullptr;
   BinaryFn binary = nullptr;
+  TernaryFn ternary = nullptr;
   float alpha = 1.0f;
-  int a = -1, b = -1, dst = -1;  // slots
+  int a = -1, b = -1, c = -1, dst = -1;  // slots
 };
 
-struct Program {
-  size_t inputs = 0;
+struct Part {
+  std::vector<size_t> input_index;   // per input slot: the step's input it reads
+  std::vector<LoadFn> load;          // per input slot: its conversion (nullptr: float32)
+  std::vector<size_t> output_index;  // per part output: the step's output it writes
   std::vector<Instr> code;
-  std::vector<int> output_slot;          // per loop output
-  std::vector<int> output_of_slot;       // per slot: the loop output it is, or -1
-  std::vector<int> reg;                  // per slot
+  std::vector<int> output_of_slot;   // per slot: the part output it is, or -1
+  std::vector<int> reg;              // per slot
   int registers = 0;
 };
 
-// How the loop walks its operands (outputs, then inputs) for one call: the
+// How a part walks its operands (outputs, then inputs) for one layout: the
 // outer dims and the innermost one, each with byte strides per operand,
 // after size-1 dims are dropped and dims every operand walks contiguously
 // are merged.
@@ -136,10 +216,13 @@ struct Walk {
   int64_t inner = 1;
   std::vector<int64_t> inner_stride;          // per operand (bytes)
   int64_t outer_count = 1;
+  int64_t numel = 0;
 
+  Walk() = default;
   Walk(const std::vector<const Tensor*>& operands, const Tensor& shape) {
     const size_t k = operands.size();
     const int rank = shape.rank;
+    numel = shape.numel();
     std::vector<int64_t> sizes;
     std::vector<std::vector<int64_t>> st(k);  // per operand, per kept dim
     for (int d = 0; d < rank; ++d) {
@@ -149,7 +232,7 @@ struct Walk {
         const Tensor& t = *operands[o];
         const int td = d - (rank - t.rank);  // right-aligned (broadcast)
         const bool broadcast = td < 0 || t.shape[td] == 1;
-        st[o].push_back(broadcast ? 0 : t.strides[td] * static_cast<int64_t>(sizeof(float)));
+        st[o].push_back(broadcast ? 0 : t.strides[td] * static_cast<int64_t>(sdk::dtype_size(t.dtype)));
       }
     }
     // Merge dim d into d + 1 where every operand steps over d as over d + 1 whole.
@@ -176,58 +259,155 @@ struct Walk {
   }
 };
 
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.rank != b.rank) return false;
+  for (int d = 0; d < a.rank; ++d)
+    if (a.shape[d] != b.shape[d] || a.strides[d] != b.strides[d]) return false;
+  return true;
+}
+
+// One part's state in a step: its walk for the layouts last seen (made at
+// make, remade when a run's operands are laid out otherwise) and this
+// run's operand addresses and units (outer index x tile).
+struct PartState {
+  std::vector<Tensor> layout;  // per operand: shape and strides the walk is for
+  Walk walk;
+  std::vector<bool> direct;    // per part output: written in place (dense)
+  int64_t tiles = 0, units = 0, first_unit = 0;
+  std::vector<char*> data;     // per operand, this run
+};
+
+// Memory of one chunk of a run: tile registers and the walk's cursors.
+struct Scratch {
+  struct Free {
+    void operator()(float* f) const { std::free(f); }
+  };
+  std::unique_ptr<float, Free> regs;
+  int capacity = 0;  // registers
+  std::vector<float*> ptr;
+  std::vector<char*> base;
+};
+
+// Runs its parts (one, or several independent ones: a horizontal step) as
+// one parallel loop over all their units.
 class LoopStep final : public sdk::HostGraphStep {
  public:
-  explicit LoopStep(std::shared_ptr<const Program> p) : p_(std::move(p)) {}
+  LoopStep(std::shared_ptr<const std::vector<Part>> parts, const std::vector<Tensor>& inputs,
+           const std::vector<Tensor>& outputs)
+      : parts_(std::move(parts)), state_(parts_->size()) {
+    std::vector<const Tensor*> in, out;
+    for (const Tensor& t : inputs) in.push_back(&t);
+    for (const Tensor& t : outputs) out.push_back(&t);
+    for (size_t p = 0; p < parts_->size(); ++p) {
+      std::vector<const Tensor*> ops = operands((*parts_)[p], in.data(), out.data());
+      remake(p, ops);
+      registers_ = std::max(registers_, (*parts_)[p].registers);
+    }
+  }
 
   void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
-    const Program& p = *p_;
-    const size_t n_out = p.output_slot.size();
-    std::vector<const Tensor*> operands;
-    for (size_t o = 0; o < n_out; ++o) operands.push_back(outputs[o]);
-    for (size_t i = 0; i < p.inputs; ++i) operands.push_back(inputs[i]);
-    const Tensor& shape = *outputs[0];
-    if (shape.numel() == 0) return;
-    const Walk w(operands, shape);
-    std::vector<char*> data;
-    for (const Tensor* t : operands) data.push_back(static_cast<char*>(t->data));
-    const int64_t tiles = (w.inner + kTile - 1) / kTile;
-    const int64_t units = w.outer_count * tiles;
-    const int64_t grain = std::max<int64_t>(1, 32768 / std::min(w.inner, kTile));
+    int64_t units = 0, elements = 0;
+    for (size_t p = 0; p < parts_->size(); ++p) {
+      const Part& part = (*parts_)[p];
+      PartState& s = state_[p];
+      // operand(o): outputs, then inputs (operands()'s order), without building the list.
+      auto operand = [&](size_t o) -> const Tensor& {
+        const size_t n_out = part.output_index.size();
+        return o < n_out ? *outputs[part.output_index[o]] : *inputs[part.input_index[o - n_out]];
+      };
+      bool same = true;
+      for (size_t o = 0; o < s.layout.size() && same; ++o) same = same_layout(operand(o), s.layout[o]);
+      if (!same) remake(p, operands(part, inputs, outputs));
+      for (size_t o = 0; o < s.layout.size(); ++o) s.data[o] = static_cast<char*>(operand(o).data);
+      s.first_unit = units;
+      units += s.units;
+      elements += s.walk.numel;
+    }
+    if (units == 0) return;
+    const int threads = elements < kSerialElements || omp_in_parallel()
+                            ? 1
+                            : static_cast<int>(std::min<int64_t>(
+                                  {omp_get_max_threads(), units, (elements + kSerialElements - 1) / kSerialElements}));
+    if (scratch_.size() < static_cast<size_t>(threads)) scratch_.resize(static_cast<size_t>(threads));
+    for (int c = 0; c < threads; ++c) reserve(scratch_[static_cast<size_t>(c)]);
+    if (threads <= 1) {
+      run_range(scratch_[0], 0, units);
+      return;
+    }
     // An exception must not leave an OpenMP region: the first one is kept and rethrown here.
     std::exception_ptr error;
     std::mutex error_mu;
-    parallel_for(units, grain, [&](int64_t begin, int64_t end) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int c = 0; c < threads; ++c) {
       try {
-        run_units(w, data, tiles, begin, end);
+        run_range(scratch_[static_cast<size_t>(c)], units * c / threads, units * (c + 1) / threads);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();
       }
-    });
+    }
     if (error) std::rethrow_exception(error);
   }
 
  private:
-  void run_units(const Walk& w, const std::vector<char*>& data, int64_t tiles, int64_t begin, int64_t end) const {
-    const Program& p = *p_;
-    const size_t n_out = p.output_slot.size();
-    const size_t slots = p.reg.size();
-    const size_t ops = data.size();
-    struct Free {
-      void operator()(float* f) const { std::free(f); }
-    };
-    std::unique_ptr<float, Free> regs(static_cast<float*>(
-        std::aligned_alloc(64, static_cast<size_t>(std::max(p.registers, 1)) * kTile * sizeof(float))));
-    if (!regs) sdk::fail(HAL_STATUS_OUT_OF_MEMORY, "fused loop: ", p.registers, " tile registers");
-    auto reg = [&](int slot) { return regs.get() + static_cast<int64_t>(p.reg[static_cast<size_t>(slot)]) * kTile; };
-    std::vector<float*> ptr(slots, nullptr);
-    std::vector<char*> base(ops);
-    std::vector<bool> direct(n_out);
+  // A part's operands: its outputs, then its inputs.
+  static std::vector<const Tensor*> operands(const Part& part, const Tensor* const* inputs,
+                                             const Tensor* const* outputs) {
+    std::vector<const Tensor*> ops;
+    ops.reserve(part.output_index.size() + part.input_index.size());
+    for (size_t i : part.output_index) ops.push_back(outputs[i]);
+    for (size_t i : part.input_index) ops.push_back(inputs[i]);
+    return ops;
+  }
+
+  void remake(size_t p, const std::vector<const Tensor*>& ops) {
+    const Part& part = (*parts_)[p];
+    PartState& s = state_[p];
+    s.layout.clear();
+    for (const Tensor* t : ops) s.layout.push_back(*t);
+    s.walk = Walk(ops, *ops[0]);
+    s.direct.assign(part.output_index.size(), false);
+    for (size_t o = 0; o < part.output_index.size(); ++o)
+      s.direct[o] = s.walk.inner_stride[o] == static_cast<int64_t>(sizeof(float));
+    s.tiles = (s.walk.inner + kTile - 1) / kTile;
+    s.units = s.walk.numel == 0 ? 0 : s.walk.outer_count * s.tiles;
+    s.data.assign(ops.size(), nullptr);
+  }
+
+  void reserve(Scratch& sc) const {
+    if (sc.capacity < registers_) {
+      sc.regs.reset(static_cast<float*>(
+          std::aligned_alloc(64, static_cast<size_t>(std::max(registers_, 1)) * kTile * sizeof(float))));
+      if (!sc.regs) {
+        sc.capacity = 0;
+        sdk::fail(HAL_STATUS_OUT_OF_MEMORY, "fused loop: ", registers_, " tile registers");
+      }
+      sc.capacity = registers_;
+    }
+  }
+
+  // Units [BEGIN, END) of the run, across parts.
+  void run_range(Scratch& sc, int64_t begin, int64_t end) const {
+    for (size_t p = 0; p < parts_->size() && begin < end; ++p) {
+      const PartState& s = state_[p];
+      const int64_t lo = std::max(begin, s.first_unit), hi = std::min(end, s.first_unit + s.units);
+      if (lo < hi) run_units((*parts_)[p], s, sc, lo - s.first_unit, hi - s.first_unit);
+    }
+  }
+
+  static void run_units(const Part& p, const PartState& s, Scratch& sc, int64_t begin, int64_t end) {
+    const Walk& w = s.walk;
+    const size_t n_out = p.output_index.size(), n_in = p.input_index.size();
+    const size_t ops = n_out + n_in;
+    auto reg = [&](int slot) { return sc.regs.get() + static_cast<int64_t>(p.reg[static_cast<size_t>(slot)]) * kTile; };
+    sc.ptr.assign(p.reg.size(), nullptr);
+    sc.base.assign(ops, nullptr);
+    std::vector<float*>& ptr = sc.ptr;
+    std::vector<char*>& base = sc.base;
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t tile = u % tiles;
-      int64_t rest = u / tiles;
-      for (size_t o = 0; o < ops; ++o) base[o] = data[o];
+      const int64_t tile = u % s.tiles;
+      int64_t rest = u / s.tiles;
+      for (size_t o = 0; o < ops; ++o) base[o] = s.data[o];
       for (size_t d = w.outer.size(); d-- > 0;) {
         const int64_t idx = rest % w.outer[d];
         rest /= w.outer[d];
@@ -236,63 +416,80 @@ class LoopStep final : public sdk::HostGraphStep {
       const int64_t first = tile * kTile, n = std::min(kTile, w.inner - first);
       for (size_t o = 0; o < ops; ++o) base[o] += first * w.inner_stride[o];
       // Inputs: read in place when dense, else a register filled (broadcast) or gathered.
-      for (size_t i = 0; i < p.inputs; ++i) {
+      for (size_t i = 0; i < n_in; ++i) {
         const size_t o = n_out + i;
-        const int64_t s = w.inner_stride[o];
-        if (s == static_cast<int64_t>(sizeof(float))) {
+        const int64_t st = w.inner_stride[o];
+        float* r = reg(static_cast<int>(i));
+        if (p.load[i] != nullptr) {
+          p.load[i](r, base[o], st, n);
+          ptr[i] = r;
+          continue;
+        }
+        if (st == static_cast<int64_t>(sizeof(float))) {
           ptr[i] = reinterpret_cast<float*>(base[o]);
           continue;
         }
-        float* r = reg(static_cast<int>(i));
-        if (s == 0) {
+        if (st == 0) {
           std::fill_n(r, n, *reinterpret_cast<const float*>(base[o]));
         } else {
-          for (int64_t e = 0; e < n; ++e) r[e] = *reinterpret_cast<const float*>(base[o] + e * s);
+          for (int64_t e = 0; e < n; ++e) r[e] = *reinterpret_cast<const float*>(base[o] + e * st);
         }
         ptr[i] = r;
       }
       // Outputs: written in place when dense, else scattered from their register.
-      for (size_t o = 0; o < n_out; ++o) direct[o] = w.inner_stride[o] == static_cast<int64_t>(sizeof(float));
       for (const Instr& in : p.code) {
         const int out = p.output_of_slot[static_cast<size_t>(in.dst)];
-        float* dst = out >= 0 && direct[static_cast<size_t>(out)] ? reinterpret_cast<float*>(base[static_cast<size_t>(out)])
-                                                                 : reg(in.dst);
+        const bool direct = out >= 0 && s.direct[static_cast<size_t>(out)];
+        float* dst = direct ? reinterpret_cast<float*>(base[static_cast<size_t>(out)]) : reg(in.dst);
+        const float* a = ptr[static_cast<size_t>(in.a)];
         if (in.unary != nullptr) {
-          in.unary(dst, ptr[static_cast<size_t>(in.a)], n);
+          in.unary(dst, a, n);
+        } else if (in.binary != nullptr) {
+          in.binary(dst, a, ptr[static_cast<size_t>(in.b)], n, in.alpha);
         } else {
-          in.binary(dst, ptr[static_cast<size_t>(in.a)], ptr[static_cast<size_t>(in.b)], n, in.alpha);
+          in.ternary(dst, a, ptr[static_cast<size_t>(in.b)], ptr[static_cast<size_t>(in.c)], n, in.alpha);
         }
         ptr[static_cast<size_t>(in.dst)] = dst;
-        if (out >= 0 && !direct[static_cast<size_t>(out)]) {
+        if (out >= 0 && !direct) {
           char* to = base[static_cast<size_t>(out)];
-          const int64_t s = w.inner_stride[static_cast<size_t>(out)];
-          for (int64_t e = 0; e < n; ++e) *reinterpret_cast<float*>(to + e * s) = dst[e];
+          const int64_t st = w.inner_stride[static_cast<size_t>(out)];
+          for (int64_t e = 0; e < n; ++e) *reinterpret_cast<float*>(to + e * st) = dst[e];
         }
       }
     }
   }
 
-  std::shared_ptr<const Program> p_;
+  std::shared_ptr<const std::vector<Part>> parts_;
+  std::vector<PartState> state_;
+  std::vector<Scratch> scratch_;
+  int registers_ = 0;
 };
 
 bool float32(const Graph& g, uint32_t v) { return v != kNoValue && g.values[v].dtype == HAL_DTYPE_FLOAT32; }
+
+bool known_dtype(hal_dtype_e d) {
+  switch (d) {
+    case HAL_DTYPE_FLOAT32: case HAL_DTYPE_FLOAT64: case HAL_DTYPE_FLOAT16: case HAL_DTYPE_BFLOAT16:
+    case HAL_DTYPE_INT8: case HAL_DTYPE_UINT8: case HAL_DTYPE_INT16: case HAL_DTYPE_INT32: case HAL_DTYPE_INT64:
+    case HAL_DTYPE_BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace
 
 std::string loop_refusal(const Graph& g, size_t n) {
   const GraphNode& node = g.nodes[n];
   if (node.outputs.size() != 1 || !float32(g, node.outputs[0])) return "not one float32 output";
-  if (unary_fn(node) != nullptr) {
-    if (node.inputs.size() != 1 || !float32(g, node.inputs[0])) return "input is not float32";
-    return "";
-  }
-  float alpha = 1.0f;
-  if (binary_fn(node, &alpha) != nullptr) {
-    if (node.inputs.size() != 2 || !float32(g, node.inputs[0]) || !float32(g, node.inputs[1]))
-      return "inputs are not both float32";
-    return "";
-  }
-  return std::string("no tile function for '") + node.op() + "'";
+  TileOp t;
+  if (!tile_op(node, t)) return std::string("no tile function for '") + node.op() + "'";
+  // Inputs of other dtypes are converted as they are loaded: the kernels
+  // of a float32 output cast their inputs to float32 first.
+  for (uint32_t v : t.operands)
+    if (v >= g.values.size() || !known_dtype(g.values[v].dtype)) return "an input has no kernel dtype";
+  return "";
 }
 
 std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::vector<bool>& taken) {
@@ -307,6 +504,7 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
   }
   for (uint32_t v : g.outputs) graph_output[v] = true;
 
+  // Vertical: chains of one output shape.
   std::vector<std::vector<size_t>> groups;
   std::vector<int64_t> group_of(nn, -1);
   // Whether node N may join group G: no node outside G (N aside) reads a
@@ -321,16 +519,27 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
   for (size_t n = 0; n < nn; ++n) {
     if (taken[n] || !loop_refusal(g, n).empty()) continue;
     const std::vector<int64_t>& shape = g.values[g.nodes[n].outputs[0]].shape;
+    // The groups of N's operands it may join; it joins them all, as one
+    // group (AdamW's update reads three chains: the moments' and the decay's).
     int64_t chosen = -1;
+    size_t size = 1;
     for (uint32_t v : g.nodes[n].inputs) {
-      const int64_t p = producer[v];
+      const int64_t p = v == kNoValue ? -1 : producer[v];
       if (p < 0 || group_of[static_cast<size_t>(p)] < 0) continue;
       const size_t gi = static_cast<size_t>(group_of[static_cast<size_t>(p)]);
-      if (g.values[g.nodes[groups[gi][0]].outputs[0]].shape == shape && groups[gi].size() < kMaxLoopNodes &&
-          may_join(gi, n)) {
+      if (static_cast<int64_t>(gi) == chosen || g.values[g.nodes[groups[gi][0]].outputs[0]].shape != shape ||
+          size + groups[gi].size() > kMaxLoopNodes || !may_join(gi, n))
+        continue;
+      size += groups[gi].size();
+      if (chosen < 0) {
         chosen = static_cast<int64_t>(gi);
-        break;
+        continue;
       }
+      std::vector<size_t>& into = groups[static_cast<size_t>(chosen)];
+      for (size_t m : groups[gi]) group_of[m] = chosen;
+      into.insert(into.end(), groups[gi].begin(), groups[gi].end());
+      std::sort(into.begin(), into.end());
+      groups[gi].clear();
     }
     if (chosen < 0) {
       chosen = static_cast<int64_t>(groups.size());
@@ -339,88 +548,158 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
     groups[static_cast<size_t>(chosen)].push_back(n);
     group_of[n] = chosen;
   }
+  // A group's values read outside it: its outputs. One nothing reads is dead
+  // code, left alone.
+  std::vector<std::vector<uint32_t>> outputs_of(groups.size());
+  std::vector<size_t> first_outside_reader(groups.size(), nn);  // after the group's last node (by construction)
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (size_t n : groups[gi]) {
+      const uint32_t v = g.nodes[n].outputs[0];
+      bool read_outside = graph_output[v];
+      for (size_t r : readers[v])
+        if (group_of[r] != static_cast<int64_t>(gi)) {
+          read_outside = true;
+          first_outside_reader[gi] = std::min(first_outside_reader[gi], r);
+        }
+      if (read_outside) outputs_of[gi].push_back(v);
+    }
+
+  // Horizontal: independent groups in one step (an optimizer's per-parameter
+  // updates), in order of their last nodes. Group G joins the open step S
+  // (which then runs where G's last node would) when G reads no value of S
+  // and nothing outside S and G reads a value of S before G's last node.
+  std::vector<std::vector<size_t>> steps;  // groups
+  std::vector<int64_t> step_of(groups.size(), -1);
+  std::vector<size_t> order;
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    if (!groups[gi].empty() && !outputs_of[gi].empty()) order.push_back(gi);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groups[a].back() < groups[b].back(); });
+  size_t open_reader = 0, open_nodes = 0;  // the open step's first outside reader, its nodes
+  for (size_t gi : order) {
+    bool joins = !steps.empty() && open_reader > groups[gi].back() && open_nodes + groups[gi].size() <= kMaxStepNodes;
+    for (size_t n : groups[gi])
+      for (uint32_t v : g.nodes[n].inputs) {
+        const int64_t p = v == kNoValue ? -1 : producer[v];
+        if (joins && p >= 0 && group_of[static_cast<size_t>(p)] >= 0 &&
+            step_of[static_cast<size_t>(group_of[static_cast<size_t>(p)])] == static_cast<int64_t>(steps.size()) - 1 &&
+            group_of[static_cast<size_t>(p)] != static_cast<int64_t>(gi))
+          joins = false;
+      }
+    if (!joins) {
+      steps.emplace_back();
+      open_reader = nn;
+      open_nodes = 0;
+    }
+    steps.back().push_back(gi);
+    step_of[gi] = static_cast<int64_t>(steps.size()) - 1;
+    open_reader = std::min(open_reader, first_outside_reader[gi]);
+    open_nodes += groups[gi].size();
+  }
 
   std::vector<sdk::HostGraphFusion> fusions;
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const std::vector<size_t>& nodes = groups[gi];
-    if (nodes.size() < 2) continue;
-    auto program = std::make_shared<Program>();
+  std::vector<int> input_of_value(nv, -1);  // the step's input index; reset after each step
+  for (const std::vector<size_t>& members : steps) {
+    size_t nodes_in_step = 0;
+    for (size_t gi : members) nodes_in_step += groups[gi].size();
+    if (nodes_in_step < 2) continue;  // one node: its kernel
+    auto parts = std::make_shared<std::vector<Part>>();
     sdk::HostGraphFusion f;
-    f.nodes = nodes;
-    std::vector<int> slot_of_value(nv, -1);
-    for (size_t n : nodes)  // inputs: read, not made inside, in first-read order
-      for (uint32_t v : g.nodes[n].inputs) {
-        const bool inside = producer[v] >= 0 && group_of[static_cast<size_t>(producer[v])] == static_cast<int64_t>(gi);
-        if (inside || slot_of_value[v] >= 0) continue;
-        slot_of_value[v] = static_cast<int>(f.inputs.size());
-        f.inputs.push_back(v);
+    std::string labels;
+    for (size_t gi : members) {
+      const std::vector<size_t>& nodes = groups[gi];
+      Part part;
+      std::vector<std::pair<uint32_t, int>> slots;
+      auto slot = [&](uint32_t v) {
+        for (const auto& [value, s] : slots)
+          if (value == v) return s;
+        return -1;
+      };
+      std::vector<TileOp> tops(nodes.size());
+      for (size_t j = 0; j < nodes.size(); ++j) {
+        tile_op(g.nodes[nodes[j]], tops[j]);
+        for (uint32_t v : tops[j].operands) {  // inputs: read, not made inside, in first-read order
+          const bool inside = producer[v] >= 0 && group_of[static_cast<size_t>(producer[v])] == static_cast<int64_t>(gi);
+          if (inside || slot(v) >= 0) continue;
+          slots.emplace_back(v, static_cast<int>(part.input_index.size()));
+          if (input_of_value[v] < 0) {
+            input_of_value[v] = static_cast<int>(f.inputs.size());
+            f.inputs.push_back(v);
+          }
+          part.input_index.push_back(static_cast<size_t>(input_of_value[v]));
+          part.load.push_back(load_fn(static_cast<hal_dtype_e>(g.values[v].dtype)));
+        }
       }
-    program->inputs = f.inputs.size();
-    for (size_t j = 0; j < nodes.size(); ++j) slot_of_value[g.nodes[nodes[j]].outputs[0]] = static_cast<int>(program->inputs + j);
-    const size_t slots = program->inputs + nodes.size();
-    program->output_of_slot.assign(slots, -1);
-    f.label = "loop[";
-    for (size_t j = 0; j < nodes.size(); ++j) {
-      const GraphNode& node = g.nodes[nodes[j]];
-      Instr in;
-      in.dst = static_cast<int>(program->inputs + j);
-      in.unary = unary_fn(node);
-      in.a = slot_of_value[node.inputs[0]];
-      if (in.unary == nullptr) {
-        in.binary = binary_fn(node, &in.alpha);
-        in.b = slot_of_value[node.inputs[1]];
+      const size_t inputs = part.input_index.size();
+      for (size_t j = 0; j < nodes.size(); ++j) slots.emplace_back(g.nodes[nodes[j]].outputs[0], static_cast<int>(inputs + j));
+      const size_t n_slots = inputs + nodes.size();
+      part.output_of_slot.assign(n_slots, -1);
+      std::string label = "loop[";
+      for (size_t j = 0; j < nodes.size(); ++j) {
+        const GraphNode& node = g.nodes[nodes[j]];
+        const TileOp& t = tops[j];
+        Instr in;
+        in.dst = static_cast<int>(inputs + j);
+        in.unary = t.unary;
+        in.binary = t.binary;
+        in.ternary = t.ternary;
+        in.alpha = t.alpha;
+        in.a = slot(t.operands[0]);
+        if (t.operands.size() > 1) in.b = slot(t.operands[1]);
+        if (t.operands.size() > 2) in.c = slot(t.operands[2]);
+        part.code.push_back(in);
+        const uint32_t v = node.outputs[0];
+        if (std::find(outputs_of[gi].begin(), outputs_of[gi].end(), v) != outputs_of[gi].end()) {
+          part.output_of_slot[static_cast<size_t>(in.dst)] = static_cast<int>(part.output_index.size());
+          part.output_index.push_back(f.outputs.size());
+          f.outputs.push_back(v);
+        }
+        label += (j ? ", n" : "n") + std::to_string(nodes[j]) + " " + node.op();
+        f.nodes.push_back(nodes[j]);
       }
-      program->code.push_back(in);
-      const uint32_t v = node.outputs[0];
-      bool read_outside = graph_output[v];
-      for (size_t r : readers[v]) read_outside = read_outside || group_of[r] != static_cast<int64_t>(gi);
-      if (read_outside) {
-        program->output_of_slot[static_cast<size_t>(in.dst)] = static_cast<int>(f.outputs.size());
-        program->output_slot.push_back(in.dst);
-        f.outputs.push_back(v);
+      label += "]";
+      labels += (labels.empty() ? "" : ", ") + label;
+      // Registers by liveness: a slot's register is free after its last
+      // reader, and a node's output never shares its operands' registers.
+      std::vector<size_t> last_read(n_slots, 0);
+      std::vector<bool> read(n_slots, false);
+      for (size_t j = 0; j < part.code.size(); ++j)
+        for (int s : {part.code[j].a, part.code[j].b, part.code[j].c})
+          if (s >= 0) {
+            last_read[static_cast<size_t>(s)] = j;
+            read[static_cast<size_t>(s)] = true;
+          }
+      part.reg.assign(n_slots, -1);
+      std::vector<int> free_regs;
+      auto take = [&]() {
+        if (!free_regs.empty()) {
+          const int r = free_regs.back();
+          free_regs.pop_back();
+          return r;
+        }
+        return part.registers++;
+      };
+      // Inputs are loaded at the start of each tile: their registers are live from there.
+      for (size_t i = 0; i < inputs; ++i) part.reg[i] = take();
+      for (size_t j = 0; j < part.code.size(); ++j) {
+        const Instr& in = part.code[j];
+        part.reg[static_cast<size_t>(in.dst)] = take();
+        // Free what this instruction read last (once), and its own output when nothing reads it.
+        std::vector<int> done;
+        for (int s : {in.a, in.b, in.c})
+          if (s >= 0 && last_read[static_cast<size_t>(s)] == j && std::find(done.begin(), done.end(), s) == done.end())
+            done.push_back(s);
+        if (!read[static_cast<size_t>(in.dst)]) done.push_back(in.dst);
+        for (int s : done) free_regs.push_back(part.reg[static_cast<size_t>(s)]);
       }
-      f.label += (j ? ", n" : "n") + std::to_string(nodes[j]) + " " + node.op();
+      parts->push_back(std::move(part));
     }
-    f.label += "]";
-    if (f.outputs.empty()) continue;  // nothing reads it: dead code, left alone
-    // Registers by liveness: a slot's register is free after its last
-    // reader, and a node's output never shares its operands' registers.
-    std::vector<size_t> last_read(slots, 0);
-    for (size_t j = 0; j < program->code.size(); ++j) {
-      const Instr& in = program->code[j];
-      last_read[static_cast<size_t>(in.a)] = j;
-      if (in.b >= 0) last_read[static_cast<size_t>(in.b)] = j;
-    }
-    program->reg.assign(slots, -1);
-    std::vector<int> free_regs;
-    auto take = [&]() {
-      if (!free_regs.empty()) {
-        const int r = free_regs.back();
-        free_regs.pop_back();
-        return r;
-      }
-      return program->registers++;
-    };
-    // Inputs are loaded at the start of each tile: their registers are live from there.
-    for (size_t i = 0; i < program->inputs; ++i) program->reg[i] = take();
-    for (size_t j = 0; j < program->code.size(); ++j) {
-      const Instr& in = program->code[j];
-      program->reg[static_cast<size_t>(in.dst)] = take();
-      // Free what this instruction read last (once), and its own output when nothing reads it.
-      std::vector<int> done;
-      for (int s : {in.a, in.b})
-        if (s >= 0 && last_read[static_cast<size_t>(s)] == j && std::find(done.begin(), done.end(), s) == done.end())
-          done.push_back(s);
-      bool dst_read = false;
-      for (size_t k = j + 1; k < program->code.size() && !dst_read; ++k)
-        dst_read = program->code[k].a == in.dst || program->code[k].b == in.dst;
-      if (!dst_read) done.push_back(in.dst);
-      for (int s : done) free_regs.push_back(program->reg[static_cast<size_t>(s)]);
-    }
-    for (size_t n : nodes) taken[n] = true;
-    std::shared_ptr<const Program> shared = program;
-    f.make = [shared](const std::vector<Tensor>&, const std::vector<Tensor>&) {
-      return std::make_unique<LoopStep>(shared);
+    for (uint32_t v : f.inputs) input_of_value[v] = -1;
+    std::sort(f.nodes.begin(), f.nodes.end());
+    f.label = members.size() == 1 ? labels : "horizontal[" + labels + "]";
+    for (size_t n : f.nodes) taken[n] = true;
+    std::shared_ptr<const std::vector<Part>> shared = parts;
+    f.make = [shared](const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+      return std::make_unique<LoopStep>(shared, in, out);
     };
     fusions.push_back(std::move(f));
   }

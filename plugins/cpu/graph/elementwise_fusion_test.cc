@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hal/runtime/compiled_graph.hpp"
+#include "hal/sdk/kernel/half.hpp"
 #include "hal/runtime/graph.hpp"
 #include "hal/testing/op_test_util.hpp"
 #include "hal/testing/test_util.hpp"
@@ -85,18 +86,38 @@ Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int len
       c.ops += "[sum] ";
     }
     hal::Graph::Value y;
-    if (pick(2) == 0) {
+    auto operand = [&]() { return pick(2) == 0 ? full[pick(full.size())] : other[pick(other.size())]; };
+    // A denominator or exponent in [1/e, e]: no blow-up to amplify rounding.
+    auto tame = [&](hal::Graph::Value v) {
+      c.ops += "tanh exp ";
+      return c.graph.add_op("exp", {c.graph.add_op("tanh", {v})});
+    };
+    if (pick(4) == 0) {
+      const char* ternary[] = {"lerp", "addcmul", "addcdiv", "clamp", "clamp_min", "clamp_max", "pow"};
+      const std::string op = ternary[pick(std::size(ternary))];
+      if (op == "lerp") {
+        y = c.graph.add_op(op, {x, operand(), operand()});
+      } else if (op == "addcmul" || op == "addcdiv") {
+        const hal::Graph::Value b = operand(), d = op == "addcdiv" ? tame(operand()) : operand();
+        y = c.graph.add_op(op, {x, b, d}, {hal::Attr::scalar("value", pick(2) == 0 ? 1.0 : -0.3)});
+      } else if (op == "pow") {  // a positive base: no NaN from a fractional exponent
+        y = c.graph.add_op(op, {tame(x), pick(3) == 0 ? c.graph.constant(F32, {}, std::vector<uint8_t>{0, 0, 0, 64})
+                                                      : tame(operand())});  // 0x40000000 = 2.0f: the exact square
+      } else {
+        const hal::Graph::Value lo = op != "clamp_max" ? operand() : hal::Graph::Value{};
+        const hal::Graph::Value hi = op != "clamp_min" ? operand() : hal::Graph::Value{};
+        y = c.graph.add_op("clamp", {x, lo, hi});
+      }
+      c.ops += op + " ";
+    } else if (pick(2) == 0) {
       const std::string op = unary[pick(std::size(unary))];
       y = op == "gelu" && pick(2) == 0 ? c.graph.add_op(op, {x}, {hal::Attr::s("approximate", "tanh")})
                                        : c.graph.add_op(op, {x});
       c.ops += op + " ";
     } else {
       const std::string op = binary[pick(std::size(binary))];
-      hal::Graph::Value other_operand = pick(2) == 0 ? full[pick(full.size())] : other[pick(other.size())];
-      if (op == "div") {  // a denominator in [1/e, e]: no blow-up to amplify rounding
-        other_operand = c.graph.add_op("exp", {c.graph.add_op("tanh", {other_operand})});
-        c.ops += "tanh exp ";
-      }
+      hal::Graph::Value other_operand = operand();
+      if (op == "div") other_operand = tame(other_operand);
       std::vector<hal::Attr> attrs;
       if ((op == "add" || op == "sub") && pick(2) == 0) attrs.push_back(hal::Attr::scalar("alpha", 0.5));
       y = pick(2) == 0 ? c.graph.add_op(op, {x, other_operand}, attrs) : c.graph.add_op(op, {other_operand, x}, attrs);
@@ -263,4 +284,143 @@ TEST_CASE("cpu fused loops: the disk compile cache rebuilds them without compili
   std::vector<float> y(64);
   second.run_allocating({&tx.view})[0].buffer.copy_to_host(y.data(), 256);
   for (size_t i = 0; i < 64; ++i) CHECK(y[i] == doctest::Approx(1.0 / (1.0 + std::exp(-double(xv[i]) * xv[i]))));
+}
+
+namespace {
+
+// Every output of GRAPH run fused and op by op on the same random inputs;
+// returns the fused executable's kernel count and explain(), and checks
+// the two runs agree.
+std::pair<uint32_t, std::string> check_against_op_by_op(const hal::Graph& graph,
+                                                        const std::vector<std::vector<int64_t>>& input_shapes,
+                                                        uint32_t seed) {
+  hal::testing::OpTester t(kCpu);
+  std::mt19937 gen(seed);
+  std::vector<hal::testing::DeviceTensor> ins;
+  std::vector<const hal::TensorView*> views;
+  for (const auto& s : input_shapes) ins.push_back(t.tensor(s, random_floats(static_cast<size_t>(numel(s)), gen)));
+  for (const auto& d : ins) views.push_back(&d.view);
+  hal::CompiledGraph fused = hal::compile(graph, options(t.device(), true));
+  hal::CompiledGraph plain = hal::compile(graph, options(t.device(), false));
+  auto got = fused.run_allocating(views);
+  auto want = plain.run_allocating(views);
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    std::vector<float> a(static_cast<size_t>(got[o].view.numel())), w(a.size());
+    got[o].buffer.copy_to_host(a.data(), a.size() * 4);
+    want[o].buffer.copy_to_host(w.data(), w.size() * 4);
+    CHECK_MESSAGE(mismatches(a, w) == 0, "output ", o);
+  }
+  return {fused.stats().kernel_count, fused.explain()};
+}
+
+hal::Graph::Value scalar_constant(hal::Graph& g, float v) {
+  const auto* b = reinterpret_cast<const uint8_t*>(&v);
+  return g.constant(F32, {}, std::vector<uint8_t>(b, b + 4));
+}
+
+}  // namespace
+
+TEST_CASE("cpu fused loops: an AdamW step's independent per-parameter chains run as one horizontal step") {
+  // As a compiled optimizer step lowers AdamW: per parameter, exp_avg.lerp(grad, 1 - beta1),
+  // exp_avg_sq * beta2 + (1 - beta2) grad^2, the decayed parameter minus step * exp_avg / denom.
+  hal::Graph g;
+  const std::vector<std::vector<int64_t>> params = {{64, 32}, {32}, {10, 64}, {10}, {3, 5, 700}};
+  std::vector<std::vector<int64_t>> input_shapes;
+  const auto beta1 = scalar_constant(g, 0.1f), beta2 = scalar_constant(g, 0.999f);
+  const auto bias2 = scalar_constant(g, 0.03f), eps = scalar_constant(g, 1e-8f), decay = scalar_constant(g, 0.99f);
+  for (size_t k = 0; k < params.size(); ++k) {
+    std::vector<hal::Graph::Value> in;
+    for (const char* name : {"param", "grad", "exp_avg", "exp_avg_sq"}) {
+      in.push_back(g.input(F32, params[k], name + std::to_string(k)));
+      input_shapes.push_back(params[k]);
+    }
+    auto m = g.add_op("lerp", {in[2], in[1], beta1});
+    auto v = g.add_op("addcmul", {g.add_op("mul", {in[3], beta2}), in[1], in[1]},
+                      {hal::Attr::scalar("value", 0.001)});
+    auto v_abs = g.add_op("abs", {v});  // random inputs: keep sqrt's argument non-negative
+    auto denom = g.add_op("add", {g.add_op("div", {g.add_op("sqrt", {v_abs}), bias2}), eps});
+    auto p = g.add_op("addcdiv", {g.add_op("mul", {in[0], decay}), m, denom}, {hal::Attr::scalar("value", -0.01)});
+    g.mark_output(p);
+    g.mark_output(m);
+    g.mark_output(v);
+  }
+  const auto [kernels, explain] = check_against_op_by_op(g, input_shapes, 7);
+  CHECK(kernels == 1);
+  CHECK_MESSAGE(explain.find("horizontal[loop[") != std::string::npos, explain);
+  CHECK_MESSAGE(explain.find("n0 lerp") != std::string::npos, explain);
+}
+
+TEST_CASE("cpu fused loops: a chain whose value is read before another chain ends is not merged with it") {
+  // Chain A; a sum reading A's value; chain B independent of both. Merged, A would run where B
+  // ends, after the sum read A's (then unwritten) value.
+  hal::Graph g;
+  auto x = g.input(F32, {4, 300}, "x"), y = g.input(F32, {4, 300}, "y");
+  auto a = g.add_op("relu", {g.add_op("mul", {x, x})});
+  g.mark_output(g.add_op("sum", {a}, {hal::Attr::ints("dim", {-1}), hal::Attr::b("keepdim", true)}));
+  auto b = g.add_op("tanh", {g.add_op("add", {y, y})});
+  g.mark_output(b);
+  const auto [kernels, explain] = check_against_op_by_op(g, {{4, 300}, {4, 300}}, 3);
+  CHECK(kernels == 3);
+  CHECK_MESSAGE(explain.find("horizontal[") == std::string::npos, explain);
+
+  // Chain B reading chain A's output: dependent, two steps.
+  hal::Graph h;
+  auto x2 = h.input(F32, {4, 300}, "x"), y2 = h.input(F32, {300}, "y");
+  auto a2 = h.add_op("relu", {h.add_op("mul", {x2, x2})});
+  h.mark_output(a2);
+  auto s = h.add_op("sum", {a2}, {hal::Attr::ints("dim", {0}), hal::Attr::b("keepdim", false)});
+  h.mark_output(h.add_op("tanh", {h.add_op("add", {y2, s})}));
+  const auto [kernels2, explain2] = check_against_op_by_op(h, {{4, 300}, {300}}, 4);
+  CHECK(kernels2 == 3);
+  CHECK_MESSAGE(explain2.find("horizontal[") == std::string::npos, explain2);
+}
+
+TEST_CASE("cpu fused loops: inputs of other dtypes are converted as the kernels cast them") {
+  // A float32 chain reading int64/float64 0-d constants (an optimizer's step count and betas), and
+  // int32, bool, float16 and bfloat16 tensors: each loaded as float32, as the kernels cast.
+  hal::Graph g;
+  auto x = g.input(F32, {3, 257}, "x");
+  auto i32 = g.input(HAL_DTYPE_INT32, {257}, "i32");
+  auto flags = g.input(HAL_DTYPE_BOOL, {3, 1}, "flags");
+  auto h = g.input(HAL_DTYPE_FLOAT16, {3, 257}, "h");
+  auto bf = g.input(HAL_DTYPE_BFLOAT16, {257}, "bf");
+  const int64_t seven = 7;
+  const double third = 1.0 / 3.0;
+  auto c64 = g.constant(HAL_DTYPE_INT64, {}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&seven),
+                                                                   reinterpret_cast<const uint8_t*>(&seven) + 8));
+  auto f64 = g.constant(HAL_DTYPE_FLOAT64, {}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&third),
+                                                                     reinterpret_cast<const uint8_t*>(&third) + 8));
+  auto y = g.add_op("add", {x, c64});
+  y = g.add_op("mul", {y, f64});
+  y = g.add_op("sub", {y, i32}, {hal::Attr::scalar("alpha", 0.5)});
+  y = g.add_op("maximum", {y, flags});
+  y = g.add_op("add", {y, h});
+  y = g.add_op("lerp", {y, bf, g.add_op("sigmoid", {x})});
+  g.mark_output(y);
+  hal::testing::OpTester t(kCpu);
+  std::mt19937 gen(11);
+  std::vector<int32_t> iv(257);
+  for (int32_t& v : iv) v = static_cast<int32_t>(gen() % 2001) - 1000;
+  const std::vector<uint8_t> fv = {1, 0, 1};
+  std::vector<uint16_t> hv(3 * 257), bv(257);
+  for (uint16_t& v : hv) v = hal::sdk::kernel::Half(std::normal_distribution<float>()(gen)).bits;
+  for (uint16_t& v : bv) v = hal::sdk::kernel::BFloat16(std::normal_distribution<float>()(gen)).bits;
+  auto tx = t.tensor({3, 257}, random_floats(3 * 257, gen));
+  auto ti = t.tensor({257}, iv, HAL_DTYPE_INT32);
+  auto tf = t.tensor({3, 1}, fv, HAL_DTYPE_BOOL);
+  auto th = t.tensor({3, 257}, hv, HAL_DTYPE_FLOAT16);
+  auto tb = t.tensor({257}, bv, HAL_DTYPE_BFLOAT16);
+  std::vector<const hal::TensorView*> views = {&tx.view, &ti.view, &tf.view, &th.view, &tb.view};
+  hal::CompiledGraph fused = hal::compile(g, options(t.device(), true));
+  CHECK(fused.stats().kernel_count == 1);
+  CHECK_MESSAGE(fused.explain().find("loop[n0 add, n1 mul, n2 sub, n3 maximum, n4 add, n5 sigmoid, n6 lerp]") !=
+                    std::string::npos,
+                fused.explain());
+  auto got = fused.run_allocating(views);
+  auto want = hal::compile(g, options(t.device(), false)).run_allocating(views);
+  std::vector<float> a(3 * 257), w(3 * 257);
+  got[0].buffer.copy_to_host(a.data(), a.size() * 4);
+  want[0].buffer.copy_to_host(w.data(), w.size() * 4);
+  CHECK(mismatches(a, w) == 0);
 }
