@@ -69,3 +69,6 @@ HAL_LAYERS=validation HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" PYTHONPATH="$HAL_BUIL
   "$HAL_PYTHON" -m pytest -q -p no:cacheprovider framework_bridge/onnx/tests/test_models.py \
   framework_bridge/onnx/tests/test_exported_bert.py framework_bridge/onnx/tests/test_recurrent_quantized.py \
   framework_bridge/onnx/tests/test_control_flow.py framework_bridge/pytorch/tests/test_training.py
+hal_log "bench/report.py --quick: the performance report end to end at small sizes (so that it cannot rot)"
+# Figures of a loaded CI machine mean nothing: only that every benchmark runs and the report is written.
+HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" "$HAL_PYTHON" bench/report.py --quick --out "$(mktemp -d)"

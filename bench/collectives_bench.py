@@ -91,21 +91,31 @@ def main():
     p.add_argument("--worlds", default="2,4")
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--ddp", action="store_true", help="also time DDP training steps, hal vs gloo")
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="all-reduce sizes in bytes, comma-separated")
+    p.add_argument("--json", help="also write the rows here")
     args = p.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    rows = []
     copy_bw = memcpy_bandwidth()
     print(f"memcpy bandwidth (one process, 64 MiB): {copy_bw / 1e9:.2f} GB/s")
     print(f"{'world':>5} {'bytes':>10} {'hal us':>10} {'gloo us':>10} {'hal/gloo':>9} {'hal busbw GB/s':>15} "
           f"{'gloo busbw':>11} {'hal % memcpy':>13}")
     for world in (int(w) for w in args.worlds.split(",")):
-        hal = run("hal", world, SIZES, args.reps)
-        gloo = run("gloo", world, SIZES, args.reps)
-        for size in SIZES:
+        hal = run("hal", world, sizes, args.reps)
+        gloo = run("gloo", world, sizes, args.reps)
+        for size in sizes:
             factor = 2 * (world - 1) / world * size
             hb, gb = factor / hal[size], factor / gloo[size]
             print(f"{world:>5} {size:>10} {hal[size] * 1e6:>10.1f} {gloo[size] * 1e6:>10.1f} "
                   f"{gloo[size] / hal[size]:>9.2f} {hb / 1e9:>15.2f} {gb / 1e9:>11.2f} {100 * hb / copy_bw:>12.0f}%")
+            rows.append({"world": world, "bytes": size, "hal_s": hal[size], "gloo_s": gloo[size],
+                         "ratio": gloo[size] / hal[size], "hal_busbw_gb_s": hb / 1e9, "gloo_busbw_gb_s": gb / 1e9,
+                         "memcpy_gb_s": copy_bw / 1e9})
     if args.ddp:
         ddp_step_times()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 def ddp_step_times():

@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--parts", default="1,2,3", help="parts to run, comma-separated (1 generation, 2 kernels GB/s, 3 tiny calls)")
     ap.add_argument("--rows", help="part 2: only these kernels, comma-separated")
+    ap.add_argument("--sizes", default="tiny,small", help="part 1: model sizes, comma-separated (tiny, small)")
     args = ap.parse_args()
     parts = {int(p) for p in args.parts.split(",")}
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -93,6 +94,8 @@ def generation(args, torch, gen, results):
     print(f"{'model':14} {'hal':>10} {'PyTorch':>10} {'ratio':>7}  tokens identical")
     for model in ("dense", "moe"):
         for size, (cfg, lengths, new) in sizes.items():
+            if size not in args.sizes.split(","):
+                continue
             if model == "moe":
                 cfg = gen.Config(**{**cfg.__dict__, "experts": 8, "intermediate": cfg.intermediate // 2})
             weights = gen.make_weights(cfg)

@@ -82,7 +82,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--json", help="write the rows here")
-    ap.add_argument("--only", help="substring filter on benchmark names")
+    ap.add_argument("--only", help="substring filter on benchmark names (comma-separated: any of them)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="time HAL and torch alternately this many times per benchmark; report medians "
                          "(a shared or busy machine drifts between the two sides of one round)")
@@ -113,7 +113,7 @@ def main():
     peak = os.cpu_count() * (mhz or 0) * 1e6 * per_cycle / 1e9
     print(f"nominal float32 peak: {peak:.1f} GFLOP/s ({os.cpu_count()} cores x {mhz} MHz x {per_cycle} FLOP/cycle)")
 
-    want = lambda name: args.only is None or args.only in name  # noqa: E731
+    want = lambda name: args.only is None or any(o in name for o in args.only.split(","))  # noqa: E731
     n = 16 << 20
     a, c = torch.randn(n), torch.randn(n)
     if want("add"):

@@ -19,18 +19,27 @@ namespace hal::cpu {
 constexpr size_t kMaxLoopNodes = 64;
 
 // Whether node N of GRAPH can be part of a fused loop ("" when it can, else
-// why not): a float32 unary or binary op with a tile function (the unary
-// ops of elementwise_fns.hpp, gelu, add/sub with any alpha, mul, div
-// without rounding, maximum, minimum), float32 inputs, one output.
+// why not): one float32 output, an op with a tile function (the unary ops
+// of elementwise_fns.hpp, gelu, add/sub with any alpha, mul, div without
+// rounding, maximum, minimum, pow, clamp, lerp, addcmul, addcdiv), inputs
+// of any of the catalog's ten dtypes (converted to float32 as loaded, as
+// the kernels cast them).
 std::string loop_refusal(const sdk::Graph& graph, size_t n);
 
-// The loops of GRAPH over the nodes not TAKEN (those get marked): each a
-// connected chain of at least two fusible nodes of one output shape (inputs
-// broadcast to it), grown in node order while no node outside the chain
-// reads one of its values before its last node, at most kMaxLoopNodes
-// nodes. Outputs: its values that are graph outputs or read outside it.
-// Each loop's label lists its nodes ("loop[n3 mul, n4 add, n7 relu]"), as
-// explain() shows it.
+// The fused steps of GRAPH over the nodes not TAKEN (those get marked).
+// Chains: fusible nodes of one output shape (inputs broadcast to it); a
+// node joins the chains of its operands (merging them) while no node
+// outside a chain reads one of its values before that node; at most
+// kMaxLoopNodes nodes. Outputs: values that are graph outputs or read
+// outside. Steps: chains taken in the order of their last nodes, each
+// joining the open step when it reads none of the step's values and
+// nothing outside reads a step value before the chain's last node — one
+// parallel loop over all its chains' tiles (an optimizer's per-parameter
+// updates: one launch). A step of one node is left to its kernel. Labels
+// name the nodes ("loop[n3 mul, n4 add, n7 relu]", several chains
+// "horizontal[loop[...], loop[...]]"), as explain() shows them.
+// Thread-safety: pure; the steps it makes run one call at a time (as
+// HostGraphStep promises).
 std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const sdk::Graph& graph, std::vector<bool>& taken);
 
 }  // namespace hal::cpu
