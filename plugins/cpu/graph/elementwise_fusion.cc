@@ -124,6 +124,23 @@ LoadFn load_fn(hal_dtype_e dtype) {
   return sdk::kernel::dispatch(dtype, [](auto tag) -> LoadFn { return &load_as_float<typename decltype(tag)::type>; });
 }
 
+// Stores N float32 results into an output of another float dtype
+// (float16, bfloat16: a chain of them computes in float32 and rounds once,
+// where it is written), at DST every STRIDE bytes.
+using StoreFn = void (*)(char* dst, const float* __restrict src, int64_t stride, int64_t n);
+
+template <class T>
+void store_from_float(char* dst, const float* __restrict src, int64_t stride, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) *reinterpret_cast<T*>(dst + e * stride) = static_cast<T>(src[e]);
+}
+
+// The store of a DTYPE output; nullptr for float32 (written in place or scattered).
+StoreFn store_fn(hal_dtype_e dtype) {
+  if (dtype == HAL_DTYPE_FLOAT16) return &store_from_float<sdk::kernel::Half>;
+  if (dtype == HAL_DTYPE_BFLOAT16) return &store_from_float<sdk::kernel::BFloat16>;
+  return nullptr;
+}
+
 // What a node computes over a tile: one of the three function kinds, its
 // scalar, and the values it reads (absent optional inputs dropped).
 struct TileOp {
@@ -200,6 +217,7 @@ struct Part {
   std::vector<size_t> input_index;   // per input slot: the step's input it reads
   std::vector<LoadFn> load;          // per input slot: its conversion (nullptr: float32)
   std::vector<size_t> output_index;  // per part output: the step's output it writes
+  std::vector<StoreFn> store;        // per part output: its conversion (nullptr: float32)
   std::vector<Instr> code;
   std::vector<int> output_of_slot;   // per slot: the part output it is, or -1
   std::vector<int> reg;              // per slot
@@ -368,7 +386,7 @@ class LoopStep final : public sdk::HostGraphStep {
     s.walk = Walk(ops, *ops[0]);
     s.direct.assign(part.output_index.size(), false);
     for (size_t o = 0; o < part.output_index.size(); ++o)
-      s.direct[o] = s.walk.inner_stride[o] == static_cast<int64_t>(sizeof(float));
+      s.direct[o] = part.store[o] == nullptr && s.walk.inner_stride[o] == static_cast<int64_t>(sizeof(float));
     s.tiles = (s.walk.inner + kTile - 1) / kTile;
     s.units = s.walk.numel == 0 ? 0 : s.walk.outer_count * s.tiles;
     s.data.assign(ops.size(), nullptr);
@@ -453,7 +471,11 @@ class LoopStep final : public sdk::HostGraphStep {
         if (out >= 0 && !direct) {
           char* to = base[static_cast<size_t>(out)];
           const int64_t st = w.inner_stride[static_cast<size_t>(out)];
-          for (int64_t e = 0; e < n; ++e) *reinterpret_cast<float*>(to + e * st) = dst[e];
+          if (p.store[static_cast<size_t>(out)] != nullptr) {
+            p.store[static_cast<size_t>(out)](to, dst, st, n);
+          } else {
+            for (int64_t e = 0; e < n; ++e) *reinterpret_cast<float*>(to + e * st) = dst[e];
+          }
         }
       }
     }
@@ -465,7 +487,12 @@ class LoopStep final : public sdk::HostGraphStep {
   int registers_ = 0;
 };
 
-bool float32(const Graph& g, uint32_t v) { return v != kNoValue && g.values[v].dtype == HAL_DTYPE_FLOAT32; }
+
+// float32, or float16/bfloat16 (computed in float32, rounded where written).
+bool float_output(const Graph& g, uint32_t v) {
+  const hal_dtype_e d = g.values[v].dtype;
+  return d == HAL_DTYPE_FLOAT32 || d == HAL_DTYPE_FLOAT16 || d == HAL_DTYPE_BFLOAT16;
+}
 
 bool known_dtype(hal_dtype_e d) {
   switch (d) {
@@ -482,7 +509,7 @@ bool known_dtype(hal_dtype_e d) {
 
 std::string loop_refusal(const Graph& g, size_t n) {
   const GraphNode& node = g.nodes[n];
-  if (node.outputs.size() != 1 || !float32(g, node.outputs[0])) return "not one float32 output";
+  if (node.outputs.size() != 1 || !float_output(g, node.outputs[0])) return "not one float32/16 output";
   TileOp t;
   if (!tile_op(node, t)) return std::string("no tile function for '") + node.op() + "'";
   // Inputs of other dtypes are converted as they are loaded: the kernels
@@ -651,6 +678,7 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
         if (std::find(outputs_of[gi].begin(), outputs_of[gi].end(), v) != outputs_of[gi].end()) {
           part.output_of_slot[static_cast<size_t>(in.dst)] = static_cast<int>(part.output_index.size());
           part.output_index.push_back(f.outputs.size());
+          part.store.push_back(store_fn(static_cast<hal_dtype_e>(g.values[v].dtype)));
           f.outputs.push_back(v);
         }
         label += (j ? ", n" : "n") + std::to_string(nodes[j]) + " " + node.op();

@@ -1,4 +1,4 @@
-// CPU plugin: chains of float32 elementwise nodes run as one loop over tiles
+// CPU plugin: chains of elementwise nodes run as one loop over tiles
 // (docs/graph.md, "CPU fused loops"). Op by op, a chain of K elementwise
 // nodes makes K passes over memory; as one loop it loads each input tile
 // once, runs every node's element function over the tile while it is in L1
@@ -19,7 +19,8 @@ namespace hal::cpu {
 constexpr size_t kMaxLoopNodes = 64;
 
 // Whether node N of GRAPH can be part of a fused loop ("" when it can, else
-// why not): one float32 output, an op with a tile function (the unary ops
+// why not): one float32, float16 or bfloat16 output (16-bit chains compute
+// in float32 and round what they write), an op with a tile function (the unary ops
 // of elementwise_fns.hpp, gelu, add/sub with any alpha, mul, div without
 // rounding, maximum, minimum, pow, clamp, lerp, addcmul, addcdiv), inputs
 // of any of the catalog's ten dtypes (converted to float32 as loaded, as

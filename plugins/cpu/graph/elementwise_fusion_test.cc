@@ -14,6 +14,7 @@
 #include "hal/runtime/compiled_graph.hpp"
 #include "hal/sdk/kernel/half.hpp"
 #include "hal/runtime/graph.hpp"
+#include "hal/runtime/names.hpp"
 #include "hal/testing/op_test_util.hpp"
 #include "hal/testing/test_util.hpp"
 
@@ -47,6 +48,7 @@ struct Feed {
 
 struct Chain {
   hal::Graph graph;
+  hal_dtype_e dtype = F32;  // of the inputs (and so of every value but 0-d constants)
   std::vector<Feed> feeds;
   std::string ops;  // for messages
 };
@@ -56,12 +58,14 @@ struct Chain {
 // constant), LENGTH nodes each reading an earlier full-shape value, sums
 // of chain values (read outside any loop) fed back as broadcast operands,
 // and a few intermediates marked as outputs besides the last.
-Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int length, bool transposed) {
+Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int length, bool transposed,
+                   hal_dtype_e dtype = F32) {
   Chain c;
+  c.dtype = dtype;
   auto pick = [&](size_t n) { return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n - 1)(gen)); };
   auto add_input = [&](std::vector<int64_t> s, bool strided) {
     c.feeds.push_back(Feed{s, random_floats(static_cast<size_t>(numel(s)), gen), strided});
-    return c.graph.input(F32, s, "in" + std::to_string(c.feeds.size() - 1));
+    return c.graph.input(dtype, s, "in" + std::to_string(c.feeds.size() - 1));
   };
   std::vector<hal::Graph::Value> full = {add_input(shape, transposed && shape.size() >= 2)};
   std::vector<hal::Graph::Value> other;  // broadcast operands
@@ -110,7 +114,10 @@ Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int len
       }
       c.ops += op + " ";
     } else if (pick(2) == 0) {
-      const std::string op = unary[pick(std::size(unary))];
+      std::string op = unary[pick(std::size(unary))];
+      // 16-bit chains: no periodic functions (a value rounded to 8 bits, then multiplied by a sum,
+      // makes sin and cos of it noise: the formats' limit, not the loops').
+      if (dtype != F32 && (op == "sin" || op == "cos")) op = "tanh";
       y = op == "gelu" && pick(2) == 0 ? c.graph.add_op(op, {x}, {hal::Attr::s("approximate", "tanh")})
                                        : c.graph.add_op(op, {x});
       c.ops += op + " ";
@@ -131,6 +138,40 @@ Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int len
   return c;
 }
 
+// VALUES on the device as DTYPE (float32, float16 or bfloat16).
+hal::testing::DeviceTensor typed(hal::testing::OpTester& t, const std::vector<int64_t>& shape,
+                                 const std::vector<float>& values, hal_dtype_e dtype) {
+  if (dtype == F32) return t.tensor(shape, values);
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    bits[i] = dtype == HAL_DTYPE_FLOAT16 ? hal::sdk::kernel::Half(values[i]).bits : hal::sdk::kernel::BFloat16(values[i]).bits;
+  return t.tensor(shape, bits, dtype);
+}
+
+// A (row-major) output's values as float32.
+std::vector<float> to_floats(const hal::OwnedTensor& o) {
+  const size_t n = static_cast<size_t>(o.view.numel());
+  std::vector<float> v(n);
+  if (o.view.dtype == F32) {
+    o.buffer.copy_to_host(v.data(), n * 4);
+    return v;
+  }
+  std::vector<uint16_t> bits(n);
+  o.buffer.copy_to_host(bits.data(), n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    if (o.view.dtype == HAL_DTYPE_FLOAT16) {
+      hal::sdk::kernel::Half h;
+      h.bits = bits[i];
+      v[i] = h;
+    } else {
+      hal::sdk::kernel::BFloat16 b;
+      b.bits = bits[i];
+      v[i] = b;
+    }
+  }
+  return v;
+}
+
 // Runs C's graph compiled with or without graph compilers; every output's values.
 std::vector<std::vector<float>> run(hal::testing::OpTester& t, const Chain& c, bool graph_compilers,
                                     std::string* explain = nullptr) {
@@ -140,7 +181,7 @@ std::vector<std::vector<float>> run(hal::testing::OpTester& t, const Chain& c, b
   std::vector<const hal::TensorView*> views;
   for (const Feed& f : c.feeds) {
     if (!f.transposed || f.values.empty()) {
-      ins.push_back(t.tensor(f.shape, f.values));
+      ins.push_back(typed(t, f.shape, f.values, c.dtype));
       continue;
     }
     // The same values laid out with the last two dims swapped in memory.
@@ -150,7 +191,7 @@ std::vector<std::vector<float>> run(hal::testing::OpTester& t, const Chain& c, b
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) swapped[(b * cols + j) * rows + i] = f.values[(b * rows + i) * cols + j];
-    hal::testing::DeviceTensor d = t.tensor({numel(f.shape)}, swapped);
+    hal::testing::DeviceTensor d = typed(t, {numel(f.shape)}, swapped, c.dtype);
     std::vector<int64_t> strides(r, 0);
     strides[r - 1] = rows;
     strides[r - 2] = 1;
@@ -159,29 +200,31 @@ std::vector<std::vector<float>> run(hal::testing::OpTester& t, const Chain& c, b
       strides[k] = s;
       s *= f.shape[k];
     }
-    d.view = hal::TensorView(d.buffer, F32, f.shape, strides);
+    d.view = hal::TensorView(d.buffer, c.dtype, f.shape, strides);
     ins.push_back(std::move(d));
   }
   for (const auto& d : ins) views.push_back(&d.view);
   std::vector<hal::OwnedTensor> out = g.run_allocating(views);
   std::vector<std::vector<float>> values;
-  for (const hal::OwnedTensor& o : out) {
-    std::vector<float> v(static_cast<size_t>(o.view.numel()));
-    o.buffer.copy_to_host(v.data(), v.size() * 4);
-    values.push_back(std::move(v));
-  }
+  for (const hal::OwnedTensor& o : out) values.push_back(to_floats(o));
   return values;
 }
 
 // Equal within float rounding (the loop and the kernels run the same
 // element functions; a compiler may contract a + alpha*b differently),
 // NaN equal to NaN, infinities exactly.
-size_t mismatches(const std::vector<float>& got, const std::vector<float>& want) {
+// TOL (float16/bfloat16 chains, computed in float32 when fused and rounded
+// per op when not): relative to the output's largest magnitude.
+size_t mismatches(const std::vector<float>& got, const std::vector<float>& want, float tol = 0.0f) {
   size_t bad = 0;
+  float scale = 1.0f;
+  for (float b : want)
+    if (std::isfinite(b)) scale = std::max(scale, std::fabs(b));
   for (size_t i = 0; i < got.size(); ++i) {
     const float a = got[i], b = want[i];
     if (std::isnan(a) && std::isnan(b)) continue;
-    if (std::isinf(b) ? a != b : !(std::fabs(a - b) <= 1e-5f + 1e-4f * std::fabs(b))) {
+    const bool close = tol > 0.0f ? std::fabs(a - b) <= tol * scale : std::fabs(a - b) <= 1e-5f + 1e-4f * std::fabs(b);
+    if (std::isinf(b) ? a != b : !close) {
       if (bad < 3) MESSAGE("element ", i, ": ", a, " vs ", b);
       ++bad;
     }
@@ -212,6 +255,32 @@ TEST_CASE("cpu fused loops: random elementwise chains equal the same graphs op b
     if (explain.find("loop[") != std::string::npos) ++loops_seen;
   }
   CHECK(loops_seen >= 50);  // most chains become loops (a 0-element or 1-node remnant may not)
+}
+
+TEST_CASE("cpu fused loops: float16 and bfloat16 chains compute in float32 and agree with op by op") {
+  // Op by op rounds every value to 16 bits; a loop rounds only what it writes: equal within the
+  // 16-bit formats' precision (relative to each output's magnitude).
+  hal::testing::OpTester t(kCpu);
+  std::mt19937 gen(36);
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {3, 5}, {2, 3, 40}, {4, 700}, {}, {3, 1500}};
+  int loops_seen = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const hal_dtype_e dtype = trial % 2 == 0 ? HAL_DTYPE_FLOAT16 : HAL_DTYPE_BFLOAT16;
+    const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial / 2) % shapes.size()];
+    const int length = 2 + static_cast<int>(gen() % 7);  // 2..8
+    const Chain c = random_chain(gen, shape, length, trial % 3 == 0, dtype);
+    std::string explain;
+    const auto fused = run(t, c, true, &explain);
+    const auto plain = run(t, c, false);
+    REQUIRE(fused.size() == plain.size());
+    for (size_t o = 0; o < fused.size(); ++o) {
+      REQUIRE(fused[o].size() == plain[o].size());
+      CHECK_MESSAGE(mismatches(fused[o], plain[o], dtype == HAL_DTYPE_FLOAT16 ? 1e-2f : 5e-2f) == 0, "trial ", trial,
+                    " output ", o, " ", std::string(hal::dtype_name(dtype)), ": ", c.ops);
+    }
+    if (explain.find("loop[") != std::string::npos) ++loops_seen;
+  }
+  CHECK(loops_seen >= 18);
 }
 
 TEST_CASE("cpu fused loops: a chain is one kernel, explain names its nodes - fused_loops = false is the baseline") {
