@@ -30,7 +30,6 @@ import json
 import os
 import pathlib
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,24 +39,11 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
 
 
-def timeit(fn, repeats=5, min_time=0.05):
-    """Median seconds per call of FN over REPEATS batches, each at least MIN_TIME / REPEATS long."""
-    fn()
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - t0 >= min_time / repeats or n >= 1 << 20:
-            break
-        n *= 2
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - t0) / n)
-    return statistics.median(samples)
+def timeit(fn):
+    """Median seconds per call of FN (ops_vs_torch's timer, shorter: the report runs many)."""
+    from ops_vs_torch import timeit as bench_timeit  # bench/ is this script's directory: on sys.path
+
+    return bench_timeit(fn, min_time=0.05, repeats=5)
 
 
 def machine_peak(torch, quick):

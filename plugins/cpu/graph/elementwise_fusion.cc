@@ -12,6 +12,7 @@
 #include "../ops/cpu_kernel.hpp"
 #include "../ops/elementwise_fns.hpp"
 #include "../ops/vector_math.hpp"
+#include "hal/sdk/graph_uses.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -521,15 +522,10 @@ std::string loop_refusal(const Graph& g, size_t n) {
 
 std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::vector<bool>& taken) {
   const size_t nn = g.nodes.size(), nv = g.values.size();
-  std::vector<std::vector<size_t>> readers(nv);
-  std::vector<int64_t> producer(nv, -1);
-  std::vector<bool> graph_output(nv, false);
-  for (size_t n = 0; n < nn; ++n) {
-    for (uint32_t v : g.nodes[n].inputs)
-      if (v != kNoValue && (readers[v].empty() || readers[v].back() != n)) readers[v].push_back(n);
-    for (uint32_t v : g.nodes[n].outputs) producer[v] = static_cast<int64_t>(n);
-  }
-  for (uint32_t v : g.outputs) graph_output[v] = true;
+  const sdk::GraphUses uses(g);
+  const std::vector<std::vector<size_t>>& readers = uses.readers;
+  const std::vector<int64_t>& producer = uses.producer;
+  const std::vector<bool>& graph_output = uses.output;
 
   // Vertical: chains of one output shape.
   std::vector<std::vector<size_t>> groups;

@@ -234,6 +234,21 @@ size_t mismatches(const std::vector<float>& got, const std::vector<float>& want,
 
 }  // namespace
 
+// Runs C fused and op by op and checks every output agrees (TOL: mismatches'); whether C became
+// a loop.
+bool check_chain(hal::testing::OpTester& t, const Chain& c, int trial, float tol = 0.0f) {
+  std::string explain;
+  const auto fused = run(t, c, true, &explain);
+  const auto plain = run(t, c, false);
+  REQUIRE(fused.size() == plain.size());
+  for (size_t o = 0; o < fused.size(); ++o) {
+    REQUIRE(fused[o].size() == plain[o].size());
+    CHECK_MESSAGE(mismatches(fused[o], plain[o], tol) == 0, "trial ", trial, " output ", o, " ",
+                  std::string(hal::dtype_name(c.dtype)), ": ", c.ops);
+  }
+  return explain.find("loop[") != std::string::npos;
+}
+
 TEST_CASE("cpu fused loops: random elementwise chains equal the same graphs op by op") {
   hal::testing::OpTester t(kCpu);
   std::mt19937 gen(2026);
@@ -243,16 +258,7 @@ TEST_CASE("cpu fused loops: random elementwise chains equal the same graphs op b
   for (int trial = 0; trial < 60; ++trial) {
     const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial) % shapes.size()];
     const int length = 2 + static_cast<int>(gen() % 29);  // 2..30
-    const Chain c = random_chain(gen, shape, length, trial % 3 == 0);
-    std::string explain;
-    const auto fused = run(t, c, true, &explain);
-    const auto plain = run(t, c, false);
-    REQUIRE(fused.size() == plain.size());
-    for (size_t o = 0; o < fused.size(); ++o) {
-      REQUIRE(fused[o].size() == plain[o].size());
-      CHECK_MESSAGE(mismatches(fused[o], plain[o]) == 0, "trial ", trial, " output ", o, ": ", c.ops);
-    }
-    if (explain.find("loop[") != std::string::npos) ++loops_seen;
+    loops_seen += check_chain(t, random_chain(gen, shape, length, trial % 3 == 0), trial);
   }
   CHECK(loops_seen >= 50);  // most chains become loops (a 0-element or 1-node remnant may not)
 }
@@ -268,17 +274,8 @@ TEST_CASE("cpu fused loops: float16 and bfloat16 chains compute in float32 and a
     const hal_dtype_e dtype = trial % 2 == 0 ? HAL_DTYPE_FLOAT16 : HAL_DTYPE_BFLOAT16;
     const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial / 2) % shapes.size()];
     const int length = 2 + static_cast<int>(gen() % 7);  // 2..8
-    const Chain c = random_chain(gen, shape, length, trial % 3 == 0, dtype);
-    std::string explain;
-    const auto fused = run(t, c, true, &explain);
-    const auto plain = run(t, c, false);
-    REQUIRE(fused.size() == plain.size());
-    for (size_t o = 0; o < fused.size(); ++o) {
-      REQUIRE(fused[o].size() == plain[o].size());
-      CHECK_MESSAGE(mismatches(fused[o], plain[o], dtype == HAL_DTYPE_FLOAT16 ? 1e-2f : 5e-2f) == 0, "trial ", trial,
-                    " output ", o, " ", std::string(hal::dtype_name(dtype)), ": ", c.ops);
-    }
-    if (explain.find("loop[") != std::string::npos) ++loops_seen;
+    loops_seen += check_chain(t, random_chain(gen, shape, length, trial % 3 == 0, dtype), trial,
+                              dtype == HAL_DTYPE_FLOAT16 ? 1e-2f : 5e-2f);
   }
   CHECK(loops_seen >= 18);
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "../ops/fused.hpp"
+#include "hal/sdk/graph_uses.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -14,22 +15,7 @@ using sdk::kNoValue;
 
 bool is(const GraphNode& n, const char* op) { return std::strcmp(n.op(), op) == 0; }
 
-// Readers of each value (node indices) and which values are graph outputs.
-struct Uses {
-  std::vector<std::vector<size_t>> readers;
-  std::vector<bool> output;
-  explicit Uses(const Graph& g) : readers(g.values.size()), output(g.values.size(), false) {
-    for (size_t n = 0; n < g.nodes.size(); ++n)
-      for (uint32_t v : g.nodes[n].inputs)
-        if (v != kNoValue) readers[v].push_back(n);
-    for (uint32_t v : g.outputs) output[v] = true;
-  }
-  // The one node reading V when V is read by exactly one node and is not a
-  // graph output (so a fusion may keep it internal), else -1.
-  int64_t sole_reader(uint32_t v) const {
-    return !output[v] && readers[v].size() == 1 ? static_cast<int64_t>(readers[v][0]) : -1;
-  }
-};
+using Uses = sdk::GraphUses;
 
 bool float32(const Graph& g, uint32_t v) { return v == kNoValue || g.values[v].dtype == HAL_DTYPE_FLOAT32; }
 
