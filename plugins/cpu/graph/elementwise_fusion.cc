@@ -87,7 +87,22 @@ HAL_CPU_TILE_BINARY(minimum, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] 
 HAL_CPU_TILE_BINARY(clamp_min, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] < b[i] ? b[i] : a[i])
 HAL_CPU_TILE_BINARY(clamp_max, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] > b[i] ? b[i] : a[i])
 HAL_CPU_TILE_BINARY(pow, b[i] == 2.0f ? a[i] * a[i] : b[i] == 1.0f ? a[i] : std::pow(a[i], b[i]))
+// Comparisons of float32 values give 1 or 0 (a bool as float32; NaN compares
+// false but for ne).
+HAL_CPU_TILE_BINARY(gt, a[i] > b[i] ? 1.0f : 0.0f)
+HAL_CPU_TILE_BINARY(ge, a[i] >= b[i] ? 1.0f : 0.0f)
+HAL_CPU_TILE_BINARY(lt, a[i] < b[i] ? 1.0f : 0.0f)
+HAL_CPU_TILE_BINARY(le, a[i] <= b[i] ? 1.0f : 0.0f)
+HAL_CPU_TILE_BINARY(eq, a[i] == b[i] ? 1.0f : 0.0f)
+HAL_CPU_TILE_BINARY(ne, a[i] != b[i] ? 1.0f : 0.0f)
 #undef HAL_CPU_TILE_BINARY
+
+struct CompareEntry {
+  const char* name;
+  BinaryFn fn;
+};
+const CompareEntry kCompare[] = {{"gt", gt_tile}, {"ge", ge_tile}, {"lt", lt_tile},
+                                 {"le", le_tile}, {"eq", eq_tile}, {"ne", ne_tile}};
 
 float clamp_both(float x, float lo, float hi) {
   x = std::isnan(x) || std::isnan(lo) ? kNaN : x < lo ? lo : x;
@@ -103,6 +118,7 @@ HAL_CPU_TILE_TERNARY(lerp, a[i] + c[i] * (b[i] - a[i]))
 HAL_CPU_TILE_TERNARY(addcmul, a[i] + alpha * b[i] * c[i])
 HAL_CPU_TILE_TERNARY(addcdiv, a[i] + alpha * b[i] / c[i])
 HAL_CPU_TILE_TERNARY(clamp, clamp_both(a[i], b[i], c[i]))
+HAL_CPU_TILE_TERNARY(where, a[i] != 0.0f ? b[i] : c[i])  // the condition: a bool loaded as 1 or 0
 #undef HAL_CPU_TILE_TERNARY
 
 // Loads N elements of an input of another dtype as float32 (as the kernels
@@ -135,8 +151,14 @@ void store_from_float(char* dst, const float* __restrict src, int64_t stride, in
   for (int64_t e = 0; e < n; ++e) *reinterpret_cast<T*>(dst + e * stride) = static_cast<T>(src[e]);
 }
 
+// A comparison's 1 or 0 as bool.
+void store_bool(char* dst, const float* __restrict src, int64_t stride, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) *reinterpret_cast<bool*>(dst + e * stride) = src[e] != 0.0f;
+}
+
 // The store of a DTYPE output; nullptr for float32 (written in place or scattered).
 StoreFn store_fn(hal_dtype_e dtype) {
+  if (dtype == HAL_DTYPE_BOOL) return &store_bool;
   if (dtype == HAL_DTYPE_FLOAT16) return &store_from_float<sdk::kernel::Half>;
   if (dtype == HAL_DTYPE_BFLOAT16) return &store_from_float<sdk::kernel::BFloat16>;
   return nullptr;
@@ -186,12 +208,16 @@ bool tile_op(const GraphNode& node, TileOp& t) {
     else if (hi) t.binary = clamp_max_tile;
   } else if (op == "lerp") {
     t.ternary = lerp_tile;
+  } else if (op == "where") {
+    t.ternary = where_tile;
   } else if (op == "addcmul" || op == "addcdiv") {
     t.ternary = op == "addcmul" ? addcmul_tile : addcdiv_tile;
     t.alpha = scalar_attr(node, 0);
   } else {
     for (const UnaryEntry& e : kUnary)
       if (op == e.name) t.unary = e.fn;
+    for (const CompareEntry& e : kCompare)
+      if (op == e.name) t.binary = e.fn;
   }
   if (t.unary == nullptr && t.binary == nullptr && t.ternary == nullptr) return false;
   for (uint32_t v : node.inputs)
@@ -489,6 +515,12 @@ class LoopStep final : public sdk::HostGraphStep {
 };
 
 
+bool is_comparison(const GraphNode& node) {
+  for (const CompareEntry& e : kCompare)
+    if (std::strcmp(node.op(), e.name) == 0) return true;
+  return false;
+}
+
 // float32, or float16/bfloat16 (computed in float32, rounded where written).
 bool float_output(const Graph& g, uint32_t v) {
   const hal_dtype_e d = g.values[v].dtype;
@@ -510,9 +542,18 @@ bool known_dtype(hal_dtype_e d) {
 
 std::string loop_refusal(const Graph& g, size_t n) {
   const GraphNode& node = g.nodes[n];
-  if (node.outputs.size() != 1 || !float_output(g, node.outputs[0])) return "not one float32/16 output";
   TileOp t;
   if (!tile_op(node, t)) return std::string("no tile function for '") + node.op() + "'";
+  if (node.outputs.size() != 1) return "not one output";
+  if (is_comparison(node)) {
+    // Compared in float32 as the kernel does only when both are float32 (a
+    // 16-bit chain's values are float32 in a loop, rounded op by op: a
+    // comparison of them could flip).
+    for (uint32_t v : t.operands)
+      if (g.values[v].dtype != HAL_DTYPE_FLOAT32) return "a comparison of values that are not float32";
+    return "";
+  }
+  if (!float_output(g, node.outputs[0])) return "not one float32/16 output";
   // Inputs of other dtypes are converted as they are loaded: the kernels
   // of a float32 output cast their inputs to float32 first.
   for (uint32_t v : t.operands)

@@ -22,7 +22,8 @@ constexpr size_t kMaxLoopNodes = 64;
 // why not): one float32, float16 or bfloat16 output (16-bit chains compute
 // in float32 and round what they write), an op with a tile function (the unary ops
 // of elementwise_fns.hpp, gelu, add/sub with any alpha, mul, div without
-// rounding, maximum, minimum, pow, clamp, lerp, addcmul, addcdiv), inputs
+// rounding, maximum, minimum, pow, clamp, lerp, addcmul, addcdiv, where;
+// gt/ge/lt/le/eq/ne of float32 operands, a bool output), inputs
 // of any of the catalog's ten dtypes (converted to float32 as loaded, as
 // the kernels cast them).
 std::string loop_refusal(const sdk::Graph& graph, size_t n);

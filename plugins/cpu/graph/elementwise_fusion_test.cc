@@ -97,10 +97,16 @@ Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int len
       return c.graph.add_op("exp", {c.graph.add_op("tanh", {v})});
     };
     if (pick(4) == 0) {
-      const char* ternary[] = {"lerp", "addcmul", "addcdiv", "clamp", "clamp_min", "clamp_max", "pow"};
+      const char* ternary[] = {"lerp", "addcmul", "addcdiv", "clamp", "clamp_min", "clamp_max", "pow", "where"};
       const std::string op = ternary[pick(std::size(ternary))];
       if (op == "lerp") {
         y = c.graph.add_op(op, {x, operand(), operand()});
+      } else if (op == "where") {  // the condition a comparison (bool), in the loop when its operands are float32
+        const char* comparisons[] = {"gt", "ge", "lt", "le", "eq", "ne"};
+        const std::string compare = comparisons[pick(std::size(comparisons))];
+        const hal::Graph::Value cond = c.graph.add_op(compare, {x, operand()});
+        y = c.graph.add_op(op, {cond, operand(), x});
+        c.ops += compare + " ";
       } else if (op == "addcmul" || op == "addcdiv") {
         const hal::Graph::Value b = operand(), d = op == "addcdiv" ? tame(operand()) : operand();
         y = c.graph.add_op(op, {x, b, d}, {hal::Attr::scalar("value", pick(2) == 0 ? 1.0 : -0.3)});
@@ -463,7 +469,10 @@ TEST_CASE("cpu fused loops: inputs of other dtypes are converted as the kernels 
   y = g.add_op("maximum", {y, flags});
   y = g.add_op("add", {y, h});
   y = g.add_op("lerp", {y, bf, g.add_op("sigmoid", {x})});
+  auto mask = g.add_op("gt", {y, x});  // a bool value, read inside (where) and outside (an output)
+  y = g.add_op("where", {mask, y, g.add_op("neg", {x})});
   g.mark_output(y);
+  g.mark_output(mask);
   hal::testing::OpTester t(kCpu);
   std::mt19937 gen(11);
   std::vector<int32_t> iv(257);
@@ -480,8 +489,8 @@ TEST_CASE("cpu fused loops: inputs of other dtypes are converted as the kernels 
   std::vector<const hal::TensorView*> views = {&tx.view, &ti.view, &tf.view, &th.view, &tb.view};
   hal::CompiledGraph fused = hal::compile(g, options(t.device(), true));
   CHECK(fused.stats().kernel_count == 1);
-  CHECK_MESSAGE(fused.explain().find("loop[n0 add, n1 mul, n2 sub, n3 maximum, n4 add, n5 sigmoid, n6 lerp]") !=
-                    std::string::npos,
+  CHECK_MESSAGE(fused.explain().find("loop[n0 add, n1 mul, n2 sub, n3 maximum, n4 add, n5 sigmoid, n6 lerp, n7 gt, "
+                                     "n8 neg, n9 where]") != std::string::npos,
                 fused.explain());
   auto got = fused.run_allocating(views);
   auto want = hal::compile(g, options(t.device(), false)).run_allocating(views);
@@ -489,4 +498,12 @@ TEST_CASE("cpu fused loops: inputs of other dtypes are converted as the kernels 
   got[0].buffer.copy_to_host(a.data(), a.size() * 4);
   want[0].buffer.copy_to_host(w.data(), w.size() * 4);
   CHECK(mismatches(a, w) == 0);
+  std::vector<uint8_t> ma(3 * 257), mw(3 * 257);
+  got[1].buffer.copy_to_host(ma.data(), ma.size());
+  want[1].buffer.copy_to_host(mw.data(), mw.size());
+  CHECK(ma == mw);
+  size_t set = 0;
+  for (uint8_t m : ma) set += m;
+  CHECK(set > 0);
+  CHECK(set < ma.size());  // both branches taken
 }
