@@ -121,9 +121,9 @@ HAL_CPU_TILE_TERNARY(clamp, clamp_both(a[i], b[i], c[i]))
 HAL_CPU_TILE_TERNARY(where, a[i] != 0.0f ? b[i] : c[i])  // the condition: a bool loaded as 1 or 0
 #undef HAL_CPU_TILE_TERNARY
 
-// Loads N elements of an input of another dtype as float32 (as the kernels
-// cast their inputs to the float32 they compute in), from SRC every STRIDE
-// bytes (0: one value, broadcast).
+// Loads N elements of an input as float32 into a tile register (other
+// dtypes converted, as the kernels cast their inputs to the float32 they
+// compute in), from SRC every STRIDE bytes (0: one value, broadcast).
 using LoadFn = void (*)(float* __restrict dst, const char* src, int64_t stride, int64_t n);
 
 template <class T>
@@ -135,15 +135,15 @@ void load_as_float(float* __restrict dst, const char* src, int64_t stride, int64
   for (int64_t e = 0; e < n; ++e) dst[e] = static_cast<float>(*reinterpret_cast<const T*>(src + e * stride));
 }
 
-// The load of a DTYPE input; nullptr for float32 (read in place or copied).
+// The load of a DTYPE input. A dense float32 input is read in place instead.
 LoadFn load_fn(hal_dtype_e dtype) {
-  if (dtype == HAL_DTYPE_FLOAT32) return nullptr;
   return sdk::kernel::dispatch(dtype, [](auto tag) -> LoadFn { return &load_as_float<typename decltype(tag)::type>; });
 }
+constexpr LoadFn kLoadFloat32 = &load_as_float<float>;
 
-// Stores N float32 results into an output of another float dtype
-// (float16, bfloat16: a chain of them computes in float32 and rounds once,
-// where it is written), at DST every STRIDE bytes.
+// Stores N float32 results from a tile register into an output (float16,
+// bfloat16: a chain of them computes in float32 and rounds once, where it
+// is written), at DST every STRIDE bytes.
 using StoreFn = void (*)(char* dst, const float* __restrict src, int64_t stride, int64_t n);
 
 template <class T>
@@ -156,21 +156,28 @@ void store_bool(char* dst, const float* __restrict src, int64_t stride, int64_t 
   for (int64_t e = 0; e < n; ++e) *reinterpret_cast<bool*>(dst + e * stride) = src[e] != 0.0f;
 }
 
-// The store of a DTYPE output; nullptr for float32 (written in place or scattered).
+// The store of a DTYPE output (float32, float16, bfloat16 or bool). A dense
+// float32 output is written in place instead.
 StoreFn store_fn(hal_dtype_e dtype) {
   if (dtype == HAL_DTYPE_BOOL) return &store_bool;
   if (dtype == HAL_DTYPE_FLOAT16) return &store_from_float<sdk::kernel::Half>;
   if (dtype == HAL_DTYPE_BFLOAT16) return &store_from_float<sdk::kernel::BFloat16>;
-  return nullptr;
+  return &store_from_float<float>;
 }
+constexpr StoreFn kStoreFloat32 = &store_from_float<float>;
 
-// What a node computes over a tile: one of the three function kinds, its
-// scalar, and the values it reads (absent optional inputs dropped).
-struct TileOp {
+// A node's element function over a tile: one of the three kinds, and its scalar.
+struct TileFn {
   UnaryFn unary = nullptr;
   BinaryFn binary = nullptr;
   TernaryFn ternary = nullptr;
   float alpha = 1.0f;
+};
+
+// What a node computes over a tile, and the values it reads (absent optional
+// inputs dropped).
+struct TileOp {
+  TileFn fn;
   std::vector<uint32_t> operands;
 };
 
@@ -182,47 +189,48 @@ float scalar_attr(const GraphNode& node, size_t i) {
 bool tile_op(const GraphNode& node, TileOp& t) {
   const std::string op = node.op();
   t = TileOp{};
+  TileFn& f = t.fn;
   if (op == "gelu") {
     const std::string& approximate = node.attrs[0].as_string();
-    t.unary = approximate == "none" ? gelu_tile : approximate == "tanh" ? gelu_tanh_tile : nullptr;
+    f.unary = approximate == "none" ? gelu_tile : approximate == "tanh" ? gelu_tanh_tile : nullptr;
   } else if (op == "add" || op == "sub") {
     const sdk::Scalar& s = node.attrs[0].as_scalar();
     const bool unit = s.to_double() == 1.0 && s.to_int() == 1;
-    t.alpha = static_cast<float>(s.to_double());
-    t.binary = op == "add" ? (unit ? add_tile : add_alpha_tile) : (unit ? sub_tile : sub_alpha_tile);
+    f.alpha = static_cast<float>(s.to_double());
+    f.binary = op == "add" ? (unit ? add_tile : add_alpha_tile) : (unit ? sub_tile : sub_alpha_tile);
   } else if (op == "mul") {
-    t.binary = mul_tile;
+    f.binary = mul_tile;
   } else if (op == "div") {
-    t.binary = node.attrs[0].as_string() == "none" ? div_tile : nullptr;
+    f.binary = node.attrs[0].as_string() == "none" ? div_tile : nullptr;
   } else if (op == "maximum") {
-    t.binary = maximum_tile;
+    f.binary = maximum_tile;
   } else if (op == "minimum") {
-    t.binary = minimum_tile;
+    f.binary = minimum_tile;
   } else if (op == "pow") {
-    t.binary = pow_tile;
+    f.binary = pow_tile;
   } else if (op == "clamp") {
     const bool lo = node.inputs.size() > 1 && node.inputs[1] != kNoValue;
     const bool hi = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
-    if (lo && hi) t.ternary = clamp_tile;
-    else if (lo) t.binary = clamp_min_tile;
-    else if (hi) t.binary = clamp_max_tile;
+    if (lo && hi) f.ternary = clamp_tile;
+    else if (lo) f.binary = clamp_min_tile;
+    else if (hi) f.binary = clamp_max_tile;
   } else if (op == "lerp") {
-    t.ternary = lerp_tile;
+    f.ternary = lerp_tile;
   } else if (op == "where") {
-    t.ternary = where_tile;
+    f.ternary = where_tile;
   } else if (op == "addcmul" || op == "addcdiv") {
-    t.ternary = op == "addcmul" ? addcmul_tile : addcdiv_tile;
-    t.alpha = scalar_attr(node, 0);
+    f.ternary = op == "addcmul" ? addcmul_tile : addcdiv_tile;
+    f.alpha = scalar_attr(node, 0);
   } else {
     for (const UnaryEntry& e : kUnary)
-      if (op == e.name) t.unary = e.fn;
+      if (op == e.name) f.unary = e.fn;
     for (const CompareEntry& e : kCompare)
-      if (op == e.name) t.binary = e.fn;
+      if (op == e.name) f.binary = e.fn;
   }
-  if (t.unary == nullptr && t.binary == nullptr && t.ternary == nullptr) return false;
+  if (f.unary == nullptr && f.binary == nullptr && f.ternary == nullptr) return false;
   for (uint32_t v : node.inputs)
     if (v != kNoValue) t.operands.push_back(v);
-  const size_t want = t.unary != nullptr ? 1 : t.binary != nullptr ? 2 : 3;
+  const size_t want = f.unary != nullptr ? 1 : f.binary != nullptr ? 2 : 3;
   return t.operands.size() == want;
 }
 
@@ -233,23 +241,58 @@ bool tile_op(const GraphNode& node, TileOp& t) {
 // loaded first), a node's from its instruction; reused once the slot's last
 // reader ran.
 struct Instr {
-  UnaryFn unary = nullptr;
-  BinaryFn binary = nullptr;
-  TernaryFn ternary = nullptr;
-  float alpha = 1.0f;
+  TileFn fn;
   int a = -1, b = -1, c = -1, dst = -1;  // slots
 };
 
 struct Part {
   std::vector<size_t> input_index;   // per input slot: the step's input it reads
-  std::vector<LoadFn> load;          // per input slot: its conversion (nullptr: float32)
+  std::vector<LoadFn> load;          // per input slot: how a tile of it is loaded
   std::vector<size_t> output_index;  // per part output: the step's output it writes
-  std::vector<StoreFn> store;        // per part output: its conversion (nullptr: float32)
+  std::vector<StoreFn> store;        // per part output: how a tile of it is stored
   std::vector<Instr> code;
   std::vector<int> output_of_slot;   // per slot: the part output it is, or -1
   std::vector<int> reg;              // per slot
   int registers = 0;
 };
+
+// Gives PART's slots registers (Part::reg, Part::registers; its first
+// INPUTS slots are its inputs) by liveness: a slot's register is free after
+// its last reader, and a node's output never shares its operands' registers.
+void assign_registers(Part& part, size_t inputs) {
+  const size_t slots = part.output_of_slot.size();
+  std::vector<size_t> last_read(slots, 0);
+  std::vector<bool> read(slots, false);
+  for (size_t j = 0; j < part.code.size(); ++j)
+    for (int s : {part.code[j].a, part.code[j].b, part.code[j].c})
+      if (s >= 0) {
+        last_read[static_cast<size_t>(s)] = j;
+        read[static_cast<size_t>(s)] = true;
+      }
+  part.reg.assign(slots, -1);
+  std::vector<int> free_regs;
+  auto take = [&]() {
+    if (!free_regs.empty()) {
+      const int r = free_regs.back();
+      free_regs.pop_back();
+      return r;
+    }
+    return part.registers++;
+  };
+  // Inputs are loaded at the start of each tile: their registers are live from there.
+  for (size_t i = 0; i < inputs; ++i) part.reg[i] = take();
+  for (size_t j = 0; j < part.code.size(); ++j) {
+    const Instr& in = part.code[j];
+    part.reg[static_cast<size_t>(in.dst)] = take();
+    // Free what this instruction read last (once), and its own output when nothing reads it.
+    std::vector<int> done;
+    for (int s : {in.a, in.b, in.c})
+      if (s >= 0 && last_read[static_cast<size_t>(s)] == j && std::find(done.begin(), done.end(), s) == done.end())
+        done.push_back(s);
+    if (!read[static_cast<size_t>(in.dst)]) done.push_back(in.dst);
+    for (int s : done) free_regs.push_back(part.reg[static_cast<size_t>(s)]);
+  }
+}
 
 // How a part walks its operands (outputs, then inputs) for one layout: the
 // outer dims and the innermost one, each with byte strides per operand,
@@ -413,7 +456,7 @@ class LoopStep final : public sdk::HostGraphStep {
     s.walk = Walk(ops, *ops[0]);
     s.direct.assign(part.output_index.size(), false);
     for (size_t o = 0; o < part.output_index.size(); ++o)
-      s.direct[o] = part.store[o] == nullptr && s.walk.inner_stride[o] == static_cast<int64_t>(sizeof(float));
+      s.direct[o] = part.store[o] == kStoreFloat32 && s.walk.inner_stride[o] == static_cast<int64_t>(sizeof(float));
     s.tiles = (s.walk.inner + kTile - 1) / kTile;
     s.units = s.walk.numel == 0 ? 0 : s.walk.outer_count * s.tiles;
     s.data.assign(ops.size(), nullptr);
@@ -460,50 +503,35 @@ class LoopStep final : public sdk::HostGraphStep {
       }
       const int64_t first = tile * kTile, n = std::min(kTile, w.inner - first);
       for (size_t o = 0; o < ops; ++o) base[o] += first * w.inner_stride[o];
-      // Inputs: read in place when dense, else a register filled (broadcast) or gathered.
+      // Inputs: read in place when dense float32, else loaded into their register
+      // (filled when broadcast, gathered when strided, converted).
       for (size_t i = 0; i < n_in; ++i) {
         const size_t o = n_out + i;
         const int64_t st = w.inner_stride[o];
-        float* r = reg(static_cast<int>(i));
-        if (p.load[i] != nullptr) {
-          p.load[i](r, base[o], st, n);
-          ptr[i] = r;
-          continue;
-        }
-        if (st == static_cast<int64_t>(sizeof(float))) {
+        if (p.load[i] == kLoadFloat32 && st == static_cast<int64_t>(sizeof(float))) {
           ptr[i] = reinterpret_cast<float*>(base[o]);
           continue;
         }
-        if (st == 0) {
-          std::fill_n(r, n, *reinterpret_cast<const float*>(base[o]));
-        } else {
-          for (int64_t e = 0; e < n; ++e) r[e] = *reinterpret_cast<const float*>(base[o] + e * st);
-        }
-        ptr[i] = r;
+        ptr[i] = reg(static_cast<int>(i));
+        p.load[i](ptr[i], base[o], st, n);
       }
-      // Outputs: written in place when dense, else scattered from their register.
+      // Outputs: written in place when dense float32, else stored from their register.
       for (const Instr& in : p.code) {
         const int out = p.output_of_slot[static_cast<size_t>(in.dst)];
         const bool direct = out >= 0 && s.direct[static_cast<size_t>(out)];
         float* dst = direct ? reinterpret_cast<float*>(base[static_cast<size_t>(out)]) : reg(in.dst);
         const float* a = ptr[static_cast<size_t>(in.a)];
-        if (in.unary != nullptr) {
-          in.unary(dst, a, n);
-        } else if (in.binary != nullptr) {
-          in.binary(dst, a, ptr[static_cast<size_t>(in.b)], n, in.alpha);
+        const TileFn& f = in.fn;
+        if (f.unary != nullptr) {
+          f.unary(dst, a, n);
+        } else if (f.binary != nullptr) {
+          f.binary(dst, a, ptr[static_cast<size_t>(in.b)], n, f.alpha);
         } else {
-          in.ternary(dst, a, ptr[static_cast<size_t>(in.b)], ptr[static_cast<size_t>(in.c)], n, in.alpha);
+          f.ternary(dst, a, ptr[static_cast<size_t>(in.b)], ptr[static_cast<size_t>(in.c)], n, f.alpha);
         }
         ptr[static_cast<size_t>(in.dst)] = dst;
-        if (out >= 0 && !direct) {
-          char* to = base[static_cast<size_t>(out)];
-          const int64_t st = w.inner_stride[static_cast<size_t>(out)];
-          if (p.store[static_cast<size_t>(out)] != nullptr) {
-            p.store[static_cast<size_t>(out)](to, dst, st, n);
-          } else {
-            for (int64_t e = 0; e < n; ++e) *reinterpret_cast<float*>(to + e * st) = dst[e];
-          }
-        }
+        if (out >= 0 && !direct)
+          p.store[static_cast<size_t>(out)](base[static_cast<size_t>(out)], dst, w.inner_stride[static_cast<size_t>(out)], n);
       }
     }
   }
@@ -703,10 +731,7 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
         const TileOp& t = tops[j];
         Instr in;
         in.dst = static_cast<int>(inputs + j);
-        in.unary = t.unary;
-        in.binary = t.binary;
-        in.ternary = t.ternary;
-        in.alpha = t.alpha;
+        in.fn = t.fn;
         in.a = slot(t.operands[0]);
         if (t.operands.size() > 1) in.b = slot(t.operands[1]);
         if (t.operands.size() > 2) in.c = slot(t.operands[2]);
@@ -723,39 +748,7 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
       }
       label += "]";
       labels += (labels.empty() ? "" : ", ") + label;
-      // Registers by liveness: a slot's register is free after its last
-      // reader, and a node's output never shares its operands' registers.
-      std::vector<size_t> last_read(n_slots, 0);
-      std::vector<bool> read(n_slots, false);
-      for (size_t j = 0; j < part.code.size(); ++j)
-        for (int s : {part.code[j].a, part.code[j].b, part.code[j].c})
-          if (s >= 0) {
-            last_read[static_cast<size_t>(s)] = j;
-            read[static_cast<size_t>(s)] = true;
-          }
-      part.reg.assign(n_slots, -1);
-      std::vector<int> free_regs;
-      auto take = [&]() {
-        if (!free_regs.empty()) {
-          const int r = free_regs.back();
-          free_regs.pop_back();
-          return r;
-        }
-        return part.registers++;
-      };
-      // Inputs are loaded at the start of each tile: their registers are live from there.
-      for (size_t i = 0; i < inputs; ++i) part.reg[i] = take();
-      for (size_t j = 0; j < part.code.size(); ++j) {
-        const Instr& in = part.code[j];
-        part.reg[static_cast<size_t>(in.dst)] = take();
-        // Free what this instruction read last (once), and its own output when nothing reads it.
-        std::vector<int> done;
-        for (int s : {in.a, in.b, in.c})
-          if (s >= 0 && last_read[static_cast<size_t>(s)] == j && std::find(done.begin(), done.end(), s) == done.end())
-            done.push_back(s);
-        if (!read[static_cast<size_t>(in.dst)]) done.push_back(in.dst);
-        for (int s : done) free_regs.push_back(part.reg[static_cast<size_t>(s)]);
-      }
+      assign_registers(part, inputs);
       parts->push_back(std::move(part));
     }
     for (uint32_t v : f.inputs) input_of_value[v] = -1;
