@@ -507,3 +507,17 @@ TEST_CASE("cpu fused loops: inputs of other dtypes are converted as the kernels 
   CHECK(set > 0);
   CHECK(set < ma.size());  // both branches taken
 }
+
+TEST_CASE("cpu fused loops: a chain longer than kMaxLoopNodes is split into loops of at most that many") {
+  // N dependent nodes: loops of 64 nodes and a remainder, each its own step (each reads the last).
+  // (explain() cannot list them: the ABI's executable description holds 256 characters.)
+  for (const auto& [length, loops] : std::vector<std::pair<int, uint32_t>>{{64, 1}, {65, 2}, {150, 3}}) {
+    hal::Graph g;
+    auto x = g.input(F32, {4, 300}, "x");
+    hal::Graph::Value v = x;
+    for (int i = 0; i < length; ++i)
+      v = i % 3 == 0 ? g.add_op("tanh", {v}) : g.add_op(i % 3 == 1 ? "add" : "mul", {v, x});
+    g.mark_output(v);
+    CHECK_MESSAGE(check_against_op_by_op(g, {{4, 300}}, 9).first == loops, length, " nodes");
+  }
+}
