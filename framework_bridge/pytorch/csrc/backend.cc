@@ -4,6 +4,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/AutogradState.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
@@ -368,7 +369,39 @@ std::string lost_device_hint(c10::DeviceIndex index) {
                 "another device";
 }
 
+namespace {
+
+bool backward_on_calling_thread() {
+  static const bool calling = [] {
+    const char* v = std::getenv("TORCH_HAL_AUTOGRAD_THREADS");
+    const std::string s = v ? v : "calling";
+    TORCH_CHECK(s == "calling" || s == "device", "torch_hal: TORCH_HAL_AUTOGRAD_THREADS is '", s,
+                "' (must be 'calling': a backward runs on the thread that calls it, or 'device': on autograd's "
+                "per-device thread, as for CUDA)");
+    return s == "calling";
+  }();
+  return calling;
+}
+
+// PyTorch's autograd runs the backward of a non-CPU tensor on the device's
+// engine thread while the calling thread waits: two thread hand-offs per
+// backward, which on a 2-vCPU VM cost ~210 us and move the caller between
+// cores (docs/pytorch.md, "Where backward runs"). The hand-off pays where
+// several devices' backward run at once; a HAL plugin's one-device backward
+// gains nothing from it, so a thread that makes hal tensors runs backward
+// itself, as for CPU tensors. Once per thread: a later explicit
+// torch.autograd.set_multithreading_enabled(True) stands.
+void adopt_thread() {
+  thread_local bool adopted = false;
+  if (C10_LIKELY(adopted)) return;
+  if (backward_on_calling_thread()) c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
+  adopted = true;  // after the check: a bad setting is reported again, not skipped
+}
+
+}  // namespace
+
 c10::DataPtr allocate_on(c10::DeviceIndex index, size_t nbytes) {
+  adopt_thread();
   c10::Device where(c10::DeviceType::PrivateUse1, index);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   const auto& dev = device(index);
