@@ -33,6 +33,17 @@ std::string node_label(const Graph& g, size_t n) {
   return "node " + std::to_string(n) + " ('" + g.nodes()[n].op + "')";
 }
 
+// INFO's plan (ABI 1.10) from a plugin that negotiated it; trailing newlines
+// dropped. Empty when there is none.
+std::string executable_plan(const Device& d, const hal_executable_info_t& info) {
+  if (d.plugin().negotiated_minor < 10 || !HAL_STRUCT_HAS_FIELD(&info, hal_executable_info_t, plan) ||
+      info.plan == nullptr)
+    return {};
+  std::string plan(info.plan);
+  while (!plan.empty() && plan.back() == '\n') plan.pop_back();
+  return plan;
+}
+
 // Runs F; a hal::Error it throws gets PREFIX in front of its message.
 template <class F>
 void with_context(const std::string& prefix, F&& f) {
@@ -593,6 +604,7 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
       stats.kernel_count += info.kernel_count;
       ds.kernels += info.kernel_count;
       stats.descriptions.emplace_back(info.description);
+      stats.plans.emplace_back(executable_plan(*impl->devices[k], info));
     }
     impl->steps.push_back(std::move(s));
   }
@@ -931,6 +943,15 @@ std::string CompiledGraph::explain() const {
           if (e == nullptr) {
             info.description[sizeof(info.description) - 1] = '\0';
             os << ": " << info.kernel_count << " kernel(s), " << info.description;
+            const std::string plan = executable_plan(*m.devices[k], info);
+            if (!plan.empty()) {
+              os << "\n    plan (its node k is the group's k-th node):";
+              for (size_t at = 0; at < plan.size();) {
+                const size_t end = std::min(plan.find('\n', at), plan.size());
+                os << "\n      " << plan.substr(at, end - at);
+                at = end + 1;
+              }
+            }
           } else {
             e->destroy(e);
           }

@@ -3,6 +3,7 @@
 // runtime's Graph/compile/CompiledGraph against op-by-op results.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <deque>
 
@@ -206,6 +207,16 @@ TEST_CASE("graph SDK: execute checks tensors against the values and leaves outpu
   REQUIRE(f.api.executable_get_info(exe.handle, &info) == nullptr);
   CHECK(info.kernel_count == 2);
   CHECK(std::string(info.description) == "add+mul, run node by node");
+  CHECK(info.plan == nullptr);  // this executable says nothing beyond its description
+  {  // a caller of ABI 1.9 (no plan field): nothing is written at or past its struct_size
+    hal_executable_info_t older{};
+    older.struct_size = offsetof(hal_executable_info_t, plan);
+    const char* sentinel = "untouched";
+    older.plan = sentinel;
+    REQUIRE(f.api.executable_get_info(exe.handle, &older) == nullptr);
+    CHECK(older.kernel_count == 2);
+    CHECK(older.plan == sentinel);
+  }
 
   DeviceTensor x = f.t.tensor({2, 3}, {1, 2, 3, 4, 5, 6}), y = f.t.tensor({2, 3}, {1, 1, 2, 2, 3, 3});
   DeviceTensor out = f.t.tensor({2, 3}, {-7, -7, -7, -7, -7, -7});

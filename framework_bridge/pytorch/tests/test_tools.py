@@ -179,7 +179,8 @@ def test_capture_keeps_strides_and_replays_a_noncontiguous_call(tmp_path):
 
 
 def test_backward_ops_are_seen_on_the_autograd_thread():
-    """The dispatch mode travels with the autograd engine to the thread that runs hal's backward."""
+    """The dispatch mode sees hal's backward ops on the thread that runs them: the calling thread
+    (torch_hal's default), or, with PyTorch's device threads, the engine's (the mode travels there)."""
     import threading
 
     from torch_hal.tools._tool import OpTool
@@ -196,7 +197,11 @@ def test_backward_ops_are_seen_on_the_autograd_thread():
     w = torch.randn(4, 4, device="hal", requires_grad=True)
     with Where() as t:
         (w @ w).sum().backward()
-    assert t.seen == {(False, True), (True, False)}  # forward on this thread, backward on the engine's
+    assert t.seen == {(False, True), (True, True)}  # forward and backward on this thread
+    Where.seen = set()
+    with torch.autograd.set_multithreading_enabled(True), Where() as t:
+        (w @ w).sum().backward()
+    assert (True, False) in t.seen  # the backward's products on the engine's thread
 
 
 # ---- filters ----

@@ -696,7 +696,7 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
     if (nodes_in_step < 2) continue;  // one node: its kernel
     auto parts = std::make_shared<std::vector<Part>>();
     sdk::HostGraphFusion f;
-    std::string labels;
+    std::string labels, plans;
     for (size_t gi : members) {
       const std::vector<size_t>& nodes = groups[gi];
       Part part;
@@ -748,12 +748,16 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
       }
       label += "]";
       labels += (labels.empty() ? "" : ", ") + label;
+      plans += label + ": reads " + std::to_string(part.input_index.size()) + ", writes " +
+               std::to_string(part.output_index.size()) + "\n";
       assign_registers(part, inputs);
       parts->push_back(std::move(part));
     }
     for (uint32_t v : f.inputs) input_of_value[v] = -1;
     std::sort(f.nodes.begin(), f.nodes.end());
     f.label = members.size() == 1 ? labels : "horizontal[" + labels + "]";
+    f.plan = members.size() == 1 ? plans
+                                 : "horizontal, " + std::to_string(members.size()) + " loops in one pass:\n" + plans;
     for (size_t n : f.nodes) taken[n] = true;
     std::shared_ptr<const std::vector<Part>> shared = parts;
     f.make = [shared](const std::vector<Tensor>& in, const std::vector<Tensor>& out) {

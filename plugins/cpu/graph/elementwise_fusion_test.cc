@@ -421,6 +421,15 @@ TEST_CASE("cpu fused loops: an AdamW step's independent per-parameter chains run
   CHECK(kernels == 1);
   CHECK_MESSAGE(explain.find("horizontal[loop[") != std::string::npos, explain);
   CHECK_MESSAGE(explain.find("n0 lerp") != std::string::npos, explain);
+  // The plan (ABI 1.10) lists each parameter's loop on its own line, every node named, however
+  // long the description's 255 bytes cut it.
+  CHECK_MESSAGE(explain.find("fused step, 1 kernel: horizontal, 5 loops in one pass:") != std::string::npos, explain);
+  size_t loops = 0;
+  for (size_t at = explain.find("\n        loop["); at != std::string::npos; at = explain.find("\n        loop[", at + 1))
+    ++loops;
+  CHECK_MESSAGE(loops == 5, explain);
+  for (size_t n = 0; n < g.nodes().size(); ++n)
+    CHECK_MESSAGE(explain.find("n" + std::to_string(n) + " " + g.nodes()[n].op) != std::string::npos, n, explain);
 }
 
 TEST_CASE("cpu fused loops: a chain whose value is read before another chain ends is not merged with it") {
@@ -509,8 +518,9 @@ TEST_CASE("cpu fused loops: inputs of other dtypes are converted as the kernels 
 }
 
 TEST_CASE("cpu fused loops: a chain longer than kMaxLoopNodes is split into loops of at most that many") {
-  // N dependent nodes: loops of 64 nodes and a remainder, each its own step (each reads the last).
-  // (explain() cannot list them: the ABI's executable description holds 256 characters.)
+  // N dependent nodes: loops of 64 nodes and a remainder, each its own step (each reads the last);
+  // explain() shows every loop with all its nodes (the plan, ABI 1.10; the description holds 255
+  // bytes).
   for (const auto& [length, loops] : std::vector<std::pair<int, uint32_t>>{{64, 1}, {65, 2}, {150, 3}}) {
     hal::Graph g;
     auto x = g.input(F32, {4, 300}, "x");
@@ -518,6 +528,18 @@ TEST_CASE("cpu fused loops: a chain longer than kMaxLoopNodes is split into loop
     for (int i = 0; i < length; ++i)
       v = i % 3 == 0 ? g.add_op("tanh", {v}) : g.add_op(i % 3 == 1 ? "add" : "mul", {v, x});
     g.mark_output(v);
-    CHECK_MESSAGE(check_against_op_by_op(g, {{4, 300}}, 9).first == loops, length, " nodes");
+    const auto [kernels, explain] = check_against_op_by_op(g, {{4, 300}}, 9);
+    CHECK_MESSAGE(kernels == loops, length, " nodes");
+    // One plan line per kernel: a loop, or a node left alone running its own kernel.
+    size_t lines = 0;
+    for (const char* line : {"      fused step, 1 kernel: loop[n", "      node "})
+      for (size_t at = explain.find(line); at != std::string::npos; at = explain.find(line, at + 1)) ++lines;
+    CHECK_MESSAGE(lines == loops, explain);
+    for (int n = 0; n < length; ++n) {
+      const std::string op = g.nodes()[static_cast<size_t>(n)].op;
+      CHECK_MESSAGE((explain.find("n" + std::to_string(n) + " " + op) != std::string::npos ||
+                     explain.find("node " + std::to_string(n) + " " + op + ": its kernel") != std::string::npos),
+                    n, explain);
+    }
   }
 }

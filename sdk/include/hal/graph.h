@@ -159,6 +159,14 @@ typedef struct hal_executable_info_t {
   /* ABI 1.7: HAL_EXECUTABLE_FLAG_* bits (0 from an older plugin, which
    * leaves the field as the caller zero-filled it). */
   uint32_t flags;
+  /* ABI 1.10: the executable's plan in full, for a host's explain(): which
+   * nodes run in which kernel, one line per kernel or op-by-op node (no
+   * length limit, unlike DESCRIPTION). NUL-terminated text, or NULL when the
+   * plugin has nothing beyond DESCRIPTION (an older plugin leaves the field
+   * as the caller zero-filled it). Owned by the EXECUTABLE: valid and
+   * unchanged until executable_destroy; the caller neither frees nor
+   * writes it. */
+  const char* plan;
 } hal_executable_info_t;
 
 /* executable_execute reads inputs of any strides (a transposed view): the

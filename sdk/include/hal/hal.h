@@ -97,6 +97,11 @@
  *          HAL_STATUS_DEVICE_LOST (a plugin reports a device that is gone;
  *          a host of < 1.9 reads it as INTERNAL). Nothing changes for a
  *          plugin.
+ *     1.10 executable plans (hal/graph.h): hal_executable_info_t gains
+ *          plan, the executable's whole plan as text (which nodes run in
+ *          which kernel), owned by the executable, where DESCRIPTION holds
+ *          255 bytes. A host reads it only when the negotiated MINOR is
+ *          >= 10 and the plugin set it; otherwise it shows DESCRIPTION.
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

@@ -76,6 +76,10 @@ struct CompiledGraphStats {
   // output buffer (when that view is contiguous, else the reshape launches).
   size_t alias_nodes = 0;
   std::vector<std::string> descriptions;  // per executable, as the plugin describes it
+  // Per executable, its whole plan (ABI 1.10 hal_executable_info_t.plan:
+  // which of its nodes run in which kernel), or empty when the plugin gives
+  // none (older than 1.10, or nothing beyond the description).
+  std::vector<std::string> plans;
   std::vector<DevicePartStats> devices;   // per device used or listed, the fallback last
   size_t fallback_nodes = 0;              // nodes run on the fallback device
   // Copies between devices one run makes (a value produced or fed on one
@@ -138,7 +142,8 @@ class CompiledGraph {
   // Bytes copied between devices by the last run (0 before any).
   uint64_t last_copy_bytes() const;
   // The partition, for people: per device its fused groups (nodes, kernel
-  // counts, descriptions), op-by-op nodes and fallback nodes with why the
+  // counts, descriptions, and the plugin's plan of each where it gives one),
+  // op-by-op nodes and fallback nodes with why the
   // other devices declined them; the copies; where the executables came
   // from (compiled, memory or disk cache); the values between op-by-op
   // launches laid out otherwise than row-major, with their dim orders (the

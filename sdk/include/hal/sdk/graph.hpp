@@ -119,6 +119,13 @@ class Executable {
   virtual uint32_t kernel_count() const = 0;
   // Free text for logs; truncated to 255 bytes at the ABI.
   virtual std::string description() const { return {}; }
+  // The whole plan for a host's explain() (ABI 1.10 hal_executable_info_t.
+  // plan): which nodes run in which kernel, one line per kernel or op-by-op
+  // node, no length limit. Asked once per executable, at the first
+  // executable_get_info that wants it (any thread; the SDK serialises the
+  // call); the SDK keeps the text until executable_destroy. Empty (the
+  // default): the host shows description() only.
+  virtual std::string plan() const { return {}; }
   // Whether execute reads inputs of any strides (ABI 1.7
   // HAL_EXECUTABLE_FLAG_STRIDED_INPUTS): the host then passes a transposed
   // view as it is instead of a contiguous copy. Default false.

@@ -121,6 +121,9 @@ struct HostGraphFusion {
   std::vector<uint32_t> outputs;  // values the step writes
   uint32_t kernel_count = 1;      // device kernels one run of the step launches
   std::string label;              // "conv2d+add+relu"
+  // Optional: the step's plan in full for explain() (Executable::plan), one
+  // line per kernel; empty: the label.
+  std::string plan;
   // Makes the step for the shapes of INPUTS and OUTPUTS (dtype, shape,
   // contiguous strides; no data). Called once per distinct input shape of
   // the executable, on the thread that calls execute.
@@ -211,6 +214,28 @@ class HostGraphExecutable : public Executable {
   std::string description() const override {
     std::string out = std::to_string(g_.nodes.size()) + " nodes, " + std::to_string(kernels_) + " kernels";
     for (const HostGraphFusion& f : fusions_) out += ", " + f.label;
+    return out;
+  }
+  // One line per kernel or node, in run order (node numbers are this
+  // graph's); a fusion's plan lines indented under its own.
+  std::string plan() const override {
+    std::string out;
+    for (const Unit& u : order_) {
+      if (u.fused) {
+        const HostGraphFusion& f = fusions_[u.index];
+        std::string text = f.plan.empty() ? f.label : f.plan;
+        for (size_t at = text.find('\n'); at != std::string::npos && at + 1 < text.size(); at = text.find('\n', at + 3))
+          text.insert(at + 1, "  ");
+        out += "fused step, " + std::to_string(f.kernel_count) + (f.kernel_count == 1 ? " kernel: " : " kernels: ") +
+               text + (text.empty() || text.back() != '\n' ? "\n" : "");
+      } else {
+        const size_t n = u.index;
+        out += "node " + std::to_string(n) + " " + g_.nodes[n].op() +
+               (view_[n]       ? ": a strided view of its input (no launch)\n"
+                : aliasable(n) ? ": its input's bytes when both live in the arena, else a copy\n"
+                               : ": its kernel\n");
+      }
+    }
     return out;
   }
   // The plan depends on the graph only (the SDK's envelope binds it to

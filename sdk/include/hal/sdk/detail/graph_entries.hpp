@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -311,6 +312,10 @@ struct CompiledExecutable {
   Device* device = nullptr;
   std::shared_ptr<const Graph> graph;
   std::unique_ptr<Executable> impl;
+  // impl->plan(), made at the first executable_get_info that asks (ABI 1.10:
+  // the text lives as long as the executable).
+  std::once_flag plan_once;
+  std::string plan;
 };
 
 inline hal_status_t* graph_partition(hal_device_t* d, const hal_graph_t* g, uint32_t* out) {
@@ -356,11 +361,17 @@ inline hal_status_t* executable_get_info(hal_executable_t* e, hal_executable_inf
     if (out == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, "info is NULL");
     if (!HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, kernel_count))
       fail(HAL_STATUS_INVALID_ARGUMENT, "hal_executable_info_t.struct_size ", out->struct_size, " is too small");
-    out->kernel_count = exe->impl->kernel_count();
+    // Everything is asked before anything is written: a throw leaves OUT untouched.
+    const uint32_t kernels = exe->impl->kernel_count();
+    const std::string description = exe->impl->description();
+    const uint32_t flags = exe->impl->accepts_strided_inputs() ? HAL_EXECUTABLE_FLAG_STRIDED_INPUTS : 0u;
+    const bool wants_plan = HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, plan);
+    if (wants_plan) std::call_once(exe->plan_once, [&] { exe->plan = exe->impl->plan(); });
+    out->kernel_count = kernels;
     if (HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, description))
-      copy_string(out->description, sizeof(out->description), exe->impl->description());
-    if (HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, flags))
-      out->flags = exe->impl->accepts_strided_inputs() ? HAL_EXECUTABLE_FLAG_STRIDED_INPUTS : 0u;
+      copy_string(out->description, sizeof(out->description), description);
+    if (HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, flags)) out->flags = flags;
+    if (wants_plan) out->plan = exe->plan.empty() ? nullptr : exe->plan.c_str();
   });
 }
 
