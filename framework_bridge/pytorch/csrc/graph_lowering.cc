@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -104,16 +105,73 @@ std::vector<at::Tensor> Segment::run(const std::vector<at::Tensor>& inputs,
   }
 }
 
+namespace {
+
+// A contiguous tensor of DTYPE and SIZES in BLOCK's bytes from BYTE_OFFSET
+// (a multiple of the element size): made directly, no dispatcher call.
+at::Tensor typed_part(const at::Tensor& block, int64_t byte_offset, c10::ScalarType dtype, c10::IntArrayRef sizes) {
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(block.storage()), block.key_set(),
+                                                          c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_storage_offset(byte_offset / static_cast<int64_t>(c10::elementSize(dtype)));
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
+constexpr int64_t kPartAlign = 64;
+
+int64_t aligned(int64_t bytes) { return (bytes + kPartAlign - 1) / kPartAlign * kPartAlign; }
+
+// The 0-dim CPU tensors among INPUTS (an optimizer's step counters) on DEV,
+// uploaded in one copy: one device buffer, one staging buffer. Fewer than
+// two: each is moved as it is.
+void upload_host_scalars(const std::vector<at::Tensor>& inputs, c10::Device dev, std::vector<at::Tensor>& on_device) {
+  std::vector<size_t> scalars;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].device().is_cpu() && inputs[i].dim() == 0 && inputs[i].layout() == at::kStrided &&
+        !inputs[i].is_conj() && !inputs[i].is_neg() && c10::elementSize(inputs[i].scalar_type()) <= 16)
+      scalars.push_back(i);
+  if (scalars.size() < 2) return;
+  constexpr int64_t kSlot = 16;  // one slot per scalar: any dtype's bytes, aligned
+  const int64_t bytes = static_cast<int64_t>(scalars.size()) * kSlot;
+  at::Tensor staging = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+  auto* host = staging.data_ptr<uint8_t>();
+  for (size_t k = 0; k < scalars.size(); ++k) {
+    const at::Tensor& t = inputs[scalars[k]];
+    std::memcpy(host + k * kSlot, t.const_data_ptr(), t.element_size());
+  }
+  at::Tensor block = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(dev));
+  upload(staging, block);
+  for (size_t k = 0; k < scalars.size(); ++k)
+    on_device[scalars[k]] = typed_part(block, static_cast<int64_t>(k) * kSlot, inputs[scalars[k]].scalar_type(), {});
+}
+
+// Copies SRC (a fresh output, contiguous) into DST, a write-back tensor:
+// on the device without the dispatcher where both are plain dense tensors
+// of one dtype and shape there (bumping DST's version, as copy_ does),
+// else through copy_.
+void write_back_into(const at::Tensor& src, at::Tensor& dst) {
+  if (dst.device() == src.device() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes() &&
+      dst.layout() == at::kStrided && dst.is_contiguous() && !dst.is_conj() && !dst.is_neg()) {
+    device_copy(src, dst);
+    dst.unsafeGetTensorImpl()->bump_version();
+    return;
+  }
+  dst.copy_(src);
+}
+
+}  // namespace
+
 std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vector<at::Tensor>& inputs,
                                         const std::vector<at::Tensor>& write_back) const {
   const c10::Device dev(at::kPrivateUse1, dev_);
-  std::vector<at::Tensor> ins, viewed(view_outputs_.size());
+  std::vector<at::Tensor> ins, viewed(view_outputs_.size()), uploaded(inputs.size());
   std::vector<std::vector<int64_t>> shapes;
   ins.reserve(inputs.size());
   shapes.reserve(inputs.size());
+  upload_host_scalars(inputs, dev, uploaded);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    at::Tensor on = t.device() == dev ? t : t.to(dev);
+    at::Tensor on = t.device() == dev ? t : uploaded[i].defined() ? uploaded[i] : t.to(dev);
     if (i < permutes_.size() && !permutes_[i].empty()) {
       on = on.permute(permutes_[i]);
       for (size_t k = 0; k < view_outputs_.size(); ++k)
@@ -136,8 +194,20 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     views[i] = view_of(ins[i]);
     in_views.push_back(&views[i]);
   }
+  // Transient outputs share one buffer: one allocation for all of them.
+  int64_t transient_bytes = 0;
+  std::vector<int64_t> offsets(out_shapes->size(), -1);
   for (size_t j = 0; j < out_shapes->size(); ++j) {
-    outs.push_back(at::empty((*out_shapes)[j], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
+    if (j >= transient_.size() || !transient_[j]) continue;
+    offsets[j] = transient_bytes;
+    transient_bytes += aligned(c10::multiply_integers((*out_shapes)[j]) *
+                               static_cast<int64_t>(c10::elementSize(out_dtypes_[j])));
+  }
+  const at::Tensor block =
+      transient_bytes > 0 ? at::empty({transient_bytes}, at::TensorOptions().dtype(at::kByte).device(dev)) : at::Tensor();
+  for (size_t j = 0; j < out_shapes->size(); ++j) {
+    outs.push_back(offsets[j] >= 0 ? typed_part(block, offsets[j], out_dtypes_[j], (*out_shapes)[j])
+                                   : at::empty((*out_shapes)[j], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
     views[ins.size() + j] = view_of(outs.back());
     out_views.push_back(&views[ins.size() + j]);
   }
@@ -148,7 +218,13 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   const at::AutoDispatchBelowAutograd below_autograd;
   for (size_t k = 0; k < write_back.size(); ++k) {
     at::Tensor dst = write_back[k];
-    dst.copy_(outs[write_backs_[k]]);
+    write_back_into(outs[write_backs_[k]], dst);
+  }
+  if (transient_bytes > 0) {
+    size_t kept = 0;
+    for (size_t j = 0; j < outs.size(); ++j)
+      if (offsets[j] < 0) outs[kept++] = std::move(outs[j]);
+    outs.resize(kept);
   }
   outs.insert(outs.end(), viewed.begin(), viewed.end());
   return outs;
@@ -166,6 +242,16 @@ void Segment::set_write_backs(std::vector<size_t> outputs) {
     TORCH_CHECK(j < out_dtypes_.size(), "torch_hal: write-back of output ", j, " of a segment with ",
                 out_dtypes_.size(), " outputs");
   write_backs_ = std::move(outputs);
+}
+
+void Segment::set_transient_outputs(std::vector<size_t> outputs) {
+  std::vector<bool> transient(out_dtypes_.size(), false);
+  for (size_t j : outputs) {
+    TORCH_CHECK(std::find(write_backs_.begin(), write_backs_.end(), j) != write_backs_.end(), "torch_hal: output ", j,
+                " of a segment is not a write-back's source; it cannot be transient");
+    transient[j] = true;
+  }
+  transient_ = std::move(transient);
 }
 
 void Segment::set_input_permutes(std::vector<std::vector<int64_t>> permutes) {
@@ -491,6 +577,7 @@ void bind_lowering(py::module_& m) {
       .def("run", &Segment::run, py::arg("inputs"), py::arg("write_back") = std::vector<at::Tensor>{})
       .def("set_input_permutes", &Segment::set_input_permutes)
       .def("set_write_backs", &Segment::set_write_backs)
+      .def("set_transient_outputs", &Segment::set_transient_outputs)
       .def("set_view_outputs", &Segment::set_view_outputs)
       .def("explain",
            [](const Segment& s) {

@@ -39,7 +39,7 @@ class Segment {
           c10::DeviceIndex dev);
   // Runs the segment on the current torch_hal stream of its device. INPUTS
   // are in graph input order (hal tensors, or 0-dim CPU tensors, which are
-  // uploaded); non-contiguous ones are made contiguous where a compiled
+  // uploaded: in one copy when there are several); non-contiguous ones are made contiguous where a compiled
   // group reads them (op-by-op nodes take strided views). The outputs are new
   // hal tensors from torch's allocator with the shapes the catalog rules
   // give for the inputs' shapes. Throws hal::Error INVALID_ARGUMENT naming
@@ -66,6 +66,13 @@ class Segment {
   // before the first run (not thread-safe against run); throws c10::Error
   // for an index past the outputs.
   void set_write_backs(std::vector<size_t> outputs);
+  // Outputs OUTPUTS (each a write-back's source, nothing else reading it)
+  // are transient: run allocates them together in one buffer, copies them
+  // into their write-back tensors and does not return them (run returns
+  // the other outputs, in order, then the view outputs). Set once, after
+  // set_write_backs and before the first run (not thread-safe against run);
+  // throws c10::Error for an index that is not a write-back's source.
+  void set_transient_outputs(std::vector<size_t> outputs);
   // Run returns, after the outputs, input INPUTS[K]'s permuted view (a
   // transpose the segment reads in place and a later node reads too): no
   // eager view call per run. Set once, before the first run (not thread-safe
@@ -103,6 +110,7 @@ class Segment {
   c10::DeviceIndex dev_;
   std::vector<std::vector<int64_t>> permutes_;  // per input: set_input_permutes
   std::vector<size_t> write_backs_;             // set_write_backs
+  std::vector<bool> transient_;                 // per output: set_transient_outputs
   std::vector<size_t> view_outputs_;            // set_view_outputs
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::vector<int64_t>> last_in_;

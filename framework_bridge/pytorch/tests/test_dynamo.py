@@ -529,7 +529,11 @@ def test_compiled_optimizer_step_lowers_whole_and_matches_eager_cpu(optim):
         for model, opt, run, d in ((ref, opt_ref, opt_ref.step, "cpu"), (dev, opt_dev, step, "hal")):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x.to(d)), y.to(d)).backward()
+            versions = [p._version for p in model.parameters()]
             run()
+            # Updated in place as eager's step does: each parameter's version moves (autograd's
+            # check of tensors saved for backward sees it).
+            assert all(p._version > v for p, v in zip(model.parameters(), versions)), d
         for a, b in zip(ref.parameters(), dev.parameters()):
             torch.testing.assert_close(b.detach().cpu(), a.detach(), **tc.PARAM_TOL)
     for state_ref, state_dev in zip(opt_ref.state.values(), opt_dev.state.values()):
@@ -538,6 +542,27 @@ def test_compiled_optimizer_step_lowers_whole_and_matches_eager_cpu(optim):
     s = torch_hal.dynamo.stats()
     assert s["eager_nodes"] == 0 and s["segments"] >= 1, s
     assert s["write_backs"] >= 2 * len(list(dev.parameters())), s  # at least each parameter and a buffer
+
+
+def test_transient_outputs_are_only_write_back_sources():
+    """A compiled step's updates only copied into the parameters are transient (one buffer, not
+    returned); naming an output no write-back reads is refused with the index, nothing changed."""
+    from torch_hal.dynamo import backend as dynamo_backend
+
+    model = tc.MODELS["mlp"]().to("hal")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    step = torch.compile(opt.step, backend="hal")
+    since = dynamo_backend.next_serial()
+    torch.nn.functional.cross_entropy(model(torch.randn(4, 64, device="hal")),
+                                      torch.tensor([1, 2, 3, 4], device="hal")).backward()
+    step()
+    runner = dynamo_backend.runners(since)[-1]
+    seg, compiled, outputs = runner.segments[0]
+    before = [p.detach().cpu().clone() for p in model.parameters()]
+    with pytest.raises(RuntimeError, match=f"output {len(outputs) + 3} of a segment is not a write-back's source"):
+        compiled.set_transient_outputs([len(outputs) + 3])
+    step()  # the refused call changed nothing: the step still updates every parameter
+    assert all(not torch.equal(b, p.detach().cpu()) for b, p in zip(before, model.parameters()))
 
 
 def _foreach_arguments(schema):

@@ -613,6 +613,7 @@ class GraphRunner:
                 self.constants[self.slot[n]] = meta if isinstance(meta, int) else meta.make(self.device)
         aliased = [(self.slot[a], self.slot[src if src.op == "placeholder" else output(src)])
                    for a, src in seg.aliases.items() if any(u not in inside for u in a.users)]
+        read = len(outputs)  # outputs read after the run; those after them only feed write-backs
         write_backs = [(self.slot[dst], output(src)) for dst, src in seg.write_backs]
         try:
             compiled = seg.builder.compile(fold=bool(seg.frozen))
@@ -639,9 +640,11 @@ class GraphRunner:
         in_slots = [self.slot[seg.views[n][0] if n in seg.views else n] for n in ins]
         compiled.set_input_permutes([seg.views[n][1] if n in seg.views else [] for n in ins])
         compiled.set_write_backs([outputs.index(src) for _, src in write_backs])
+        # Only copied into their inputs: one buffer for all, not returned (the run's per-call cost).
+        compiled.set_transient_outputs(list(range(read, len(outputs))))
         compiled.set_view_outputs([ins.index(v) for v in returned])
         wb_slots = [dst for dst, _ in write_backs]
-        out_slots = [self.slot[n] for n in outputs + returned]
+        out_slots = [self.slot[n] for n in outputs[:read] + returned]
         self.segments.append((seg, compiled, outputs))
 
         def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots, aliased=aliased,
