@@ -1,0 +1,69 @@
+"""The per-call cost of a small compiled segment: torch.compile(backend="hal") against inductor.
+
+A chain of six elementwise ops, f(x, y) = tanh(relu((x + y) * 2 - y) * x), compiled under no_grad
+(an inference graph: Dynamo's guards, AOTAutograd's wrapper, then the backend's runner) on "hal"
+and, with inductor, on CPU tensors; eager for both as the baseline. At 16 elements a call is all
+overhead (guards, wrappers, the runner); at 64x64 a little work too. Ratio > 1: "hal" costs more.
+
+    PYTHONPATH=<build>/python python bench/torch_hal_runner_bench.py \\
+        --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--calls 20000] [--rounds 5] [--json out.json]
+"""
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import time
+
+
+def f(x, y):
+    return ((x + y) * 2.0).relu().sub(y).mul(x).tanh()
+
+
+def per_call_us(fn, args, calls):
+    for _ in range(min(calls, 500)):
+        fn(*args)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plugin", required=True, help="the CPU plugin .so (only it loads)")
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds; the median is reported")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+    import torch_hal
+
+    torch_hal.init(plugins=[a.plugin])
+    rows = []
+    for shape in ((16,), (64, 64)):
+        fns = {}
+        for key, dev, backend in (("compiled_hal", "hal", "hal"), ("inductor_cpu", "cpu", "inductor"),
+                                  ("eager_hal", "hal", None), ("eager_cpu", "cpu", None)):
+            args = (torch.randn(*shape, device=dev), torch.randn(*shape, device=dev))
+            fns[key] = (torch.compile(f, backend=backend) if backend else f, args)
+        times = {k: [] for k in fns}
+        with torch.no_grad():
+            for _ in range(a.rounds):
+                for k, (fn, args) in fns.items():
+                    times[k].append(per_call_us(fn, args, a.calls))
+        r = {"shape": list(shape), **{k + "_us": statistics.median(v) for k, v in times.items()}}
+        r["hal_over_inductor"] = r["compiled_hal_us"] / r["inductor_cpu_us"]
+        rows.append(r)
+        print(f"{'x'.join(map(str, shape)):6s} us/call: compiled hal {r['compiled_hal_us']:6.2f}  inductor "
+              f"{r['inductor_cpu_us']:6.2f}  eager hal {r['eager_hal_us']:6.2f}  eager cpu {r['eager_cpu_us']:6.2f}"
+              f"  | hal/inductor {r['hal_over_inductor']:.2f}x")
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
