@@ -245,6 +245,8 @@ struct Instr {
   int a = -1, b = -1, c = -1, dst = -1;  // slots
 };
 
+enum class ReduceKind { kNone, kSum, kMean, kMax, kMin };
+
 struct Part {
   std::vector<size_t> input_index;   // per input slot: the step's input it reads
   std::vector<LoadFn> load;          // per input slot: how a tile of it is loaded
@@ -254,6 +256,13 @@ struct Part {
   std::vector<int> output_of_slot;   // per slot: the part output it is, or -1
   std::vector<int> reg;              // per slot
   int registers = 0;
+  // A reduction ending the part: its last instruction's value (of rank
+  // CHAIN_RANK) reduced over its REDUCE_DIMS trailing dims is the step's
+  // output REDUCE_OUTPUT, stored by REDUCE_STORE.
+  ReduceKind reduce = ReduceKind::kNone;
+  int reduce_dims = 0, chain_rank = 0;
+  size_t reduce_output = 0;
+  StoreFn reduce_store = nullptr;
 };
 
 // Gives PART's slots registers (Part::reg, Part::registers; its first
@@ -376,6 +385,89 @@ struct Scratch {
   std::vector<char*> base;
 };
 
+// SC's registers: at least REGISTERS tiles.
+void reserve(Scratch& sc, int registers) {
+  if (sc.capacity >= registers) return;
+  sc.regs.reset(static_cast<float*>(
+      std::aligned_alloc(64, static_cast<size_t>(std::max(registers, 1)) * kTile * sizeof(float))));
+  if (!sc.regs) {
+    sc.capacity = 0;
+    sdk::fail(HAL_STATUS_OUT_OF_MEMORY, "fused loop: ", registers, " tile registers");
+  }
+  sc.capacity = registers;
+}
+
+// Threads for a loop over ELEMENTS in UNITS independent units.
+int loop_threads(int64_t elements, int64_t units) {
+  if (elements < kSerialElements || omp_in_parallel()) return 1;
+  return static_cast<int>(
+      std::min<int64_t>({omp_get_max_threads(), units, (elements + kSerialElements - 1) / kSerialElements}));
+}
+
+// Runs BODY(chunk, begin, end) over [0, UNITS) in THREADS chunks; the first
+// exception is rethrown here (none may leave an OpenMP region).
+template <class F>
+void parallel_chunks(int threads, int64_t units, F&& body) {
+  if (threads <= 1) {
+    body(0, int64_t{0}, units);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mu;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int c = 0; c < threads; ++c) {
+    try {
+      body(c, units * c / threads, units * (c + 1) / threads);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// One tile of N elements of P: its inputs read in place when dense float32,
+// else loaded into their registers (filled when broadcast, gathered when
+// strided, converted); its code run; its outputs written in place where
+// DIRECT, else stored from their registers. BASE: per operand (P's outputs,
+// then its inputs) the tile's first element; STRIDE: per operand, the bytes
+// between elements. SC.ptr has one entry per slot. Returns the tile of P's
+// last instruction.
+const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64_t* stride,
+                      const std::vector<bool>& direct, int64_t n) {
+  const size_t n_out = p.output_index.size(), n_in = p.input_index.size();
+  auto reg = [&](int slot) { return sc.regs.get() + static_cast<int64_t>(p.reg[static_cast<size_t>(slot)]) * kTile; };
+  std::vector<float*>& ptr = sc.ptr;
+  for (size_t i = 0; i < n_in; ++i) {
+    const size_t o = n_out + i;
+    if (p.load[i] == kLoadFloat32 && stride[o] == static_cast<int64_t>(sizeof(float))) {
+      ptr[i] = reinterpret_cast<float*>(base[o]);
+      continue;
+    }
+    ptr[i] = reg(static_cast<int>(i));
+    p.load[i](ptr[i], base[o], stride[o], n);
+  }
+  const float* last = nullptr;
+  for (const Instr& in : p.code) {
+    const int out = p.output_of_slot[static_cast<size_t>(in.dst)];
+    const bool in_place = out >= 0 && direct[static_cast<size_t>(out)];
+    float* dst = in_place ? reinterpret_cast<float*>(base[static_cast<size_t>(out)]) : reg(in.dst);
+    const float* a = ptr[static_cast<size_t>(in.a)];
+    const TileFn& f = in.fn;
+    if (f.unary != nullptr) {
+      f.unary(dst, a, n);
+    } else if (f.binary != nullptr) {
+      f.binary(dst, a, ptr[static_cast<size_t>(in.b)], n, f.alpha);
+    } else {
+      f.ternary(dst, a, ptr[static_cast<size_t>(in.b)], ptr[static_cast<size_t>(in.c)], n, f.alpha);
+    }
+    ptr[static_cast<size_t>(in.dst)] = dst;
+    last = dst;
+    if (out >= 0 && !in_place) p.store[static_cast<size_t>(out)](base[static_cast<size_t>(out)], dst, stride[out], n);
+  }
+  return last;
+}
+
 // Runs its parts (one, or several independent ones: a horizontal step) as
 // one parallel loop over all their units.
 class LoopStep final : public sdk::HostGraphStep {
@@ -412,29 +504,12 @@ class LoopStep final : public sdk::HostGraphStep {
       elements += s.walk.numel;
     }
     if (units == 0) return;
-    const int threads = elements < kSerialElements || omp_in_parallel()
-                            ? 1
-                            : static_cast<int>(std::min<int64_t>(
-                                  {omp_get_max_threads(), units, (elements + kSerialElements - 1) / kSerialElements}));
+    const int threads = loop_threads(elements, units);
     if (scratch_.size() < static_cast<size_t>(threads)) scratch_.resize(static_cast<size_t>(threads));
-    for (int c = 0; c < threads; ++c) reserve(scratch_[static_cast<size_t>(c)]);
-    if (threads <= 1) {
-      run_range(scratch_[0], 0, units);
-      return;
-    }
-    // An exception must not leave an OpenMP region: the first one is kept and rethrown here.
-    std::exception_ptr error;
-    std::mutex error_mu;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int c = 0; c < threads; ++c) {
-      try {
-        run_range(scratch_[static_cast<size_t>(c)], units * c / threads, units * (c + 1) / threads);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
+    for (int c = 0; c < threads; ++c) reserve(scratch_[static_cast<size_t>(c)], registers_);
+    parallel_chunks(threads, units, [&](int c, int64_t begin, int64_t end) {
+      run_range(scratch_[static_cast<size_t>(c)], begin, end);
+    });
   }
 
  private:
@@ -462,18 +537,6 @@ class LoopStep final : public sdk::HostGraphStep {
     s.data.assign(ops.size(), nullptr);
   }
 
-  void reserve(Scratch& sc) const {
-    if (sc.capacity < registers_) {
-      sc.regs.reset(static_cast<float*>(
-          std::aligned_alloc(64, static_cast<size_t>(std::max(registers_, 1)) * kTile * sizeof(float))));
-      if (!sc.regs) {
-        sc.capacity = 0;
-        sdk::fail(HAL_STATUS_OUT_OF_MEMORY, "fused loop: ", registers_, " tile registers");
-      }
-      sc.capacity = registers_;
-    }
-  }
-
   // Units [BEGIN, END) of the run, across parts.
   void run_range(Scratch& sc, int64_t begin, int64_t end) const {
     for (size_t p = 0; p < parts_->size() && begin < end; ++p) {
@@ -485,12 +548,9 @@ class LoopStep final : public sdk::HostGraphStep {
 
   static void run_units(const Part& p, const PartState& s, Scratch& sc, int64_t begin, int64_t end) {
     const Walk& w = s.walk;
-    const size_t n_out = p.output_index.size(), n_in = p.input_index.size();
-    const size_t ops = n_out + n_in;
-    auto reg = [&](int slot) { return sc.regs.get() + static_cast<int64_t>(p.reg[static_cast<size_t>(slot)]) * kTile; };
+    const size_t ops = p.output_index.size() + p.input_index.size();
     sc.ptr.assign(p.reg.size(), nullptr);
     sc.base.assign(ops, nullptr);
-    std::vector<float*>& ptr = sc.ptr;
     std::vector<char*>& base = sc.base;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t tile = u % s.tiles;
@@ -503,36 +563,7 @@ class LoopStep final : public sdk::HostGraphStep {
       }
       const int64_t first = tile * kTile, n = std::min(kTile, w.inner - first);
       for (size_t o = 0; o < ops; ++o) base[o] += first * w.inner_stride[o];
-      // Inputs: read in place when dense float32, else loaded into their register
-      // (filled when broadcast, gathered when strided, converted).
-      for (size_t i = 0; i < n_in; ++i) {
-        const size_t o = n_out + i;
-        const int64_t st = w.inner_stride[o];
-        if (p.load[i] == kLoadFloat32 && st == static_cast<int64_t>(sizeof(float))) {
-          ptr[i] = reinterpret_cast<float*>(base[o]);
-          continue;
-        }
-        ptr[i] = reg(static_cast<int>(i));
-        p.load[i](ptr[i], base[o], st, n);
-      }
-      // Outputs: written in place when dense float32, else stored from their register.
-      for (const Instr& in : p.code) {
-        const int out = p.output_of_slot[static_cast<size_t>(in.dst)];
-        const bool direct = out >= 0 && s.direct[static_cast<size_t>(out)];
-        float* dst = direct ? reinterpret_cast<float*>(base[static_cast<size_t>(out)]) : reg(in.dst);
-        const float* a = ptr[static_cast<size_t>(in.a)];
-        const TileFn& f = in.fn;
-        if (f.unary != nullptr) {
-          f.unary(dst, a, n);
-        } else if (f.binary != nullptr) {
-          f.binary(dst, a, ptr[static_cast<size_t>(in.b)], n, f.alpha);
-        } else {
-          f.ternary(dst, a, ptr[static_cast<size_t>(in.b)], ptr[static_cast<size_t>(in.c)], n, f.alpha);
-        }
-        ptr[static_cast<size_t>(in.dst)] = dst;
-        if (out >= 0 && !direct)
-          p.store[static_cast<size_t>(out)](base[static_cast<size_t>(out)], dst, w.inner_stride[static_cast<size_t>(out)], n);
-      }
+      run_tile(p, sc, base.data(), w.inner_stride.data(), s.direct, n);
     }
   }
 
@@ -542,6 +573,163 @@ class LoopStep final : public sdk::HostGraphStep {
   int registers_ = 0;
 };
 
+
+// T's dims [FROM, FROM + RANK) as a tensor of their own (the same data).
+Tensor dims_of(const Tensor& t, int from, int rank) {
+  Tensor d = t;
+  d.rank = rank;
+  for (int i = 0; i < rank; ++i) {
+    d.shape[i] = t.shape[from + i];
+    d.strides[i] = t.strides[from + i];
+  }
+  return d;
+}
+
+// The byte offsets of element INDEX (row-major over W's dims) for each of
+// W's operands, added to BASE.
+void add_offsets(const Walk& w, int64_t index, std::vector<char*>& base) {
+  const int64_t i = index % w.inner;
+  int64_t rest = index / w.inner;
+  for (size_t o = 0; o < base.size(); ++o) base[o] += i * w.inner_stride[o];
+  for (size_t d = w.outer.size(); d-- > 0;) {
+    const int64_t idx = rest % w.outer[d];
+    rest /= w.outer[d];
+    for (size_t o = 0; o < base.size(); ++o) base[o] += idx * w.stride[o][d];
+  }
+}
+
+// A part ending in a reduction over its chain's trailing dims (sum, mean,
+// amax, amin of an elementwise chain: softmax's and the norms' statistics,
+// an optimizer's squared norms): one parallel loop over the reduction's
+// output elements (rows), each running the chain over its row tile by tile
+// and reducing as it goes; the chain's last value is never written. Sums
+// accumulate in double, as the sum kernel does; NaN propagates.
+class ReduceStep final : public sdk::HostGraphStep {
+ public:
+  ReduceStep(std::shared_ptr<const std::vector<Part>> parts, const std::vector<Tensor>& inputs,
+             const std::vector<Tensor>& outputs)
+      : parts_(std::move(parts)) {
+    std::vector<const Tensor*> in, out;
+    for (const Tensor& t : inputs) in.push_back(&t);
+    for (const Tensor& t : outputs) out.push_back(&t);
+    remake(in.data(), out.data());
+  }
+
+  void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
+    const Part& p = part();
+    bool same = true;
+    for (size_t o = 0; o < layout_.size() && same; ++o) same = same_layout(operand(o, inputs, outputs), layout_[o]);
+    if (!same) remake(inputs, outputs);
+    for (size_t o = 0; o < layout_.size(); ++o) data_[o] = static_cast<char*>(operand(o, inputs, outputs).data);
+    const int64_t rows = rows_.numel, per_row = red_.numel;
+    if (rows == 0) return;
+    if (per_row == 0 && (p.reduce == ReduceKind::kMax || p.reduce == ReduceKind::kMin))
+      sdk::fail(HAL_STATUS_INVALID_ARGUMENT, p.reduce == ReduceKind::kMax ? "amax" : "amin",
+                ": reducing a dim of size 0 (there is no identity)");
+    const int threads = loop_threads(rows * std::max<int64_t>(per_row, 1), rows);
+    if (scratch_.size() < static_cast<size_t>(threads)) scratch_.resize(static_cast<size_t>(threads));
+    for (int c = 0; c < threads; ++c) reserve(scratch_[static_cast<size_t>(c)], p.registers);
+    parallel_chunks(threads, rows, [&](int c, int64_t begin, int64_t end) {
+      run_rows(scratch_[static_cast<size_t>(c)], begin, end);
+    });
+  }
+
+ private:
+  const Part& part() const { return (*parts_)[0]; }
+
+  // Operand O: the reduction's output, then the part's other outputs, then its inputs.
+  const Tensor& operand(size_t o, const Tensor* const* inputs, const Tensor* const* outputs) const {
+    const Part& p = part();
+    if (o == 0) return *outputs[p.reduce_output];
+    if (o <= p.output_index.size()) return *outputs[p.output_index[o - 1]];
+    return *inputs[p.input_index[o - 1 - p.output_index.size()]];
+  }
+
+  void remake(const Tensor* const* inputs, const Tensor* const* outputs) {
+    const Part& p = part();
+    const size_t ops = 1 + p.output_index.size() + p.input_index.size();
+    layout_.clear();
+    for (size_t o = 0; o < ops; ++o) layout_.push_back(operand(o, inputs, outputs));
+    // The chain's shape: its inputs and outputs broadcast (right-aligned).
+    const int r = p.chain_rank, k = p.reduce_dims;
+    Tensor chain = layout_[0];
+    chain.rank = r;
+    for (int d = 0; d < r; ++d) chain.shape[d] = 1;
+    for (size_t o = 1; o < ops; ++o) {
+      const Tensor& t = layout_[o];
+      for (int td = 0; td < t.rank; ++td)
+        if (t.shape[td] != 1) chain.shape[td + (r - t.rank)] = t.shape[td];
+    }
+    // Rows: the kept (leading) dims, walked by the reduction's output and the
+    // chain's operands; along a row: the reduced (trailing) dims, walked by
+    // the chain's operands.
+    std::vector<Tensor> kept, reduced;
+    kept.push_back(dims_of(layout_[0], 0, r - k));
+    for (size_t o = 1; o < ops; ++o) {
+      const Tensor& t = layout_[o];
+      const int along = std::min(t.rank, k);
+      kept.push_back(dims_of(t, 0, t.rank - along));
+      reduced.push_back(dims_of(t, t.rank - along, along));
+    }
+    std::vector<const Tensor*> kept_ptrs, reduced_ptrs;
+    for (const Tensor& t : kept) kept_ptrs.push_back(&t);
+    for (const Tensor& t : reduced) reduced_ptrs.push_back(&t);
+    rows_ = Walk(kept_ptrs, dims_of(chain, 0, r - k));
+    red_ = Walk(reduced_ptrs, dims_of(chain, r - k, k));
+    direct_.assign(p.output_index.size(), false);
+    for (size_t o = 0; o < p.output_index.size(); ++o)
+      direct_[o] = p.store[o] == kStoreFloat32 && red_.inner_stride[o] == static_cast<int64_t>(sizeof(float));
+    data_.assign(ops, nullptr);
+  }
+
+  void run_rows(Scratch& sc, int64_t begin, int64_t end) const {
+    const Part& p = part();
+    const size_t ops = data_.size();
+    sc.ptr.assign(p.reg.size(), nullptr);
+    std::vector<char*> row(ops), base(ops - 1);
+    const int64_t tiles = (red_.inner + kTile - 1) / kTile, units = red_.numel == 0 ? 0 : red_.outer_count * tiles;
+    const bool extreme = p.reduce == ReduceKind::kMax || p.reduce == ReduceKind::kMin;
+    for (int64_t r = begin; r < end; ++r) {
+      row = data_;
+      add_offsets(rows_, r, row);
+      double sum = 0.0;
+      float best = p.reduce == ReduceKind::kMax ? -std::numeric_limits<float>::infinity()
+                                                : std::numeric_limits<float>::infinity();
+      bool nan = false;
+      for (int64_t u = 0; u < units; ++u) {
+        const int64_t first = u % tiles * kTile, n = std::min(kTile, red_.inner - first);
+        for (size_t o = 0; o + 1 < ops; ++o) base[o] = row[o + 1];
+        add_offsets(red_, u / tiles * red_.inner + first, base);
+        const float* v = run_tile(p, sc, base.data(), red_.inner_stride.data(), direct_, n);
+        if (extreme) {
+          for (int64_t i = 0; i < n; ++i) {
+            nan = nan || std::isnan(v[i]);
+            best = p.reduce == ReduceKind::kMax ? std::max(best, v[i]) : std::min(best, v[i]);
+          }
+        } else {
+          double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+          int64_t i = 0;
+          for (; i + 4 <= n; i += 4)
+            for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(v[i + l]);
+          for (; i < n; ++i) lanes[0] += static_cast<double>(v[i]);
+          sum += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        }
+      }
+      float out;
+      if (extreme) out = nan ? std::numeric_limits<float>::quiet_NaN() : best;
+      else if (p.reduce == ReduceKind::kMean) out = static_cast<float>(sum / static_cast<double>(red_.numel));
+      else out = static_cast<float>(sum);
+      p.reduce_store(row[0], &out, 0, 1);
+    }
+  }
+
+  std::shared_ptr<const std::vector<Part>> parts_;
+  std::vector<Tensor> layout_;  // per operand: shape and strides the walks are for
+  Walk rows_, red_;             // the kept dims (all operands), the reduced ones (the chain's)
+  std::vector<bool> direct_;    // per part output: written in place (dense)
+  std::vector<char*> data_;     // per operand, this run
+  std::vector<Scratch> scratch_;
+};
 
 bool is_comparison(const GraphNode& node) {
   for (const CompareEntry& e : kCompare)
@@ -564,6 +752,29 @@ bool known_dtype(hal_dtype_e d) {
     default:
       return false;
   }
+}
+
+// Whether node R reduces value V (its only input) over V's K trailing dims,
+// K >= 1, as a loop can: sum, mean, amax or amin of float32 to float32.
+bool reducible(const Graph& g, size_t r, uint32_t v, ReduceKind& kind, int& k) {
+  const GraphNode& node = g.nodes[r];
+  const std::string op = node.op();
+  kind = op == "sum" ? ReduceKind::kSum : op == "mean" ? ReduceKind::kMean : op == "amax" ? ReduceKind::kMax
+         : op == "amin" ? ReduceKind::kMin : ReduceKind::kNone;
+  if (kind == ReduceKind::kNone || node.inputs.size() != 1 || node.inputs[0] != v || node.outputs.size() != 1 ||
+      node.attrs.empty() || g.values[v].dtype != HAL_DTYPE_FLOAT32 ||
+      g.values[node.outputs[0]].dtype != HAL_DTYPE_FLOAT32)
+    return false;
+  const int rank = static_cast<int>(g.values[v].shape.size());
+  std::vector<int64_t> dims = node.attrs[0].as_ints();
+  if (dims.empty())
+    for (int d = 0; d < rank; ++d) dims.push_back(d);
+  for (int64_t& d : dims) d = d < 0 ? d + rank : d;
+  std::sort(dims.begin(), dims.end());
+  k = static_cast<int>(dims.size());
+  for (int i = 0; i < k; ++i)
+    if (dims[static_cast<size_t>(i)] != rank - k + i) return false;  // not the trailing dims (or repeated)
+  return k >= 1;
 }
 
 }  // namespace
@@ -656,18 +867,62 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
       if (read_outside) outputs_of[gi].push_back(v);
     }
 
+  // A reduction of a group's last value over its trailing dims ends the
+  // group: the loop reduces as it goes, and writes the value only where
+  // something else reads it (softmax's exp, read again by its division). The
+  // group's values must be read after the reduction by all other readers
+  // (the step runs where the reduction would).
+  std::vector<int64_t> reduction_of(groups.size(), -1);
+  std::vector<ReduceKind> reduce_kind(groups.size(), ReduceKind::kNone);
+  std::vector<int> reduce_dims(groups.size(), 0);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (groups[gi].empty()) continue;
+    const uint32_t v = g.nodes[groups[gi].back()].outputs[0];
+    int64_t r = -1;
+    for (size_t reader : readers[v])  // the first reduction of it a loop can end in
+      if (!taken[reader] && group_of[reader] < 0 && (r < 0 || reader < static_cast<size_t>(r)) &&
+          reducible(g, reader, v, reduce_kind[gi], reduce_dims[gi]))
+        r = static_cast<int64_t>(reader);
+    if (r < 0) continue;
+    reducible(g, static_cast<size_t>(r), v, reduce_kind[gi], reduce_dims[gi]);  // R's own kind and dims
+    bool later = true;
+    for (size_t n : groups[gi])
+      for (size_t reader : readers[g.nodes[n].outputs[0]])
+        if (static_cast<int64_t>(reader) != r && group_of[reader] != static_cast<int64_t>(gi) &&
+            static_cast<int64_t>(reader) < r)
+          later = false;
+    if (!later) continue;
+    reduction_of[gi] = r;
+    const bool read_elsewhere =
+        graph_output[v] || std::any_of(readers[v].begin(), readers[v].end(), [&](size_t reader) {
+          return static_cast<int64_t>(reader) != r && group_of[reader] != static_cast<int64_t>(gi);
+        });
+    if (!read_elsewhere)
+      outputs_of[gi].erase(std::remove(outputs_of[gi].begin(), outputs_of[gi].end(), v), outputs_of[gi].end());
+  }
+  auto last_node = [&](size_t gi) {
+    return reduction_of[gi] >= 0 ? static_cast<size_t>(reduction_of[gi]) : groups[gi].back();
+  };
+
   // Horizontal: independent groups in one step (an optimizer's per-parameter
-  // updates), in order of their last nodes. Group G joins the open step S
+  // updates), in order of their last nodes. A group ending in a reduction is
+  // a step of its own. Group G joins the open step S
   // (which then runs where G's last node would) when G reads no value of S
   // and nothing outside S and G reads a value of S before G's last node.
   std::vector<std::vector<size_t>> steps;  // groups
   std::vector<int64_t> step_of(groups.size(), -1);
   std::vector<size_t> order;
   for (size_t gi = 0; gi < groups.size(); ++gi)
-    if (!groups[gi].empty() && !outputs_of[gi].empty()) order.push_back(gi);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groups[a].back() < groups[b].back(); });
+    if (!groups[gi].empty() && (!outputs_of[gi].empty() || reduction_of[gi] >= 0)) order.push_back(gi);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return last_node(a) < last_node(b); });
   size_t open_reader = 0, open_nodes = 0;  // the open step's first outside reader, its nodes
   for (size_t gi : order) {
+    if (reduction_of[gi] >= 0) {
+      steps.push_back({gi});
+      step_of[gi] = static_cast<int64_t>(steps.size()) - 1;
+      open_reader = 0;  // closed: nothing joins it
+      continue;
+    }
     bool joins = !steps.empty() && open_reader > groups[gi].back() && open_nodes + groups[gi].size() <= kMaxStepNodes;
     for (size_t n : groups[gi])
       for (uint32_t v : g.nodes[n].inputs) {
@@ -692,7 +947,7 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
   std::vector<int> input_of_value(nv, -1);  // the step's input index; reset after each step
   for (const std::vector<size_t>& members : steps) {
     size_t nodes_in_step = 0;
-    for (size_t gi : members) nodes_in_step += groups[gi].size();
+    for (size_t gi : members) nodes_in_step += groups[gi].size() + (reduction_of[gi] >= 0 ? 1 : 0);
     if (nodes_in_step < 2) continue;  // one node: its kernel
     auto parts = std::make_shared<std::vector<Part>>();
     sdk::HostGraphFusion f;
@@ -747,9 +1002,22 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
         f.nodes.push_back(nodes[j]);
       }
       label += "]";
+      if (reduction_of[gi] >= 0) {
+        const size_t r = static_cast<size_t>(reduction_of[gi]);
+        const uint32_t out = g.nodes[r].outputs[0];
+        part.reduce = reduce_kind[gi];
+        part.reduce_dims = reduce_dims[gi];
+        part.chain_rank = static_cast<int>(g.values[g.nodes[nodes.back()].outputs[0]].shape.size());
+        part.reduce_output = f.outputs.size();
+        part.reduce_store = store_fn(static_cast<hal_dtype_e>(g.values[out].dtype));
+        f.outputs.push_back(out);
+        f.nodes.push_back(r);
+        label += " -> n" + std::to_string(r) + " " + g.nodes[r].op() + " over the last " +
+                 std::to_string(reduce_dims[gi]) + (reduce_dims[gi] == 1 ? " dim" : " dims");
+      }
       labels += (labels.empty() ? "" : ", ") + label;
       plans += label + ": reads " + std::to_string(part.input_index.size()) + ", writes " +
-               std::to_string(part.output_index.size()) + "\n";
+               std::to_string(part.output_index.size() + (part.reduce != ReduceKind::kNone ? 1 : 0)) + "\n";
       assign_registers(part, inputs);
       parts->push_back(std::move(part));
     }
@@ -760,9 +1028,15 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
                                  : "horizontal, " + std::to_string(members.size()) + " loops in one pass:\n" + plans;
     for (size_t n : f.nodes) taken[n] = true;
     std::shared_ptr<const std::vector<Part>> shared = parts;
-    f.make = [shared](const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
-      return std::make_unique<LoopStep>(shared, in, out);
-    };
+    if (members.size() == 1 && reduction_of[members[0]] >= 0) {
+      f.make = [shared](const std::vector<Tensor>& in, const std::vector<Tensor>& out) -> std::unique_ptr<sdk::HostGraphStep> {
+        return std::make_unique<ReduceStep>(shared, in, out);
+      };
+    } else {
+      f.make = [shared](const std::vector<Tensor>& in, const std::vector<Tensor>& out) -> std::unique_ptr<sdk::HostGraphStep> {
+        return std::make_unique<LoopStep>(shared, in, out);
+      };
+    }
     fusions.push_back(std::move(f));
   }
   return fusions;

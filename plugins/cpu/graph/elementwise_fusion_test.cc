@@ -6,9 +6,11 @@
 // process's compile cache rebuilds the loops without compiling.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hal/runtime/compiled_graph.hpp"
@@ -51,6 +53,7 @@ struct Chain {
   hal_dtype_e dtype = F32;  // of the inputs (and so of every value but 0-d constants)
   std::vector<Feed> feeds;
   std::string ops;  // for messages
+  hal::Graph::Value last;  // the chain's last value
 };
 
 // A random chain over SHAPE: a full-shape input (fed strided when
@@ -59,7 +62,7 @@ struct Chain {
 // of chain values (read outside any loop) fed back as broadcast operands,
 // and a few intermediates marked as outputs besides the last.
 Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int length, bool transposed,
-                   hal_dtype_e dtype = F32) {
+                   hal_dtype_e dtype = F32, bool mark_last = true) {
   Chain c;
   c.dtype = dtype;
   auto pick = [&](size_t n) { return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n - 1)(gen)); };
@@ -140,7 +143,8 @@ Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int len
   }
   for (size_t k = 1; k + 1 < full.size(); ++k)
     if (pick(4) == 0) c.graph.mark_output(full[k]);
-  c.graph.mark_output(full.back());
+  if (mark_last) c.graph.mark_output(full.back());
+  c.last = full.back();
   return c;
 }
 
@@ -433,12 +437,13 @@ TEST_CASE("cpu fused loops: an AdamW step's independent per-parameter chains run
 }
 
 TEST_CASE("cpu fused loops: a chain whose value is read before another chain ends is not merged with it") {
-  // Chain A; a sum reading A's value; chain B independent of both. Merged, A would run where B
-  // ends, after the sum read A's (then unwritten) value.
+  // Chain A; a sum reading A's value (over dim 0: not a trailing reduction a loop ends in); chain
+  // B independent of both. Merged, A would run where B ends, after the sum read A's (then
+  // unwritten) value.
   hal::Graph g;
   auto x = g.input(F32, {4, 300}, "x"), y = g.input(F32, {4, 300}, "y");
   auto a = g.add_op("relu", {g.add_op("mul", {x, x})});
-  g.mark_output(g.add_op("sum", {a}, {hal::Attr::ints("dim", {-1}), hal::Attr::b("keepdim", true)}));
+  g.mark_output(g.add_op("sum", {a}, {hal::Attr::ints("dim", {0}), hal::Attr::b("keepdim", true)}));
   auto b = g.add_op("tanh", {g.add_op("add", {y, y})});
   g.mark_output(b);
   const auto [kernels, explain] = check_against_op_by_op(g, {{4, 300}, {4, 300}}, 3);
@@ -540,6 +545,90 @@ TEST_CASE("cpu fused loops: a chain longer than kMaxLoopNodes is split into loop
       CHECK_MESSAGE((explain.find("n" + std::to_string(n) + " " + op) != std::string::npos ||
                      explain.find("node " + std::to_string(n) + " " + op + ": its kernel") != std::string::npos),
                     n, explain);
+    }
+  }
+}
+
+TEST_CASE("cpu fused loops: reductions with elementwise prologues equal the same graphs op by op") {
+  // A random chain ending in sum, mean, amax or amin over its trailing dims (keepdim or not), its
+  // last value sometimes read again after the reduction (softmax's exp): the loop reduces as it
+  // goes. Strided and broadcast inputs, empty rows, 0-d results.
+  hal::testing::OpTester t(kCpu);
+  std::mt19937 gen(36);
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {3, 5}, {2, 3, 4}, {2, 1, 3, 5}, {4, 700},
+                                                    {2, 3, 600}, {1}, {0, 3}, {3, 1500}, {5, 1, 1}};
+  const char* reductions[] = {"sum", "mean", "amax", "amin"};
+  int reduced = 0;
+  for (int trial = 0; trial < 48; ++trial) {
+    const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial) % shapes.size()];
+    const int length = 1 + static_cast<int>(gen() % 12);
+    Chain c = random_chain(gen, shape, length, trial % 3 == 0, F32, /*mark_last=*/false);
+    std::string op = reductions[gen() % 4];
+    if (numel(shape) == 0 && (op == "amax" || op == "amin")) op = "sum";  // no identity: refused (below)
+    const int rank = static_cast<int>(shape.size());
+    const int k = 1 + static_cast<int>(gen() % static_cast<unsigned>(rank));  // the trailing dims reduced
+    std::vector<int64_t> dims;
+    for (int d = rank - k; d < rank; ++d) dims.push_back(gen() % 2 == 0 ? d : d - rank);
+    std::shuffle(dims.begin(), dims.end(), gen);
+    const bool keepdim = gen() % 2 == 0;
+    std::vector<hal::Attr> attrs = {hal::Attr::ints("dim", k == rank && gen() % 3 == 0 ? std::vector<int64_t>{} : dims),
+                                    hal::Attr::b("keepdim", keepdim)};
+    c.graph.mark_output(c.graph.add_op(op, {c.last}, attrs));
+    if (gen() % 3 == 0) c.graph.mark_output(c.graph.add_op("mul", {c.last, c.last}));  // read again, after
+    c.ops += "-> " + op + " over " + std::to_string(k) + (keepdim ? " keepdim" : "");
+    std::string explain;
+    run(t, c, true, &explain);
+    reduced += explain.find(" -> n") != std::string::npos;
+    check_chain(t, c, trial);
+  }
+  CHECK(reduced >= 30);  // most end in their loop (a 1-node remnant or a 0-element shape may not)
+}
+
+TEST_CASE("cpu fused loops: a softmax and a layer norm written out in ops reduce in their loops") {
+  hal::testing::OpTester t(kCpu);
+  // softmax: e = exp(x - amax(x)); e / sum(e): sub+exp ends in the sum, e read again by the div.
+  hal::Graph g;
+  auto x = g.input(F32, {6, 1000}, "x");
+  const std::vector<hal::Attr> last = {hal::Attr::ints("dim", {-1}), hal::Attr::b("keepdim", true)};
+  auto e = g.add_op("exp", {g.add_op("sub", {x, g.add_op("amax", {x}, last)})});
+  g.mark_output(g.add_op("div", {e, g.add_op("sum", {e}, last)}));
+  auto [kernels, explain] = check_against_op_by_op(g, {{6, 1000}}, 1);
+  CHECK_MESSAGE(explain.find("loop[n1 sub, n2 exp] -> n3 sum over the last 1 dim") != std::string::npos, explain);
+  // layer norm without its affine: x - mean; its square's mean; (x - mean) * rsqrt(var + eps).
+  hal::Graph h;
+  auto y = h.input(F32, {4, 3, 500}, "y");
+  auto centered = h.add_op("sub", {y, h.add_op("mean", {y}, last)});
+  auto var = h.add_op("mean", {h.add_op("mul", {centered, centered})}, last);
+  const float eps = 1e-5f;
+  auto eps_v = h.constant(F32, {}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&eps),
+                                                         reinterpret_cast<const uint8_t*>(&eps) + 4));
+  h.mark_output(h.add_op("mul", {centered, h.add_op("rsqrt", {h.add_op("add", {var, eps_v})})}));
+  std::tie(kernels, explain) = check_against_op_by_op(h, {{4, 3, 500}}, 2);
+  CHECK_MESSAGE(explain.find("loop[n1 sub, n2 mul] -> n3 mean over the last 1 dim") != std::string::npos, explain);
+}
+
+TEST_CASE("cpu fused loops: a reduction over an empty dim is 0, NaN, or refused as op by op") {
+  hal::testing::OpTester t(kCpu);
+  for (const char* op : {"sum", "mean", "amax"}) {
+    hal::Graph g;  // the reduced dim symbolic: an empty one is met at run time
+    auto x = g.input(F32, {3, -1}, "x");
+    g.mark_output(g.add_op(op, {g.add_op("exp", {g.add_op("neg", {x})})},
+                           {hal::Attr::ints("dim", {-1}), hal::Attr::b("keepdim", false)}));
+    auto in = t.tensor({3, 0}, std::vector<float>{});
+    hal::CompiledGraph fused = hal::compile(g, options(t.device(), true));
+    hal::CompiledGraph plain = hal::compile(g, options(t.device(), false));
+    CHECK_MESSAGE(fused.explain().find(std::string(" -> n2 ") + op) != std::string::npos, fused.explain());
+    if (std::string(op) == "amax") {  // no identity: refused, as the op refuses it
+      CHECK_THROWS_WITH_AS(fused.run_allocating({&in.view}), doctest::Contains("size 0"), hal::Error);
+      CHECK_THROWS_WITH_AS(plain.run_allocating({&in.view}), doctest::Contains("size 0"), hal::Error);
+      continue;
+    }
+    std::vector<float> a(3, -1.0f), b(3, -2.0f);
+    fused.run_allocating({&in.view})[0].buffer.copy_to_host(a.data(), 12);
+    plain.run_allocating({&in.view})[0].buffer.copy_to_host(b.data(), 12);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]));
+      CHECK((std::string(op) == "sum" ? a[i] == 0.0f : std::isnan(a[i])));
     }
   }
 }
