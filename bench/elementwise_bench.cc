@@ -9,6 +9,9 @@
 //                                   vectorise), all cores
 //   BM_Chain10/{fused,op_by_op}/16M  10 elementwise ops over two inputs as a
 //                                   compiled graph, one fused loop or 10 kernels
+//   BM_SoftmaxInOps/{fused,op_by_op}/16M  exp(x - amax(x)) / sum(...) over
+//                                   4096 rows as ops: sub+exp a loop ending in
+//                                   the sum, or five kernels
 //   BM_LaunchAdd1                   one 1-element add: the cost of a launch
 //                                   (runtime + plugin validation + kernel)
 //
@@ -128,6 +131,36 @@ void BM_Chain10(benchmark::State& state, bool fused) {
 }
 BENCHMARK_CAPTURE(BM_Chain10, fused, true)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Chain10, op_by_op, false)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Softmax written out in ops over 4096 rows of 4096 (16M float32), as an
+// ONNX export before opset 13's Softmax or a decomposition gives it:
+// exp(x - amax(x)) / sum(...). Fused, sub + exp run as one loop ending in
+// the sum (the row's values reduced as they are made); op by op, five
+// kernels. Bytes count one read of x and one write of the result, so
+// bytes/s compare with the softmax kernel's (ops_vs_torch.py).
+void BM_SoftmaxInOps(benchmark::State& state, bool fused) {
+  Env& env = Env::get();
+  const int64_t rows = 4096, cols = state.range(0) / rows;
+  hal::Graph g;
+  auto x = g.input(HAL_DTYPE_FLOAT32, {rows, cols}, "x");
+  const std::vector<hal::Attr> last = {hal::Attr::ints("dim", {-1}), hal::Attr::b("keepdim", true)};
+  auto e = g.add_op("exp", {g.add_op("sub", {x, g.add_op("amax", {x}, last)})});
+  g.mark_output(g.add_op("div", {e, g.add_op("sum", {e}, last)}));
+  hal::CompileOptions o;
+  o.devices = {env.device};
+  o.disk_cache = false;
+  o.graph_compilers = fused;
+  hal::CompiledGraph c = hal::compile(g, o);
+  DeviceTensor a(*env.device, rows * cols), out(*env.device, rows * cols);
+  a.view = hal::TensorView(a.buffer, HAL_DTYPE_FLOAT32, {rows, cols});
+  out.view = hal::TensorView(out.buffer, HAL_DTYPE_FLOAT32, {rows, cols});
+  c.run({&a.view}, {&out.view});  // warm
+  for (auto _ : state) c.run({&a.view}, {&out.view});
+  state.SetBytesProcessed(state.iterations() * rows * cols * 4 * 2);
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+BENCHMARK_CAPTURE(BM_SoftmaxInOps, fused, true)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SoftmaxInOps, op_by_op, false)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same work as plain loops split over every hardware thread: the bound
 // a kernel can reach on this machine.

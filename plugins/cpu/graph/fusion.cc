@@ -110,6 +110,49 @@ void match_max_pool(sdk::Device& device, const Graph& g, const Uses& uses, const
   out.push_back(std::move(f));
 }
 
+// NODE as an activation a GEMM can apply to its result, or false.
+bool gemm_activation(const GraphNode& node, GemmActivation& act) {
+  if (is(node, "relu")) act = GemmActivation::kRelu;
+  else if (is(node, "tanh")) act = GemmActivation::kTanh;
+  else if (is(node, "sigmoid")) act = GemmActivation::kSigmoid;
+  else if (is(node, "silu")) act = GemmActivation::kSilu;
+  else if (is(node, "gelu") && !node.attrs.empty() && node.attrs[0].as_string() == "none") act = GemmActivation::kGelu;
+  else if (is(node, "gelu") && !node.attrs.empty() && node.attrs[0].as_string() == "tanh") act = GemmActivation::kGeluTanh;
+  else return false;
+  return true;
+}
+
+// linear(x, w, b?) or addmm(bias, a, b) + an activation (relu, gelu, tanh,
+// sigmoid, silu), float32, the product read by nothing else: one oneDNN
+// matmul with the bias and the activation as its post-op.
+void match_gemm_activation(sdk::Device& device, const Graph& g, const Uses& uses, size_t n, std::vector<bool>& taken,
+                           std::vector<sdk::HostGraphFusion>& out) {
+  const GraphNode& gemm = g.nodes[n];
+  if (gemm.outputs.size() != 1 || !float32(g, gemm.outputs[0])) return;
+  for (uint32_t v : gemm.inputs)
+    if (!float32(g, v)) return;
+  const int64_t m = uses.sole_reader(gemm.outputs[0]);
+  GemmActivation act;
+  if (m < 0 || taken[static_cast<size_t>(m)] || !gemm_activation(g.nodes[static_cast<size_t>(m)], act)) return;
+  const GraphNode& activation = g.nodes[static_cast<size_t>(m)];
+  if (activation.inputs.size() != 1 || activation.outputs.size() != 1 ||
+      !same_shape(g, activation.outputs[0], gemm.outputs[0]))
+    return;
+  taken[n] = taken[static_cast<size_t>(m)] = true;
+  sdk::HostGraphFusion f;
+  f.nodes = {n, static_cast<size_t>(m)};
+  f.inputs = gemm.inputs;  // padded to the schema's count (an absent bias: kNoValue)
+  f.outputs = {activation.outputs[0]};
+  f.label = std::string(gemm.op()) + "+" + activation.op();
+  const sdk::OpSchema* schema = gemm.schema;
+  const std::vector<sdk::AttrValue> attrs = gemm.attrs;
+  sdk::Device* dev = &device;  // outlives its executables
+  f.make = [dev, schema, attrs, act](const std::vector<sdk::Tensor>&, const std::vector<sdk::Tensor>&) {
+    return make_gemm_activation_step(*dev, *schema, attrs, act);
+  };
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::vector<sdk::HostGraphFusion> find_fusions(sdk::Device& device, const Graph& g) {
@@ -124,6 +167,8 @@ std::vector<sdk::HostGraphFusion> find_fusions(sdk::Device& device, const Graph&
       if (taken[n]) fused_conv_output[fusions.back().outputs[0]] = static_cast<int64_t>(fusions.size() - 1);
     } else if (is(g.nodes[n], "max_pool2d")) {
       match_max_pool(device, g, uses, fused_conv_output, n, taken, fusions);
+    } else if (is(g.nodes[n], "linear") || is(g.nodes[n], "addmm")) {
+      match_gemm_activation(device, g, uses, n, taken, fusions);
     }
   }
   return fusions;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "hal/runtime/compiled_graph.hpp"
 #include "hal/runtime/graph.hpp"
@@ -358,4 +359,86 @@ TEST_CASE("cpu graph: executables read strided inputs (HAL_EXECUTABLE_FLAG_STRID
   block.run_allocating({&swapped})[0].buffer.copy_to_host(got.data(), 2048);
   plain.run_allocating({&copy.view})[0].buffer.copy_to_host(want.data(), 2048);
   check_close(got, want);
+}
+
+TEST_CASE("cpu graph: linear and addmm with an activation run as one oneDNN matmul and match op by op") {
+  // Each activation after linear (bias or none, weights as given or a transposed view) and after
+  // addmm (a row bias: the matmul's own; a full bias: added, then activated), at a size oneDNN's
+  // matmul takes and one small enough for sgemm.
+  hal::testing::OpTester t(kCpu);
+  struct Act {
+    const char* op;
+    std::vector<hal::Attr> attrs;
+  };
+  const std::vector<Act> acts = {{"relu", {}}, {"gelu", {hal::Attr::s("approximate", "none")}},
+                                 {"gelu", {hal::Attr::s("approximate", "tanh")}}, {"tanh", {}},
+                                 {"sigmoid", {}}, {"silu", {}}};
+  unsigned seed = 1;
+  for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{256, 96, 80}, {3, 8, 5}}) {
+    for (const Act& act : acts) {
+      for (int variant = 0; variant < 4; ++variant) {
+        CAPTURE(act.op);
+        CAPTURE(variant);
+        CAPTURE(m);
+        hal::Graph g;
+        auto x = g.input(F32, {m, k}, "x");
+        hal::Graph::Value y;
+        std::vector<hal::testing::DeviceTensor> feeds;
+        feeds.push_back(t.tensor({m, k}, random_floats(static_cast<size_t>(m * k), seed++)));
+        if (variant < 2) {  // linear(x, w[n, k], b[n]?)
+          auto w = g.input(F32, {n, k}, "w");
+          feeds.push_back(t.tensor({n, k}, random_floats(static_cast<size_t>(n * k), seed++)));
+          std::vector<hal::Graph::Value> in = {x, w};
+          if (variant == 0) {
+            in.push_back(g.input(F32, {n}, "b"));
+            feeds.push_back(t.tensor({n}, random_floats(static_cast<size_t>(n), seed++)));
+          }
+          y = g.add_op("linear", in);
+        } else {  // addmm(bias, x, wt[k, n]): a row bias [n], or a full one [m, n]
+          const std::vector<int64_t> bias_shape = variant == 2 ? std::vector<int64_t>{n} : std::vector<int64_t>{m, n};
+          auto b = g.input(F32, bias_shape, "b");
+          auto wt = g.input(F32, {k, n}, "wt");
+          feeds.push_back(t.tensor(bias_shape, random_floats(static_cast<size_t>(variant == 2 ? n : m * n), seed++)));
+          feeds.push_back(t.tensor({k, n}, random_floats(static_cast<size_t>(k * n), seed++)));
+          y = g.add_op("addmm", {b, x, wt});
+        }
+        g.mark_output(g.add_op(act.op, {y}, act.attrs));
+        hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
+        hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
+        CHECK_MESSAGE(fused.explain().find(std::string(variant < 2 ? "linear+" : "addmm+") + act.op) != std::string::npos,
+                      fused.explain());
+        CHECK(fused.stats().kernel_count == 1);
+        std::vector<const hal::TensorView*> views;
+        for (const auto& f : feeds) views.push_back(&f.view);
+        auto got = fused.run_allocating(views);
+        auto want = plain.run_allocating(views);
+        std::vector<float> a(static_cast<size_t>(m * n)), b(a.size());
+        got[0].buffer.copy_to_host(a.data(), a.size() * 4);
+        want[0].buffer.copy_to_host(b.data(), b.size() * 4);
+        check_close(a, b);
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu graph: a product read by more than its activation is not fused with it") {
+  hal::testing::OpTester t(kCpu);
+  hal::Graph g;
+  auto x = g.input(F32, {4, 8}, "x");
+  auto w = g.input(F32, {6, 8}, "w");
+  auto y = g.add_op("linear", {x, w});
+  g.mark_output(g.add_op("relu", {y}));
+  g.mark_output(y);  // the product itself is an output too
+  hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
+  CHECK_MESSAGE(fused.explain().find("linear+relu") == std::string::npos, fused.explain());
+  hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
+  auto xs = t.tensor({4, 8}, random_floats(32, 3)), ws = t.tensor({6, 8}, random_floats(48, 4));
+  auto got = fused.run_allocating({&xs.view, &ws.view});
+  auto want = plain.run_allocating({&xs.view, &ws.view});
+  for (size_t o = 0; o < 2; ++o) {
+    std::vector<float> a(24), b(24);
+    got[o].buffer.copy_to_host(a.data(), 96);
+    want[o].buffer.copy_to_host(b.data(), 96);
+    check_close(a, b);
+  }
 }

@@ -40,6 +40,22 @@ bool conv2d_prefers_channels_last(const sdk::OpCall& call, bool residual, bool r
 // UNIMPLEMENTED for an unbatched input.
 std::unique_ptr<sdk::HostGraphStep> make_max_pool2d_step(const sdk::OpCall& call);
 
+// The activations a GEMM step applies to its result (relu; gelu, exact or
+// tanh; tanh; sigmoid; silu): oneDNN eltwise post-ops.
+enum class GemmActivation { kRelu, kGelu, kGeluTanh, kTanh, kSigmoid, kSilu };
+
+// Y = ACT(linear(X, W, B?)) or ACT(addmm(SELF, A, B)) in float32 as one
+// step, for the GEMM node of SCHEMA ("linear" or "addmm") with ATTRS (every
+// attribute, defaults applied): the product, the bias and the activation in
+// one oneDNN matmul with an eltwise post-op (one pass over Y) where oneDNN
+// takes the shapes; a small product through sgemm, activated while its
+// rows are in the caches; otherwise (a bias addmm cannot pass as one, oneDNN
+// refusing) the op's kernel, then the activation over Y. The step's run
+// takes the node's inputs (nullptr: an absent bias) and Y, in any strides.
+// DEVICE outlives the step.
+std::unique_ptr<sdk::HostGraphStep> make_gemm_activation_step(sdk::Device& device, const sdk::OpSchema& schema,
+                                                              std::vector<sdk::AttrValue> attrs, GemmActivation act);
+
 }  // namespace hal::cpu
 
 #endif  // HAL_PLUGINS_CPU_OPS_FUSED_HPP_

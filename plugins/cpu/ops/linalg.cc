@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cpu_kernel.hpp"
+#include "fused.hpp"
+#include "vector_math.hpp"
 #include "cpu_ops.hpp"
 #include "hal/sdk/kernel/matrix.hpp"
 #include "linalg_util.hpp"
@@ -84,6 +86,46 @@ void gemm_loops(const Mat& a, const Mat& b, const Mat& c, const T* bias) {
   });
 }
 
+// An activation applied to a GEMM's result: oneDNN's eltwise post-op, or
+// (where oneDNN does not run the product) the same function over the result.
+struct Activation {
+  dnnl::algorithm alg;
+  float alpha, beta;
+  float (*fn)(float);
+};
+
+const Activation& activation(GemmActivation a) {
+  static const Activation relu{dnnl::algorithm::eltwise_relu, 0.0f, 0.0f, [](float x) { return x < 0.0f ? 0.0f : x; }};
+  static const Activation gelu{dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f, [](float x) { return vmath::gelu(x, false); }};
+  static const Activation gelu_tanh{dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f,
+                                    [](float x) { return vmath::gelu(x, true); }};
+  static const Activation tanh{dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f, [](float x) { return vmath::tanh(x); }};
+  static const Activation sigmoid{dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f,
+                                  [](float x) { return vmath::sigmoid(x); }};
+  static const Activation silu{dnnl::algorithm::eltwise_swish, 1.0f, 0.0f, [](float x) { return vmath::silu(x); }};
+  switch (a) {
+    case GemmActivation::kRelu: return relu;
+    case GemmActivation::kGelu: return gelu;
+    case GemmActivation::kGeluTanh: return gelu_tanh;
+    case GemmActivation::kTanh: return tanh;
+    case GemmActivation::kSigmoid: return sigmoid;
+    case GemmActivation::kSilu: break;
+  }
+  return silu;
+}
+
+// ACT over C's elements, in place (float32).
+void apply_activation(const Mat& c, const Activation& act) {
+  const MatrixView& v = c.v;
+  parallel_for(v.batch * v.rows, 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      for (int64_t j = 0; j < v.cols; ++j) {
+        float* p = c.at<float>(r / v.rows, r % v.rows, j);
+        *p = act.fn(*p);
+      }
+  });
+}
+
 struct MatmulEntry {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
@@ -115,7 +157,7 @@ bool sgemm_layout(const MatrixView& v, char* t, int64_t* ld) {
 // primitive, memory objects or cache lookup (at decode sizes, [3, 128] x
 // [128, 256], ~2 µs instead of ~8 through the matmul primitive). False when
 // a layout has no unit stride.
-bool gemm_small(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
+bool gemm_small(const Mat& a, const Mat& b, const Mat& c, const float* bias, const Activation* act = nullptr) {
   char ta, tb, tc;
   int64_t lda, ldb, ldc;
   if (!sgemm_layout(a.v, &ta, &lda) || !sgemm_layout(b.v, &tb, &ldb) || !sgemm_layout(c.v, &tc, &ldc) || tc != 'N')
@@ -125,6 +167,9 @@ bool gemm_small(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
   if (bias != nullptr)
     for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, cp + i * ldc);
   dn::sgemm(ta, tb, M, N, K, 1.0f, a.at<float>(0, 0, 0), lda, b.at<float>(0, 0, 0), ldb, bias ? 1.0f : 0.0f, cp, ldc);
+  if (act != nullptr)  // small: the result is still in the caches
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) cp[i * ldc + j] = act->fn(cp[i * ldc + j]);
   return true;
 }
 
@@ -148,26 +193,33 @@ Mat pack_f32(const Mat& m, std::vector<float>& buf) {
 
 // float32 C = A·B (+ BIAS, contiguous [N]) on oneDNN; false when oneDNN
 // refuses the layout (the caller then loops).
-bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
+bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias, const Activation* act = nullptr) {
   // oneDNN broadcasts the weights' batch but not the source's: then solve
   // Cᵀ = Bᵀ·Aᵀ (strides only).
   const MatrixView &av = a.v, &bv = b.v, &cv = c.v;
   if (av.batch == 1 && cv.batch > 1 && bv.batch > 1)
-    return bias == nullptr && gemm_onednn(b.t(), a.t(), c.t(), nullptr);
+    return bias == nullptr && gemm_onednn(b.t(), a.t(), c.t(), nullptr, act);
   const int64_t M = cv.rows, N = cv.cols, K = av.cols;
   const double macs = static_cast<double>(cv.batch) * M * N * K;
   dn::ThreadLimit limit(dn::threads_for(macs));
-  if (cv.batch == 1 && av.batch == 1 && bv.batch == 1 && macs < dn::kSmallMacs && K > 0 && gemm_small(a, b, c, bias))
+  if (cv.batch == 1 && av.batch == 1 && bv.batch == 1 && macs < dn::kSmallMacs && K > 0 &&
+      gemm_small(a, b, c, bias, act))
     return true;
   std::vector<int64_t> ad{av.batch, M, K}, as{av.bs, av.rs, av.cs}, bd{bv.batch, K, N}, bst{bv.bs, bv.rs, bv.cs},
       cd{cv.batch, M, N}, cst{cv.bs, cv.rs, cv.cs};
   dn::Key key(1);
   key.add(ad).add(as).add(bd).add(bst).add(cd).add(cst).add(bias != nullptr);
+  key.add(act != nullptr ? static_cast<int64_t>(act->alg) + 1 : 0);
   std::shared_ptr<const MatmulEntry> e;
   try {
     e = matmul_cache().get(key, [&] {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (act != nullptr) {  // the activation in the same pass over C
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, act->alg, act->alpha, act->beta);
+        attr.set_post_ops(ops);
+      }
       dnnl::memory::desc bias_md = bias ? dn::md({1, 1, N}, {N, N, 1}) : dnnl::memory::desc();
       dnnl::matmul::desc d(dn::md(ad, as), dn::md(bd, bst), bias_md, dn::md(cd, cst));
       dnnl::matmul::primitive_desc pd(d, attr, dn::engine());
@@ -188,7 +240,7 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias) {
     thread_local std::vector<float> dense_a, dense_b;
     const Mat a2 = sgemm_layout(av, &t, &ld) ? a : pack_f32<float>(a, dense_a);
     const Mat b2 = sgemm_layout(bv, &t, &ld) ? b : pack_f32<float>(b, dense_b);
-    for (int64_t i = 0; i < cv.batch; ++i) gemm_small(matrix(a2, i), matrix(b2, i), matrix(c, i), bias);
+    for (int64_t i = 0; i < cv.batch; ++i) gemm_small(matrix(a2, i), matrix(b2, i), matrix(c, i), bias, act);
     return true;
   }
   thread_local dn::Scratch scratch;
@@ -222,8 +274,10 @@ std::vector<V> bias_vector(const Tensor* bias) {
   return out;
 }
 
-// C = A·B (+ BIAS [N]) in dtype DT; every operand may be strided.
-void gemm(hal_dtype_e dt, const Mat& a, const Mat& b, const Mat& c, const Tensor* bias) {
+// C = ACT?(A·B (+ BIAS [N])) in dtype DT; every operand may be strided.
+// ACT: float32 only (nullptr for the other dtypes).
+void gemm(hal_dtype_e dt, const Mat& a, const Mat& b, const Mat& c, const Tensor* bias,
+          const Activation* act = nullptr) {
   const MatrixView& cv = c.v;
   if (cv.rows == 0 || cv.cols == 0 || cv.batch == 0) return;
   if (dt == HAL_DTYPE_FLOAT64) {
@@ -234,7 +288,9 @@ void gemm(hal_dtype_e dt, const Mat& a, const Mat& b, const Mat& c, const Tensor
   std::vector<float> bv = bias_vector<float>(bias);
   const float* bp = bias ? bv.data() : nullptr;
   if (dt == HAL_DTYPE_FLOAT32) {
-    if (a.v.cols == 0 || !gemm_onednn(a, b, c, bp)) gemm_loops<float>(a, b, c, bp);
+    if (a.v.cols > 0 && gemm_onednn(a, b, c, bp, act)) return;
+    gemm_loops<float>(a, b, c, bp);
+    if (act != nullptr) apply_activation(c, *act);
     return;
   }
   sdk::kernel::dispatch_float(dt, [&](auto tag) {
@@ -278,19 +334,18 @@ bool as_row_bias(const Tensor& self, int64_t n, Tensor& row) {
 }
 
 // addmm / baddbmm: OUT = beta·SELF + alpha·(A·B).
+// ACT (float32 only): applied to the result.
 void add_product(const Tensor& out, const Tensor& self, const Mat& a, const Mat& b, const Mat& c, double alpha,
-                 double beta) {
+                 double beta, const Activation* act = nullptr) {
   Tensor row;
   if (alpha == 1.0 && beta == 1.0 && as_row_bias(self, c.v.cols, row)) {
-    gemm(out.dtype, a, b, c, &row);
+    gemm(out.dtype, a, b, c, &row, act);
     return;
   }
   gemm(out.dtype, a, b, c, nullptr);
-  if (a.v.cols == 0 && beta != 0.0) {
-    scale_add(out, self, 0.0, beta);  // alpha·0: keeps NaN-free zeros
-    return;
-  }
-  scale_add(out, self, alpha, beta);
+  if (a.v.cols == 0 && beta != 0.0) scale_add(out, self, 0.0, beta);  // alpha·0: keeps NaN-free zeros
+  else scale_add(out, self, alpha, beta);
+  if (act != nullptr) apply_activation(c, *act);
 }
 
 // ---- ops ------------------------------------------------------------------------
@@ -305,11 +360,12 @@ void bmm_body(const OpCall& c) {
 }
 HAL_CPU_KERNEL(bmm_kernel, bmm_body)
 
-void addmm_body(const OpCall& c) {
+void addmm_with(const OpCall& c, const Activation* act) {
   const Tensor& out = c.output(0);
   add_product(out, c.input(0), mat2d(c.input(1)), mat2d(c.input(2)), mat2d(out),
-              op::addmm::alpha(c).to_double(), op::addmm::beta(c).to_double());
+              op::addmm::alpha(c).to_double(), op::addmm::beta(c).to_double(), act);
 }
+void addmm_body(const OpCall& c) { addmm_with(c, nullptr); }
 HAL_CPU_KERNEL(addmm_kernel, addmm_body)
 
 void baddbmm_body(const OpCall& c) {
@@ -355,14 +411,15 @@ void write_rows(const Tensor& out, F&& f) {
   linalg::copy_convert(out, tmp);
 }
 
-void linear_body(const OpCall& c) {
+void linear_with(const OpCall& c, const Activation* act) {
   Tensor tmp;
   std::vector<unsigned char> storage;
   Mat x = rows_of(op::linear::input(c), tmp, storage);
   Mat w = mat2d(op::linear::weight(c)).t();
   const Tensor& out = op::linear::out(c);
-  write_rows(out, [&](const Mat& o) { gemm(out.dtype, x, w, o, op::linear::bias(c)); });
+  write_rows(out, [&](const Mat& o) { gemm(out.dtype, x, w, o, op::linear::bias(c), act); });
 }
+void linear_body(const OpCall& c) { linear_with(c, nullptr); }
 HAL_CPU_KERNEL(linear_kernel, linear_body)
 
 // OUT[j] = Σ_i G[i, j], accumulated in double.
@@ -400,6 +457,37 @@ void linear_backward_body(const OpCall& c) {
 HAL_CPU_KERNEL(linear_backward_kernel, linear_backward_body)
 
 }  // namespace
+
+// The GEMM node's call, re-pointed at each run's tensors: its kernel body
+// with the activation.
+class GemmActivationStep final : public sdk::HostGraphStep {
+ public:
+  GemmActivationStep(sdk::Device& device, const sdk::OpSchema& schema, std::vector<sdk::AttrValue> attrs,
+                     GemmActivation act)
+      : device_(device), schema_(schema), attrs_(std::move(attrs)), act_(activation(act)),
+        linear_(std::strcmp(schema.name, "linear") == 0) {}
+
+  void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
+    std::vector<Tensor> in(schema_.input_count);
+    for (size_t i = 0; i < in.size(); ++i)
+      if (inputs[i] != nullptr) in[i] = *inputs[i];
+    const auto call = sdk::OpCallBuilder::assemble(schema_, device_, std::move(in), attrs_, {*outputs[0]});
+    if (linear_) linear_with(*call, &act_);
+    else addmm_with(*call, &act_);
+  }
+
+ private:
+  sdk::Device& device_;
+  const sdk::OpSchema& schema_;
+  const std::vector<sdk::AttrValue> attrs_;
+  const Activation& act_;
+  const bool linear_;
+};
+
+std::unique_ptr<sdk::HostGraphStep> make_gemm_activation_step(sdk::Device& device, const sdk::OpSchema& schema,
+                                                              std::vector<sdk::AttrValue> attrs, GemmActivation act) {
+  return std::make_unique<GemmActivationStep>(device, schema, std::move(attrs), act);
+}
 
 void register_conv_ops(sdk::OpRegistry& ops);
 void register_pool_ops(sdk::OpRegistry& ops);
