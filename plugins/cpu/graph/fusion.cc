@@ -122,7 +122,7 @@ bool gemm_activation(const GraphNode& node, GemmActivation& act) {
   return true;
 }
 
-// linear(x, w, b?) or addmm(bias, a, b) + an activation (relu, gelu, tanh,
+// linear(x, w, b?), addmm(bias, a, b) or mm(a, b) + an activation (relu, gelu, tanh,
 // sigmoid, silu), float32, the product read by nothing else: one oneDNN
 // matmul with the bias and the activation as its post-op.
 void match_gemm_activation(sdk::Device& device, const Graph& g, const Uses& uses, size_t n, std::vector<bool>& taken,
@@ -167,7 +167,7 @@ std::vector<sdk::HostGraphFusion> find_fusions(sdk::Device& device, const Graph&
       if (taken[n]) fused_conv_output[fusions.back().outputs[0]] = static_cast<int64_t>(fusions.size() - 1);
     } else if (is(g.nodes[n], "max_pool2d")) {
       match_max_pool(device, g, uses, fused_conv_output, n, taken, fusions);
-    } else if (is(g.nodes[n], "linear") || is(g.nodes[n], "addmm")) {
+    } else if (is(g.nodes[n], "linear") || is(g.nodes[n], "addmm") || is(g.nodes[n], "mm")) {
       match_gemm_activation(device, g, uses, n, taken, fusions);
     }
   }

@@ -362,9 +362,9 @@ TEST_CASE("cpu graph: executables read strided inputs (HAL_EXECUTABLE_FLAG_STRID
 }
 
 TEST_CASE("cpu graph: linear and addmm with an activation run as one oneDNN matmul and match op by op") {
-  // Each activation after linear (bias or none, weights as given or a transposed view) and after
-  // addmm (a row bias: the matmul's own; a full bias: added, then activated), at a size oneDNN's
-  // matmul takes and one small enough for sgemm.
+  // Each activation after linear (bias or none), mm, and addmm (a row bias: the matmul's own; a
+  // full bias: added, then activated), at a size oneDNN's matmul takes and one small enough for
+  // sgemm.
   hal::testing::OpTester t(kCpu);
   struct Act {
     const char* op;
@@ -376,7 +376,7 @@ TEST_CASE("cpu graph: linear and addmm with an activation run as one oneDNN matm
   unsigned seed = 1;
   for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{256, 96, 80}, {3, 8, 5}}) {
     for (const Act& act : acts) {
-      for (int variant = 0; variant < 4; ++variant) {
+      for (int variant = 0; variant < 5; ++variant) {
         CAPTURE(act.op);
         CAPTURE(variant);
         CAPTURE(m);
@@ -394,6 +394,10 @@ TEST_CASE("cpu graph: linear and addmm with an activation run as one oneDNN matm
             feeds.push_back(t.tensor({n}, random_floats(static_cast<size_t>(n), seed++)));
           }
           y = g.add_op("linear", in);
+        } else if (variant == 4) {  // mm(x, wt[k, n]): a bias-free linear as AOTAutograd lowers it
+          auto wt = g.input(F32, {k, n}, "wt");
+          feeds.push_back(t.tensor({k, n}, random_floats(static_cast<size_t>(k * n), seed++)));
+          y = g.add_op("mm", {x, wt});
         } else {  // addmm(bias, x, wt[k, n]): a row bias [n], or a full one [m, n]
           const std::vector<int64_t> bias_shape = variant == 2 ? std::vector<int64_t>{n} : std::vector<int64_t>{m, n};
           auto b = g.input(F32, bias_shape, "b");
@@ -405,8 +409,8 @@ TEST_CASE("cpu graph: linear and addmm with an activation run as one oneDNN matm
         g.mark_output(g.add_op(act.op, {y}, act.attrs));
         hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
         hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
-        CHECK_MESSAGE(fused.explain().find(std::string(variant < 2 ? "linear+" : "addmm+") + act.op) != std::string::npos,
-                      fused.explain());
+        const std::string gemm = variant < 2 ? "linear+" : variant == 4 ? "mm+" : "addmm+";
+        CHECK_MESSAGE(fused.explain().find(gemm + act.op) != std::string::npos, fused.explain());
         CHECK(fused.stats().kernel_count == 1);
         std::vector<const hal::TensorView*> views;
         for (const auto& f : feeds) views.push_back(&f.view);

@@ -44,8 +44,9 @@ std::unique_ptr<sdk::HostGraphStep> make_max_pool2d_step(const sdk::OpCall& call
 // tanh; tanh; sigmoid; silu): oneDNN eltwise post-ops.
 enum class GemmActivation { kRelu, kGelu, kGeluTanh, kTanh, kSigmoid, kSilu };
 
-// Y = ACT(linear(X, W, B?)) or ACT(addmm(SELF, A, B)) in float32 as one
-// step, for the GEMM node of SCHEMA ("linear" or "addmm") with ATTRS (every
+// Y = ACT(linear(X, W, B?)), ACT(addmm(SELF, A, B)) or ACT(mm(A, B)) in
+// float32 as one step, for the GEMM node of SCHEMA ("linear", "addmm" or
+// "mm") with ATTRS (every
 // attribute, defaults applied): the product, the bias and the activation in
 // one oneDNN matmul with an eltwise post-op (one pass over Y) where oneDNN
 // takes the shapes; a small product through sgemm, activated while its

@@ -350,9 +350,10 @@ void add_product(const Tensor& out, const Tensor& self, const Mat& a, const Mat&
 
 // ---- ops ------------------------------------------------------------------------
 
-void mm_body(const OpCall& c) {
-  gemm(c.output(0).dtype, mat2d(c.input(0)), mat2d(c.input(1)), mat2d(c.output(0)), nullptr);
+void mm_with(const OpCall& c, const Activation* act) {
+  gemm(c.output(0).dtype, mat2d(c.input(0)), mat2d(c.input(1)), mat2d(c.output(0)), nullptr, act);
 }
+void mm_body(const OpCall& c) { mm_with(c, nullptr); }
 HAL_CPU_KERNEL(mm_kernel, mm_body)
 
 void bmm_body(const OpCall& c) {
@@ -465,15 +466,16 @@ class GemmActivationStep final : public sdk::HostGraphStep {
   GemmActivationStep(sdk::Device& device, const sdk::OpSchema& schema, std::vector<sdk::AttrValue> attrs,
                      GemmActivation act)
       : device_(device), schema_(schema), attrs_(std::move(attrs)), act_(activation(act)),
-        linear_(std::strcmp(schema.name, "linear") == 0) {}
+        body_(std::strcmp(schema.name, "linear") == 0 ? &linear_with
+              : std::strcmp(schema.name, "mm") == 0   ? &mm_with
+                                                      : &addmm_with) {}
 
   void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
     std::vector<Tensor> in(schema_.input_count);
     for (size_t i = 0; i < in.size(); ++i)
       if (inputs[i] != nullptr) in[i] = *inputs[i];
     const auto call = sdk::OpCallBuilder::assemble(schema_, device_, std::move(in), attrs_, {*outputs[0]});
-    if (linear_) linear_with(*call, &act_);
-    else addmm_with(*call, &act_);
+    body_(*call, &act_);
   }
 
  private:
@@ -481,7 +483,7 @@ class GemmActivationStep final : public sdk::HostGraphStep {
   const sdk::OpSchema& schema_;
   const std::vector<sdk::AttrValue> attrs_;
   const Activation& act_;
-  const bool linear_;
+  void (*const body_)(const OpCall&, const Activation*);
 };
 
 std::unique_ptr<sdk::HostGraphStep> make_gemm_activation_step(sdk::Device& device, const sdk::OpSchema& schema,
