@@ -150,6 +150,30 @@ TEST_CASE("events complete when the stream reaches them and time the work betwee
   }
 }
 
+TEST_CASE("an event recorded on an idle stream completes at the record - its time is the record's") {
+  // The work before it has all run: no wait for the worker (whose wake-up on a VM can come after
+  // the caller's next work, timing the caller's work as 0).
+  auto d = cpu_device();
+  hal::Stream s = d->create_stream();
+  hal::Event start = d->create_event(), end = d->create_event();
+  start.record(s);
+  CHECK(start.query());  // complete at once, with no synchronize
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20)) {
+  }  // the caller's own work between the records
+  end.record(s);
+  CHECK(end.query());
+  CHECK(hal::Event::elapsed_ns(start, end) >= 20'000'000u);
+  // Behind queued work, an event still waits for it.
+  Gate gate;
+  s.enqueue_host_func(&Gate::task, &gate);
+  end.record(s);
+  CHECK_FALSE(end.query());
+  gate.open();
+  end.synchronize();
+  CHECK(end.query());
+}
+
 TEST_CASE("a stream can wait for an event recorded on another stream") {
   auto d = cpu_device();
   hal::Stream producer = d->create_stream(), consumer = d->create_stream();

@@ -24,6 +24,14 @@ void CpuStream::enqueue(std::function<void()> task) {
 void CpuStream::enqueue_signal(std::function<void()> signal) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Nothing queued or running: everything before it has completed, so the
+    // signal is due now, under the lock as the worker would run it. Its
+    // event's timestamp is the record's, not the worker's wake-up (which
+    // on a VM can come after the caller's next work).
+    if (queue_.empty() && !busy_) {
+      signal();
+      return;
+    }
     queue_.push_back(Item{nullptr, std::move(signal)});
   }
   work_cv_.notify_one();

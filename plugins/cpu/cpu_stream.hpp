@@ -1,5 +1,6 @@
 // CPU plugin: streams run queued work in order on one worker thread each;
-// events complete (and take their timestamp) when that worker reaches them.
+// events complete (and take their timestamp) when that worker reaches them,
+// or at once when recorded on an idle stream.
 #ifndef HAL_PLUGINS_CPU_CPU_STREAM_HPP_
 #define HAL_PLUGINS_CPU_CPU_STREAM_HPP_
 
@@ -25,7 +26,8 @@ class CpuStream final : public sdk::Stream {
   void enqueue(std::function<void()> task);
   // Queues SIGNAL (an event's completion), run under the stream's lock just
   // before the worker reports itself idle: whoever the signal wakes already
-  // sees the stream idle when it was the last work.
+  // sees the stream idle when it was the last work. On an idle stream (no
+  // work queued or running) it runs now, on the caller, under that lock.
   void enqueue_signal(std::function<void()> signal);
 
   // Keeps the first error of queued work; synchronize() throws it once.
