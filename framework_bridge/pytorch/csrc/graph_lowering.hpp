@@ -39,8 +39,9 @@ class Segment {
           c10::DeviceIndex dev);
   // Runs the segment on the current torch_hal stream of its device. INPUTS
   // are in graph input order (hal tensors, or 0-dim CPU tensors, which are
-  // uploaded: in one copy when there are several); non-contiguous ones are made contiguous where a compiled
-  // group reads them (op-by-op nodes take strided views). The outputs are new
+  // uploaded: in one copy when there are several); non-contiguous ones are
+  // made contiguous where a compiled group reads them (op-by-op nodes take
+  // strided views). The outputs are new
   // hal tensors from torch's allocator with the shapes the catalog rules
   // give for the inputs' shapes. Throws hal::Error INVALID_ARGUMENT naming
   // the input for a count, dtype or shape mismatch (nothing runs), and the

@@ -356,6 +356,19 @@ struct Walk {
   }
 };
 
+// The byte offsets of element INDEX (row-major over W's dims) for each of
+// W's operands, added to BASE.
+void add_offsets(const Walk& w, int64_t index, std::vector<char*>& base) {
+  const int64_t i = index % w.inner;
+  int64_t rest = index / w.inner;
+  for (size_t o = 0; o < base.size(); ++o) base[o] += i * w.inner_stride[o];
+  for (size_t d = w.outer.size(); d-- > 0;) {
+    const int64_t idx = rest % w.outer[d];
+    rest /= w.outer[d];
+    for (size_t o = 0; o < base.size(); ++o) base[o] += idx * w.stride[o][d];
+  }
+}
+
 bool same_layout(const Tensor& a, const Tensor& b) {
   if (a.rank != b.rank) return false;
   for (int d = 0; d < a.rank; ++d)
@@ -552,17 +565,10 @@ class LoopStep final : public sdk::HostGraphStep {
     sc.ptr.assign(p.reg.size(), nullptr);
     sc.base.assign(ops, nullptr);
     std::vector<char*>& base = sc.base;
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t tile = u % s.tiles;
-      int64_t rest = u / s.tiles;
-      for (size_t o = 0; o < ops; ++o) base[o] = s.data[o];
-      for (size_t d = w.outer.size(); d-- > 0;) {
-        const int64_t idx = rest % w.outer[d];
-        rest /= w.outer[d];
-        for (size_t o = 0; o < ops; ++o) base[o] += idx * w.stride[o][d];
-      }
-      const int64_t first = tile * kTile, n = std::min(kTile, w.inner - first);
-      for (size_t o = 0; o < ops; ++o) base[o] += first * w.inner_stride[o];
+    for (int64_t u = begin; u < end; ++u) {  // unit u: tile u % tiles of inner row u / tiles
+      const int64_t first = u % s.tiles * kTile, n = std::min(kTile, w.inner - first);
+      base = s.data;
+      add_offsets(w, u / s.tiles * w.inner + first, base);
       run_tile(p, sc, base.data(), w.inner_stride.data(), s.direct, n);
     }
   }
@@ -583,19 +589,6 @@ Tensor dims_of(const Tensor& t, int from, int rank) {
     d.strides[i] = t.strides[from + i];
   }
   return d;
-}
-
-// The byte offsets of element INDEX (row-major over W's dims) for each of
-// W's operands, added to BASE.
-void add_offsets(const Walk& w, int64_t index, std::vector<char*>& base) {
-  const int64_t i = index % w.inner;
-  int64_t rest = index / w.inner;
-  for (size_t o = 0; o < base.size(); ++o) base[o] += i * w.inner_stride[o];
-  for (size_t d = w.outer.size(); d-- > 0;) {
-    const int64_t idx = rest % w.outer[d];
-    rest /= w.outer[d];
-    for (size_t o = 0; o < base.size(); ++o) base[o] += idx * w.stride[o][d];
-  }
 }
 
 // A part ending in a reduction over its chain's trailing dims (sum, mean,
@@ -879,12 +872,12 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
     if (groups[gi].empty()) continue;
     const uint32_t v = g.nodes[groups[gi].back()].outputs[0];
     int64_t r = -1;
-    for (size_t reader : readers[v])  // the first reduction of it a loop can end in
-      if (!taken[reader] && group_of[reader] < 0 && (r < 0 || reader < static_cast<size_t>(r)) &&
-          reducible(g, reader, v, reduce_kind[gi], reduce_dims[gi]))
+    for (size_t reader : readers[v])  // ascending: the first reduction of it a loop can end in
+      if (!taken[reader] && group_of[reader] < 0 && reducible(g, reader, v, reduce_kind[gi], reduce_dims[gi])) {
         r = static_cast<int64_t>(reader);
+        break;
+      }
     if (r < 0) continue;
-    reducible(g, static_cast<size_t>(r), v, reduce_kind[gi], reduce_dims[gi]);  // R's own kind and dims
     bool later = true;
     for (size_t n : groups[gi])
       for (size_t reader : readers[g.nodes[n].outputs[0]])
