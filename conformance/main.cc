@@ -87,6 +87,9 @@ int run(int argc, char** argv) {
                       "every collective, dtype and size, then the fault scenarios (a killed rank, another job's "
                       "or a stale unique id, mismatched arguments) and that no /dev/shm segment is left")
       ("world", po::value<uint32_t>()->default_value(2), "with --collectives: the number of ranks")
+      ("collective-hosts", po::value<uint32_t>()->default_value(1),
+       "with --collectives: emulated hosts on this machine: rank r runs with HAL_COMM_HOST_ID naming host "
+       "r % N, so the communicator goes hierarchical (shared memory within a host, TCP between hosts)")
       ("collective-scenario", po::value<std::string>()->default_value("all"),
        "with --collectives: all, suite, mismatch, abort, foreign_id, stale_id, kill or tcp")
       ("collective-max-bytes", po::value<uint64_t>()->default_value(64ull << 20),
@@ -119,6 +122,11 @@ int run(int argc, char** argv) {
   if (collectives) {
     collective.world = vm["world"].as<uint32_t>();
     collective.scenario = vm["collective-scenario"].as<std::string>();
+    collective.hosts = vm["collective-hosts"].as<uint32_t>();
+    if (collective.hosts == 0 || collective.hosts > 64) {
+      std::fprintf(stderr, "hal-conformance: --collective-hosts %u is not in [1, 64]\n", collective.hosts);
+      return 2;
+    }
     collective.max_bytes = vm["collective-max-bytes"].as<uint64_t>();
     collective.fault_timeout = std::chrono::milliseconds(vm["collective-fault-timeout-ms"].as<uint64_t>());
     if (collective.world == 0 || collective.world > 64) {

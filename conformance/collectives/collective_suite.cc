@@ -291,9 +291,11 @@ void Rank::data_check(hal::Communicator& comm, hal::Stream& stream, hal::Collect
 
 int Rank::suite(bool tcp) {
   hal::Communicator comm = join("suite/id", std::chrono::seconds(120));
+  std::printf("rank %d: transport %s\n", o_.rank, comm.transport().c_str());
   if (tcp) {
     check("the ranks talk over TCP", [&] {
-      if (comm.transport() != "tcp") throw std::runtime_error("transport is '" + comm.transport() + "'");
+      if (comm.transport() != "tcp" && comm.transport() != "shm+tcp")
+        throw std::runtime_error("transport is '" + comm.transport() + "'");
     });
   }
   hal::Stream stream = device_->create_stream();
@@ -622,8 +624,18 @@ int spawn_collectives(const std::vector<std::string>& argv, const std::vector<st
       std::vector<char*> cargv;
       for (auto& a : args) cargv.push_back(a.data());
       cargv.push_back(nullptr);
+      // Emulated hosts: the rank's environment names its host.
+      std::vector<std::string> env_strings;
+      for (char** e = environ; *e != nullptr; ++e)
+        if (opts.hosts <= 1 || std::strncmp(*e, "HAL_COMM_HOST_ID=", 17) != 0) env_strings.emplace_back(*e);
+      if (opts.hosts > 1)
+        env_strings.push_back("HAL_COMM_HOST_ID=hal-conformance-" + std::to_string(getpid()) + "-host" +
+                              std::to_string(r % opts.hosts));
+      std::vector<char*> cenv;
+      for (auto& e : env_strings) cenv.push_back(e.data());
+      cenv.push_back(nullptr);
       pid_t pid = 0;
-      if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargv.data(), environ) != 0) {
+      if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargv.data(), cenv.data()) != 0) {
         std::perror("hal-conformance: posix_spawn");
         return 2;
       }

@@ -23,6 +23,7 @@ struct CollectiveOptions {
   std::string scenario = "all";  // all | suite | kill | foreign_id | stale_id | mismatch | abort | tcp
   std::chrono::milliseconds fault_timeout{5000};  // the communicator timeout in fault scenarios
   uint64_t max_bytes = 64ull << 20;               // the largest message of the suite
+  uint32_t hosts = 1;  // > 1: rank r runs with HAL_COMM_HOST_ID=hal-conformance-<job>-host<r % hosts>
 };
 
 // Child: runs OPTS.scenario as OPTS.rank on DEVICE; prints failures and a

@@ -11,6 +11,7 @@
 #define HAL_SDK_COLLECTIVE_GLOO_TRANSPORT_HPP_
 
 #include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
 #include <gloo/alltoallv.h>
@@ -22,6 +23,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -119,12 +121,17 @@ inline void divide(uint32_t dtype, void* data, size_t n, uint32_t world) {
 
 }  // namespace detail
 
+// A full mesh of Gloo TCP pairs among some ranks: every rank of a
+// communicator (the mesh, for messages between hosts), or one leader per
+// host. Ranks here are the mesh's own (0..world-1). One thread runs
+// operations at a time (the host communicator's lock); close() may be called
+// from any thread.
 class GlooTransport {
  public:
-  // Builds the full mesh of WORLD ranks through the bootstrap (every rank
-  // calls it during comm_init). The interface: $HAL_SOCKET_IFNAME, else the
-  // address the host name resolves to.
-  GlooTransport(const Bootstrap& bootstrap, uint32_t rank, uint32_t world, std::chrono::milliseconds timeout,
+  // Connects the full mesh of WORLD ranks through STORE (every member calls
+  // it at once). The interface: $HAL_SOCKET_IFNAME, else the address the
+  // host name resolves to.
+  GlooTransport(gloo::rendezvous::Store& store, uint32_t rank, uint32_t world, std::chrono::milliseconds timeout,
                 const std::string& what)
       : rank_(rank), world_(world), timeout_(timeout) {
     try {
@@ -139,9 +146,7 @@ class GlooTransport {
       device_ = gloo::transport::tcp::CreateDevice(attr);
       auto context = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(rank), static_cast<int>(world));
       context->setTimeout(timeout);
-      GlooBootstrapStore store(bootstrap, timeout);
-      gloo::rendezvous::PrefixStore prefixed("hal/gloo", store);
-      context->connectFullMesh(prefixed, device_);
+      context->connectFullMesh(store, device_);
       context_ = context;
     } catch (const Error&) {
       throw;
@@ -150,66 +155,169 @@ class GlooTransport {
            " (set HAL_SOCKET_IFNAME to the network interface to use)");
     }
   }
-
-  // Runs C on host memory SEND/RECV (see HostCommunicator's views). Errors
-  // from Gloo (a peer gone, a timeout) become ABORTED / TIMEOUT.
-  void run(const CollectiveCall& c, const unsigned char* send, unsigned char* recv, const std::string& what) {
-    try {
-      run_unchecked(c, send, recv);
-    } catch (const Error&) {
-      throw;
-    } catch (const gloo::IoException& e) {
-      fail(std::string(e.what()).find("Timed out") != std::string::npos ? HAL_STATUS_TIMEOUT : HAL_STATUS_ABORTED,
-           what, ": rank ", rank_, ": the TCP transport failed (a peer exited, or timed out after ",
-           timeout_.count(), " ms): ", e.what());
-    } catch (const std::exception& e) {
-      fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": the TCP transport failed: ", e.what());
-    }
+  // The mesh through the host's bootstrap, its keys under PREFIX.
+  static std::unique_ptr<GlooTransport> over_bootstrap(const Bootstrap& bootstrap, const std::string& prefix,
+                                                       uint32_t rank, uint32_t world, std::chrono::milliseconds timeout,
+                                                       const std::string& what) {
+    GlooBootstrapStore store(bootstrap, timeout);
+    gloo::rendezvous::PrefixStore prefixed(prefix, store);
+    return std::make_unique<GlooTransport>(prefixed, rank, world, timeout, what);
   }
 
-  // Sends and receives of a group, issued together, then awaited.
-  void run_p2p(const std::vector<const CollectiveCall*>& calls, const std::vector<const unsigned char*>& sends,
-               const std::vector<unsigned char*>& recvs, const std::string& what) {
-    try {
-      // Sends are buffered (a copy, posted, completed later) as the shared-
-      // memory rings buffer them: a send returns before its receive is
-      // posted, so two ranks may send to each other first.
-      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs_posted;
-      for (size_t i = 0; i < calls.size(); ++i) {
-        const CollectiveCall& c = *calls[i];
-        const size_t bytes = c.count * common::dtype_size(c.dtype);
-        const bool s = c.kind == CollectiveCall::kSend;
-        // Slot: the pair's message number, so messages match in issue order.
-        uint64_t& seq = s ? sent_[c.root] : received_[c.root];
-        const uint64_t slot = p2p_slot(s ? rank_ : c.root, s ? c.root : rank_, seq++);
-        if (s) {
+  uint32_t rank() const { return rank_; }
+  uint32_t world() const { return world_; }
+
+  // Runs C (ranks and roots of this mesh) on host memory SEND/RECV (see
+  // HostCommunicator's views). Errors from Gloo (a peer gone, a timeout)
+  // become ABORTED / TIMEOUT.
+  void run(const CollectiveCall& c, const unsigned char* send, unsigned char* recv, const std::string& what) {
+    guard(what, [&] { run_unchecked(c, send, recv); });
+  }
+
+  // Every rank's IN (BYTES[rank] bytes) into OUT, back to back in rank order.
+  void allgatherv(const unsigned char* in, unsigned char* out, const std::vector<size_t>& bytes,
+                  const std::string& what) {
+    guard(what, [&] {
+      const uint32_t tag = next_tag_++;
+      size_t total = 0;
+      for (size_t b : bytes) total += b;
+      if (total == 0) return barrier_with(tag);
+      std::vector<unsigned char> mine(in, in + bytes[rank_]);  // OUT may hold IN
+      mine.resize(std::max<size_t>(mine.size(), 1));
+      gloo::AllgathervOptions o(context_);
+      o.setInput<uint8_t>(mine.data(), bytes[rank_]);
+      o.setOutput<uint8_t>(out, bytes);
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      gloo::allgatherv(o);
+    });
+  }
+
+  // One send or receive of a group: DTYPE x COUNT elements to or from PEER.
+  struct Message {
+    bool send = false;
+    uint32_t peer = 0;
+    uint32_t dtype = 0;
+    uint64_t count = 0;
+    const unsigned char* data = nullptr;  // a send's
+    unsigned char* out = nullptr;         // a receive's
+  };
+  // Receives posted by post(), completed by finish().
+  struct Posted {
+    struct Recv {
+      const Message* m;
+      uint64_t header[2];
+      std::unique_ptr<gloo::transport::UnboundBuffer> header_buffer;
+      uint64_t number;
+    };
+    std::vector<std::unique_ptr<Recv>> recvs;  // stable addresses: Gloo writes the headers
+  };
+
+  // Posts MSGS: sends are buffered (copied, posted, completed later) as the
+  // shared-memory rings buffer them, so two ranks may send to each other
+  // first; a message is a header (dtype, count), which the receiver checks,
+  // then the payload. MSGS must outlive finish().
+  Posted post(const std::vector<Message>& msgs, const std::string& what) {
+    Posted posted;
+    guard(what, [&] {
+      for (const Message& m : msgs) {
+        uint64_t& number = m.send ? sent_[m.peer] : received_[m.peer];
+        const uint64_t n = number++;
+        if (m.send) {
+          const size_t bytes = m.count * common::dtype_size(m.dtype);
           auto pending = std::make_unique<PendingSend>();
-          pending->data.assign(sends[i], sends[i] + bytes);
+          pending->header[0] = m.dtype;
+          pending->header[1] = m.count;
+          pending->data.assign(m.data, m.data + bytes);
           pending->data.resize(std::max<size_t>(bytes, 1));
+          pending->header_buffer = context_->createUnboundBuffer(pending->header, sizeof(pending->header));
+          pending->header_buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, 2 * n));
           pending->buffer = context_->createUnboundBuffer(pending->data.data(), bytes);
-          pending->buffer->send(static_cast<int>(c.root), slot);
+          pending->buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, 2 * n + 1));
           pending_sends_.push_back(std::move(pending));
         } else {
-          static unsigned char dummy;
-          auto buf = context_->createUnboundBuffer(bytes ? recvs[i] : &dummy, bytes);
-          buf->recv(static_cast<int>(c.root), slot);
-          recvs_posted.push_back(std::move(buf));
+          posted.recvs.push_back(std::make_unique<Posted::Recv>(Posted::Recv{&m, {0, 0}, nullptr, n}));
+          Posted::Recv& back = *posted.recvs.back();
+          back.header_buffer = context_->createUnboundBuffer(back.header, sizeof(back.header));
+          back.header_buffer->recv(static_cast<int>(m.peer), p2p_slot(m.peer, rank_, 2 * n));
         }
       }
-      for (auto& buf : recvs_posted)
+    });
+    return posted;
+  }
+
+  // Waits for POSTED's receives: each header is checked against what the
+  // receive expects (a mismatch is INVALID_ARGUMENT and breaks the mesh, as
+  // the payload will not be taken), then the payload is received.
+  void finish(Posted& posted, const std::string& what) {
+    guard(what, [&] {
+      for (auto& posted_recv : posted.recvs) {
+        Posted::Recv& r = *posted_recv;
+        if (!r.header_buffer->waitRecv(timeout_)) fail(HAL_STATUS_ABORTED, what, ": a receive was aborted");
+        const Message& m = *r.m;
+        if (r.header[0] != m.dtype || r.header[1] != m.count) {
+          const std::string why = "recv from rank " + std::to_string(m.peer) + ": expected " + std::to_string(m.count) +
+                                  " " + common::dtype_name(m.dtype) + " but rank " + std::to_string(m.peer) +
+                                  " sent " + std::to_string(r.header[1]) + " " +
+                                  common::dtype_name(static_cast<uint32_t>(r.header[0]));
+          close();
+          fail(HAL_STATUS_INVALID_ARGUMENT, why);
+        }
+        const size_t bytes = m.count * common::dtype_size(m.dtype);
+        static unsigned char dummy;
+        auto buf = context_->createUnboundBuffer(bytes ? m.out : &dummy, bytes);
+        buf->recv(static_cast<int>(m.peer), p2p_slot(m.peer, rank_, 2 * r.number + 1));
         if (!buf->waitRecv(timeout_)) fail(HAL_STATUS_ABORTED, what, ": a receive was aborted");
+      }
       while (pending_sends_.size() > kMaxPendingSends) {  // bound the buffered bytes
         if (!pending_sends_.front()->buffer->waitSend(timeout_)) fail(HAL_STATUS_ABORTED, what, ": a send was aborted");
         pending_sends_.erase(pending_sends_.begin());
       }
+    });
+  }
+
+  // Closes every connection: peers blocked on this rank fail at once
+  // (ABORTED), and so does every later operation here. Thread-safe.
+  void close() noexcept {
+    if (closed_.exchange(true)) return;
+    try {
+      if (context_) context_->closeConnections();
+    } catch (...) {  // already broken: nothing more to close
+    }
+  }
+
+  // Waits (bounded by the timeout) for buffered sends, so peers get them.
+  ~GlooTransport() {
+    for (auto& p : pending_sends_) {
+      if (closed_) break;
+      try {
+        p->header_buffer->waitSend(timeout_);
+        p->buffer->waitSend(timeout_);
+      } catch (...) {  // a peer gone: nothing to deliver to
+      }
+    }
+    pending_sends_.clear();
+  }
+
+ private:
+  // Runs F, turning Gloo's exceptions into HAL errors.
+  template <class F>
+  void guard(const std::string& what, F&& f) {
+    if (closed_) fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": the TCP transport was closed (the communicator was aborted)");
+    try {
+      f();
     } catch (const Error&) {
       throw;
+    } catch (const gloo::IoException& e) {
+      const bool timed_out = std::string(e.what()).find("Timed out") != std::string::npos;
+      fail(timed_out ? HAL_STATUS_TIMEOUT : HAL_STATUS_ABORTED, what, ": rank ", rank_,
+           ": the TCP transport failed (a peer exited or aborted, or timed out after ", timeout_.count(),
+           " ms): ", e.what());
     } catch (const std::exception& e) {
       fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": the TCP transport failed: ", e.what());
     }
   }
 
- private:
   // A pair's N-th message: its own slot, so messages match in issue order.
   uint64_t p2p_slot(uint32_t src, uint32_t dst, uint64_t n) const {
     return (0x48ull << 56) | ((static_cast<uint64_t>(src) * world_ + dst) & 0xffffffull) << 32 | (n & 0xffffffffull);
@@ -359,8 +467,9 @@ class GlooTransport {
   }
 
   struct PendingSend {
+    uint64_t header[2];
     std::vector<unsigned char> data;
-    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    std::unique_ptr<gloo::transport::UnboundBuffer> header_buffer, buffer;
   };
   static constexpr size_t kMaxPendingSends = 64;
 
@@ -368,21 +477,99 @@ class GlooTransport {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+  std::atomic<bool> closed_{false};
   uint32_t next_tag_ = 1;
   std::map<uint32_t, uint64_t> sent_, received_;
   std::vector<std::unique_ptr<PendingSend>> pending_sends_;
+};
 
+// Gloo's rendezvous store among MEMBERS (ranks of PARENT's mesh), for a
+// communicator split from one spanning hosts, which has no bootstrap: each
+// member's entries travel to the others over PARENT. A get of a key not
+// known yet runs an exchange round (every member sends the entries it set
+// since the last round to every other member and receives theirs); members
+// run Gloo's same connect sequence, so their rounds line up. Used during the
+// split only, under the parent's lock.
+class MeshStore final : public gloo::rendezvous::Store {
  public:
-  // Waits (bounded by the timeout) for buffered sends, so peers get them.
-  ~GlooTransport() {
-    for (auto& p : pending_sends_) {
-      try {
-        p->buffer->waitSend(timeout_);
-      } catch (...) {  // a peer gone: nothing to deliver to
+  MeshStore(GlooTransport& parent, std::vector<uint32_t> members, std::chrono::milliseconds timeout,
+            std::string what)
+      : parent_(parent), members_(std::move(members)), timeout_(timeout), what_(std::move(what)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    known_[key] = data;
+    unsent_.emplace_back(key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    for (int round = 0; !known_.count(key); ++round) {
+      if (round == 2)
+        fail(HAL_STATUS_INTERNAL, what_, ": no member of the split set the rendezvous key '", key, "'");
+      exchange();
+    }
+    return known_[key];
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    for (const std::string& k : keys) get(k);
+  }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
+
+ private:
+  void exchange() {
+    std::vector<char> out;
+    const auto put = [&](const void* p, size_t n) { out.insert(out.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n); };
+    for (const auto& [k, v] : unsent_) {
+      const uint64_t kn = k.size(), vn = v.size();
+      put(&kn, 8);
+      put(k.data(), kn);
+      put(&vn, 8);
+      put(v.data(), vn);
+    }
+    unsent_.clear();
+    const uint64_t size = out.size();
+    std::vector<uint64_t> sizes(members_.size());
+    std::vector<GlooTransport::Message> msgs;
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i] == parent_.rank()) continue;
+      msgs.push_back({true, members_[i], HAL_DTYPE_UINT64, 1, reinterpret_cast<const unsigned char*>(&size), nullptr});
+      msgs.push_back({false, members_[i], HAL_DTYPE_UINT64, 1, nullptr, reinterpret_cast<unsigned char*>(&sizes[i])});
+    }
+    auto posted = parent_.post(msgs, what_);
+    parent_.finish(posted, what_);
+    std::vector<std::vector<char>> in(members_.size());
+    msgs.clear();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i] == parent_.rank()) continue;
+      in[i].resize(sizes[i]);
+      msgs.push_back({true, members_[i], HAL_DTYPE_UINT8, size, reinterpret_cast<const unsigned char*>(out.data()), nullptr});
+      msgs.push_back({false, members_[i], HAL_DTYPE_UINT8, sizes[i], nullptr, reinterpret_cast<unsigned char*>(in[i].data())});
+    }
+    posted = parent_.post(msgs, what_);
+    parent_.finish(posted, what_);
+    for (const std::vector<char>& bytes : in) {
+      size_t at = 0;
+      const auto take = [&](void* p, size_t n) {
+        if (at + n > bytes.size()) fail(HAL_STATUS_INTERNAL, what_, ": a malformed rendezvous message");
+        std::memcpy(p, bytes.data() + at, n);
+        at += n;
+      };
+      while (at < bytes.size()) {
+        uint64_t kn = 0, vn = 0;
+        take(&kn, 8);
+        std::string k(kn, '\0');
+        take(k.data(), kn);
+        take(&vn, 8);
+        std::vector<char> v(vn);
+        take(v.data(), vn);
+        known_[k] = std::move(v);
       }
     }
-    pending_sends_.clear();
   }
+
+  GlooTransport& parent_;
+  std::vector<uint32_t> members_;
+  std::chrono::milliseconds timeout_;
+  std::string what_;
+  std::map<std::string, std::vector<char>> known_;
+  std::vector<std::pair<std::string, std::vector<char>>> unsent_;
 };
 
 }  // namespace hal::sdk::collective

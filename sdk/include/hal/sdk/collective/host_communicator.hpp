@@ -28,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -88,7 +89,7 @@ class HostCommunicator final : public Communicator {
       auto g = ShmGroup::map_segment("", 1, 0, true, timeout, what);
       g->join(what, [](const std::vector<uint32_t>&) {});
       return std::unique_ptr<HostCommunicator>(
-          new HostCommunicator(*a.device, std::move(g), prefix, 0, 1, timeout, nullptr));
+          new HostCommunicator(*a.device, std::move(g), prefix, 0, 1, timeout, Topology::single(1)));
     }
     Bootstrap bs(a.bootstrap);
     PeerRecord me{};
@@ -97,56 +98,19 @@ class HostCommunicator final : public Communicator {
     me.rank = a.rank;
     me.host = host_key();
     me.pid = static_cast<int32_t>(getpid());
+    me.flags = transport_choice(what);
     bs.set("hal/rank/" + std::to_string(a.rank), &me, sizeof(me));
-    std::unique_ptr<ShmGroup> g;
-    if (!all_on_this_host(bs, a, id, me, timeout, what)) {
-#ifdef HAL_SDK_WITH_GLOO
-      auto gloo = std::make_unique<GlooTransport>(bs, a.rank, a.world_size, timeout, what);
-      return std::unique_ptr<HostCommunicator>(
-          new HostCommunicator(*a.device, nullptr, prefix, a.rank, a.world_size, timeout, std::move(gloo)));
-#else
-      fail(HAL_STATUS_UNIMPLEMENTED, what,
-           ": some rank is on another host (or network namespace), and this build of the plugin has only the "
-           "shared-memory transport (built without Gloo)");
-#endif
-    }
-    if (a.rank == 0) {
-      g = ShmGroup::map_segment(prefix, a.world_size, 0, true, timeout, what);
-      bs.set("hal/root", &me, sizeof(me));
-    } else {
-      const std::vector<uint8_t> bytes = bs.get("hal/root", timeout);
-      PeerRecord root{};
-      if (bytes.size() != sizeof(root))
-        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": the bootstrap's 'hal/root' record has ", bytes.size(),
-             " bytes, not ", sizeof(root), ": the store is shared with something else");
-      std::memcpy(&root, bytes.data(), sizeof(root));
-      if (std::memcmp(root.nonce, id.nonce, sizeof(id.nonce)) != 0)
-        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": this rank's unique id (", hex(id.nonce, 4),
-             "...) differs from rank 0's (", hex(root.nonce, 4),
-             "...): it is another job's, or a stale one; every rank must pass the id rank 0 uses");
-      if (root.world_size != a.world_size)
-        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": world size ", a.world_size, " but rank 0 has ", root.world_size);
-      g = ShmGroup::map_segment(prefix, a.world_size, a.rank, false, timeout, what);
-    }
-    g->join(what, [&](const std::vector<uint32_t>& missing) {
-      // A rank that never joined may hold another id: say so instead.
-      for (uint32_t r : missing) {
-        std::vector<uint8_t> bytes;
-        try {
-          bytes = bs.get("hal/rank/" + std::to_string(r), std::chrono::milliseconds(0));
-        } catch (const Error&) {
-          continue;
-        }
-        PeerRecord peer{};
-        if (bytes.size() != sizeof(peer)) continue;
-        std::memcpy(&peer, bytes.data(), sizeof(peer));
-        if (std::memcmp(peer.nonce, id.nonce, sizeof(id.nonce)) != 0)
-          fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r,
-               " holds a different unique id (another job's, or a stale one)");
+    try {
+      return connect(a, bs, id, me, prefix, timeout, what);
+    } catch (const Error& e) {
+      // Peers waiting for this rank name its reason, not just a timeout.
+      const std::string why = e.what();
+      try {
+        bs.set("hal/error/" + std::to_string(a.rank), why.data(), why.size());
+      } catch (const Error&) {  // the store is gone too: the original error says enough
       }
-    });
-    return std::unique_ptr<HostCommunicator>(
-        new HostCommunicator(*a.device, std::move(g), prefix, a.rank, a.world_size, timeout, nullptr));
+      throw;
+    }
   }
 
   ~HostCommunicator() override {
@@ -158,7 +122,11 @@ class HostCommunicator final : public Communicator {
   uint32_t rank() const override { return rank_; }
   uint32_t world_size() const override { return world_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
-  const char* transport() const override { return group_ ? "shm" : "tcp"; }
+  // "shm" (one host), "tcp" (one rank per host), "shm+tcp" (hierarchical).
+  const char* transport() const override {
+    if (topo_.hosts.size() == 1) return "shm";
+    return topo_.hosts.size() == world_ ? "tcp" : "shm+tcp";
+  }
 
   void launch(std::vector<CollectiveCall> calls, Stream* stream) override {
     throw_if_broken();
@@ -197,7 +165,7 @@ class HostCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> split(int32_t color, int32_t key) override {
     throw_if_broken();
-    if (!group_) fail(HAL_STATUS_UNIMPLEMENTED, "comm_split: not implemented on the TCP transport");
+    if (hierarchical()) return split_hierarchical(color, key);
     std::lock_guard<std::mutex> lock(run_mu_);
     const std::string what = "comm_split #" + std::to_string(splits_);
     const uint32_t world = world_, me = rank_;
@@ -246,18 +214,19 @@ class HostCommunicator final : public Communicator {
     if (color < 0) return nullptr;
     const uint32_t child_world = size;
     return std::unique_ptr<Communicator>(new HostCommunicator(device_, std::move(child), name, new_rank, child_world,
-                                                              group_->timeout(), nullptr));
+                                                              group_->timeout(), Topology::single(child_world)));
   }
 
   void abort(const std::string& why) override {
     set_error(Error(HAL_STATUS_ABORTED, "rank " + std::to_string(rank_) + " aborted the communicator: " + why));
-    if (group_) group_->abort("comm_abort by rank " + std::to_string(rank_) + ": " + why);
+    group_->abort("comm_abort by rank " + std::to_string(rank_) + ": " + why);
+    close_tcp();
   }
 
   std::optional<Error> async_error() const override {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (error_) return error_;
-    if (group_ && group_->aborted()) {
+    if (group_->aborted()) {
       try {
         group_->throw_if_aborted("communicator");
       } catch (const Error& e) {
@@ -275,7 +244,45 @@ class HostCommunicator final : public Communicator {
     uint32_t world_size, rank;
     uint64_t host;
     int32_t pid;
-    uint32_t reserved;
+    uint32_t flags;  // kTransportAuto or kTransportTcp (HAL_COMM_TRANSPORT)
+  };
+  static constexpr uint32_t kTransportAuto = 0, kTransportTcp = 1;
+
+  // Which ranks share a host: hosts in the order of their first ranks (host
+  // 0 holds rank 0), each host's ranks ascending; its first is its leader.
+  struct Topology {
+    std::vector<uint32_t> host_of;             // rank -> host
+    std::vector<std::vector<uint32_t>> hosts;  // host -> ranks
+    static Topology single(uint32_t world) {
+      Topology t;
+      t.host_of.assign(world, 0);
+      t.hosts.assign(1, {});
+      for (uint32_t r = 0; r < world; ++r) t.hosts[0].push_back(r);
+      return t;
+    }
+    // EACH_ALONE: every rank its own host (HAL_COMM_TRANSPORT=tcp).
+    static Topology of(const std::vector<PeerRecord>& peers, bool each_alone) {
+      Topology t;
+      std::vector<uint64_t> keys;
+      for (uint32_t r = 0; r < peers.size(); ++r) {
+        const uint64_t key = each_alone ? r : peers[r].host;
+        auto it = std::find(keys.begin(), keys.end(), key);
+        if (it == keys.end()) {
+          keys.push_back(key);
+          t.hosts.emplace_back();
+          it = keys.end() - 1;
+        }
+        const auto h = static_cast<uint32_t>(it - keys.begin());
+        t.host_of.push_back(h);
+        t.hosts[h].push_back(r);
+      }
+      return t;
+    }
+    // Rank R's index among its host's ranks.
+    uint32_t local_index(uint32_t r) const {
+      const std::vector<uint32_t>& l = hosts[host_of[r]];
+      return static_cast<uint32_t>(std::find(l.begin(), l.end(), r) - l.begin());
+    }
   };
 
   // Host views of a call's buffers (staged when not host-addressable).
@@ -314,16 +321,147 @@ class HostCommunicator final : public Communicator {
   struct Tcp {};
 #endif
   HostCommunicator(Device& device, std::unique_ptr<ShmGroup> group, std::string prefix, uint32_t rank, uint32_t world,
-                   std::chrono::milliseconds timeout, std::unique_ptr<Tcp> tcp)
+                   std::chrono::milliseconds timeout, Topology topo)
       : device_(device), group_(std::move(group)), prefix_(std::move(prefix)), rank_(rank), world_(world),
-        timeout_(timeout), tcp_(std::move(tcp)) {}
+        timeout_(timeout), topo_(std::move(topo)), host_(topo_.host_of[rank]) {}
 
-  // Whether every rank runs on this host: reads every rank's record (each
-  // rank reads the same records, so all choose the same transport), and
-  // refuses a rank holding another unique id.
-  static bool all_on_this_host(const Bootstrap& bs, const CommInit& a, const IdRecord& id, const PeerRecord& me,
-                               std::chrono::milliseconds timeout, const std::string& what) {
-    bool local = true;
+  // The transports of a communicator whose ranks' records are in BS: one
+  // host's ranks share a segment; with more than one host, every rank also
+  // joins the TCP mesh and each host's first rank (its leader) the leaders'.
+  static std::unique_ptr<HostCommunicator> connect(const CommInit& a, const Bootstrap& bs, const IdRecord& id,
+                                                   const PeerRecord& me, const std::string& prefix,
+                                                   std::chrono::milliseconds timeout, const std::string& what) {
+    const std::vector<PeerRecord> peers = read_records(bs, a, id, me, timeout, what);
+    Topology topo = Topology::of(peers, me.flags == kTransportTcp);
+    const uint32_t host = topo.host_of[a.rank];
+    const std::vector<uint32_t>& local = topo.hosts[host];
+    const auto local_rank = static_cast<uint32_t>(std::find(local.begin(), local.end(), a.rank) - local.begin());
+    const auto local_world = static_cast<uint32_t>(local.size());
+    if (topo.hosts.size() > 1) {
+#ifndef HAL_SDK_WITH_GLOO
+      fail(HAL_STATUS_UNIMPLEMENTED, what,
+           ": some rank is on another host (or network namespace), and this build of the plugin has only the "
+           "shared-memory transport (built without Gloo)");
+#endif
+    }
+    // This host's segment: its first rank creates it and says so in the
+    // store; the others open it once it exists.
+    const std::string segment = topo.hosts.size() == 1 ? prefix : prefix + "-h" + std::to_string(host);
+    const std::string created = "hal/host/" + std::to_string(host);
+    std::unique_ptr<ShmGroup> g;
+    if (local_world == 1) {
+      g = ShmGroup::map_segment("", 1, 0, true, timeout, what);
+    } else if (local_rank == 0) {
+      g = ShmGroup::map_segment(segment, local_world, 0, true, timeout, what);
+      bs.set(created, &me, sizeof(me));
+    } else {
+      const std::vector<uint8_t> bytes = bs.get(created, timeout);
+      PeerRecord creator{};
+      if (bytes.size() != sizeof(creator))
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": the bootstrap's '", created, "' record has ", bytes.size(),
+             " bytes, not ", sizeof(creator), ": the store is shared with something else");
+      std::memcpy(&creator, bytes.data(), sizeof(creator));
+      if (std::memcmp(creator.nonce, id.nonce, sizeof(id.nonce)) != 0)
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": this rank's unique id (", hex(id.nonce, 4),
+             "...) differs from rank ", creator.rank, "'s (", hex(creator.nonce, 4),
+             "...): it is another job's, or a stale one; every rank must pass the id rank 0 uses");
+      try {
+        g = ShmGroup::map_segment(segment, local_world, local_rank, false, timeout, what);
+      } catch (const Error& e) {
+        if (topo.hosts.size() == 1 && creator.host == me.host) throw;
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": the ranks disagree on the host topology: rank ", a.rank,
+             " and rank ", creator.rank, " both say they are on host ", hex_host(me.host),
+             " (boot id, namespaces and /dev/shm, or $HAL_COMM_HOST_ID) but rank ", a.rank,
+             " cannot open rank ", creator.rank, "'s shared memory: ", e.what());
+      }
+    }
+    g->join(
+        what,
+        [&](const std::vector<uint32_t>& missing) {
+          // A rank that never joined may hold another id, or have failed: say so.
+          for (uint32_t lr : missing) {
+            const uint32_t r = local[lr];
+            if (auto why = peer_error(bs, r)) fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r, " failed: ", *why);
+            std::vector<uint8_t> bytes;
+            try {
+              bytes = bs.get("hal/rank/" + std::to_string(r), std::chrono::milliseconds(0));
+            } catch (const Error&) {
+              continue;
+            }
+            PeerRecord peer{};
+            if (bytes.size() != sizeof(peer)) continue;
+            std::memcpy(&peer, bytes.data(), sizeof(peer));
+            if (std::memcmp(peer.nonce, id.nonce, sizeof(id.nonce)) != 0)
+              fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r,
+                   " holds a different unique id (another job's, or a stale one)");
+          }
+        },
+        [&](const std::vector<uint32_t>& missing) {
+          for (uint32_t lr : missing)
+            if (auto why = peer_error(bs, local[lr])) {
+              const std::string msg = what + ": rank " + std::to_string(local[lr]) + " failed: " + *why;
+              g->abort(msg);
+              fail(HAL_STATUS_INVALID_ARGUMENT, msg);
+            }
+        });
+    std::unique_ptr<HostCommunicator> comm(
+        new HostCommunicator(*a.device, std::move(g), prefix, a.rank, a.world_size, timeout, std::move(topo)));
+#ifdef HAL_SDK_WITH_GLOO
+    if (comm->topo_.hosts.size() > 1) {
+      const auto hosts = static_cast<uint32_t>(comm->topo_.hosts.size());
+      try {
+        comm->mesh_ = GlooTransport::over_bootstrap(bs, "hal/gloo", a.rank, a.world_size, timeout, what);
+        if (local_rank == 0) {
+          if (hosts == a.world_size) comm->leaders_ = comm->mesh_.get();
+          else {
+            comm->leaders_owned_ = GlooTransport::over_bootstrap(bs, "hal/gloo-leaders", host, hosts, timeout, what);
+            comm->leaders_ = comm->leaders_owned_.get();
+          }
+        }
+      } catch (const Error& e) {
+        for (uint32_t r = 0; r < a.world_size; ++r)
+          if (r != a.rank)
+            if (auto why = peer_error(bs, r)) fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r, " failed: ", *why);
+        throw;
+      }
+    }
+#endif
+    return comm;
+  }
+
+  // A peer's reason for failing comm_init, if it left one in the store.
+  static std::optional<std::string> peer_error(const Bootstrap& bs, uint32_t r) {
+    try {
+      std::vector<uint8_t> bytes = bs.get("hal/error/" + std::to_string(r), std::chrono::milliseconds(0));
+      return std::string(bytes.begin(), bytes.end());
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  }
+
+  static std::string hex_host(uint64_t host) {
+    uint8_t b[8];
+    std::memcpy(b, &host, sizeof(b));
+    return hex(b, sizeof(b));
+  }
+
+  // HAL_COMM_TRANSPORT: unset or "auto" (shared memory within a host, TCP
+  // between hosts), or "tcp" (every rank on its own: the flat TCP mesh).
+  static uint32_t transport_choice(const std::string& what) {
+    const char* v = std::getenv("HAL_COMM_TRANSPORT");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return kTransportAuto;
+    if (std::strcmp(v, "tcp") == 0) return kTransportTcp;
+    fail(HAL_STATUS_INVALID_ARGUMENT, what, ": HAL_COMM_TRANSPORT='", v, "' is not one of auto, tcp");
+  }
+
+  // Every rank's record (each rank reads the same records, so all choose the
+  // same transports); refuses a rank holding another unique id, world size
+  // or HAL_COMM_TRANSPORT.
+  static std::vector<PeerRecord> read_records(const Bootstrap& bs, const CommInit& a, const IdRecord& id,
+                                              const PeerRecord& me, std::chrono::milliseconds timeout,
+                                              const std::string& what) {
+    std::vector<PeerRecord> peers(a.world_size);
+    peers[a.rank] = me;
     for (uint32_t r = 0; r < a.world_size; ++r) {
       if (r == a.rank) continue;
       std::vector<uint8_t> bytes;
@@ -343,9 +481,15 @@ class HostCommunicator final : public Communicator {
       if (peer.world_size != a.world_size)
         fail(HAL_STATUS_INVALID_ARGUMENT, what, ": world size ", a.world_size, " but rank ", r, " has ",
              peer.world_size);
-      if (peer.host != me.host) local = false;
+      if (peer.flags != me.flags)
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", r, " has HAL_COMM_TRANSPORT=",
+             peer.flags == kTransportTcp ? "tcp" : "auto", " but rank ", a.rank, " has ",
+             me.flags == kTransportTcp ? "tcp" : "auto", ": every rank must choose the same");
+      if (peer.rank != r)
+        fail(HAL_STATUS_INVALID_ARGUMENT, what, ": the bootstrap's record of rank ", r, " says rank ", peer.rank);
+      peers[r] = peer;
     }
-    return local;
+    return peers;
   }
 
   void finish_one() {
@@ -424,35 +568,24 @@ class HostCommunicator final : public Communicator {
           p2p.push_back(i);
           continue;
         }
-        if (group_) {
-          run_collective(calls[i], views[i]);
-          continue;
-        }
-#ifdef HAL_SDK_WITH_GLOO
-        const std::string what = std::string(kind_name(calls[i].kind)) + " #" + std::to_string(sequence_++);
-        tcp_->run(calls[i], views[i].send, views[i].recv, what);
-#endif
+        if (hierarchical()) run_hierarchical(calls[i], views[i]);
+        else run_collective(calls[i], views[i]);
       }
-      if (!p2p.empty() && group_) run_p2p(calls, views, p2p);
-#ifdef HAL_SDK_WITH_GLOO
-      if (!p2p.empty() && !group_) {
-        std::vector<const CollectiveCall*> cs;
-        std::vector<const unsigned char*> sends;
-        std::vector<unsigned char*> recvs;
-        for (size_t i : p2p) {
-          cs.push_back(&calls[i]);
-          sends.push_back(views[i].send);
-          recvs.push_back(views[i].recv);
-        }
-        tcp_->run_p2p(cs, sends, recvs, p2p.size() > 1 ? "group of send/recv" : kind_name(calls[p2p[0]].kind));
+      if (!p2p.empty()) {
+        if (hierarchical()) run_p2p_hierarchical(calls, views, p2p);
+        else run_p2p(calls, views, p2p);
       }
-#endif
       if (prepared == nullptr)
         for (const HostView& v : views) write_back(v, nullptr);
     } catch (const Error& e) {
       // A mismatch found at a step leaves every rank in step: the
-      // communicator stays usable. Anything else broke it.
-      if (e.code() != HAL_STATUS_INVALID_ARGUMENT) set_error(e);
+      // communicator stays usable. Anything else broke it: this host's ranks
+      // and (closing its connections) the other hosts' fail too.
+      if (e.code() != HAL_STATUS_INVALID_ARGUMENT || async_error()) {
+        set_error(e);
+        group_->abort(e.what());
+        close_tcp();
+      }
       throw;
     }
   }
@@ -461,18 +594,18 @@ class HostCommunicator final : public Communicator {
 
   void post(uint32_t half, const OpDescriptor& d, const std::string& what) {
     group_->throw_if_aborted(what);
-    group_->descriptor(rank_, half) = d;
+    group_->descriptor(group_->rank(), half) = d;
   }
   // Steps, then compares every rank's descriptor with this rank's: a
   // mismatch is seen by all ranks alike, so all throw.
   void checked_step(uint32_t half, const std::string& what) {
     group_->step(what);
-    const OpDescriptor& mine = group_->descriptor(rank_, half);
-    for (uint32_t r = 0; r < world_; ++r) {
+    const OpDescriptor& mine = group_->descriptor(group_->rank(), half);
+    for (uint32_t r = 0; r < group_->world(); ++r) {
       const OpDescriptor& theirs = group_->descriptor(r, half);
       if (theirs == mine) continue;
       fail(HAL_STATUS_INVALID_ARGUMENT, what, ": ranks disagree: rank ", rank_, " called ", describe(mine),
-           " but rank ", r, " called ", describe(theirs));
+           " but rank ", global_rank(r), " called ", describe(theirs));
     }
   }
   static std::string describe(const OpDescriptor& d) {
@@ -489,17 +622,26 @@ class HostCommunicator final : public Communicator {
     return s + ")";
   }
 
-  void run_collective(const CollectiveCall& c, HostView& v) {
-    const uint64_t seq = sequence_++;
-    const std::string what = std::string(kind_name(c.kind)) + " #" + std::to_string(seq);
+  // What ranks compare for C, the SEQ-th operation: only the fields C's
+  // kind uses.
+  static OpDescriptor descriptor_of(const CollectiveCall& c, uint64_t seq) {
     OpDescriptor d{seq, c.count, static_cast<uint32_t>(c.kind), c.dtype, static_cast<uint32_t>(c.op), c.root};
-    const bool unequal = c.kind == CollectiveCall::kAlltoall && !c.send_counts.empty();
-    if (unequal) d.count = UINT64_MAX;  // compared through the exchanged counts instead
+    if (c.kind == CollectiveCall::kAlltoall && !c.send_counts.empty())
+      d.count = UINT64_MAX;  // compared through the exchanged counts instead
     if (c.kind != CollectiveCall::kAllreduce && c.kind != CollectiveCall::kReduce &&
         c.kind != CollectiveCall::kReduceScatter)
       d.op = 0;
     if (c.kind != CollectiveCall::kBroadcast && c.kind != CollectiveCall::kReduce) d.root = 0;
     if (c.kind == CollectiveCall::kBarrier) d.count = d.dtype = 0;
+    return d;
+  }
+
+  // One host: every rank is in the segment.
+  void run_collective(const CollectiveCall& c, HostView& v) {
+    const uint64_t seq = sequence_++;
+    const std::string what = std::string(kind_name(c.kind)) + " #" + std::to_string(seq);
+    const OpDescriptor d = descriptor_of(c, seq);
+    const bool unequal = c.kind == CollectiveCall::kAlltoall && !c.send_counts.empty();
     switch (c.kind) {
       case CollectiveCall::kBarrier: {
         const uint32_t h = next_half();
@@ -534,7 +676,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void reduce_all(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
+    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
     const bool all = c.kind == CollectiveCall::kAllreduce, receives = all || c.root == me;
     std::vector<const void*> in(world);
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
@@ -564,7 +706,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void broadcast(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), me = rank_;
+    const uint64_t es = common::dtype_size(c.dtype), me = group_->rank();
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
       if (me == c.root) std::memcpy(group_->slot(c.root, h), v.send + off * es, n * es);
       checked_step(h, what);
@@ -573,7 +715,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void allgather(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
+    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
       std::memcpy(group_->slot(static_cast<uint32_t>(me), h), v.send + off * es, n * es);
       checked_step(h, what);
@@ -583,7 +725,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void reduce_scatter(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
-    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
+    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
     const uint64_t piece = std::max<uint64_t>(1, group_->half_bytes() / es / world);
     std::vector<const void*> in(world);
     rounds(c.count, piece, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
@@ -596,7 +738,7 @@ class HostCommunicator final : public Communicator {
   }
 
   void alltoall(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what, bool unequal) {
-    const uint64_t es = common::dtype_size(c.dtype), world = world_, me = rank_;
+    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
     const uint64_t piece = std::max<uint64_t>(1, group_->half_bytes() / es / world);
     // Per pair (from p to q): element count, and the offsets at both ends.
     std::vector<uint64_t> counts(world * world, c.count);  // counts[p * world + q]
@@ -692,9 +834,9 @@ class HostCommunicator final : public Communicator {
             if (p.done < sizeof(Header)) {
               n = group_->try_recv(c.root, reinterpret_cast<unsigned char*>(&p.header) + p.done, sizeof(Header) - p.done);
               if (p.done + n == sizeof(Header) && (p.header.dtype != c.dtype || p.header.count != c.count)) {
-                const std::string why = "recv from rank " + std::to_string(c.root) + ": expected " +
+                const std::string why = "recv from rank " + std::to_string(global_rank(c.root)) + ": expected " +
                                         std::to_string(c.count) + " " + common::dtype_name(c.dtype) + " but rank " +
-                                        std::to_string(c.root) + " sent " + std::to_string(p.header.count) + " " +
+                                        std::to_string(global_rank(c.root)) + " sent " + std::to_string(p.header.count) + " " +
                                         common::dtype_name(p.header.dtype);
                 // The ring now holds bytes nobody will take: the pair is broken.
                 group_->abort(why);
@@ -724,12 +866,429 @@ class HostCommunicator final : public Communicator {
     }
   }
 
+
+  // ---- more than one host ----
+  //
+  // Every operation starts by agreeing (agree(): each host compares its
+  // ranks' descriptors, the leaders exchange theirs over TCP, each leader
+  // tells its host the verdict), so a mismatch anywhere is INVALID_ARGUMENT
+  // on every rank and leaves every rank in step. Then:
+  //   allreduce       reduce to the leader (shared memory), allreduce among
+  //                   leaders (Gloo), broadcast from the leader.
+  //   reduce          as allreduce with a reduce among leaders to the root's
+  //                   host, whose leader hands it to the root.
+  //   broadcast       on the root's host from the root, among leaders from
+  //                   its leader, on the other hosts from their leaders.
+  //   allgather       gathered to each leader, allgatherv among leaders,
+  //                   broadcast from the leader.
+  //   reduce_scatter  the whole reduction (as allreduce) at each leader,
+  //                   which scatters its host's blocks.
+  //   alltoall, send/recv  per peer: shared memory on this host, the TCP
+  //                   mesh to other hosts.
+  // AVG reduces as SUM and the leader divides by the world size.
+
+  bool hierarchical() const { return topo_.hosts.size() > 1; }
+
+#ifdef HAL_SDK_WITH_GLOO
+  // comm_split across hosts: (color, key) gathered from every rank; each
+  // child's ranks on one host share a new segment (its first rank creates
+  // it before a parent barrier, the others open it after), and a child
+  // spanning hosts connects its own TCP mesh (and leaders) through a store
+  // whose entries travel over the parent's mesh.
+  std::unique_ptr<Communicator> split_hierarchical(int32_t color, int32_t key) {
+    std::lock_guard<std::mutex> lock(run_mu_);
+    const std::string what = "comm_split #" + std::to_string(splits_);
+    const OpDescriptor d{sequence_++, 0, kSplitKind, 0, 0, 0};
+    agree(d, what);
+    const int32_t mine[2] = {color, key};
+    std::vector<int32_t> all(2 * world_);
+    allgather_hierarchical(HAL_DTYPE_INT32, 2, reinterpret_cast<const unsigned char*>(mine),
+                           reinterpret_cast<unsigned char*>(all.data()), d, what);
+    struct Member {
+      int32_t key;
+      uint32_t rank;
+    };
+    std::vector<Member> members;
+    for (uint32_t r = 0; r < world_; ++r)
+      if (color >= 0 && all[2 * r] == color) members.push_back({all[2 * r + 1], r});
+    std::stable_sort(members.begin(), members.end(), [](const Member& x, const Member& y) {
+      return x.key != y.key ? x.key < y.key : x.rank < y.rank;
+    });
+    const auto size = static_cast<uint32_t>(members.size());
+    uint32_t new_rank = 0;
+    std::vector<uint32_t> parent_of(size);  // child rank -> parent rank
+    std::vector<PeerRecord> records(size);
+    for (uint32_t i = 0; i < size; ++i) {
+      parent_of[i] = members[i].rank;
+      records[i].host = topo_.host_of[members[i].rank];
+      if (members[i].rank == rank_) new_rank = i;
+    }
+    Topology topo = Topology::of(records, false);
+    const std::string name = prefix_ + "-s" + std::to_string(splits_++) + "c" + std::to_string(color);
+    std::unique_ptr<ShmGroup> child;
+    std::optional<Error> failure;
+    uint32_t local_rank = 0, local_world = 1;
+    std::string segment;
+    if (color >= 0) {
+      const uint32_t child_host = topo.host_of[new_rank];
+      local_rank = topo.local_index(new_rank);
+      local_world = static_cast<uint32_t>(topo.hosts[child_host].size());
+      segment = topo.hosts.size() == 1 ? name : name + "h" + std::to_string(child_host);
+    }
+    // Creators first, a parent barrier, then the others open: every rank
+    // takes the barrier, whatever happens to it, so the parent stays in step.
+    try {
+      if (color >= 0 && local_rank == 0)
+        child = ShmGroup::map_segment(local_world == 1 ? "" : segment, local_world, 0, true, timeout_, what);
+    } catch (const Error& e) {
+      failure = e;
+    }
+    agree(d, what);
+    try {
+      if (color >= 0 && local_rank != 0 && !failure)
+        child = ShmGroup::map_segment(segment, local_world, local_rank, false, timeout_, what);
+      if (child) child->join(what, [](const std::vector<uint32_t>&) {});
+    } catch (const Error& e) {
+      if (!failure) failure = e;
+    }
+    if (failure) throw *failure;
+    if (color < 0) return nullptr;
+    std::unique_ptr<HostCommunicator> comm(
+        new HostCommunicator(device_, std::move(child), name, new_rank, size, timeout_, topo));
+    if (topo.hosts.size() > 1) {
+      // The child's mesh among its members, then its leaders' among them.
+      MeshStore store(*mesh_, parent_of, timeout_, what);
+      comm->mesh_ = std::make_unique<GlooTransport>(store, new_rank, size, timeout_, what);
+      if (local_rank == 0) {
+        if (topo.hosts.size() == size) comm->leaders_ = comm->mesh_.get();
+        else {
+          std::vector<uint32_t> leaders;
+          for (const auto& host : topo.hosts) leaders.push_back(parent_of[host[0]]);
+          MeshStore leader_store(*mesh_, leaders, timeout_, what);
+          comm->leaders_owned_ = std::make_unique<GlooTransport>(
+              leader_store, topo.host_of[new_rank], static_cast<uint32_t>(topo.hosts.size()), timeout_, what);
+          comm->leaders_ = comm->leaders_owned_.get();
+        }
+      }
+    }
+    return comm;
+  }
+#else
+  std::unique_ptr<Communicator> split_hierarchical(int32_t, int32_t) {
+    fail(HAL_STATUS_INTERNAL, "comm_split: built without Gloo");
+  }
+#endif
+  bool leader() const { return group_->rank() == 0; }
+  uint32_t global_rank(uint32_t local) const { return topo_.hosts[host_][local]; }
+
+  void close_tcp() noexcept {
+#ifdef HAL_SDK_WITH_GLOO
+    if (mesh_) mesh_->close();
+    if (leaders_owned_) leaders_owned_->close();
+#endif
+  }
+
+#ifdef HAL_SDK_WITH_GLOO
+  // Record a leader sends the others: its host's descriptor, or why its
+  // ranks disagree.
+  struct Agreement {
+    OpDescriptor d;
+    char why[472];
+  };
+
+  void agree(const OpDescriptor& d, const std::string& what) {
+    const uint32_t h = next_half();
+    post(h, d, what);
+    group_->step(what);
+    std::string verdict;
+    const uint32_t vh = next_half();
+    post(vh, d, what);
+    if (leader()) {
+      Agreement mine{};
+      mine.d = d;
+      for (uint32_t r = 0; r < group_->world(); ++r) {
+        const OpDescriptor& theirs = group_->descriptor(r, h);
+        if (theirs == d) continue;
+        const std::string why = "ranks disagree: rank " + std::to_string(rank_) + " called " + describe(d) +
+                                " but rank " + std::to_string(global_rank(r)) + " called " + describe(theirs);
+        std::strncpy(mine.why, why.c_str(), sizeof(mine.why) - 1);
+        break;
+      }
+      const uint32_t hosts = leaders_->world();
+      std::vector<Agreement> all(hosts);
+      leaders_->allgatherv(reinterpret_cast<const unsigned char*>(&mine), reinterpret_cast<unsigned char*>(all.data()),
+                           std::vector<size_t>(hosts, sizeof(Agreement)), what);
+      for (uint32_t k = 0; k < hosts && verdict.empty(); ++k)
+        if (all[k].why[0] != '\0') verdict.assign(all[k].why, strnlen(all[k].why, sizeof(all[k].why)));
+      for (uint32_t k = 1; k < hosts && verdict.empty(); ++k)
+        if (!(all[k].d == all[0].d))
+          verdict = "ranks disagree: rank " + std::to_string(topo_.hosts[0][0]) + " called " + describe(all[0].d) +
+                    " but rank " + std::to_string(topo_.hosts[k][0]) + " called " + describe(all[k].d);
+      unsigned char* slot = group_->slot(0, vh);
+      const uint64_t n = std::min<uint64_t>(verdict.size(), group_->half_bytes() - 8);
+      std::memcpy(slot, &n, 8);
+      std::memcpy(slot + 8, verdict.data(), n);
+    }
+    group_->step(what);
+    if (!leader()) {
+      const unsigned char* slot = group_->slot(0, vh);
+      uint64_t n = 0;
+      std::memcpy(&n, slot, 8);
+      verdict.assign(reinterpret_cast<const char*>(slot + 8), n);
+    }
+    if (!verdict.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, what, ": ", verdict);
+  }
+
+  // Local phases: CollectiveCalls of this host's segment (roots local).
+  void local_reduce_to_leader(const CollectiveCall& c, uint64_t count, const unsigned char* send, unsigned char* recv,
+                              const OpDescriptor& d, const std::string& what) {
+    CollectiveCall lc;
+    lc.kind = CollectiveCall::kReduce;
+    lc.dtype = c.dtype;
+    lc.op = c.op == HAL_REDUCE_AVG ? HAL_REDUCE_SUM : c.op;
+    lc.root = 0;
+    lc.count = count;
+    HostView lv;
+    lv.send = send;
+    lv.recv = leader() ? recv : nullptr;
+    reduce_all(lc, lv, d, what);
+  }
+  void local_broadcast(uint32_t dtype, uint64_t count, uint32_t root, const unsigned char* send, unsigned char* recv,
+                       const OpDescriptor& d, const std::string& what) {
+    CollectiveCall lc;
+    lc.kind = CollectiveCall::kBroadcast;
+    lc.dtype = dtype;
+    lc.root = root;
+    lc.count = count;
+    HostView lv;
+    lv.send = group_->rank() == root ? send : nullptr;  // the others only receive
+    lv.recv = recv;
+    broadcast(lc, lv, d, what);
+  }
+  // Each rank's COUNT elements at SEND, to the leader at AT(local rank).
+  template <class At>
+  void local_gather(uint32_t dtype, uint64_t count, const unsigned char* send, At&& at, const OpDescriptor& d,
+                    const std::string& what) {
+    const uint64_t es = common::dtype_size(dtype), world = group_->world(), me = group_->rank();
+    rounds(count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
+      std::memcpy(group_->slot(static_cast<uint32_t>(me), h), send + off * es, n * es);
+      group_->step(what);
+      if (me != 0) return;
+      for (uint32_t r = 0; r < world; ++r) std::memcpy(at(r) + off * es, group_->slot(r, h), n * es);
+    });
+  }
+  // The leader's COUNT elements at FROM(local rank), to each rank's RECV.
+  template <class From>
+  void local_scatter(uint32_t dtype, uint64_t count, From&& from, unsigned char* recv, const OpDescriptor& d,
+                     const std::string& what) {
+    const uint64_t es = common::dtype_size(dtype), world = group_->world(), me = group_->rank();
+    rounds(count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
+      if (me == 0)
+        for (uint32_t r = 1; r < world; ++r) std::memcpy(group_->slot(r, h), from(r) + off * es, n * es);
+      group_->step(what);
+      std::memcpy(recv + off * es, me == 0 ? from(0) + off * es : group_->slot(static_cast<uint32_t>(me), h), n * es);
+    });
+  }
+
+  static CollectiveCall tcp_call(CollectiveCall::Kind kind, uint32_t dtype, uint32_t op, uint32_t root, uint64_t count) {
+    CollectiveCall c;
+    c.kind = kind;
+    c.dtype = dtype;
+    c.op = static_cast<hal_reduce_op_e>(op == HAL_REDUCE_AVG ? HAL_REDUCE_SUM : op);
+    c.root = root;
+    c.count = count;
+    return c;
+  }
+
+  void run_hierarchical(const CollectiveCall& c, HostView& v) {
+    const uint64_t seq = sequence_++;
+    const std::string what = std::string(kind_name(c.kind)) + " #" + std::to_string(seq);
+    const OpDescriptor d = descriptor_of(c, seq);
+    agree(d, what);
+    const uint64_t es = common::dtype_size(c.dtype), n = c.count;
+    switch (c.kind) {
+      case CollectiveCall::kBarrier: return;  // agreeing is a barrier
+      case CollectiveCall::kAllreduce: {
+        local_reduce_to_leader(c, n, v.send, v.recv, d, what);
+        if (leader()) {
+          leaders_->run(tcp_call(CollectiveCall::kAllreduce, c.dtype, c.op, 0, n), v.recv, v.recv, what);
+          if (c.op == HAL_REDUCE_AVG) detail::divide(c.dtype, v.recv, n, world_);
+        }
+        return local_broadcast(c.dtype, n, 0, v.recv, v.recv, d, what);
+      }
+      case CollectiveCall::kReduce: {
+        const uint32_t root_host = topo_.host_of[c.root];
+        std::vector<unsigned char> acc(leader() ? std::max<uint64_t>(n * es, 1) : 0);
+        local_reduce_to_leader(c, n, v.send, acc.data(), d, what);
+        if (leader()) {
+          leaders_->run(tcp_call(CollectiveCall::kReduce, c.dtype, c.op, root_host, n), acc.data(), acc.data(), what);
+          if (host_ == root_host && c.op == HAL_REDUCE_AVG) detail::divide(c.dtype, acc.data(), n, world_);
+        }
+        if (host_ != root_host) return;
+        if (global_rank(0) == c.root) {  // the leader is the root
+          if (rank_ == c.root && n) std::memcpy(v.recv, acc.data(), n * es);
+          return;
+        }
+        // The leader hands the result to the root.
+        return local_broadcast(c.dtype, n, 0, acc.data(), rank_ == c.root ? v.recv : nullptr, d, what);
+      }
+      case CollectiveCall::kBroadcast: {
+        const uint32_t root_host = topo_.host_of[c.root];
+        if (host_ == root_host) local_broadcast(c.dtype, n, topo_.local_index(c.root), v.send, v.recv, d, what);
+        if (leader()) {
+          // The root's host's leader holds the data: the root's send, or its recv.
+          const unsigned char* data = rank_ == c.root ? v.send : v.recv;
+          leaders_->run(tcp_call(CollectiveCall::kBroadcast, c.dtype, 0, root_host, n), data, v.recv, what);
+        }
+        if (host_ != root_host) local_broadcast(c.dtype, n, 0, v.recv, v.recv, d, what);
+        return;
+      }
+      case CollectiveCall::kAllgather: return allgather_hierarchical(c.dtype, n, v.send, v.recv, d, what);
+      case CollectiveCall::kReduceScatter: {
+        std::vector<unsigned char> acc(leader() ? std::max<uint64_t>(n * world_ * es, 1) : 0);
+        local_reduce_to_leader(c, n * world_, v.send, acc.data(), d, what);
+        if (leader()) {
+          leaders_->run(tcp_call(CollectiveCall::kAllreduce, c.dtype, c.op, 0, n * world_), acc.data(), acc.data(),
+                        what);
+          if (c.op == HAL_REDUCE_AVG) detail::divide(c.dtype, acc.data(), n * world_, world_);
+        }
+        return local_scatter(
+            c.dtype, n, [&](uint32_t r) { return acc.data() + global_rank(r) * n * es; }, v.recv, d, what);
+      }
+      case CollectiveCall::kAlltoall: return alltoall_hierarchical(c, v, d, what);
+      default: fail(HAL_STATUS_INTERNAL, what, ": not a collective");
+    }
+  }
+
+  // Every rank's COUNT elements at SEND into RECV (WORLD * COUNT, rank order).
+  void allgather_hierarchical(uint32_t dtype, uint64_t count, const unsigned char* send, unsigned char* recv,
+                              const OpDescriptor& d, const std::string& what) {
+    const uint64_t es = common::dtype_size(dtype), block = count * es;
+    local_gather(dtype, count, send, [&](uint32_t r) { return recv + global_rank(r) * block; }, d, what);
+    if (leader()) {
+      // Hosts' ranks need not be consecutive: blocks travel packed per host.
+      const auto hosts = static_cast<uint32_t>(topo_.hosts.size());
+      std::vector<size_t> bytes(hosts);
+      for (uint32_t k = 0; k < hosts; ++k) bytes[k] = topo_.hosts[k].size() * block;
+      std::vector<unsigned char> mine(bytes[host_]), all(world_ * block);
+      for (size_t i = 0; i < topo_.hosts[host_].size(); ++i)
+        std::memcpy(mine.data() + i * block, recv + topo_.hosts[host_][i] * block, block);
+      leaders_->allgatherv(mine.data(), all.data(), bytes, what);
+      size_t at = 0;
+      for (uint32_t k = 0; k < hosts; ++k)
+        for (uint32_t r : topo_.hosts[k]) {
+          std::memcpy(recv + r * block, all.data() + at, block);
+          at += block;
+        }
+    }
+    local_broadcast(dtype, count * world_, 0, recv, recv, d, what);
+  }
+
+  // Per peer: this host's through the segment's rings, others' over TCP.
+  void alltoall_hierarchical(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
+    const uint64_t es = common::dtype_size(c.dtype);
+    const bool unequal = !c.send_counts.empty();
+    std::vector<uint64_t> counts(world_ * world_, c.count);  // counts[p * world + q]: p sends q
+    if (unequal) {
+      // Every rank's send and receive counts, checked pair by pair on every rank.
+      std::vector<uint64_t> mine(2 * world_), all(2 * world_ * world_);
+      std::copy(c.send_counts.begin(), c.send_counts.end(), mine.begin());
+      std::copy(c.recv_counts.begin(), c.recv_counts.end(), mine.begin() + world_);
+      allgather_hierarchical(HAL_DTYPE_UINT64, 2 * world_, reinterpret_cast<const unsigned char*>(mine.data()),
+                             reinterpret_cast<unsigned char*>(all.data()), d, what);
+      for (uint64_t p = 0; p < world_; ++p)
+        for (uint64_t q = 0; q < world_; ++q) {
+          counts[p * world_ + q] = all[p * 2 * world_ + q];
+          const uint64_t expected = all[q * 2 * world_ + world_ + p];
+          if (counts[p * world_ + q] != expected)
+            fail(HAL_STATUS_INVALID_ARGUMENT, what, ": rank ", p, " sends ", counts[p * world_ + q],
+                 " elements to rank ", q, " but rank ", q, " expects ", expected, " (recv_counts[", p, "])");
+        }
+    }
+    const auto send_at = [&](uint64_t q) { return unequal ? c.send_displs[q] : q * c.count; };
+    const auto recv_at = [&](uint64_t p) { return unequal ? c.recv_displs[p] : p * c.count; };
+    std::vector<CollectiveCall> calls;
+    std::vector<HostView> views;
+    for (uint32_t q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
+      CollectiveCall s;
+      s.kind = CollectiveCall::kSend;
+      s.dtype = c.dtype;
+      s.root = q;
+      s.count = counts[rank_ * world_ + q];
+      HostView sv;
+      sv.send = v.send + send_at(q) * es;
+      calls.push_back(s);
+      views.push_back(sv);
+      CollectiveCall r = s;
+      r.kind = CollectiveCall::kRecv;
+      r.count = counts[q * world_ + rank_];
+      HostView rv;
+      rv.recv = v.recv + recv_at(q) * es;
+      calls.push_back(r);
+      views.push_back(std::move(rv));
+    }
+    // This rank's own block (SEND and RECV do not overlap: validated).
+    const uint64_t own = counts[rank_ * world_ + rank_];
+    if (own) std::memmove(v.recv + recv_at(rank_) * es, v.send + send_at(rank_) * es, own * es);
+    std::vector<size_t> all(calls.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    run_p2p_hierarchical(calls, views, all);
+  }
+
+  // Sends and receives: this host's peers through the rings (run_p2p, with
+  // local ranks), other hosts' over the TCP mesh, posted first so both
+  // progress together.
+  void run_p2p_hierarchical(std::vector<CollectiveCall>& calls, std::vector<HostView>& views,
+                            const std::vector<size_t>& which) {
+    const std::string what = which.size() > 1 ? "group of " + std::to_string(which.size()) + " send/recv"
+                                               : std::string(kind_name(calls[which[0]].kind));
+    std::vector<GlooTransport::Message> remote;
+    std::vector<size_t> local;
+    for (size_t i : which) {
+      CollectiveCall& c = calls[i];
+      if (topo_.host_of[c.root] == host_) {
+        c.root = topo_.local_index(c.root);
+        local.push_back(i);
+        continue;
+      }
+      GlooTransport::Message m;
+      m.send = c.kind == CollectiveCall::kSend;
+      m.peer = c.root;
+      m.dtype = c.dtype;
+      m.count = c.count;
+      m.data = views[i].send;
+      m.out = views[i].recv;
+      remote.push_back(m);
+    }
+    GlooTransport::Posted posted;
+    if (!remote.empty()) posted = mesh_->post(remote, what);
+    if (!local.empty()) run_p2p(calls, views, local);
+    try {
+      if (!remote.empty()) mesh_->finish(posted, what);
+    } catch (const Error& e) {
+      if (e.code() == HAL_STATUS_INVALID_ARGUMENT) set_error(e);  // the pair is broken
+      throw;
+    }
+  }
+#else
+  void agree(const OpDescriptor&, const std::string&) {}
+  void run_hierarchical(const CollectiveCall&, HostView&) { fail(HAL_STATUS_INTERNAL, "built without Gloo"); }
+  void run_p2p_hierarchical(std::vector<CollectiveCall>&, std::vector<HostView>&, const std::vector<size_t>&) {
+    fail(HAL_STATUS_INTERNAL, "built without Gloo");
+  }
+#endif
+
   Device& device_;
   std::unique_ptr<ShmGroup> group_;  // null on the TCP transport
   std::string prefix_;  // shm name prefix for splits
   uint32_t rank_, world_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<Tcp> tcp_;  // the transport between hosts, when some rank is remote
+  Topology topo_;
+  uint32_t host_;                          // this rank's host
+  std::unique_ptr<Tcp> mesh_;              // every rank, over TCP (more than one host)
+  std::unique_ptr<Tcp> leaders_owned_;     // the hosts' leaders, when not every rank is one
+  Tcp* leaders_ = nullptr;                 // set on a leader (more than one host)
   std::mutex run_mu_;   // one operation at a time (streams may differ)
   uint64_t round_ = 0, sequence_ = 0, splits_ = 0;
   mutable std::mutex error_mu_;

@@ -38,6 +38,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -111,17 +112,24 @@ inline std::string hex(const uint8_t* data, size_t size) {
   return s;
 }
 
-// Identifies "this host" for transport selection: the boot id and the
-// network and IPC namespaces (ranks in different namespaces are different
-// hosts as far as shared memory goes).
+// Identifies "this host" for transport selection: $HAL_COMM_HOST_ID when
+// set, else the boot id, the network and IPC namespaces and the /dev/shm
+// file system (ranks in different namespaces, or with their own /dev/shm,
+// are different hosts as far as shared memory goes).
 inline uint64_t host_key() {
   std::string key;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::getline(boot, key);
-  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc"}) {
-    char buf[128] = {};
-    ssize_t n = readlink(ns, buf, sizeof(buf) - 1);
-    if (n > 0) key.append(buf, static_cast<size_t>(n));
+  if (const char* id = std::getenv("HAL_COMM_HOST_ID"); id != nullptr && *id != '\0') {
+    key = std::string("id:") + id;
+  } else {
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::getline(boot, key);
+    for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc"}) {
+      char buf[128] = {};
+      ssize_t n = readlink(ns, buf, sizeof(buf) - 1);
+      if (n > 0) key.append(buf, static_cast<size_t>(n));
+    }
+    struct stat shm{};
+    if (stat("/dev/shm", &shm) == 0) key += ":" + std::to_string(static_cast<uint64_t>(shm.st_dev));
   }
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
@@ -288,15 +296,32 @@ class ShmGroup {
   // if set, may throw a more precise error first).
   template <class OnTimeout>
   void join(const std::string& what, OnTimeout&& on_timeout) {
+    join(what, on_timeout, [](const std::vector<uint32_t>&) {});
+  }
+  // As above; POLL(the ranks not attached yet) runs every 100 ms while
+  // waiting and may throw (a peer known to have failed).
+  template <class OnTimeout, class Poll>
+  void join(const std::string& what, OnTimeout&& on_timeout, Poll&& poll) {
     rank_control(rank_).pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
     SegmentHeader* h = header();
     h->attached.fetch_add(1, std::memory_order_acq_rel);
     futex_wake_all(&h->attached);
     const auto deadline = Clock::now() + timeout_;
+    auto next_poll = Clock::now() + std::chrono::milliseconds(100);
+    const auto missing = [&] {
+      std::vector<uint32_t> m;
+      for (uint32_t r = 0; r < world_; ++r)
+        if (rank_control(r).pid.load() == 0) m.push_back(r);
+      return m;
+    };
     for (;;) {
       uint32_t n = h->attached.load(std::memory_order_acquire);
       if (n >= world_) break;
       throw_if_aborted(what);
+      if (Clock::now() > next_poll) {
+        next_poll = Clock::now() + std::chrono::milliseconds(100);
+        poll(missing());
+      }
       if (Clock::now() > deadline) {
         std::vector<uint32_t> missing;
         std::string names;
