@@ -382,7 +382,7 @@ int Rank::suite(bool tcp) {
     comm.barrier(&stream);
     stream.synchronize();
   });
-  if (!tcp) check("split into even and odd ranks, then allreduce in each", [&] {
+  check("split into even and odd ranks, then allreduce in each", [&] {
     const uint32_t me = static_cast<uint32_t>(o_.rank);
     std::unique_ptr<hal::Communicator> half = comm.split(static_cast<int32_t>(me % 2), -static_cast<int32_t>(me));
     if (!half) throw std::runtime_error("no communicator for a color");
@@ -403,6 +403,14 @@ int Rank::suite(bool tcp) {
     // A rank with no color gets no communicator.
     std::unique_ptr<hal::Communicator> none = comm.split(me == 0 ? HAL_COMM_SPLIT_NO_COLOR : 0, 0);
     if ((me == 0) != (none == nullptr)) throw std::runtime_error("HAL_COMM_SPLIT_NO_COLOR");
+    if (none) {  // ranks 1..world-1: across hosts when hosts interleave ranks
+      hal::Buffer c = upload(std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&mine), reinterpret_cast<const uint8_t*>(&mine) + 4));
+      none->allreduce(c, c, 1, HAL_DTYPE_INT32, HAL_REDUCE_SUM);
+      c.copy_to_host(&got, 4);
+      want = 0;
+      for (uint32_t r = 1; r < world; ++r) want += static_cast<int32_t>(r) + 1;
+      if (got != want) throw std::runtime_error("allreduce in the split without rank 0 gave " + std::to_string(got));
+    }
   });
   check("bad arguments are refused before anything runs", [&] {
     hal::Buffer b = upload(std::vector<uint8_t>(16, 0));

@@ -485,11 +485,11 @@ class GlooTransport {
 
 // Gloo's rendezvous store among MEMBERS (ranks of PARENT's mesh), for a
 // communicator split from one spanning hosts, which has no bootstrap: each
-// member's entries travel to the others over PARENT. A get of a key not
-// known yet runs an exchange round (every member sends the entries it set
-// since the last round to every other member and receives theirs); members
-// run Gloo's same connect sequence, so their rounds line up. Used during the
-// split only, under the parent's lock.
+// set() is an exchange round over PARENT (every member publishes its own
+// entry under the same step of the rendezvous, so members call set() alike
+// and their rounds line up), after which every member's entry of that round
+// is known; get() of a key no member set fails instead of waiting. Used
+// during the split only, under the parent's lock.
 class MeshStore final : public gloo::rendezvous::Store {
  public:
   MeshStore(GlooTransport& parent, std::vector<uint32_t> members, std::chrono::milliseconds timeout,
@@ -498,14 +498,13 @@ class MeshStore final : public gloo::rendezvous::Store {
   void set(const std::string& key, const std::vector<char>& data) override {
     known_[key] = data;
     unsent_.emplace_back(key, data);
+    exchange();
   }
   std::vector<char> get(const std::string& key) override {
-    for (int round = 0; !known_.count(key); ++round) {
-      if (round == 2)
-        fail(HAL_STATUS_INTERNAL, what_, ": no member of the split set the rendezvous key '", key, "'");
-      exchange();
-    }
-    return known_[key];
+    auto it = known_.find(key);
+    if (it == known_.end())
+      fail(HAL_STATUS_INTERNAL, what_, ": no member of the split set the rendezvous key '", key, "'");
+    return it->second;
   }
   void wait(const std::vector<std::string>& keys) override {
     for (const std::string& k : keys) get(k);
