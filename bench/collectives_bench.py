@@ -8,7 +8,11 @@ For each size it prints the median time per allreduce of float32 over --reps rep
 warm-up), the bus bandwidth (2 (n-1)/n x bytes / time, NCCL's definition), hal/gloo as a speed ratio
 (> 1: hal faster), and the bus bandwidth as a percentage of this machine's memcpy bandwidth
 (one process copying 64 MiB, measured first). --ddp also times DistributedDataParallel training
-steps (examples/ddp_train.py, 2 processes) on hal against gloo. Results go in docs/performance.md.
+steps (examples/ddp_train.py, 2 processes) on hal against gloo. --two-hosts N (root: network
+namespaces) runs 2 x N ranks on two "hosts" (namespaces joined by a veth pair, rank r on host r % 2)
+and compares the hal backend's hierarchical transport (shared memory within a host, TCP between the
+hosts' leaders) with its flat TCP mesh (HAL_COMM_TRANSPORT=tcp) and with gloo.
+Results go in docs/performance.md.
 """
 
 import argparse
@@ -70,13 +74,20 @@ def memcpy_bandwidth():
     return src.numel() * 4 / statistics.median(times)
 
 
-def run(backend, world, sizes, reps):
+def run(backend, world, sizes, reps, hosts=None, extra_env=None):
+    """HOSTS: [(namespace, interface)] rank r runs in hosts[r % len(hosts)]; None: here."""
     with tempfile.TemporaryDirectory() as d:
         store = os.path.join(d, "store")
-        env = dict(os.environ, OMP_NUM_THREADS="1", HAL_FALLBACK_WARN="0")
-        procs = [subprocess.Popen([sys.executable, __file__, "--worker", backend, str(r), str(world), store,
-                                   ",".join(map(str, sizes)), str(reps)], env=env, stdout=subprocess.PIPE, text=True)
-                 for r in range(world)]
+        procs = []
+        for r in range(world):
+            env = dict(os.environ, OMP_NUM_THREADS="1", HAL_FALLBACK_WARN="0", **(extra_env or {}))
+            cmd = [sys.executable, __file__, "--worker", backend, str(r), str(world), store,
+                   ",".join(map(str, sizes)), str(reps)]
+            if hosts:
+                ns, ifname = hosts[r % len(hosts)]
+                env.update(HAL_SOCKET_IFNAME=ifname, GLOO_SOCKET_IFNAME=ifname)
+                cmd = ["ip", "netns", "exec", ns] + cmd
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
         outs = [p.communicate()[0] for p in procs]
         if any(p.returncode for p in procs):
             raise SystemExit(f"{backend} world {world} failed")
@@ -93,8 +104,11 @@ def main():
     p.add_argument("--ddp", action="store_true", help="also time DDP training steps, hal vs gloo")
     p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="all-reduce sizes in bytes, comma-separated")
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--two-hosts", type=int, metavar="N", help="2 hosts x N ranks in network namespaces (root)")
     args = p.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
+    if args.two_hosts:
+        return two_hosts(args.two_hosts, sizes, args.reps, args.json)
     rows = []
     copy_bw = memcpy_bandwidth()
     print(f"memcpy bandwidth (one process, 64 MiB): {copy_bw / 1e9:.2f} GB/s")
@@ -115,6 +129,48 @@ def main():
         ddp_step_times()
     if args.json:
         with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def two_hosts(per_host, sizes, reps, json_path):
+    """2 x PER_HOST ranks in two network namespaces: hal hierarchical, hal flat TCP, gloo."""
+    tag = str(os.getpid())
+    ns, veth = [f"cbA{tag}", f"cbB{tag}"], [f"cba{tag}"[:15], f"cbb{tag}"[:15]]
+    made = []
+
+    def ip(*a):
+        subprocess.run(["ip", *a], check=True, capture_output=True)
+
+    try:
+        for n in ns:
+            ip("netns", "add", n)
+            made.append(n)
+        ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
+        for i in (0, 1):
+            ip("link", "set", veth[i], "netns", ns[i])
+            ip("-n", ns[i], "addr", "add", f"10.231.78.{i + 1}/24", "dev", veth[i])
+            ip("-n", ns[i], "link", "set", veth[i], "up")
+            ip("-n", ns[i], "link", "set", "lo", "up")
+        hosts = list(zip(ns, veth))
+        world = 2 * per_host
+        hier = run("hal", world, sizes, reps, hosts)
+        flat = run("hal", world, sizes, reps, hosts, {"HAL_COMM_TRANSPORT": "tcp"})
+        gloo = run("gloo", world, sizes, reps, hosts)
+    finally:
+        for n in made:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    print(f"2 hosts x {per_host} ranks (network namespaces, veth), allreduce float32, median of rank 0")
+    print(f"{'bytes':>10} {'hier us':>10} {'flat tcp us':>12} {'gloo us':>10} {'hier/flat':>10} {'hier/gloo':>10} "
+          f"{'hier busbw GB/s':>16}")
+    rows = []
+    for size in sizes:
+        busbw = 2 * (world - 1) / world * size / hier[size]
+        print(f"{size:>10} {hier[size] * 1e6:>10.1f} {flat[size] * 1e6:>12.1f} {gloo[size] * 1e6:>10.1f} "
+              f"{flat[size] / hier[size]:>10.2f} {gloo[size] / hier[size]:>10.2f} {busbw / 1e9:>16.2f}")
+        rows.append({"hosts": 2, "per_host": per_host, "bytes": size, "hier_s": hier[size], "flat_tcp_s": flat[size],
+                     "gloo_s": gloo[size]})
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump(rows, f, indent=1)
 
 
