@@ -91,7 +91,7 @@ int run(int argc, char** argv) {
        "with --collectives: emulated hosts on this machine: rank r runs with HAL_COMM_HOST_ID naming host "
        "r % N, so the communicator goes hierarchical (shared memory within a host, TCP between hosts)")
       ("collective-scenario", po::value<std::string>()->default_value("all"),
-       "with --collectives: all, suite, mismatch, abort, foreign_id, stale_id, kill or tcp")
+       "with --collectives: all, suite, mismatch, abort, foreign_id, stale_id, kill, kill_leader or tcp")
       ("collective-max-bytes", po::value<uint64_t>()->default_value(64ull << 20),
        "with --collectives: the largest message (a float32 allreduce and broadcast)")
       ("collective-fault-timeout-ms", po::value<uint64_t>()->default_value(5000),

@@ -152,7 +152,11 @@ class Rank {
   }
 
   int suite(bool tcp = false);
-  int kill_scenario();
+  // VICTIM exits mid-job (status 3); the others must fail within the timeout.
+  int kill_scenario(uint32_t victim);
+  // comm_init must fail on every rank within the timeout (a job whose ranks
+  // disagree on the host topology: tests/host_topology.py).
+  int init_fails_scenario();
   int foreign_id_scenario();
   int stale_id_scenario();
   int mismatch_scenario();
@@ -441,11 +445,27 @@ int Rank::suite(bool tcp) {
   return summary("suite");
 }
 
-int Rank::kill_scenario() {
+int Rank::init_fails_scenario() {
+  const auto start = Clock::now();
+  check("comm_init fails on every rank within the timeout", [&] {
+    try {
+      hal::Communicator comm = join("init/id", o_.fault_timeout);
+    } catch (const hal::Error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      if (ms > o_.fault_timeout.count() + 1000) throw std::runtime_error("took " + std::to_string(ms) + " ms");
+      std::printf("rank %d: comm_init failed after %lld ms: %s\n", o_.rank, static_cast<long long>(ms), e.what());
+      return;
+    }
+    throw std::runtime_error("comm_init succeeded");
+  });
+  return summary("init_fails");
+}
+
+int Rank::kill_scenario(uint32_t victim) {
   hal::Communicator comm = join("kill/id", o_.fault_timeout);
   hal::Buffer b = upload(std::vector<uint8_t>(4096 * 4, 0));
   comm.allreduce(b, b, 4096, HAL_DTYPE_FLOAT32, HAL_REDUCE_SUM);
-  if (static_cast<uint32_t>(o_.rank) == o_.world - 1) {
+  if (static_cast<uint32_t>(o_.rank) == victim) {
     std::fflush(stdout);
     _exit(3);  // dies without a word, mid-job
   }
@@ -590,7 +610,11 @@ int run_collective_rank(const std::shared_ptr<hal::Device>& device, const Collec
     if (opts.scenario == "suite") return rank.suite();
     // The suite between hosts (comm_split is shared-memory only).
     if (opts.scenario == "tcp") return rank.suite(true);
-    if (opts.scenario == "kill") return rank.kill_scenario();
+    if (opts.scenario == "kill") return rank.kill_scenario(opts.world - 1);
+    // Rank 1 leads host 1 when hosts interleave ranks (--collective-hosts):
+    // its death strands the other hosts in the phase between leaders.
+    if (opts.scenario == "kill_leader") return rank.kill_scenario(1);
+    if (opts.scenario == "init_fails") return rank.init_fails_scenario();
     if (opts.scenario == "foreign_id") return rank.foreign_id_scenario();
     if (opts.scenario == "stale_id") return rank.stale_id_scenario();
     if (opts.scenario == "mismatch") return rank.mismatch_scenario();
@@ -606,7 +630,7 @@ int run_collective_rank(const std::shared_ptr<hal::Device>& device, const Collec
 int spawn_collectives(const std::vector<std::string>& argv, const std::vector<std::string>& odd_argv,
                       const CollectiveOptions& opts) {
   std::vector<std::string> scenarios;
-  if (opts.scenario == "all") scenarios = {"suite", "mismatch", "abort", "foreign_id", "stale_id", "kill"};
+  if (opts.scenario == "all") scenarios = {"suite", "mismatch", "abort", "foreign_id", "stale_id", "kill", "kill_leader"};
   else scenarios = {opts.scenario};
   if (opts.world < 2)  // the fault scenarios need a peer
     scenarios.erase(std::remove_if(scenarios.begin(), scenarios.end(), [](const std::string& s) { return s != "suite"; }),
@@ -677,7 +701,8 @@ int spawn_collectives(const std::vector<std::string>& argv, const std::vector<st
     }
     bool ok = true;
     for (uint32_t r = 0; r < opts.world; ++r) {
-      const int expected = scenario == "kill" && r == opts.world - 1 ? 3 : 0;
+      const int expected =
+          (scenario == "kill" && r == opts.world - 1) || (scenario == "kill_leader" && r == 1) ? 3 : 0;
       if (status[r] != expected) {
         std::printf("hal-conformance: collectives %s: rank %u exited with %d (expected %d)\n", scenario.c_str(), r,
                     status[r], expected);

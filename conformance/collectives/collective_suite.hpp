@@ -20,7 +20,7 @@ struct CollectiveOptions {
   uint32_t world = 2;
   int rank = -1;              // >= 0: this process is that rank (a child)
   std::string store_dir;      // the FileStore the ranks share (children)
-  std::string scenario = "all";  // all | suite | kill | foreign_id | stale_id | mismatch | abort | tcp
+  std::string scenario = "all";  // all | suite | kill | kill_leader | foreign_id | stale_id | mismatch | abort | tcp
   std::chrono::milliseconds fault_timeout{5000};  // the communicator timeout in fault scenarios
   uint64_t max_bytes = 64ull << 20;               // the largest message of the suite
   uint32_t hosts = 1;  // > 1: rank r runs with HAL_COMM_HOST_ID=hal-conformance-<job>-host<r % hosts>

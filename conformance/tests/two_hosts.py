@@ -6,9 +6,9 @@ hierarchical one (shared memory within a namespace, TCP between them).
 
     two_hosts.py HAL_CONFORMANCE PLUGIN [RANKS_PER_HOST [SCENARIO ...]]
 
-SCENARIO defaults to tcp (the suite, checking that TCP is in use); mismatch, abort and kill run
-the fault scenarios across the hosts (kill: the last rank exits mid-job, the others must fail
-within the timeout). Each rank prints the transport it used.
+SCENARIO defaults to tcp (the suite, checking that TCP is in use); mismatch, abort, kill and
+kill_leader run the fault scenarios across the hosts (kill: the last rank exits mid-job;
+kill_leader: rank 1, host 1's leader, does; the others must fail within the timeout). Each rank prints the transport it used.
 
 Exit status: 0 passed, 1 failed, 77 skipped (namespaces cannot be created here: not root, or no
 CAP_NET_ADMIN; the reason is printed)."""
@@ -50,7 +50,7 @@ def run_scenario(runner, plugin, ns, veth, per_host, scenario):
                 print(f"FAILED: {scenario}: a rank hung")
                 return False
             print(out, end="")
-            expected = 3 if scenario == "kill" and r == world - 1 else 0
+            expected = 3 if (scenario == "kill" and r == world - 1) or (scenario == "kill_leader" and r == 1) else 0
             if p.returncode != expected:
                 print(f"FAILED: {scenario}: rank {r} exited with {p.returncode} (expected {expected})")
                 ok = False

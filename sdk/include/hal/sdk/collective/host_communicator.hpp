@@ -99,6 +99,7 @@ class HostCommunicator final : public Communicator {
     me.host = host_key();
     me.pid = static_cast<int32_t>(getpid());
     me.flags = transport_choice(what);
+    me.shm = shm_key();
     bs.set("hal/rank/" + std::to_string(a.rank), &me, sizeof(me));
     try {
       return connect(a, bs, id, me, prefix, timeout, what);
@@ -244,7 +245,8 @@ class HostCommunicator final : public Communicator {
     uint32_t world_size, rank;
     uint64_t host;
     int32_t pid;
-    uint32_t flags;  // kTransportAuto or kTransportTcp (HAL_COMM_TRANSPORT)
+    uint32_t flags;   // kTransportAuto or kTransportTcp (HAL_COMM_TRANSPORT)
+    uint64_t shm;     // shm_key(): who can open this rank's segments
   };
   static constexpr uint32_t kTransportAuto = 0, kTransportTcp = 1;
 
@@ -367,12 +369,12 @@ class HostCommunicator final : public Communicator {
              "...): it is another job's, or a stale one; every rank must pass the id rank 0 uses");
       try {
         g = ShmGroup::map_segment(segment, local_world, local_rank, false, timeout, what);
-      } catch (const Error& e) {
-        if (topo.hosts.size() == 1 && creator.host == me.host) throw;
+      } catch (const Error&) {
+        if (creator.shm == me.shm) throw;  // the segment is gone: a stale id
         fail(HAL_STATUS_INVALID_ARGUMENT, what, ": the ranks disagree on the host topology: rank ", a.rank,
              " and rank ", creator.rank, " both say they are on host ", hex_host(me.host),
-             " (boot id, namespaces and /dev/shm, or $HAL_COMM_HOST_ID) but rank ", a.rank,
-             " cannot open rank ", creator.rank, "'s shared memory: ", e.what());
+             " (boot id, namespaces and /dev/shm, or $HAL_COMM_HOST_ID) but they do not share /dev/shm: rank ",
+             a.rank, " cannot open rank ", creator.rank, "'s shared memory '", segment, "'");
       }
     }
     g->join(

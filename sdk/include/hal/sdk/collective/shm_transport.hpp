@@ -112,28 +112,39 @@ inline std::string hex(const uint8_t* data, size_t size) {
   return s;
 }
 
-// Identifies "this host" for transport selection: $HAL_COMM_HOST_ID when
-// set, else the boot id, the network and IPC namespaces and the /dev/shm
-// file system (ranks in different namespaces, or with their own /dev/shm,
-// are different hosts as far as shared memory goes).
-inline uint64_t host_key() {
-  std::string key;
-  if (const char* id = std::getenv("HAL_COMM_HOST_ID"); id != nullptr && *id != '\0') {
-    key = std::string("id:") + id;
-  } else {
-    std::ifstream boot("/proc/sys/kernel/random/boot_id");
-    std::getline(boot, key);
-    for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc"}) {
-      char buf[128] = {};
-      ssize_t n = readlink(ns, buf, sizeof(buf) - 1);
-      if (n > 0) key.append(buf, static_cast<size_t>(n));
-    }
-    struct stat shm{};
-    if (stat("/dev/shm", &shm) == 0) key += ":" + std::to_string(static_cast<uint64_t>(shm.st_dev));
-  }
+inline uint64_t fnv1a64(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
+}
+
+// What decides whether two processes can share a segment: the boot id, the
+// IPC namespace and the /dev/shm file system.
+inline std::string shm_identity() {
+  std::string key;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::getline(boot, key);
+  char buf[128] = {};
+  ssize_t n = readlink("/proc/self/ns/ipc", buf, sizeof(buf) - 1);
+  if (n > 0) key.append(buf, static_cast<size_t>(n));
+  struct stat shm{};
+  if (stat("/dev/shm", &shm) == 0) key += ":" + std::to_string(static_cast<uint64_t>(shm.st_dev));
+  return key;
+}
+inline uint64_t shm_key() { return fnv1a64(shm_identity()); }
+
+// Identifies "this host" for transport selection: $HAL_COMM_HOST_ID when
+// set, else the shared-memory identity above and the network namespace
+// (ranks in different namespaces, or with their own /dev/shm, are different
+// hosts).
+inline uint64_t host_key() {
+  if (const char* id = std::getenv("HAL_COMM_HOST_ID"); id != nullptr && *id != '\0')
+    return fnv1a64(std::string("id:") + id);
+  std::string key = shm_identity();
+  char buf[128] = {};
+  ssize_t n = readlink("/proc/self/ns/net", buf, sizeof(buf) - 1);
+  if (n > 0) key.append(buf, static_cast<size_t>(n));
+  return fnv1a64(key);
 }
 
 // ---- the host's bootstrap store ----
