@@ -29,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,13 @@ class GlooTransport {
     const unsigned char* data = nullptr;  // a send's
     unsigned char* out = nullptr;         // a receive's
   };
+  // A buffered send: the copy Gloo sends from, kept until taken.
+  struct PendingSend {
+    bool done = false;
+    uint64_t header[2];
+    std::vector<unsigned char> data;
+    std::unique_ptr<gloo::transport::UnboundBuffer> header_buffer, buffer;
+  };
   // Receives posted by post(), completed by finish().
   struct Posted {
     struct Recv {
@@ -211,6 +219,7 @@ class GlooTransport {
       uint64_t number;
     };
     std::vector<std::unique_ptr<Recv>> recvs;  // stable addresses: Gloo writes the headers
+    std::vector<PendingSend*> sends;            // owned by the transport
   };
 
   // Posts MSGS: sends are buffered (copied, posted, completed later) as the
@@ -234,6 +243,7 @@ class GlooTransport {
           pending->header_buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, 2 * n));
           pending->buffer = context_->createUnboundBuffer(pending->data.data(), bytes);
           pending->buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, 2 * n + 1));
+          posted.sends.push_back(pending.get());
           pending_sends_.push_back(std::move(pending));
         } else {
           posted.recvs.push_back(std::make_unique<Posted::Recv>(Posted::Recv{&m, {0, 0}, nullptr, n}));
@@ -248,12 +258,14 @@ class GlooTransport {
 
   // Waits for POSTED's receives: each header is checked against what the
   // receive expects (a mismatch is INVALID_ARGUMENT and breaks the mesh, as
-  // the payload will not be taken), then the payload is received.
-  void finish(Posted& posted, const std::string& what) {
+  // the payload will not be taken), then the payload is received. WAIT_SENDS:
+  // also until POSTED's sends were taken (a collective's, so that a rank
+  // returning from it may exit without stranding its peers).
+  void finish(Posted& posted, const std::string& what, bool wait_sends = false) {
     guard(what, [&] {
       for (auto& posted_recv : posted.recvs) {
         Posted::Recv& r = *posted_recv;
-        if (!r.header_buffer->waitRecv(timeout_)) fail(HAL_STATUS_ABORTED, what, ": a receive was aborted");
+        if (!wait_recv(*r.header_buffer)) fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": a receive was aborted (the communicator was aborted)");
         const Message& m = *r.m;
         if (r.header[0] != m.dtype || r.header[1] != m.count) {
           const std::string why = "recv from rank " + std::to_string(m.peer) + ": expected " + std::to_string(m.count) +
@@ -267,19 +279,35 @@ class GlooTransport {
         static unsigned char dummy;
         auto buf = context_->createUnboundBuffer(bytes ? m.out : &dummy, bytes);
         buf->recv(static_cast<int>(m.peer), p2p_slot(m.peer, rank_, 2 * r.number + 1));
-        if (!buf->waitRecv(timeout_)) fail(HAL_STATUS_ABORTED, what, ": a receive was aborted");
+        if (!wait_recv(*buf)) fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": a receive was aborted (the communicator was aborted)");
       }
+      if (wait_sends)  // delivered before returning: this rank may exit next
+        for (PendingSend* p : posted.sends) {
+          if (!wait_send(*p->header_buffer) || !wait_send(*p->buffer))
+            fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": a send was aborted (the communicator was aborted)");
+          p->done = true;
+        }
+      while (!pending_sends_.empty() && pending_sends_.front()->done) pending_sends_.erase(pending_sends_.begin());
       while (pending_sends_.size() > kMaxPendingSends) {  // bound the buffered bytes
-        if (!pending_sends_.front()->buffer->waitSend(timeout_)) fail(HAL_STATUS_ABORTED, what, ": a send was aborted");
+        if (!wait_send(*pending_sends_.front()->header_buffer) || !wait_send(*pending_sends_.front()->buffer))
+          fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": a send was aborted (the communicator was aborted)");
         pending_sends_.erase(pending_sends_.begin());
       }
     });
   }
 
   // Closes every connection: peers blocked on this rank fail at once
-  // (ABORTED), and so does every later operation here. Thread-safe.
+  // (ABORTED), and so does every later operation here, and a wait of this
+  // rank's for a message. Thread-safe.
   void close() noexcept {
     if (closed_.exchange(true)) return;
+    {
+      std::lock_guard<std::mutex> lock(waiting_mu_);
+      for (auto& [buffer, recv] : waiting_) {
+        if (recv) buffer->abortWaitRecv();
+        else buffer->abortWaitSend();
+      }
+    }
     try {
       if (context_) context_->closeConnections();
     } catch (...) {  // already broken: nothing more to close
@@ -290,6 +318,7 @@ class GlooTransport {
   ~GlooTransport() {
     for (auto& p : pending_sends_) {
       if (closed_) break;
+      if (p->done) continue;  // a second wait would wait for another send
       try {
         p->header_buffer->waitSend(timeout_);
         p->buffer->waitSend(timeout_);
@@ -316,6 +345,30 @@ class GlooTransport {
     } catch (const std::exception& e) {
       fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": the TCP transport failed: ", e.what());
     }
+  }
+
+  // Waits for B's receive (send), interruptible by close(); false: aborted.
+  bool wait_recv(gloo::transport::UnboundBuffer& b) { return wait(b, true); }
+  bool wait_send(gloo::transport::UnboundBuffer& b) { return wait(b, false); }
+  bool wait(gloo::transport::UnboundBuffer& b, bool recv) {
+    {
+      std::lock_guard<std::mutex> lock(waiting_mu_);
+      if (closed_) return false;
+      waiting_.emplace_back(&b, recv);
+    }
+    struct Unregister {
+      GlooTransport* t;
+      gloo::transport::UnboundBuffer* b;
+      ~Unregister() {
+        std::lock_guard<std::mutex> lock(t->waiting_mu_);
+        for (auto it = t->waiting_.begin(); it != t->waiting_.end(); ++it)
+          if (it->first == b) {
+            t->waiting_.erase(it);
+            break;
+          }
+      }
+    } unregister{this, &b};
+    return recv ? b.waitRecv(timeout_) : b.waitSend(timeout_);
   }
 
   // A pair's N-th message: its own slot, so messages match in issue order.
@@ -466,11 +519,6 @@ class GlooTransport {
     gloo::barrier(o);
   }
 
-  struct PendingSend {
-    uint64_t header[2];
-    std::vector<unsigned char> data;
-    std::unique_ptr<gloo::transport::UnboundBuffer> header_buffer, buffer;
-  };
   static constexpr size_t kMaxPendingSends = 64;
 
   uint32_t rank_, world_;
@@ -478,6 +526,8 @@ class GlooTransport {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::atomic<bool> closed_{false};
+  std::mutex waiting_mu_;  // guards waiting_
+  std::vector<std::pair<gloo::transport::UnboundBuffer*, bool>> waiting_;  // (buffer, a receive?)
   uint32_t next_tag_ = 1;
   std::map<uint32_t, uint64_t> sent_, received_;
   std::vector<std::unique_ptr<PendingSend>> pending_sends_;

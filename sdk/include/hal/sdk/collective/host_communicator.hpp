@@ -36,6 +36,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "hal/collective.h"
@@ -995,50 +996,145 @@ class HostCommunicator final : public Communicator {
   // ranks disagree.
   struct Agreement {
     OpDescriptor d;
-    char why[472];
+    uint64_t payload_bytes;  // what follows it
+    char why[464];
   };
 
+  // Every leader's record and payload, in host order: the records first
+  // (fixed size), then each payload, whose size its record gives, so
+  // leaders whose ranks called different sizes still meet.
+  void leaders_exchange(const Agreement& mine, const unsigned char* payload, std::vector<Agreement>& records,
+                        std::vector<std::vector<unsigned char>>& payloads, const std::string& what) {
+    const uint32_t hosts = leaders_->world(), me = leaders_->rank();
+    records.assign(hosts, Agreement{});
+    payloads.assign(hosts, {});
+    records[me] = mine;
+    payloads[me].assign(payload, payload + mine.payload_bytes);
+    std::vector<GlooTransport::Message> first;
+    for (uint32_t k = 0; k < hosts; ++k) {
+      if (k == me) continue;
+      first.push_back({true, k, HAL_DTYPE_UINT8, sizeof(Agreement), reinterpret_cast<const unsigned char*>(&mine), nullptr});
+      first.push_back({true, k, HAL_DTYPE_UINT8, mine.payload_bytes, payload, nullptr});
+      first.push_back({false, k, HAL_DTYPE_UINT8, sizeof(Agreement), nullptr, reinterpret_cast<unsigned char*>(&records[k])});
+    }
+    GlooTransport::Posted posted = leaders_->post(first, what);
+    leaders_->finish(posted, what);  // the payload sends complete only once phase two posts their receives
+    std::vector<GlooTransport::Message> second;
+    for (uint32_t k = 0; k < hosts; ++k) {
+      if (k == me) continue;
+      payloads[k].resize(records[k].payload_bytes);
+      second.push_back({false, k, HAL_DTYPE_UINT8, records[k].payload_bytes, nullptr, payloads[k].data()});
+    }
+    const std::vector<GlooTransport::PendingSend*> sent = posted.sends;
+    posted = leaders_->post(second, what);
+    posted.sends = sent;
+    leaders_->finish(posted, what, true);
+  }
+
   void agree(const OpDescriptor& d, const std::string& what) {
+    agree_with(d, what, nullptr, 0, nullptr, nullptr);
+  }
+
+  // The agreement, carrying data: after the host's descriptors are compared
+  // (one step), PREPARE(half) runs on every rank of a host whose ranks agree
+  // (it may take steps) and leaves BYTES at PAYLOAD on the leader; the
+  // leaders exchange their descriptors, verdicts and payloads in one
+  // allgatherv; on a leader, FINISH(every host's payload, in host order,
+  // OUT) writes up to half_bytes - 8 - 472 bytes to OUT, which reaches every
+  // rank of the host with the verdict (returned through OUT's size as
+  // FINISH set it). Nullptr PREPARE / FINISH: a bare agreement.
+  template <class Prepare = std::nullptr_t, class Finish = std::nullptr_t>
+  std::vector<unsigned char> agree_with(const OpDescriptor& d, const std::string& what, Prepare&& prepare,
+                                        uint64_t bytes, const unsigned char* const* payload, Finish&& finish) {
     const uint32_t h = next_half();
     post(h, d, what);
     group_->step(what);
+    std::string local_why;
+    for (uint32_t r = 0; r < group_->world() && local_why.empty(); ++r) {
+      const OpDescriptor& theirs = group_->descriptor(r, h);
+      if (!(theirs == d))
+        local_why = "ranks disagree: rank " + std::to_string(rank_) + " called " + describe(d) + " but rank " +
+                    std::to_string(global_rank(r)) + " called " + describe(theirs);
+    }
+    if constexpr (!std::is_same_v<std::decay_t<Prepare>, std::nullptr_t>) {
+      if (local_why.empty()) prepare();
+    }
     std::string verdict;
+    std::vector<unsigned char> out;
     const uint32_t vh = next_half();
     post(vh, d, what);
     if (leader()) {
       Agreement mine{};
       mine.d = d;
-      for (uint32_t r = 0; r < group_->world(); ++r) {
-        const OpDescriptor& theirs = group_->descriptor(r, h);
-        if (theirs == d) continue;
-        const std::string why = "ranks disagree: rank " + std::to_string(rank_) + " called " + describe(d) +
-                                " but rank " + std::to_string(global_rank(r)) + " called " + describe(theirs);
-        std::strncpy(mine.why, why.c_str(), sizeof(mine.why) - 1);
-        break;
-      }
+      mine.payload_bytes = local_why.empty() ? bytes : 0;
+      std::strncpy(mine.why, local_why.c_str(), sizeof(mine.why) - 1);
+      std::vector<Agreement> all;
+      std::vector<std::vector<unsigned char>> payloads;
+      leaders_exchange(mine, payload != nullptr ? *payload : nullptr, all, payloads, what);
       const uint32_t hosts = leaders_->world();
-      std::vector<Agreement> all(hosts);
-      leaders_->allgatherv(reinterpret_cast<const unsigned char*>(&mine), reinterpret_cast<unsigned char*>(all.data()),
-                           std::vector<size_t>(hosts, sizeof(Agreement)), what);
       for (uint32_t k = 0; k < hosts && verdict.empty(); ++k)
         if (all[k].why[0] != '\0') verdict.assign(all[k].why, strnlen(all[k].why, sizeof(all[k].why)));
       for (uint32_t k = 1; k < hosts && verdict.empty(); ++k)
         if (!(all[k].d == all[0].d))
           verdict = "ranks disagree: rank " + std::to_string(topo_.hosts[0][0]) + " called " + describe(all[0].d) +
                     " but rank " + std::to_string(topo_.hosts[k][0]) + " called " + describe(all[k].d);
+      if constexpr (!std::is_same_v<std::decay_t<Finish>, std::nullptr_t>) {
+        if (verdict.empty()) {
+          std::vector<const unsigned char*> in(hosts);
+          for (uint32_t k = 0; k < hosts; ++k) in[k] = payloads[k].data();
+          finish(in, out);
+        }
+      }
+      // The verdict, then the result: [verdict size][verdict][result size][result].
       unsigned char* slot = group_->slot(0, vh);
-      const uint64_t n = std::min<uint64_t>(verdict.size(), group_->half_bytes() - 8);
-      std::memcpy(slot, &n, 8);
-      std::memcpy(slot + 8, verdict.data(), n);
+      const uint64_t vn = std::min<uint64_t>(verdict.size(), sizeof(Agreement::why)), rn = out.size();
+      std::memcpy(slot, &vn, 8);
+      std::memcpy(slot + 8, verdict.data(), vn);
+      std::memcpy(slot + 8 + vn, &rn, 8);
+      if (rn) std::memcpy(slot + 16 + vn, out.data(), rn);
     }
     group_->step(what);
     if (!leader()) {
       const unsigned char* slot = group_->slot(0, vh);
-      uint64_t n = 0;
-      std::memcpy(&n, slot, 8);
-      verdict.assign(reinterpret_cast<const char*>(slot + 8), n);
+      uint64_t vn = 0, rn = 0;
+      std::memcpy(&vn, slot, 8);
+      verdict.assign(reinterpret_cast<const char*>(slot + 8), vn);
+      std::memcpy(&rn, slot + 8 + vn, 8);
+      out.assign(slot + 16 + vn, slot + 16 + vn + rn);
     }
     if (!verdict.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, what, ": ", verdict);
+    return out;
+  }
+
+  // Up to this many bytes, an allreduce across hosts is one exchange among
+  // leaders, folded into the agreement (Gloo's ring costs rounds per step).
+  uint64_t small_bytes() const { return std::min<uint64_t>(64u << 10, group_->half_bytes() - 1024); }
+
+  void allreduce_small(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
+    const uint64_t es = common::dtype_size(c.dtype), n = c.count, bytes = n * es;
+    const uint32_t op = c.op == HAL_REDUCE_AVG ? uint32_t{HAL_REDUCE_SUM} : uint32_t{c.op};
+    std::vector<unsigned char> acc(leader() ? std::max<uint64_t>(bytes, 1) : 0);
+    const unsigned char* payload = acc.data();
+    auto prepare = [&] {
+      // This host's reduction at the leader: one step through the slots.
+      const uint32_t h = next_half();
+      post(h, d, what);
+      if (bytes) std::memcpy(group_->slot(group_->rank(), h), v.send, bytes);
+      group_->step(what);
+      if (!leader() || !bytes) return;
+      std::vector<const void*> in(group_->world());
+      for (uint32_t r = 0; r < group_->world(); ++r) in[r] = group_->slot(r, h);
+      reduce(c.dtype, op, acc.data(), in.data(), group_->world(), n);
+    };
+    auto finish = [&](const std::vector<const unsigned char*>& hosts, std::vector<unsigned char>& out) {
+      out.resize(bytes);
+      if (!bytes) return;
+      std::vector<const void*> in(hosts.begin(), hosts.end());
+      reduce(c.dtype, op, out.data(), in.data(), static_cast<uint32_t>(in.size()), n);
+      if (c.op == HAL_REDUCE_AVG) detail::divide(c.dtype, out.data(), n, world_);
+    };
+    const std::vector<unsigned char> result = agree_with(d, what, prepare, bytes, &payload, finish);
+    if (bytes) std::memcpy(v.recv, result.data(), bytes);
   }
 
   // Local phases: CollectiveCalls of this host's segment (roots local).
@@ -1096,7 +1192,7 @@ class HostCommunicator final : public Communicator {
     CollectiveCall c;
     c.kind = kind;
     c.dtype = dtype;
-    c.op = static_cast<hal_reduce_op_e>(op == HAL_REDUCE_AVG ? HAL_REDUCE_SUM : op);
+    c.op = static_cast<hal_reduce_op_e>(op == HAL_REDUCE_AVG ? uint32_t{HAL_REDUCE_SUM} : op);
     c.root = root;
     c.count = count;
     return c;
@@ -1106,8 +1202,9 @@ class HostCommunicator final : public Communicator {
     const uint64_t seq = sequence_++;
     const std::string what = std::string(kind_name(c.kind)) + " #" + std::to_string(seq);
     const OpDescriptor d = descriptor_of(c, seq);
-    agree(d, what);
     const uint64_t es = common::dtype_size(c.dtype), n = c.count;
+    if (c.kind == CollectiveCall::kAllreduce && n * es <= small_bytes()) return allreduce_small(c, v, d, what);
+    agree(d, what);
     switch (c.kind) {
       case CollectiveCall::kBarrier: return;  // agreeing is a barrier
       case CollectiveCall::kAllreduce: {
@@ -1235,14 +1332,16 @@ class HostCommunicator final : public Communicator {
     if (own) std::memmove(v.recv + recv_at(rank_) * es, v.send + send_at(rank_) * es, own * es);
     std::vector<size_t> all(calls.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    run_p2p_hierarchical(calls, views, all);
+    run_p2p_hierarchical(calls, views, all, true);
   }
 
   // Sends and receives: this host's peers through the rings (run_p2p, with
   // local ranks), other hosts' over the TCP mesh, posted first so both
   // progress together.
+  // COLLECTIVE: wait until the other hosts took this rank's messages (an
+  // alltoall's), not only until they are buffered.
   void run_p2p_hierarchical(std::vector<CollectiveCall>& calls, std::vector<HostView>& views,
-                            const std::vector<size_t>& which) {
+                            const std::vector<size_t>& which, bool collective = false) {
     const std::string what = which.size() > 1 ? "group of " + std::to_string(which.size()) + " send/recv"
                                                : std::string(kind_name(calls[which[0]].kind));
     std::vector<GlooTransport::Message> remote;
@@ -1267,7 +1366,7 @@ class HostCommunicator final : public Communicator {
     if (!remote.empty()) posted = mesh_->post(remote, what);
     if (!local.empty()) run_p2p(calls, views, local);
     try {
-      if (!remote.empty()) mesh_->finish(posted, what);
+      if (!remote.empty()) mesh_->finish(posted, what, collective);
     } catch (const Error& e) {
       if (e.code() == HAL_STATUS_INVALID_ARGUMENT) set_error(e);  // the pair is broken
       throw;
@@ -1276,7 +1375,7 @@ class HostCommunicator final : public Communicator {
 #else
   void agree(const OpDescriptor&, const std::string&) {}
   void run_hierarchical(const CollectiveCall&, HostView&) { fail(HAL_STATUS_INTERNAL, "built without Gloo"); }
-  void run_p2p_hierarchical(std::vector<CollectiveCall>&, std::vector<HostView>&, const std::vector<size_t>&) {
+  void run_p2p_hierarchical(std::vector<CollectiveCall>&, std::vector<HostView>&, const std::vector<size_t>&, bool = false) {
     fail(HAL_STATUS_INTERNAL, "built without Gloo");
   }
 #endif
