@@ -31,11 +31,15 @@ using cplx = std::complex<double>;
 // ---- host values of any dtype ----
 
 const char* reduce_name(hal_reduce_op_e op) {
-  static const char* const names[] = {"sum", "prod", "min", "max", "avg"};
+  static const char* const names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
   return names[op];
 }
 
 bool is_complex(hal_dtype_e d) { return d == HAL_DTYPE_COMPLEX64 || d == HAL_DTYPE_COMPLEX128; }
+bool is_bitwise(hal_reduce_op_e op) { return op == HAL_REDUCE_BAND || op == HAL_REDUCE_BOR || op == HAL_REDUCE_BXOR; }
+bool is_signed_integer(hal_dtype_e d) {
+  return d == HAL_DTYPE_INT8 || d == HAL_DTYPE_INT16 || d == HAL_DTYPE_INT32 || d == HAL_DTYPE_INT64;
+}
 
 void put(hal_dtype_e d, cplx v, void* p) {
   switch (d) {
@@ -59,9 +63,15 @@ cplx get(hal_dtype_e d, const void* p) {
 }
 
 // Rank R's element I: small values every dtype holds exactly, and whose
-// sums (<= 5 * world) and products (1s and 2s) stay exact too.
+// sums (<= 5 * world) and products (1s and 2s) stay exact too. Bitwise ops:
+// 7-bit patterns that differ between ranks, negative (high bits set) for
+// signed dtypes.
 cplx value(hal_dtype_e d, hal_reduce_op_e op, uint32_t r, uint64_t i) {
   if (d == HAL_DTYPE_BOOL) return (i + r) % 3 == 0 ? 1.0 : 0.0;
+  if (is_bitwise(op)) {
+    const double bits = static_cast<double>((i * 13 + r * 29 + 7) % 128);
+    return is_signed_integer(d) ? bits - 64 : bits;
+  }
   double v = op == HAL_REDUCE_PROD ? 1.0 + static_cast<double>((i + r) % 2) : 1.0 + static_cast<double>((i * 7 + r * 3) % 5);
   return is_complex(d) ? cplx(v, v - 3) : cplx(v, 0);
 }
@@ -69,7 +79,12 @@ cplx value(hal_dtype_e d, hal_reduce_op_e op, uint32_t r, uint64_t i) {
 cplx combine(hal_dtype_e d, hal_reduce_op_e op, cplx a, cplx b) {
   if (d == HAL_DTYPE_BOOL) {
     const bool x = a.real() != 0, y = b.real() != 0;
-    return (op == HAL_REDUCE_SUM || op == HAL_REDUCE_MAX) ? (x || y) : (x && y);
+    if (op == HAL_REDUCE_BXOR) return x != y;
+    return (op == HAL_REDUCE_SUM || op == HAL_REDUCE_MAX || op == HAL_REDUCE_BOR) ? (x || y) : (x && y);
+  }
+  if (is_bitwise(op)) {  // on the values' int64 two's complement; narrower dtypes keep the low bits
+    const int64_t x = std::llround(a.real()), y = std::llround(b.real());
+    return static_cast<double>(op == HAL_REDUCE_BAND ? (x & y) : op == HAL_REDUCE_BOR ? (x | y) : (x ^ y));
   }
   switch (op) {
     case HAL_REDUCE_SUM: case HAL_REDUCE_AVG: return a + b;
@@ -318,6 +333,7 @@ int Rank::suite(bool tcp) {
         const auto rop = static_cast<hal_reduce_op_e>(op);
         if (is_complex(dt) && (rop == HAL_REDUCE_MIN || rop == HAL_REDUCE_MAX)) continue;
         if (dt == HAL_DTYPE_BOOL && rop == HAL_REDUCE_AVG) continue;
+        if (is_bitwise(rop) && (hal::common::is_floating(dt) || is_complex(dt))) continue;
         for (auto kind : {HAL_COLLECTIVE_ALLREDUCE, HAL_COLLECTIVE_REDUCE, HAL_COLLECTIVE_REDUCE_SCATTER}) {
           if (kind != HAL_COLLECTIVE_ALLREDUCE && count > 5000 && rop != HAL_REDUCE_SUM) continue;
           hal::CollectiveCall c;
@@ -434,6 +450,21 @@ int Rank::suite(bool tcp) {
     expect_code(HAL_STATUS_INVALID_ARGUMENT, c, "root out of range");
     c.kind = HAL_COLLECTIVE_ALLREDUCE, c.root = 0, c.dtype = HAL_DTYPE_COMPLEX64, c.op = HAL_REDUCE_MAX;
     expect_code(HAL_STATUS_UNSUPPORTED_DTYPE, c, "max of complex");
+    for (hal_reduce_op_e bitwise : {HAL_REDUCE_BAND, HAL_REDUCE_BOR, HAL_REDUCE_BXOR})
+      for (hal_dtype_e d : {HAL_DTYPE_FLOAT32, HAL_DTYPE_BFLOAT16, HAL_DTYPE_COMPLEX64}) {
+        c.dtype = d, c.op = bitwise;
+        const std::string what = std::string(reduce_name(bitwise)) + " of " + hal::common::dtype_name(d);
+        expect_code(HAL_STATUS_UNSUPPORTED_DTYPE, c, what.c_str());
+        try {
+          comm.run(c);
+        } catch (const hal::Error& e) {  // names the op and the dtype
+          const std::string m = e.what();
+          if (m.find(reduce_name(bitwise)) == std::string::npos || m.find(hal::common::dtype_name(d)) == std::string::npos)
+            throw std::runtime_error(what + ": the message does not name both: " + m);
+        }
+      }
+    c.op = HAL_REDUCE_OP_COUNT_, c.dtype = HAL_DTYPE_INT32;
+    expect_code(HAL_STATUS_INVALID_ARGUMENT, c, "an op past hal_reduce_op_e");
     hal::Buffer big = upload(std::vector<uint8_t>(256, 0));
     c.dtype = HAL_DTYPE_FLOAT32, c.op = HAL_REDUCE_SUM, c.kind = HAL_COLLECTIVE_ALLGATHER, c.send = c.recv = &big;
     c.recv_offset = 4;  // neither NCCL's in-place form nor apart

@@ -198,6 +198,17 @@ std::string Communicator::transport() const {
 void Communicator::run(const CollectiveCall& call, const Stream* stream) {
   const hal_collective_api_t& table = api();
   const size_t world = world_size_;
+  // Bitwise reductions are ABI 1.11: an older plugin would read them as
+  // unknown ops (or, if it does not check, as something else).
+  const bool reduces = call.kind == HAL_COLLECTIVE_ALLREDUCE || call.kind == HAL_COLLECTIVE_REDUCE ||
+                       call.kind == HAL_COLLECTIVE_REDUCE_SCATTER;
+  if (reduces && (call.op == HAL_REDUCE_BAND || call.op == HAL_REDUCE_BOR || call.op == HAL_REDUCE_BXOR) &&
+      device_->plugin().negotiated_minor < 11) {
+    static const char* const names[] = {"band", "bor", "bxor"};
+    throw Error(HAL_STATUS_UNIMPLEMENTED, device_->plugin().name + ": reduce op " + names[call.op - HAL_REDUCE_BAND] +
+                                              " needs ABI 1.11 and the plugin speaks 1." +
+                                              std::to_string(device_->plugin().negotiated_minor));
+  }
   const bool unequal = !call.send_counts.empty() || !call.send_displs.empty() || !call.recv_counts.empty() ||
                        !call.recv_displs.empty();
   if (unequal && (call.send_counts.size() != world || call.send_displs.size() != world ||

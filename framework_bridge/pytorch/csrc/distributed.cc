@@ -55,17 +55,51 @@ class TorchStore final : public hal::KeyValueStore {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
-hal_reduce_op_e reduce_op(const c10d::ReduceOp& op) {
-  switch (op) {
+bool is_premul_sum(const c10d::ReduceOp& op) { return op.op_ == c10d::ReduceOp::PREMUL_SUM; }
+
+// The HAL reduction for OP on TENSORS (PREMUL_SUM: SUM of inputs that
+// premultiply() scaled). A dtype the op does not take is refused here, on
+// the calling rank, before anything is issued.
+hal_reduce_op_e reduce_op(const c10d::ReduceOp& op, const std::vector<at::Tensor>& tensors) {
+  const auto bitwise = [&](hal_reduce_op_e r, const char* name) {
+    for (const at::Tensor& t : tensors)
+      TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/true), "hal backend: ReduceOp.", name,
+                  " takes integer and bool tensors, not ", t.scalar_type());
+    return r;
+  };
+  switch (op.op_) {
     case c10d::ReduceOp::SUM: return HAL_REDUCE_SUM;
     case c10d::ReduceOp::PRODUCT: return HAL_REDUCE_PROD;
     case c10d::ReduceOp::MIN: return HAL_REDUCE_MIN;
     case c10d::ReduceOp::MAX: return HAL_REDUCE_MAX;
     case c10d::ReduceOp::AVG: return HAL_REDUCE_AVG;
+    case c10d::ReduceOp::BAND: return bitwise(HAL_REDUCE_BAND, "BAND");
+    case c10d::ReduceOp::BOR: return bitwise(HAL_REDUCE_BOR, "BOR");
+    case c10d::ReduceOp::BXOR: return bitwise(HAL_REDUCE_BXOR, "BXOR");
+    case c10d::ReduceOp::PREMUL_SUM:
+      for (const at::Tensor& t : tensors)
+        TORCH_CHECK(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()),
+                    "hal backend: ReduceOp.PREMUL_SUM takes floating-point tensors (as NCCL's premul sum), not ",
+                    t.scalar_type());
+      return HAL_REDUCE_SUM;
     default:
-      TORCH_CHECK(false, "the hal backend does not support reduce op ", static_cast<int>(op.op_),
-                  " (SUM, PRODUCT, MIN, MAX and AVG are supported)");
+      TORCH_CHECK(false, "hal backend: reduce op ", static_cast<int>(op.op_),
+                  " is none of SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR and PREMUL_SUM");
   }
+}
+
+// PREMUL_SUM's input (NCCL's premul sum): T times OP's factor (a double, or
+// a one-element tensor), the factor first cast to T's dtype, as a new
+// contiguous tensor on DEVICE, made on the current stream.
+at::Tensor premultiply(const at::Tensor& t, const c10d::ReduceOp& op, c10::Device device) {
+  const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(s != nullptr, "hal backend: ReduceOp.PREMUL_SUM without its factor (make the op with "
+                            "torch.distributed._make_nccl_premul_sum(factor))");
+  const at::Tensor x = t.to(device);
+  const at::Tensor factor = s->tensor_factor.defined()
+                                ? s->tensor_factor.reshape({}).to(device, t.scalar_type())
+                                : at::scalar_tensor(s->double_factor, x.options());
+  return at::mul(x, factor).contiguous();
 }
 
 class HalWork final : public c10d::Work {
@@ -234,7 +268,8 @@ class Completer final {
 class HalBackend final : public c10d::Backend {
  public:
   HalBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
-      : c10d::Backend(rank, size), device_index_(current_device()), device_(device(device_index_)) {
+      : c10d::Backend(rank, size), device_index_(current_device()), device_(device(device_index_)), store_(store),
+        timeout_(timeout) {
     TorchStore kv(store);
     hal::CommUniqueId id{};
     if (rank == 0) {
@@ -272,7 +307,15 @@ class HalBackend final : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
-    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp, tensors);
+    if (is_premul_sum(opts.reduceOp)) {  // the scaled copies summed into the tensors
+      std::vector<at::Tensor> all = premultiplied(tensors, opts.reduceOp);
+      all.insert(all.end(), tensors.begin(), tensors.end());
+      return run(c10d::OpType::ALLREDUCE, all, [&](Operands& o) {
+        for (size_t i = 0; i < tensors.size(); ++i)
+          o.issue(call(HAL_COLLECTIVE_ALLREDUCE, o.in(i), o.in(tensors.size() + i)));
+      }, false, &tensors);
+    }
     return run(c10d::OpType::ALLREDUCE, tensors, [&](Operands& o) {
       for (size_t i = 0; i < tensors.size(); ++i) {
         hal::CollectiveCall c = call(HAL_COLLECTIVE_ALLREDUCE, o.in(i), o.in(i));
@@ -288,15 +331,21 @@ class HalBackend final : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
-    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
-    return run(c10d::OpType::REDUCE, tensors, [&](Operands& o) {
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp, tensors);
+    // PREMUL_SUM: the scaled copies reduced into the root's tensors (the
+    // others' tensors are left as they were, as NCCL leaves them).
+    const bool premul = is_premul_sum(opts.reduceOp);
+    std::vector<at::Tensor> all = premul ? premultiplied(tensors, opts.reduceOp) : std::vector<at::Tensor>{};
+    const size_t out = all.size();
+    all.insert(all.end(), tensors.begin(), tensors.end());
+    return run(c10d::OpType::REDUCE, all, [&](Operands& o) {
       for (size_t i = 0; i < tensors.size(); ++i) {
-        hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE, o.in(i), o.in(i));
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE, o.in(i), o.in(out + i));
         c.op = op;
         c.root = static_cast<uint32_t>(opts.rootRank);
         o.issue(c);
       }
-    });
+    }, false, &tensors);
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -355,37 +404,39 @@ class HalBackend final : public c10d::Backend {
       for (const at::Tensor& t : inputs[i]) parts.push_back(t.reshape({-1}).to(outputs[i].device()));
       flat_in.push_back(at::cat(parts));
     }
-    std::vector<at::Tensor> all = flat_in;
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp, flat_in);
+    std::vector<at::Tensor> all = is_premul_sum(opts.reduceOp) ? premultiplied(flat_in, opts.reduceOp) : flat_in;
     all.insert(all.end(), outputs.begin(), outputs.end());
-    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
     return run(c10d::OpType::REDUCE_SCATTER, all, [&](Operands& o) {
       for (size_t i = 0; i < outputs.size(); ++i) {
         hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE_SCATTER, o.in(i), o.in(outputs.size() + i));
         c.op = op;
         o.issue(c);
       }
-    });
+    }, false, &outputs);
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& output, at::Tensor& input,
                                                        const c10d::ReduceScatterOptions& opts) override {
     TORCH_CHECK(input.numel() == output.numel() * size_, "hal backend: reduce_scatter input has ", input.numel(),
                 " elements, not world size x ", output.numel());
-    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
-    std::vector<at::Tensor> both = {input, output};
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp, {input});
+    std::vector<at::Tensor> both = {is_premul_sum(opts.reduceOp) ? premultiplied({input}, opts.reduceOp)[0] : input,
+                                    output};
+    std::vector<at::Tensor> results = {output};
     return run(c10d::OpType::_REDUCE_SCATTER_BASE, both, [&](Operands& o) {
       hal::CollectiveCall c = call(HAL_COLLECTIVE_REDUCE_SCATTER, o.in(0), o.in(1));
       c.op = op;
       o.issue(c);
-    });
+    }, false, &results);
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) override {
     TORCH_CHECK(outputs.size() == inputs.size(), "hal backend: one output per input");
-    const hal_reduce_op_e op = reduce_op(opts.reduceOp);
-    std::vector<at::Tensor> all = inputs;
+    const hal_reduce_op_e op = reduce_op(opts.reduceOp, inputs);
+    std::vector<at::Tensor> all = is_premul_sum(opts.reduceOp) ? premultiplied(inputs, opts.reduceOp) : inputs;
     all.insert(all.end(), outputs.begin(), outputs.end());
     return run(c10d::OpType::COALESCED, all, [&](Operands& o) {
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -393,7 +444,7 @@ class HalBackend final : public c10d::Backend {
         c.op = op;
         o.issue(c);
       }
-    });
+    }, false, &outputs);
   }
 
   c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
@@ -458,6 +509,127 @@ class HalBackend final : public c10d::Backend {
     return run(c10d::OpType::BARRIER, none, [&](Operands& o) { o.barrier(); });
   }
 
+  // As ProcessGroupNCCL's: in one group, the root receives every other
+  // rank's tensor into its list and copies its own; the others send theirs.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
+    const int root = checked_root(opts.rootRank, "gather");
+    TORCH_CHECK(inputs.size() == 1, "hal backend: gather takes one input tensor, not ", inputs.size());
+    const at::Tensor& input = inputs[0];
+    std::vector<at::Tensor> all = {input}, results;
+    if (rank_ == root) {
+      TORCH_CHECK(outputs.size() == 1, "hal backend: gather: the destination rank ", root, " takes one gather list, not ",
+                  outputs.size());
+      check_list(outputs[0], input, "gather", "gather_list", "destination", "input");
+      results = outputs[0];
+      all.insert(all.end(), results.begin(), results.end());
+    } else {
+      TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "hal backend: gather: rank ", rank_,
+                  " passed a gather list, but only the destination rank ", root, " takes one");
+    }
+    return run(c10d::OpType::GATHER, all, [&](Operands& o) {
+      if (input.numel() == 0) return;
+      Group group(*comm_);
+      for (int r = 0; r < size_ && rank_ == root; ++r) {
+        if (r == root) {
+          o.in(1 + r)->copy_(*o.in(0));
+        } else {
+          hal::CollectiveCall c = call(HAL_COLLECTIVE_RECV, nullptr, o.in(1 + r));
+          c.root = static_cast<uint32_t>(r);
+          o.issue(c);
+        }
+      }
+      if (rank_ != root) {
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_SEND, o.in(0), nullptr);
+        c.root = static_cast<uint32_t>(root);
+        o.issue(c);
+      }
+      group.end();
+    }, false, &results);
+  }
+
+  // As ProcessGroupNCCL's: in one group, the root sends tensor r of its list
+  // to rank r and copies its own; the others receive.
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    const int root = checked_root(opts.rootRank, "scatter");
+    TORCH_CHECK(outputs.size() == 1, "hal backend: scatter takes one output tensor, not ", outputs.size());
+    const at::Tensor& output = outputs[0];
+    std::vector<at::Tensor> all = {output};
+    if (rank_ == root) {
+      TORCH_CHECK(inputs.size() == 1, "hal backend: scatter: the source rank ", root, " takes one scatter list, not ",
+                  inputs.size());
+      check_list(inputs[0], output, "scatter", "scatter_list", "source", "output");
+      all.insert(all.end(), inputs[0].begin(), inputs[0].end());
+    } else {
+      TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "hal backend: scatter: rank ", rank_,
+                  " passed a scatter list, but only the source rank ", root, " takes one");
+    }
+    return run(c10d::OpType::SCATTER, all, [&](Operands& o) {
+      if (output.numel() == 0) return;
+      Group group(*comm_);
+      for (int r = 0; r < size_ && rank_ == root; ++r) {
+        if (r == root) {
+          o.in(0)->copy_(*o.in(1 + r));
+        } else {
+          hal::CollectiveCall c = call(HAL_COLLECTIVE_SEND, o.in(1 + r), nullptr);
+          c.root = static_cast<uint32_t>(r);
+          o.issue(c);
+        }
+      }
+      if (rank_ != root) {
+        hal::CollectiveCall c = call(HAL_COLLECTIVE_RECV, nullptr, o.in(0));
+        c.root = static_cast<uint32_t>(root);
+        o.issue(c);
+      }
+      group.end();
+    }, false, &outputs);
+  }
+
+  // As gloo's, through the group's store rather than the communicator (whose
+  // timeout is fixed, and aborts it): every rank but 0 announces itself;
+  // rank 0 waits for them until OPTS.timeout (default: the group's) has
+  // passed and names those that did not arrive (the first one, or all with
+  // WAIT_ALL_RANKS), then publishes its verdict. The others wait for that
+  // verdict up to the group's timeout (as gloo's wait for rank 0) and fail
+  // with rank 0's message. The communicator is untouched either way.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    using Clock = std::chrono::steady_clock;
+    const std::chrono::milliseconds timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+    const std::string key = "hal_monitored_barrier/" + std::to_string(monitored_barriers_++) + "/";
+    const auto fail = [](const std::string& why) {
+      throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, why);
+    };
+    if (rank_ != 0) {
+      store_->set(key + std::to_string(rank_), std::vector<uint8_t>{1});
+      if (!wait_for(key + "verdict", timeout_))
+        fail("hal backend: rank " + std::to_string(rank_) + " reached monitoredBarrier, but rank 0 gave no verdict in " +
+             std::to_string(timeout_.count()) + " ms (the group's timeout): rank 0 did not reach it; see its log");
+      const std::vector<uint8_t> verdict = store_->get(key + "verdict");
+      if (!verdict.empty())
+        fail("hal backend: rank " + std::to_string(rank_) + " reached monitoredBarrier, but rank 0 reports: " +
+             std::string(verdict.begin(), verdict.end()));
+      return;
+    }
+    const Clock::time_point deadline = Clock::now() + timeout;
+    std::vector<int> missing;
+    for (int r = 1; r < size_; ++r) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (wait_for(key + std::to_string(r), left)) continue;
+      missing.push_back(r);
+      if (!wait_all_ranks) break;
+    }
+    std::string verdict;
+    if (!missing.empty()) {
+      std::string ranks;
+      for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      verdict = "[Rank 0]: Rank" + std::string(wait_all_ranks ? "s " : " ") + ranks +
+                " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms";
+    }
+    store_->set(key + "verdict", std::vector<uint8_t>(verdict.begin(), verdict.end()));
+    if (!verdict.empty()) fail(verdict);
+  }
+
   void startCoalescing() override { comm_->group_start(); coalescing_ = true; }
   c10::intrusive_ptr<c10d::Work> endCoalescing() override {
     coalescing_ = false;
@@ -510,6 +682,58 @@ class HalBackend final : public c10d::Backend {
     bool any_staged_ = false;
   };
 
+  int checked_root(int64_t root, const char* what) const {
+    TORCH_CHECK(root >= 0 && root < size_, "hal backend: ", what, ": root ", root, " is not a rank of this group of ",
+                size_);
+    return static_cast<int>(root);
+  }
+
+  // A gather or scatter LIST (named NAME, on the SIDE rank) must hold one
+  // tensor per rank, each of ONE's size and dtype.
+  void check_list(const std::vector<at::Tensor>& list, const at::Tensor& one, const char* what, const char* name,
+                  const char* side, const char* one_name) const {
+    TORCH_CHECK(static_cast<int>(list.size()) == size_, "hal backend: ", what, ": the ", name, " on the ", side,
+                " rank ", rank_, " has ", list.size(), " tensors, not the world size ", size_,
+                " (nothing was issued; the other ranks fail once the group's timeout passes)");
+    for (size_t r = 0; r < list.size(); ++r)
+      TORCH_CHECK(list[r].numel() == one.numel() && list[r].scalar_type() == one.scalar_type(), "hal backend: ", what,
+                  ": ", name, "[", r, "] has ", list[r].numel(), " elements of ", list[r].scalar_type(), " but the ",
+                  one_name, " has ", one.numel(), " of ", one.scalar_type(), " (nothing was issued)");
+  }
+
+  // Waits up to TIMEOUT for KEY in the group's store (none left: only looks).
+  bool wait_for(const std::string& key, std::chrono::milliseconds timeout) {
+    if (timeout.count() <= 0) return store_->check({key});
+    try {
+      store_->wait({key}, timeout);
+      return true;
+    } catch (const c10::Error&) {  // the store's timeout
+      return store_->check({key});
+    }
+  }
+
+  // group_start()..end(), ended on the way out of a throw too (whatever
+  // was recorded is issued then: the peers expect it).
+  class Group {
+   public:
+    explicit Group(hal::Communicator& comm) : comm_(comm) { comm_.group_start(); }
+    void end() {
+      open_ = false;
+      comm_.group_end();
+    }
+    ~Group() {
+      if (!open_) return;
+      try {
+        comm_.group_end();
+      } catch (...) {  // the first error is the one being thrown
+      }
+    }
+
+   private:
+    hal::Communicator& comm_;
+    bool open_ = true;
+  };
+
   hal::CollectiveCall call(hal_collective_kind_e kind, const at::Tensor* send, const at::Tensor* recv) const {
     hal::CollectiveCall c;
     c.kind = kind;
@@ -529,12 +753,22 @@ class HalBackend final : public c10d::Backend {
     return c;
   }
 
+  // PREMUL_SUM's scaled copies of TENSORS on this backend's device.
+  std::vector<at::Tensor> premultiplied(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op) const {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : tensors)
+      out.push_back(premultiply(t, op, c10::Device(c10::DeviceType::PrivateUse1, device_index_)));
+    return out;
+  }
+
+  // Runs BODY on TENSORS as HAL operands and returns its Work, whose result
+  // is RESULTS (default: TENSORS). SYNC: complete before returning.
   template <class Body>
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::vector<at::Tensor>& tensors, Body&& body,
-                                     bool sync = false) {
+                                     bool sync = false, const std::vector<at::Tensor>* results = nullptr) {
     Operands ops(*this, tensors);
     const hal::Stream* stream = current_hal_stream(device_index_);
-    auto work = c10::make_intrusive<HalWork>(rank_, type, tensors);
+    auto work = c10::make_intrusive<HalWork>(rank_, type, results != nullptr ? *results : tensors);
     try {
       if (!coalescing_) throw_if_broken(*comm_, rank_);
       body(ops);
@@ -559,6 +793,9 @@ class HalBackend final : public c10d::Backend {
 
   c10::DeviceIndex device_index_;
   std::shared_ptr<hal::Device> device_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the group's (prefixed): monitoredBarrier's rendezvous
+  std::chrono::milliseconds timeout_;      // the group's
+  uint64_t monitored_barriers_ = 0;        // calls so far: each one's keys are its own
   std::shared_ptr<hal::Communicator> comm_;  // shared with the completer, which may outlive this
   bool coalescing_ = false;
   std::shared_ptr<Completer> completer_;

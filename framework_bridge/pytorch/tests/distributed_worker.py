@@ -1,9 +1,14 @@
-"""One rank of test_distributed.py's scenarios: python distributed_worker.py SCENARIO RANK WORLD STORE_FILE.
+"""One rank of test_distributed.py's scenarios:
 
-Exits 0 when every check of the scenario held, printing what failed otherwise."""
+    python distributed_worker.py SCENARIO RANK WORLD STORE_FILE [BACKEND]
+
+BACKEND is "hal" (default; hal tensors) or "gloo" (cpu tensors): the scenarios compared with gloo
+run the same program on both. Exits 0 when every check of the scenario held, printing what failed
+otherwise; a scenario that returns a dict leaves it in STORE_FILE.RANK.pt for the test to compare."""
 
 import datetime
 import os
+import pickle
 import sys
 import time
 import weakref
@@ -12,10 +17,24 @@ import torch
 import torch.distributed as dist
 import torch_hal  # noqa: F401
 
+BACKEND = "hal"  # set by main()
+DEVICE = "hal"  # "cpu" under gloo
+
 
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+def same(a, b):
+    """A and B equal: tensors bit for bit (dtype and device too), containers element by element."""
+    if torch.is_tensor(a):
+        return torch.is_tensor(b) and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def collectives(rank, world):
@@ -144,27 +163,410 @@ def bad(rank, world):
         raise AssertionError("mismatched sizes were not reported")
     except dist.DistBackendError as e:
         check("disagree" in str(e), f"message: {e}")
+    for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):
+        try:
+            dist.all_reduce(torch.ones(3, dtype=torch.float32, device="hal"), op=op)
+            raise AssertionError(f"{op} of float32 was accepted")
+        except RuntimeError as e:
+            check(f"ReduceOp.{str(op).split('.')[-1]} takes integer and bool tensors, not Float" in str(e),
+                  f"message: {e}")
     try:
-        dist.all_reduce(torch.ones(3, dtype=torch.int32, device="hal"), op=dist.ReduceOp.BAND)
-        raise AssertionError("BAND was accepted")
-    except (RuntimeError, ValueError) as e:
-        check("reduce op" in str(e) or "BAND" in str(e) or "not support" in str(e), f"message: {e}")
+        dist.all_reduce(torch.ones(3, dtype=torch.int32, device="hal"), op=dist._make_nccl_premul_sum(2.0))
+        raise AssertionError("PREMUL_SUM of int32 was accepted")
+    except RuntimeError as e:
+        check("PREMUL_SUM takes floating-point tensors" in str(e) and "Int" in str(e), f"message: {e}")
+    # gather / scatter lists that do not fit, on the root, before anything is issued (so no peer waits)
+    x = torch.ones(2, device="hal")
+    for bad_list, what in (([torch.empty(2, device="hal")] * (world + 1), f"has {world + 1} tensors, not the world size {world}"),
+                           ([torch.empty(3, device="hal")] * world, "gather_list[0] has 3 elements of Float but the input has 2")):
+        if rank == 0:
+            try:
+                dist.gather(x, bad_list, dst=0)
+                raise AssertionError("a bad gather list was accepted")
+            except RuntimeError as e:
+                check(what in str(e) and "gather" in str(e), f"message: {e}")
+    if rank == 0:
+        try:
+            dist.scatter(x, [torch.ones(2, dtype=torch.int64, device="hal")] * world, src=0)
+            raise AssertionError("a scatter list of another dtype was accepted")
+        except (RuntimeError, ValueError) as e:
+            check("dtype" in str(e) or "Long" in str(e), f"message: {e}")
     # still usable
     x = torch.ones(2, device="hal")
     dist.all_reduce(x)
     check(torch.equal(x.cpu(), torch.full((2,), float(world))), "usable after the errors")
 
 
+# ---- issue 35 part 3: the ops the "hal" backend gained, run the same on gloo (cpu tensors) ----
+
+R = dist.ReduceOp
+SIGNED = (torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def pattern(dtype, seed, n, device=None):
+    """Values of seed SEED: 7-bit patterns for integers (negative for signed ones), about two
+    thirds true for bool (so and, or and xor of 2 or 3 seeds all differ), quarters (exact in every
+    float dtype) for floats."""
+    i = torch.arange(n)
+    bits = (i * 13 + seed * 29 + 7) % 128
+    if dtype == torch.bool:
+        v = bits % 3 != 0
+    elif dtype.is_floating_point:
+        v = ((i * 7 + seed * 3) % 5 + 1) / 4
+    else:
+        v = bits - (64 if dtype in SIGNED else 0)
+    return v.to(dtype).to(device or DEVICE)
+
+
+def _name(op):
+    return str(op).split(".")[-1]
+
+
+def coverage(rank, world):
+    """gather, scatter, the object collectives, the bitwise ops and PREMUL_SUM: every result goes
+    into the dict the test compares with the same program on gloo (which has no PREMUL_SUM: there it
+    is SUM of the premultiplied tensors, as NCCL defines it). On hal it also checks what gloo
+    cannot run (int16 and unsigned dtypes against a reference, cpu tensors, a side stream, a group
+    whose object collectives run on hal tensors)."""
+    out = {}
+    last = world - 1
+    # Bitwise ops, on every dtype gloo takes; all_reduce, reduce and reduce_scatter.
+    for dt in (torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool):
+        for op in (R.BAND, R.BOR, R.BXOR):
+            x = pattern(dt, rank, 37)
+            dist.all_reduce(x, op=op)
+            out[f"all_reduce {_name(op)} {dt}"] = x.cpu()
+            x = pattern(dt, rank + 5, 9)
+            dist.reduce(x, dst=last, op=op)
+            if rank == last:
+                out[f"reduce {_name(op)} {dt}"] = x.cpu()
+            x = torch.empty(4, dtype=dt, device=DEVICE)
+            dist.reduce_scatter_tensor(x, pattern(dt, rank + 9, 4 * world), op=op)
+            out[f"reduce_scatter_tensor {_name(op)} {dt}"] = x.cpu()
+    # The other ops on a few dtypes, for completeness.
+    for dt in (torch.float32, torch.int32, torch.bool):
+        for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX):
+            x = pattern(dt, rank, 11)
+            dist.all_reduce(x, op=op)
+            out[f"all_reduce {_name(op)} {dt}"] = x.cpu()
+    x = pattern(torch.float32, rank, 11)
+    dist.all_reduce(x, op=R.AVG)
+    out["all_reduce AVG float32"] = x.cpu()
+    # PREMUL_SUM with a double factor and with a tensor factor; all_reduce, reduce, reduce_scatter.
+    for dt in (torch.float32, torch.float64, torch.bfloat16):
+        for factor in (0.25, torch.tensor([3.0], dtype=dt, device=DEVICE)):
+            kind = "tensor" if torch.is_tensor(factor) else "double"
+            if BACKEND == "hal":
+                op, scale = dist._make_nccl_premul_sum(factor), (lambda t: t)
+            else:  # gloo has no PREMUL_SUM: the sum of the premultiplied tensors
+                op, scale = R.SUM, (lambda t: t * factor)
+            x = scale(pattern(dt, rank, 13))
+            dist.all_reduce(x, op=op)
+            out[f"all_reduce PREMUL_SUM {kind} {dt}"] = x.cpu()
+            x = scale(pattern(dt, rank + 1, 6))
+            keep = x.clone()
+            dist.reduce(x, dst=0, op=op)
+            if rank == 0:
+                out[f"reduce PREMUL_SUM {kind} {dt}"] = x.cpu()
+            elif BACKEND == "hal":  # as NCCL (gloo's reduce uses the non-roots' tensors as scratch)
+                check(torch.equal(x, keep), "reduce PREMUL_SUM changed a non-root's tensor")
+            y = torch.empty(3, dtype=dt, device=DEVICE)
+            dist.reduce_scatter_tensor(y, scale(pattern(dt, rank + 2, 3 * world)), op=op)
+            out[f"reduce_scatter_tensor PREMUL_SUM {kind} {dt}"] = y.cpu()
+    # gather and scatter, to and from the last rank and rank 0.
+    for dt in (torch.float32, torch.int64, torch.bool, torch.bfloat16):
+        for root in sorted({0, last}):
+            x = pattern(dt, rank, 6).view(2, 3)
+            gl = [torch.full((2, 3), 7, dtype=dt, device=DEVICE) for _ in range(world)] if rank == root else None
+            dist.gather(x, gl, dst=root)
+            if rank == root:
+                out[f"gather {dt} to {root}"] = [g.cpu() for g in gl]
+            y = torch.zeros(5, dtype=dt, device=DEVICE)
+            dist.scatter(y, [pattern(dt, 10 * r + 1, 5) for r in range(world)] if rank == root else None, src=root)
+            out[f"scatter {dt} from {root}"] = y.cpu()
+    # The object collectives on the default group (cpu tensors: the backend also takes cpu).
+    obj = {"rank": rank, "text": "x" * (100 * rank + 1), "tensor": torch.arange(rank + 2), "tuple": (rank, None)}
+    got = [None] * world
+    dist.all_gather_object(got, obj)
+    out["all_gather_object"] = got
+    lst = [obj, [rank] * 3, f"from {rank}"] if rank == last else [None] * 3
+    dist.broadcast_object_list(lst, src=last)
+    out["broadcast_object_list"] = lst
+    lst = [{"big": "y" * 5000}, rank] if rank == 0 else [None, None]
+    dist.broadcast_object_list(lst, src=0, device=torch.device(DEVICE))
+    out["broadcast_object_list device"] = lst
+    got = [None] * world if rank == 0 else None
+    dist.gather_object(obj, got, dst=0)
+    if rank == 0:
+        out["gather_object"] = got
+    got = [None]
+    dist.scatter_object_list(got, [{"to": r, "data": list(range(r))} for r in range(world)] if rank == last else None,
+                             src=last)
+    out["scatter_object_list"] = got
+    if BACKEND == "hal":
+        hal_only_checks(rank, world, out)
+    return out
+
+
+def hal_only_checks(rank, world, out):
+    """What gloo cannot run, against the coverage results or a reference."""
+    last = world - 1
+    # int16 and unsigned dtypes (gloo has none of them): against the reduction of every rank's
+    # pattern, in int64 (the same bits).
+    for dt in (torch.int16, torch.uint16, torch.uint32, torch.uint64):
+        for op, fn in ((R.BAND, torch.bitwise_and), (R.BOR, torch.bitwise_or), (R.BXOR, torch.bitwise_xor)):
+            x = pattern(dt, rank, 37)
+            dist.all_reduce(x, op=op)
+            want = pattern(torch.int16 if dt == torch.int16 else torch.uint8, 0, 37, "cpu").to(torch.int64)
+            for r in range(1, world):
+                want = fn(want, pattern(torch.int16 if dt == torch.int16 else torch.uint8, r, 37, "cpu").to(torch.int64))
+            check(torch.equal(x.cpu().to(torch.int64), want), f"all_reduce {_name(op)} {dt}")
+    # cpu tensors through the hal backend, and non-contiguous ones, give what hal tensors gave.
+    for root in sorted({0, last}):
+        x = pattern(torch.float32, rank, 6).view(2, 3).cpu()
+        gl = [torch.full((3, 2), 7.0).t() for _ in range(world)] if rank == root else None  # non-contiguous
+        dist.gather(x, gl, dst=root)
+        if rank == root:
+            check(all(torch.equal(a, b) for a, b in zip(gl, out[f"gather {torch.float32} to {root}"])), "gather cpu")
+        y = torch.zeros(10).cpu()[::2]  # non-contiguous output
+        dist.scatter(y, [pattern(torch.float32, 10 * r + 1, 5, "cpu") for r in range(world)] if rank == root else None,
+                     src=root)
+        check(torch.equal(y, out[f"scatter {torch.float32} from {root}"]), "scatter cpu")
+        x = pattern(torch.int32, rank, 37, "cpu")
+        dist.all_reduce(x, op=R.BXOR)
+        check(torch.equal(x, out[f"all_reduce BXOR {torch.int32}"]), "all_reduce BXOR cpu")
+    # async, on a side stream
+    s = torch.hal.Stream()
+    with torch.hal.stream(s):
+        x = pattern(torch.float32, rank, 6).view(2, 3)
+        gl = [torch.empty(2, 3, device="hal") for _ in range(world)] if rank == last else None
+        w = dist.gather(x, gl, dst=last, async_op=True)
+        y = torch.zeros(5, device="hal")
+        w2 = dist.scatter(y, [pattern(torch.float32, 10 * r + 1, 5) for r in range(world)] if rank == last else None,
+                          src=last, async_op=True)
+        x = pattern(torch.float32, rank, 13)
+        w3 = dist.all_reduce(x, op=dist._make_nccl_premul_sum(0.25), async_op=True)
+    for w in (w, w2, w3):
+        w.wait()
+    if rank == last:
+        check(all(torch.equal(a.cpu(), b) for a, b in zip(gl, out[f"gather {torch.float32} to {last}"])), "async gather")
+    check(torch.equal(y.cpu(), out[f"scatter {torch.float32} from {last}"]), "async scatter")
+    check(torch.equal(x.cpu(), out[f"all_reduce PREMUL_SUM double {torch.float32}"]), "async premul")
+    # A group whose only device is hal: the object collectives run on hal tensors.
+    from torch.distributed.distributed_c10d import _get_object_coll_device
+    hal_group = dist.new_group(backend="hal:hal")
+    check(_get_object_coll_device(hal_group) == "hal", f"object device {_get_object_coll_device(hal_group)}")
+    obj = {"rank": rank, "text": "x" * (100 * rank + 1), "tensor": torch.arange(rank + 2), "tuple": (rank, None)}
+    got = [None] * world
+    dist.all_gather_object(got, obj, group=hal_group)
+    check(same(got, out["all_gather_object"]), f"all_gather_object on hal tensors: {got}")
+    got = [None] * world if rank == 0 else None
+    dist.gather_object(obj, got, dst=0, group=hal_group)
+    if rank == 0:
+        check(same(got, out["gather_object"]), f"gather_object on hal tensors: {got}")
+    lst = [{"big": "y" * 5000}, rank] if rank == 0 else [None, None]
+    dist.broadcast_object_list(lst, src=0, group=hal_group)
+    check(same(lst, out["broadcast_object_list device"]), f"broadcast_object_list on hal tensors: {lst}")
+    got = [None]
+    dist.scatter_object_list(got, [{"to": r, "data": list(range(r))} for r in range(world)] if rank == last else None,
+                             src=last, group=hal_group)
+    check(same(got, out["scatter_object_list"]), f"scatter_object_list on hal tensors: {got}")
+
+
+def stuck(rank, world):
+    """A wrong-length scatter list, then an object that cannot be pickled, on the source rank
+    (timeout 3 s): the source rank gets the error at once and issues nothing; the others, waiting
+    for it, fail within the timeout (no hang); so does the source rank's next operation."""
+    timeout = 3.0
+
+    def expect_failure(what, body, source_error, source_says):
+        start = time.monotonic()
+        try:
+            body()
+            raise AssertionError(f"{what} succeeded")
+        except dist.DistBackendError as e:
+            took = time.monotonic() - start
+            print(f"rank {rank}: {what} failed after {took:.2f} s: {e}", flush=True)
+            check(rank != 0, f"rank 0 got a DistBackendError, not its own error: {e}")
+            check(took < timeout + 3, f"{what}: took {took:.1f} s for a {timeout} s timeout")
+        except source_error as e:
+            took = time.monotonic() - start
+            print(f"rank {rank}: {what}: {type(e).__name__}: {e}", flush=True)
+            check(rank == 0 and source_says in str(e), f"rank {rank}: {what}: {e}")
+            check(took < 1.0, f"{what}: the error took {took:.1f} s")
+            start = time.monotonic()
+            try:
+                dist.barrier()
+                raise AssertionError(f"a barrier succeeded after the failed {what}")
+            except dist.DistBackendError as e:
+                took = time.monotonic() - start
+                check(took < timeout + 3, f"the barrier after the failed {what} took {took:.1f} s")
+
+    y = torch.zeros(2, device="hal")
+    expect_failure("scatter", lambda: dist.scatter(y, [torch.ones(2, device="hal")] * (world + 1) if rank == 0 else None,
+                                                   src=0),
+                   RuntimeError, f"has {world + 1} tensors, not the world size {world}")
+    # A fresh group: an object that cannot be pickled (a lambda). Alone on rank 0 with the default
+    # device: the error, and nothing issued (the others are not involved). Then on every rank, with
+    # device=hal.
+    dist.destroy_process_group()
+    dist.init_process_group("hal", init_method=f"file://{STORE}.2", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout))
+    pickling = (pickle.PicklingError, AttributeError, TypeError)
+    if rank == 0:
+        try:
+            dist.broadcast_object_list([1, lambda: None], src=0)
+            raise AssertionError("a lambda was broadcast")
+        except pickling as e:
+            check("lambda" in str(e), f"message: {e}")
+    dist.barrier()  # nothing was issued: still in step
+    expect_failure("broadcast_object_list",
+                   lambda: dist.broadcast_object_list([1, lambda: None] if rank == 0 else [None, None], src=0,
+                                                      device=torch.device("hal")),
+                   pickling, "lambda")
+
+
+def monitored(rank, world):
+    """monitored_barrier with a 1 s timeout: every rank on time; the last rank 2 s late; every rank
+    but 0 late with wait_all_ranks. Each failing case has a group of its own (gloo's cannot go on
+    after one). Returns rank 0's messages, to compare with gloo's. Under gloo the late ranks do not
+    call it at all, and the on-time ones wait for rank 0 until the group's timeout (2 s)."""
+    t = datetime.timedelta(seconds=1)
+    dist.monitored_barrier(timeout=t)
+    dist.monitored_barrier(timeout=t, wait_all_ranks=True)
+    groups = [dist.new_group(timeout=datetime.timedelta(seconds=2)) for _ in range(2)]
+    out = {}
+    for group, (case, late, wait_all) in zip(groups, (("one late", [world - 1], False),
+                                                    ("all late", list(range(1, world)), True))):
+        if rank in late:
+            if BACKEND == "gloo":
+                continue
+            time.sleep(1.5)
+        start = time.monotonic()
+        try:
+            dist.monitored_barrier(group=group, timeout=t, wait_all_ranks=wait_all)
+            raise AssertionError(f"{case}: the monitored barrier passed")
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            msg = str(e).splitlines()[0]
+            print(f"rank {rank}: {case}: after {took:.2f} s: {msg}", flush=True)
+        if rank == 0:
+            out[case] = msg
+            check(took < 2.5, f"{case}: rank 0 took {took:.1f} s for a 1 s timeout")
+        elif BACKEND == "hal":  # at once with rank 0's verdict, on time or late
+            check("rank 0 reports: [Rank 0]: Rank" in msg, f"{case}: rank {rank}: {msg}")
+            check(took < 2.5, f"{case}: rank {rank} took {took:.1f} s")
+    if BACKEND == "gloo":  # the others stay until rank 0 is done (it fails on a missing rank only while that one lives)
+        store = dist.distributed_c10d._get_default_store()
+        if rank == 0:
+            store.set("monitored done", "1")
+        else:
+            store.wait(["monitored done"])
+        return out
+    x = torch.ones(2, device=DEVICE)  # the communicators are untouched
+    dist.all_reduce(x)
+    dist.all_reduce(x, group=groups[0])
+    check(torch.equal(x.cpu(), torch.full((2,), float(world * world))), "all_reduce after the monitored barriers")
+    dist.monitored_barrier(group=groups[1], timeout=t)
+    return out
+
+
+# ---- torch.distributed.checkpoint of an FSDP model on hal ----
+
+def _fsdp_model(seed):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5)).to("hal")
+    return FSDP(m, sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=torch.device("hal", torch.hal.current_device()),
+                use_orig_params=True)
+
+
+def _full_params(model):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    return {k: v.detach().cpu().clone() for k, v in sd.items()}
+
+
+def _train(model, opt, steps, rank, world, first=0):
+    for s in range(first, first + steps):
+        x = torch.randn(12, 8, generator=torch.Generator().manual_seed(100 + s))[rank::world]
+        opt.zero_grad()
+        model(x.to("hal")).square().mean().backward()
+        opt.step()
+
+
+def _load(model, checkpoint):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    state = {"model": get_model_state_dict(model)}
+    dcp.load(state, checkpoint_id=checkpoint)
+    set_model_state_dict(model, state["model"])
+
+
+def dcp_save(rank, world):
+    """Trains 2 steps, saves with torch.distributed.checkpoint, trains 2 more, loads: the parameters
+    are the saved ones again. Rank 0 keeps the saved full parameters for dcp_load."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    checkpoint = os.path.join(os.path.dirname(STORE), "checkpoint")
+    model = _fsdp_model(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    _train(model, opt, 2, rank, world)
+    saved = _full_params(model)
+    state = get_model_state_dict(model)
+    shards = [v for v in state.values() if torch.is_tensor(v)]
+    local = [v.local_shards()[0].tensor if hasattr(v, "local_shards") else v.to_local() if hasattr(v, "to_local") else v
+             for v in shards]  # ShardedTensor (FSDP1's), DTensor
+    check(shards and all(t.device.type == "hal" for t in local), f"the sharded state is not on hal: {local}")
+    dcp.save({"model": state}, checkpoint_id=checkpoint)
+    _train(model, opt, 2, rank, world, first=2)
+    trained = _full_params(model)
+    check(any(not torch.equal(saved[k], trained[k]) for k in saved), "training after the save changed nothing")
+    _load(model, checkpoint)
+    loaded = _full_params(model)
+    check(all(torch.equal(saved[k], loaded[k]) for k in saved),
+          f"loaded != saved: {max((saved[k] - loaded[k]).abs().max().item() for k in saved)}")
+    _train(model, opt, 1, rank, world)  # and it trains on
+    if rank == 0:
+        torch.save(saved, checkpoint + ".saved.pt")
+
+
+def dcp_load(rank, world):
+    """Fresh processes and process group (another world size): a model of other initial weights
+    loaded from dcp_save's checkpoint has the saved parameters."""
+    checkpoint = os.path.join(os.path.dirname(STORE), "checkpoint")
+    model = _fsdp_model(1)
+    saved = torch.load(checkpoint + ".saved.pt")
+    before = _full_params(model)
+    check(any(not torch.equal(saved[k], before[k]) for k in saved), "the fresh model already has the saved weights")
+    _load(model, checkpoint)
+    loaded = _full_params(model)
+    check(all(torch.equal(saved[k], loaded[k]) for k in saved), "loaded != saved")
+
+
+TIMEOUTS = {"kill": 5, "stuck": 3, "monitored": 4}
+NO_DESTROY = ("kill", "exit_with_work")
+
+
 def main():
-    scenario, rank, world, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    timeout = datetime.timedelta(seconds=5 if scenario == "kill" else 60)
-    dist.init_process_group("hal", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timeout)
+    global BACKEND, DEVICE, STORE
+    scenario, rank, world, STORE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    BACKEND = sys.argv[5] if len(sys.argv) > 5 else "hal"
+    DEVICE = "hal" if BACKEND == "hal" else "cpu"
+    timeout = datetime.timedelta(seconds=TIMEOUTS.get(scenario, 60))
+    dist.init_process_group(BACKEND, init_method=f"file://{STORE}", rank=rank, world_size=world, timeout=timeout)
     try:
-        globals()[scenario](rank, world)
+        result = globals()[scenario](rank, world)
     except AssertionError as e:
         print(f"rank {rank}: FAILED: {e}", flush=True)
         os._exit(1)
-    if scenario not in ("kill", "exit_with_work"):
+    if isinstance(result, dict):
+        torch.save(result, f"{STORE}.{rank}.pt")
+    if scenario not in NO_DESTROY and not (BACKEND == "gloo" and scenario == "monitored"):
         dist.destroy_process_group()
     print(f"rank {rank}: ok", flush=True)
 

@@ -1,6 +1,8 @@
 """torch.distributed's "hal" backend: every collective against expected values (hal and cpu
-tensors, 2 and 3 ranks), DDP and FSDP training against single-process training and against gloo,
-a killed rank, and bad input. Each test starts real processes (FileStore or torchrun)."""
+tensors, 2 and 3 ranks), gather, scatter, the object collectives, every ReduceOp and
+monitored_barrier against the same program on gloo, DDP and FSDP training against single-process
+training and against gloo, torch.distributed.checkpoint of an FSDP model, a killed rank, and bad
+input. Each test starts real processes (FileStore or torchrun)."""
 
 import os
 import pathlib
@@ -29,11 +31,12 @@ def _shm():
     return {p.name for p in pathlib.Path("/dev/shm").iterdir() if p.name.startswith("hal-")}
 
 
-def _ranks(scenario, world, tmp_path, timeout=240, env=None):
+def _ranks(scenario, world, tmp_path, timeout=240, env=None, backend="hal", store="store"):
     before = _shm()
-    store = tmp_path / "store"
-    procs = [subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(world), str(store)], env=env or _env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world)]
+    store = tmp_path / store
+    procs = [subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(world), str(store), backend],
+                              env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world)]
     outs = []
     for p in procs:
         try:
@@ -111,6 +114,86 @@ def test_a_killed_rank_gives_the_others_an_error_within_the_timeout(tmp_path):
 def test_mismatched_sizes_and_unsupported_ops_are_errors_not_hangs(tmp_path):
     for rank, (code, out) in enumerate(_ranks("bad", 2, tmp_path)):
         assert code == 0, f"rank {rank}:\n{out}"
+
+
+def _results(scenario, world, tmp_path, backend):
+    """The dicts SCENARIO's ranks returned, run on BACKEND (gloo: cpu tensors)."""
+    d = tmp_path / backend
+    d.mkdir()
+    for rank, (code, out) in enumerate(_ranks(scenario, world, d, backend=backend)):
+        assert code == 0, f"{backend} rank {rank}:\n{out}"
+    return [torch.load(d / f"store.{r}.pt", weights_only=False) for r in range(world)]
+
+
+def _same(a, b, where):
+    """A and B equal, tensors bit for bit with the same dtype."""
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a} vs {b}"
+        assert torch.equal(a, b), f"{where}: {a} vs {b}"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(a, key=str) == sorted(b, key=str), f"{where}: keys {list(a)} vs {list(b)}"
+        for k in a:
+            _same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), f"{where}: {a} vs {b}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} vs {b!r}"
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_gather_scatter_objects_bitwise_ops_and_premul_sum_match_gloo(world, tmp_path):
+    """gather and scatter (to/from rank 0 and the last rank), all_gather_object,
+    broadcast_object_list (default device and device=hal), gather_object, scatter_object_list,
+    BAND/BOR/BXOR on every integer dtype gloo has and bool (all_reduce, reduce,
+    reduce_scatter_tensor), SUM/PRODUCT/MIN/MAX/AVG, and PREMUL_SUM with a double and a tensor
+    factor: the same program on hal tensors and on gloo's cpu tensors gives the same values on
+    every rank. The hal run also checks int16/uint16/uint32/uint64 bitwise ops against a
+    reference, cpu and non-contiguous tensors, a side stream, and the object collectives on hal
+    tensors (a "hal:hal" group)."""
+    hal = _results("coverage", world, tmp_path, "hal")
+    gloo = _results("coverage", world, tmp_path, "gloo")
+    for rank in range(world):
+        _same(hal[rank], gloo[rank], f"rank {rank}")
+    last = hal[world - 1]
+    assert len(last) >= 80 and "gather torch.float32 to 0" in hal[0] and "reduce BXOR torch.int8" in last, sorted(last)
+    # Not vacuous: the ops differ where their definitions do.
+    for dt in ("torch.int32", "torch.bool"):
+        a, o, x = (last[f"all_reduce {op} {dt}"] for op in ("BAND", "BOR", "BXOR"))
+        assert not torch.equal(a, o) and not torch.equal(x, o) and not torch.equal(a, x), dt
+
+
+def test_monitored_barrier_names_the_ranks_that_did_not_reach_it_as_gloo_does(tmp_path):
+    """3 ranks, a 1 s timeout: rank 0 names the one late rank (and all late ranks with
+    wait_all_ranks) in gloo's words; on hal the others fail at once with rank 0's verdict (checked
+    in the worker), and the communicator still works."""
+    hal = _results("monitored", 3, tmp_path, "hal")
+    gloo = _results("monitored", 3, tmp_path, "gloo")
+    assert hal[0] == {"one late": "[Rank 0]: Rank 2 failed to pass monitoredBarrier in 1000 ms",
+                      "all late": "[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 1000 ms"}, hal[0]
+    assert gloo[0] == hal[0], gloo[0]
+
+
+def test_a_bad_scatter_list_or_unpicklable_object_fails_at_once_and_the_others_within_the_timeout(tmp_path):
+    """3 ranks, a 3 s timeout: the source rank gets the wrong-length (or pickling) error at once
+    and issues nothing; the ranks waiting for it get a DistBackendError within the timeout, and no
+    rank hangs."""
+    start = time.monotonic()
+    for rank, (code, out) in enumerate(_ranks("stuck", 3, tmp_path, timeout=60)):
+        assert code == 0, f"rank {rank}:\n{out}"
+    assert time.monotonic() - start < 45
+
+
+def test_dcp_save_and_load_of_an_fsdp_model_on_hal(tmp_path):
+    """FSDP FULL_SHARD on hal, 2 ranks: saved with torch.distributed.checkpoint, trained on, loaded:
+    the saved parameters again. Then 3 fresh processes in a fresh process group (resharded) load
+    the checkpoint into a model of other initial weights: the saved parameters too."""
+    for rank, (code, out) in enumerate(_ranks("dcp_save", 2, tmp_path)):
+        assert code == 0, f"save, rank {rank}:\n{out}"
+    assert (tmp_path / "checkpoint" / ".metadata").exists()
+    for rank, (code, out) in enumerate(_ranks("dcp_load", 3, tmp_path, store="store2")):
+        assert code == 0, f"load, rank {rank}:\n{out}"
 
 
 _ABORTS = ("terminate called", "Fatal Python error", "Aborted", "core dumped", "Segmentation fault")

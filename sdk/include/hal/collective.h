@@ -61,7 +61,16 @@ typedef struct hal_comm_unique_id_t {
   uint8_t bytes[HAL_COMM_UNIQUE_ID_BYTES];
 } hal_comm_unique_id_t;
 
-/* Reductions. Values are frozen; new ones are appended (MINOR). */
+/* Reductions. Values are frozen; new ones are appended (MINOR). Which
+ * dtypes each takes:
+ *   SUM, PROD  every dtype (integers wrap; bool: SUM is OR, PROD is AND).
+ *   MIN, MAX   every dtype but complex (bool: MIN is AND, MAX is OR).
+ *   AVG        every dtype but bool.
+ *   BAND, BOR, BXOR  integer dtypes and bool only.
+ * An op a dtype does not take is refused with UNSUPPORTED_DTYPE (naming
+ * the op and the dtype) before anything is issued; a value that is not an
+ * op (>= HAL_REDUCE_OP_COUNT_ of the plugin's headers) with
+ * INVALID_ARGUMENT. */
 typedef enum hal_reduce_op_e {
   HAL_REDUCE_SUM = 0,
   HAL_REDUCE_PROD = 1,
@@ -69,7 +78,15 @@ typedef enum hal_reduce_op_e {
   HAL_REDUCE_MAX = 3,
   /* Sum divided by the world size (integers: truncated toward zero). */
   HAL_REDUCE_AVG = 4,
-  HAL_REDUCE_OP_COUNT_ = 5
+  /* ABI 1.11: bitwise AND, OR and XOR of the elements' two's-complement
+   * bits (bool: logical and, or, xor). A host may pass them only to a
+   * plugin whose negotiated MINOR is >= 11; a plugin of MINOR < 11 refuses
+   * them as unknown ops (INVALID_ARGUMENT), and libhal refuses them for
+   * such a plugin with UNIMPLEMENTED before calling it. */
+  HAL_REDUCE_BAND = 5,
+  HAL_REDUCE_BOR = 6,
+  HAL_REDUCE_BXOR = 7,
+  HAL_REDUCE_OP_COUNT_ = 8 /* not an op: one past the last (grows with MINOR) */
 } hal_reduce_op_e;
 
 /* The host's key/value store, used only during comm_init / comm_split.
@@ -237,8 +254,9 @@ typedef struct hal_collective_api_t {
   /* Queues the collective ARGS->kind (see hal_collective_args_t). Errors
    * found before it is queued: INVALID_ARGUMENT (NULL or foreign buffers,
    * ranks out of range, overlapping ranges, a stream of another device),
-   * OUT_OF_RANGE (a range past its buffer's end), UNSUPPORTED_DTYPE (e.g.
-   * MIN on complex), ABORTED; errors while it runs (mismatched arguments
+   * OUT_OF_RANGE (a range past its buffer's end), UNSUPPORTED_DTYPE (an
+   * op the dtype does not take: MIN of complex, BAND of float32; see
+   * hal_reduce_op_e), ABORTED; errors while it runs (mismatched arguments
    * across ranks, TIMEOUT, ABORTED) fail the operation on every rank that
    * sees them, at stream_synchronize for a queued one. */
   hal_status_t* (*collective)(const hal_collective_args_t* args);

@@ -102,6 +102,13 @@
  *          which kernel), owned by the executable, where DESCRIPTION holds
  *          255 bytes. A host reads it only when the negotiated MINOR is
  *          >= 10 and the plugin set it; otherwise it shows DESCRIPTION.
+ *     1.11 bitwise reductions (hal/collective.h): HAL_REDUCE_BAND, BOR and
+ *          BXOR in hal_reduce_op_e, for integer and bool dtypes. A host
+ *          passes them only to a plugin whose negotiated MINOR is >= 11
+ *          (libhal refuses them with UNIMPLEMENTED for an older one, which
+ *          would refuse them as unknown ops). The SDK's host
+ *          communicator implements them; a plugin with reductions of its
+ *          own refuses those it lacks (UNIMPLEMENTED, naming the op).
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

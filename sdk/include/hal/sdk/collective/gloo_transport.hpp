@@ -80,6 +80,9 @@ gloo::AllreduceOptions::Func reduce_fn_for_op(uint32_t op) {
     case HAL_REDUCE_SUM: case HAL_REDUCE_AVG: return &gloo_reduce<Dtype, HAL_REDUCE_SUM>;
     case HAL_REDUCE_PROD: return &gloo_reduce<Dtype, HAL_REDUCE_PROD>;
     case HAL_REDUCE_MIN: return &gloo_reduce<Dtype, HAL_REDUCE_MIN>;
+    case HAL_REDUCE_BAND: return &gloo_reduce<Dtype, HAL_REDUCE_BAND>;
+    case HAL_REDUCE_BOR: return &gloo_reduce<Dtype, HAL_REDUCE_BOR>;
+    case HAL_REDUCE_BXOR: return &gloo_reduce<Dtype, HAL_REDUCE_BXOR>;
     default: return &gloo_reduce<Dtype, HAL_REDUCE_MAX>;
   }
 }

@@ -19,13 +19,21 @@
 
 namespace hal::sdk::collective {
 
+// The op's lower-case name ("sum", ..., "band", "bor", "bxor"), or
+// "unknown" for a value that is not a hal_reduce_op_e. Static storage.
 inline const char* reduce_op_name(uint32_t op) {
-  static const char* const names[] = {"sum", "prod", "min", "max", "avg"};
+  static const char* const names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
+  static_assert(sizeof(names) / sizeof(names[0]) == HAL_REDUCE_OP_COUNT_, "a name per hal_reduce_op_e");
   return op < HAL_REDUCE_OP_COUNT_ ? names[op] : "unknown";
 }
 
-// Throws INVALID_ARGUMENT / UNSUPPORTED_DTYPE when OP cannot reduce DTYPE
-// (MIN/MAX of complex, AVG of bool).
+// True for BAND, BOR and BXOR (ABI 1.11).
+inline bool is_bitwise(uint32_t op) { return op == HAL_REDUCE_BAND || op == HAL_REDUCE_BOR || op == HAL_REDUCE_BXOR; }
+
+// Throws INVALID_ARGUMENT when OP is not a hal_reduce_op_e, and
+// UNSUPPORTED_DTYPE naming the op and the dtype when OP cannot reduce DTYPE
+// (MIN/MAX of complex, AVG of bool, BAND/BOR/BXOR of a floating or complex
+// dtype).
 inline void check_reduction(uint32_t dtype, uint32_t op) {
   if (op >= HAL_REDUCE_OP_COUNT_) fail(HAL_STATUS_INVALID_ARGUMENT, "reduce op ", op, " is not a hal_reduce_op_e");
   if (common::dtype_size(dtype) == 0) fail(HAL_STATUS_UNSUPPORTED_DTYPE, "dtype ", dtype, " is not a hal_dtype_e");
@@ -34,6 +42,9 @@ inline void check_reduction(uint32_t dtype, uint32_t op) {
     fail(HAL_STATUS_UNSUPPORTED_DTYPE, reduce_op_name(op), " is not defined for ", common::dtype_name(dtype));
   if (dtype == HAL_DTYPE_BOOL && op == HAL_REDUCE_AVG)
     fail(HAL_STATUS_UNSUPPORTED_DTYPE, "avg is not defined for bool");
+  if (is_bitwise(op) && (complex || common::is_floating(dtype)))
+    fail(HAL_STATUS_UNSUPPORTED_DTYPE, reduce_op_name(op), " is not defined for ", common::dtype_name(dtype),
+         " (bitwise reductions take integer and bool dtypes)");
 }
 
 namespace detail {
@@ -70,8 +81,15 @@ inline void combine(acc_t<T>* acc, const T* in, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const A v = static_cast<A>(in[i]);
     if constexpr (std::is_same_v<T, bool>) {
-      if constexpr (Op == HAL_REDUCE_SUM || Op == HAL_REDUCE_MAX) acc[i] = acc[i] || v;
-      else acc[i] = acc[i] && v;
+      if constexpr (Op == HAL_REDUCE_SUM || Op == HAL_REDUCE_MAX || Op == HAL_REDUCE_BOR) acc[i] = acc[i] || v;
+      else if constexpr (Op == HAL_REDUCE_BXOR) acc[i] = acc[i] != v;
+      else acc[i] = acc[i] && v;  // PROD, MIN, BAND
+    } else if constexpr (Op == HAL_REDUCE_BAND) {
+      acc[i] = static_cast<A>(acc[i] & v);
+    } else if constexpr (Op == HAL_REDUCE_BOR) {
+      acc[i] = static_cast<A>(acc[i] | v);
+    } else if constexpr (Op == HAL_REDUCE_BXOR) {
+      acc[i] = static_cast<A>(acc[i] ^ v);
     } else if constexpr (Op == HAL_REDUCE_SUM || Op == HAL_REDUCE_AVG) {
       acc[i] = wrap_add<A>(acc[i], v);
     } else if constexpr (Op == HAL_REDUCE_PROD) {
@@ -126,6 +144,15 @@ void reduce_op(uint32_t op, void* out, const void* const* in, size_t inputs, siz
       if constexpr (!std::is_same_v<T, std::complex<float>> && !std::is_same_v<T, std::complex<double>>) {
         if (op == HAL_REDUCE_MIN) return reduce_typed<T, HAL_REDUCE_MIN>(out, in, inputs, count);
         return reduce_typed<T, HAL_REDUCE_MAX>(out, in, inputs, count);
+      }
+      break;
+    case HAL_REDUCE_BAND:
+    case HAL_REDUCE_BOR:
+    case HAL_REDUCE_BXOR:
+      if constexpr (std::is_integral_v<T>) {  // integers and bool
+        if (op == HAL_REDUCE_BAND) return reduce_typed<T, HAL_REDUCE_BAND>(out, in, inputs, count);
+        if (op == HAL_REDUCE_BOR) return reduce_typed<T, HAL_REDUCE_BOR>(out, in, inputs, count);
+        return reduce_typed<T, HAL_REDUCE_BXOR>(out, in, inputs, count);
       }
       break;
     default: break;
