@@ -16,7 +16,10 @@
 // destroy_process_group (Backend::shutdown) and torch_hal's atexit handler
 // (shutdown_distributed_backends) stop it; process groups are often never
 // destroyed at all (DDP's reducer keeps them), so the atexit one is needed.
+#include <cstdlib>
+
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
@@ -270,7 +273,12 @@ class HalBackend final : public c10d::Backend {
   HalBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
       : c10d::Backend(rank, size), device_index_(current_device()), device_(device(device_index_)), store_(store),
         timeout_(timeout) {
-    TorchStore kv(store);
+    // torchrun restarts a group on the same store, with the last attempt's
+    // keys still in it (a stale unique id, stale bootstrap records): each
+    // attempt takes its own key space.
+    const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    TorchStore kv(c10::make_intrusive<c10d::PrefixStore>(
+        std::string("hal/attempt_") + (attempt != nullptr && *attempt != '\0' ? attempt : "0"), store));
     hal::CommUniqueId id{};
     if (rank == 0) {
       id = hal::Communicator::unique_id(*device_);
