@@ -1,7 +1,7 @@
 """Elastic recovery on the "hal" backend: torchrun (c10d rendezvous, --max-restarts 1) runs
-examples/elastic_train.py; rank 1 kills itself (SIGKILL) before step 7 of 20; the survivor's
-collective fails at once (the backend sees the peer's exit), torchrun restarts the group, and
-training resumes from the last DCP checkpoint to the parameters of an uninterrupted run. Nothing is
+examples/elastic_train.py; rank 1 kills itself (SIGKILL) before step 7 of 20; torchrun stops the
+survivor (its SIGTERM may come before the survivor's collective fails on the dead peer, which
+test_distributed.py's killed-rank test covers), restarts the group, and training resumes from the last DCP checkpoint to the parameters of an uninterrupted run. Nothing is
 left behind: no /dev/shm segment, no process."""
 
 import os
@@ -44,7 +44,6 @@ def test_a_rank_killed_at_step_7_of_20_restarts_and_ends_at_the_uninterrupted_pa
     killed, log, ckpt = _run(tmp_path, "killed", "--kill-rank", "1", "--kill-at-step", "7")
     assert "attempt 0: 2 ranks, starting at step 0" in log, log[-3000:]
     assert "attempt 1: 2 ranks, starting at step 7" in log, log[-3000:]  # resumed from step_7, not from scratch
-    assert "exited while rank 0 waited for it" in log, log[-3000:]  # the survivor's error names the dead peer
     assert sorted(whole) == sorted(killed)
     for k in whole:
         assert torch.equal(whole[k], killed[k]), k
