@@ -338,7 +338,7 @@ class HostCommunicator final : public Communicator {
     Topology topo = Topology::of(peers, me.flags == kTransportTcp);
     const uint32_t host = topo.host_of[a.rank];
     const std::vector<uint32_t>& local = topo.hosts[host];
-    const auto local_rank = static_cast<uint32_t>(std::find(local.begin(), local.end(), a.rank) - local.begin());
+    const uint32_t local_rank = topo.local_index(a.rank);
     const auto local_world = static_cast<uint32_t>(local.size());
     if (topo.hosts.size() > 1) {
 #ifndef HAL_SDK_WITH_GLOO
