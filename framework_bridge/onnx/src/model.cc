@@ -96,6 +96,9 @@ struct StageTranslation {
   std::string request_what;
   std::vector<int64_t> request_dims, request_shape;
   std::vector<size_t> cuts;        // per request made: the graph's node count then
+  Graph::Value request_rows_of;    // partial: the request is a count of this value's rows
+  std::vector<detail::Translator::RowsInput> rows;  // the inputs runtime_rows made
+  bool symbolic_rows = true;
 };
 
 struct Model::Deferred {
@@ -196,7 +199,7 @@ class ModelBuilder {
     } else {
       t.bind_runtime_values({});  // other inputs' values: read while the model runs
     }
-    if (runtime != nullptr) t.bind_runtime_values(*runtime);
+    if (runtime != nullptr) t.bind_runtime_values(*runtime, report == nullptr || report->symbolic_rows);
     try {
       detail::translate_graph(t, g, model.opset_);
     } catch (const Error&) {
@@ -217,14 +220,19 @@ class ModelBuilder {
         report->request_what = t.pending_request()->what;
         report->request_dims = t.pending_request()->dims;
         report->request_shape = t.pending_request()->shape;
+        report->request_rows_of = t.pending_request()->rows_of;
         report->cuts = t.request_cuts();
+        report->rows = t.rows_inputs();
         return model;
       }
       if (bound != nullptr || runtime != nullptr || !t.value_needed()) throw;
       if (!defer(m, external_root, model)) throw;
       return model;
     }
-    if (report != nullptr) report->cuts = t.request_cuts();
+    if (report != nullptr) {
+      report->cuts = t.request_cuts();
+      report->rows = t.rows_inputs();
+    }
     std::vector<uint32_t> marked;
     auto mark = [&](Graph::Value v, const ValueSpec& spec, const std::string& name, bool sequence) {
       bool produced = !model.graph_.is_constant(v.id);
@@ -577,7 +585,15 @@ namespace {
 void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& stage) {
   const std::vector<Graph::Node> nodes = full.nodes();
   const size_t nv = full.values().size();
-  stage.model_input_ids = full.inputs();
+  // The model's inputs come first, then those runtime_rows made (in order).
+  const size_t model_inputs = full.inputs().size() - tr.rows.size();
+  stage.model_input_ids.assign(full.inputs().begin(), full.inputs().begin() + static_cast<std::ptrdiff_t>(model_inputs));
+  for (size_t i = 0; i < tr.rows.size(); ++i) {
+    if (full.inputs()[model_inputs + i] != tr.rows[i].input)
+      throw Error(HAL_STATUS_INTERNAL, "ONNX stage: a rows input is not where the runner feeds it");
+    const int64_t d0 = full.values()[tr.rows[i].input].shape[0];
+    stage.rows.push_back({tr.rows[i].source, tr.rows[i].request, d0 < 0 ? d0 : 0});
+  }
   std::vector<char> before(nv, 0), used_after(nv, 0);
   for (size_t n = 0; n < cut; ++n)
     for (uint32_t o : nodes[n].outputs) before[o] = 1;
@@ -593,6 +609,8 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
     stage.request_what = tr.request_what;
     if (tr.request.valid()) {
       stage.request = tr.request.id;
+      stage.request_rows = tr.request_rows_of.valid();
+      if (stage.request_rows) stage.request_rows_of = tr.request_rows_of.id;
     } else {
       stage.request_is_dims = true;
       stage.request_dims = tr.request_dims;
@@ -627,13 +645,14 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
 
 }  // namespace
 
-ModelStage Model::stage(const std::vector<HostTensorRef>& values) const {
+ModelStage Model::stage(const std::vector<HostTensorRef>& values, bool symbolic_rows) const {
   if (!staged_) invalid("Model::stage: the model does not run in stages (runs_in_stages() is false)");
   const Staged& st = *staged_;
   std::vector<HostTensor> runtime;
   for (const HostTensorRef& v : values) runtime.push_back(owned_copy(v, "a stage value", "Model::stage: a value"));
   ::onnx::ModelProto proto = st.proto;
   StageTranslation tr;
+  tr.symbolic_rows = symbolic_rows;
   Model full;
   try {
     full = ModelBuilder::build(proto, st.external_root, st.bound.empty() ? nullptr : &st.bound, &runtime, &tr,

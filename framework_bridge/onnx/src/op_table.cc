@@ -2145,12 +2145,15 @@ void gather_nd(Translator& t, const OpRule&) {
   const std::vector<int64_t> ds = t.in(0).spec.shape, is = t.in(1).spec.shape;
   for (int64_t d : ds)
     if (d < 0) t.unimplemented("a data dim only known at run time");
-  for (int64_t d : is)
-    if (d < 0) t.unimplemented("an indices dim only known at run time");
+  if (!is.empty() && is.back() < 0) t.unimplemented("the indices' last dim only known at run time");
   if (is.empty() || is.back() < 1 || is.back() > static_cast<int64_t>(ds.size())) t.invalid("indices of shape " + join(is));
   const size_t k = static_cast<size_t>(is.back());
   std::vector<int64_t> batch(is.begin(), is.end() - 1);
-  const int64_t n = numel(batch);
+  // The lookups: a number, or one run-time dim (NonZero's count) times nothing else.
+  const SymProduct lookups = product(batch);
+  if (!lookups.symbols.empty() && (lookups.symbols.size() > 1 || lookups.factor != 1))
+    t.unimplemented("indices dims " + join(is) + " whose product is not one dim only known at run time");
+  const int64_t n = lookups.symbols.empty() ? lookups.factor : lookups.symbols[0];
   V idx = as_dtype(t, t.value(1), HAL_DTYPE_INT64);
   V linear;
   int64_t stride = 1, merged = 1;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "hal/common/dtype.hpp"
@@ -92,6 +93,9 @@ struct Session::Impl {
   struct CompiledStage {
     ModelStage stage;
     std::shared_ptr<const CompiledGraph> compiled;
+    // A translation with symbolic counts of rows that failed (an operator
+    // after the count needs it concrete): the key runs with concrete counts.
+    bool symbolic_refused = false;
   };
   static constexpr size_t kMaxStages = 256;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<const CompiledStage>> stages;  // (model, values)
@@ -158,8 +162,11 @@ std::function<bool(const std::string&)> runs_somewhere(std::vector<std::shared_p
 
 namespace {
 
+// DISK_CACHE false: the compile cache in memory only (a stage translated
+// for one value read at run time: the disk would keep one entry per value).
 std::shared_ptr<const CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime,
-                                                   const std::shared_ptr<Device>& device, const SessionOptions& options);
+                                                   const std::shared_ptr<Device>& device, const SessionOptions& options,
+                                                   bool disk_cache = true);
 
 // The pipeline renumbers values; inputs and outputs keep their positions,
 // which is all run() relies on.
@@ -169,8 +176,10 @@ std::shared_ptr<const CompiledGraph> compile_model(const Model& model, Runtime& 
 }
 
 std::shared_ptr<const CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime,
-                                                   const std::shared_ptr<Device>& device, const SessionOptions& options) {
+                                                   const std::shared_ptr<Device>& device, const SessionOptions& options,
+                                                   bool disk_cache) {
   CompileOptions co;
+  co.disk_cache = disk_cache;
   co.devices = claim_order(runtime, device);
   co.fallback = runtime.fallback_device();
   co.options = options.options;
@@ -261,11 +270,28 @@ static std::shared_ptr<const Session::Impl::Bound> bind_values(
 // Runs MODEL (runs_in_stages()) on INPUTS (views of its inputs, in order):
 // stage after stage, each one's values kept (by their ids in the model's
 // translation) for the next, the requested value read back to the host.
+// A count of rows read back (ModelStage::request_rows) is first a symbol
+// of the stages after it; when a stage cannot take it so (an operator needs
+// it concrete, or its static dims do not hold for the count: the rules took
+// the symbol as large) the model runs again from its inputs with every
+// count concrete (nothing of the first attempt is kept).
 static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::Impl::Snapshot& at, const Model& model,
                                            const std::string& model_key,
                                            const std::vector<const TensorView*>& inputs, const std::vector<Buffer>& input_buffers,
                                            std::vector<TensorInfo>* out_infos) {
-  std::map<int64_t, int64_t> symbols;  // the sizes the fed inputs give the model's symbols
+  std::optional<std::vector<OwnedTensor>> out =
+      run_stages_once(impl, at, model, model_key, inputs, input_buffers, out_infos, true);
+  if (!out) out = run_stages_once(impl, at, model, model_key, inputs, input_buffers, out_infos, false);
+  return std::move(*out);
+}
+
+// One attempt of run_stages; nullopt when SYMBOLIC_ROWS and a stage cannot
+// take a count read back as a symbol.
+static std::optional<std::vector<OwnedTensor>> run_stages_once(
+    Session::Impl& impl, const Session::Impl::Snapshot& at, const Model& model, const std::string& model_key,
+    const std::vector<const TensorView*>& inputs, const std::vector<Buffer>& input_buffers,
+    std::vector<TensorInfo>* out_infos, bool symbolic_rows) {
+  std::map<int64_t, int64_t> symbols;  // the sizes the fed inputs and the stages so far give the model's symbols
   for (size_t k = 0; k < model.inputs().size() && k < inputs.size(); ++k)
     for (size_t d = 0; d < model.inputs()[k].shape.size(); ++d)
       if (model.inputs()[k].shape[d] < 0) symbols[model.inputs()[k].shape[d]] = inputs[k]->shape[d];
@@ -273,7 +299,9 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
   std::map<uint32_t, const Buffer*> owner;  // the buffer under each view (for the read-back)
   std::deque<OwnedTensor> keep;  // stable addresses: OWNER points into it
   std::vector<HostTensor> read;
-  std::string key;
+  std::string key = symbolic_rows ? "" : "concrete rows;";
+  bool value_keyed = false;  // the key holds a value read back (not only shapes and symbolic counts)
+  bool symbolic_counts = false;  // a count of rows read back is a symbol of this stage
   for (size_t step = 0;; ++step) {
     std::shared_ptr<const Session::Impl::CompiledStage> st;
     {
@@ -285,13 +313,19 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
       std::vector<HostTensorRef> refs;
       for (const HostTensor& h : read) refs.push_back({h.dtype, h.shape, h.data.data()});
       auto made = std::make_shared<Session::Impl::CompiledStage>();
-      made->stage = model.stage(refs);
-      made->compiled = compile_graph(made->stage.graph, *impl.runtime, at.device, impl.options);
+      try {
+        made->stage = model.stage(refs, symbolic_rows);
+        made->compiled = compile_graph(made->stage.graph, *impl.runtime, at.device, impl.options, !value_keyed);
+      } catch (const Error& e) {
+        if (!symbolic_counts || e.code() == HAL_STATUS_DEVICE_LOST) throw;
+        made->symbolic_refused = true;  // remembered: later runs go straight to concrete counts
+      }
       std::lock_guard<std::mutex> lock(impl.bound_mu);
       if (at.generation == impl.generation && impl.stages.size() < Session::Impl::kMaxStages)
         impl.stages.emplace(std::make_pair(model_key, key), made);
       st = made;
     }
+    if (st->symbolic_refused) return std::nullopt;
     {
       std::lock_guard<std::mutex> lock(impl.bound_mu);
       if (at.generation == impl.generation) impl.last_stage = st;
@@ -303,13 +337,41 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
         owner.emplace(s.model_input_ids[k], &input_buffers[k]);
       }
     std::vector<const TensorView*> in = inputs;
+    // The rows inputs: views of their sources' first rows (contiguous: a
+    // stage's outputs are), the counts bound to their symbols.
+    std::vector<TensorView> rows;
+    rows.reserve(s.rows.size());
+    for (const ModelStage::Rows& r : s.rows) {
+      TensorView v = have.at(r.source);
+      const int64_t n = detail::int_values(read.at(r.request)).value().at(0);
+      if (n < 0 || v.shape.empty() || n > v.shape[0] || !v.strides.empty())
+        throw Error(HAL_STATUS_INTERNAL, "ONNX stage: a count of " + std::to_string(n) + " rows for a value of shape " +
+                                             detail::shape_text(v.shape));
+      v.shape[0] = n;
+      rows.push_back(std::move(v));
+      if (r.symbol < 0) symbols[r.symbol] = n;
+    }
+    for (const TensorView& v : rows) in.push_back(&v);
     for (uint32_t id : s.input_ids) in.push_back(&have.at(id));
-    std::vector<OwnedTensor> out = st->compiled->run_allocating(in);
+    // run_allocating infers every value's shape from the inputs' first and
+    // checks each against the graph's static dims: a count the translation's
+    // rules took as large (a slice of 3 of it) fails there, before anything runs.
+    std::vector<OwnedTensor> out;
+    try {
+      out = st->compiled->run_allocating(in);
+    } catch (const Error& e) {
+      if (!symbolic_counts || e.code() != HAL_STATUS_INVALID_ARGUMENT) throw;
+      return std::nullopt;  // again with concrete counts: a genuine error is raised there
+    }
     if (s.final) {
       *out_infos = s.outputs;
       return out;
     }
+    const std::vector<uint32_t>& outs = s.graph.outputs();
     for (size_t i = 0; i < out.size(); ++i) {
+      const std::vector<int64_t>& declared = s.graph.values()[outs[i]].shape;
+      for (size_t d = 0; d < declared.size() && d < out[i].view.shape.size(); ++d)
+        if (declared[d] < 0) symbols.emplace(declared[d], out[i].view.shape[d]);
       keep.push_back(std::move(out[i]));
       have.insert_or_assign(s.output_ids[i], keep.back().view);
       owner.insert_or_assign(s.output_ids[i], &keep.back().buffer);
@@ -334,9 +396,17 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
       h.data.resize(static_cast<size_t>(detail::checked_numel(v.shape, s.request_what)) * common::dtype_size(v.dtype));
       if (!h.data.empty()) owner.at(s.request)->copy_to_host(h.data.data(), h.data.size(), v.byte_offset);
     }
-    key += std::to_string(h.dtype) + ":" + detail::shape_text(h.shape) + ":";
-    key.append(reinterpret_cast<const char*>(h.data.data()), h.data.size());
-    key += ';';
+    std::optional<std::vector<int64_t>> count;
+    if (s.request_rows && symbolic_rows) count = detail::int_values(h);
+    if (count && count->size() == 1 && (*count)[0] >= 2) {
+      key += "rows;";  // the next stages' translation is the same for every count >= 2
+      symbolic_counts = true;
+    } else {
+      key += std::to_string(h.dtype) + ":" + detail::shape_text(h.shape) + ":";
+      key.append(reinterpret_cast<const char*>(h.data.data()), h.data.size());
+      key += ';';
+      value_keyed = value_keyed || !s.request_is_dims;
+    }
     read.push_back(std::move(h));
   }
 }

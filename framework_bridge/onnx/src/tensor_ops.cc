@@ -816,15 +816,12 @@ void grid_sample(Translator& t, const OpRule&) {
 
 // ---- outputs whose shape depends on the data ----
 // The first N rows of the catalog's nonzero output ([numel, rank], N read
-// while the model runs: the model runs in stages, one translation per count).
+// while the model runs: the model runs in stages; the next one takes those
+// rows as an input whose count is a symbol, so a new count re-plans without
+// translating or compiling again).
 V nonzero_rows(Translator& t, V x, const std::string& what) {
   std::vector<V> o = t.emit("nonzero", {x}, {}, 2);
-  auto n = int_values(t.runtime_value(o[1], what));
-  if (!n || n->size() != 1) t.invalid(what + " is not one integer");
-  std::vector<int64_t> idx(static_cast<size_t>((*n)[0]));
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
-  V index = t.constant(int_tensor(HAL_DTYPE_INT64, idx, {static_cast<int64_t>(idx.size())}));
-  return t.emit1("index_select", {o[0], index}, {Attr::i("dim", 0)});
+  return t.runtime_rows(o[0], o[1], what);
 }
 
 // NonZero: [rank, n], the coordinates of the nonzero elements in row-major order.

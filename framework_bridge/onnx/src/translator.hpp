@@ -122,8 +122,19 @@ class Translator {
   // runs, V is read back, and the model is translated again with it bound
   // (Model::stage). Deterministic: the same values give the same graph.
   HostTensor runtime_value(Graph::Value v, const std::string& what);
-  void bind_runtime_values(std::vector<HostTensor> values) {
+  // SOURCE's first N rows (dim 0), N the integer scalar COUNT holds when the
+  // model runs: a request of COUNT (as runtime_value) whose bound value only
+  // sizes a new graph input, fed by the runner as a view of SOURCE's bytes
+  // (rows_inputs()). With SYMBOLIC rows (bind_runtime_values) and N >= 2 its
+  // dim 0 is a fresh symbol, so the translation is the same for every such
+  // N and one compiled stage serves them all (re-planning is binding the
+  // symbol, not translating again); N < 2 stays concrete (rules treat a
+  // symbol as large: broadcasting a 1, an empty tensor). INVALID_ARGUMENT
+  // naming WHAT when COUNT is not one integer in [0, SOURCE's rows].
+  Graph::Value runtime_rows(Graph::Value source, Graph::Value count, const std::string& what);
+  void bind_runtime_values(std::vector<HostTensor> values, bool symbolic_rows = true) {
     runtime_values_ = std::move(values);
+    symbolic_rows_ = symbolic_rows;
     staged_ = true;
   }
   struct Request {
@@ -131,7 +142,16 @@ class Translator {
     std::string what;
     std::vector<int64_t> dims;   // shape arithmetic over run-time dims: numbers (>= 0) and symbols (< 0)
     std::vector<int64_t> shape;  // of the DIMS tensor
+    Graph::Value rows_of;        // valid: VALUE is a count of this value's rows (runtime_rows)
   };
+  // The graph inputs runtime_rows made, in order: graph input INPUT is
+  // SOURCE's first rows, as many as request REQUEST's value says.
+  struct RowsInput {
+    uint32_t input;
+    uint32_t source;
+    size_t request;
+  };
+  const std::vector<RowsInput>& rows_inputs() const { return rows_inputs_; }
   const std::optional<Request>& pending_request() const { return pending_; }
   // The graph's node count when request K was made (every request so far).
   const std::vector<size_t>& request_cuts() const { return request_cuts_; }
@@ -208,6 +228,8 @@ class Translator {
   size_t constants_made_ = 0;
   std::set<std::string> symbol_names_;
   std::vector<HostTensor> runtime_values_;
+  bool symbolic_rows_ = true;
+  std::vector<RowsInput> rows_inputs_;
   bool staged_ = false;
   size_t requests_made_ = 0;
   std::vector<size_t> request_cuts_;

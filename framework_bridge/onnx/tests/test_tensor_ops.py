@@ -293,6 +293,60 @@ def test_data_dependent_shapes(cpu_options):
         check_like_ort(data, {"x": x}, cpu_options)
 
 
+def _counts(sess):
+    """Stage translations the session keeps (explain()) and the process's compile calls."""
+    kept = [line for line in sess.explain().splitlines() if "stage translations kept" in line]
+    c = hal.onnx.compile_counters()
+    return kept, c["graph_compiles"] + c["memory_hits"] + c["disk_hits"]
+
+
+def test_data_dependent_counts_replan_without_translating(cpu_options):
+    """x[x > t] as exporters write it (NonZero, Transpose, GatherND): a new count of true elements binds
+    the next stage's symbol; nothing is translated or compiled again (counts 0 and 1 stay concrete)."""
+    nodes = [helper.make_node("Greater", ["x", "t"], ["m"]), helper.make_node("NonZero", ["m"], ["nz"]),
+             helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+             helper.make_node("GatherND", ["x", "idx"], ["v"]), helper.make_node("Relu", ["v"], ["r"]),
+             helper.make_node("ReduceSum", ["r"], ["total"], keepdims=0),
+             helper.make_node("Mul", ["r", "total"], ["y"])]
+    data = model(nodes, [vi("x", F, [6, 5]), vi("t", F, [])], [vi("y", F, None), vi("nz", I64, None)], 18)
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    order = np.sort(x.ravel())
+
+    def check(count):
+        t = np.array(-np.inf if count == 30 else order[-count - 1], np.float32)
+        got, want = sess.run(None, {"x": x, "t": t}), ref.run(None, {"x": x, "t": t})
+        assert got[1].shape == (2, count)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+    for count in (0, 1, 2, 5):
+        check(count)
+    before = _counts(sess)
+    for count in (3, 17, 30, 4, 2, 29, 11):
+        check(count)
+    assert _counts(sess) == before  # the same translations, no compile() call at all
+    for count in (1, 0):
+        check(count)
+
+
+def test_data_dependent_counts_an_operator_needing_the_count_concrete(cpu_options):
+    """Compress then a Slice of the first 3 rows (the catalog's slice takes no run-time bounds): the session
+    falls back to one translation per count, remembered, and matches onnxruntime for every count."""
+    nodes = [helper.make_node("Compress", ["x", "c"], ["k"], axis=0),
+             helper.make_node("Slice", ["k", "s", "e"], ["y"])]
+    inits = [const("s", np.array([0], np.int64)), const("e", np.array([3], np.int64))]
+    data = model(nodes, [vi("x", F, [5, 2]), vi("c", TensorProto.BOOL, [5])], [vi("y", F, None)], 18, inits)
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    x = rng.standard_normal((5, 2)).astype(np.float32)
+    for c in ([1, 0, 1, 1, 1], [0, 0, 0, 0, 0], [0, 1, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 0]):
+        check_like_ort(data, {"x": x, "c": np.array(c, bool)}, cpu_options)
+        want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x, "c": np.array(c, bool)})
+        np.testing.assert_array_equal(sess.run(None, {"x": x, "c": np.array(c, bool)})[0], want[0])
+
+
 def test_grid_sample_volumetric_on_opencl(configs):
     """On the OpenCL plugin alone, the volumetric linear GridSample's graph splits into groups the plugin
     compiles and op-by-op nodes that feed each other both ways (a group not connected inside): the core

@@ -109,8 +109,24 @@ struct ModelStage {
   // the graph's symbols < 0, the sizes the fed inputs give them).
   bool request_is_dims = false;
   std::vector<int64_t> request_dims, request_shape;
+  // REQUEST is a count of rows: the next stage takes the first that many
+  // rows (dim 0) of value REQUEST_ROWS_OF as an input (ROWS).
+  bool request_rows = false;
+  uint32_t request_rows_of = 0;
   std::vector<TensorInfo> outputs;
   std::vector<uint32_t> model_input_ids;  // the ids of the model's inputs (the graph's first inputs)
+  // The graph's inputs after the model's, before INPUT_IDS' (one per count
+  // of rows read so far): the first rows of value SOURCE (its id in the
+  // model's translation, computed by an earlier stage), as many as the
+  // value read back for the REQUEST-th stage (0-based) says. SYMBOL < 0:
+  // the graph's symbol for that count (the same stage serves every count
+  // >= 2); else the count is concrete in the graph.
+  struct Rows {
+    uint32_t source = 0;
+    size_t request = 0;
+    int64_t symbol = 0;
+  };
+  std::vector<Rows> rows;
 };
 
 // An ONNX model translated to a hal::Graph. Immutable after load; copyable
@@ -155,7 +171,10 @@ class Model {
   // translation's (UNIMPLEMENTED naming the node), INVALID_ARGUMENT for a
   // value of another dtype than its request; INVALID_ARGUMENT when the
   // model does not run in stages. Deterministic and thread-safe.
-  ModelStage stage(const std::vector<HostTensorRef>& values) const;
+  // SYMBOLIC_ROWS: a count of rows (ModelStage::request_rows) of 2 or more
+  // is a symbol in the stages after it (their translation does not depend
+  // on it); false: every count is a concrete dim.
+  ModelStage stage(const std::vector<HostTensorRef>& values, bool symbolic_rows = true) const;
 
   // The translated graph: its inputs are the model's non-initializer inputs
   // in model order, its outputs the model's outputs in model order (values

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""What a shape HAL learns only while an ONNX model runs costs: re-planning per changed shape, vs onnxruntime.
+
+Three models whose shapes depend on values the model computes (issue 33, "data-dependent shapes"):
+
+  mask     y = relu(x[x > t]) * sum(...)  as exporters write x[mask]: NonZero, Transpose, GatherND. The count of
+           true elements is a symbol of the stage after it: a new count binds the symbol, nothing is
+           translated or compiled again.
+  slice    Compress then a Slice of the first 3 rows: the Slice needs the count concrete, so each new count
+           is a translation and compilation of the stage after it (kept in memory, not on disk).
+  reshape  Reshape to a target the model computes (cast from an input): each new target, the same.
+
+For each of 40 (reshape: 11) new shapes: the time of the first run at that shape (after a warm-up that
+compiled the first stage and, for `mask`, the symbolic one), of the run right after it at the same shape,
+and of onnxruntime's second run on the same feeds in the same process; the medians, and the difference of
+the first two (the re-planning cost per changed shape).
+
+    HAL_BUILD_DIR=<build> PYTHONPATH=<build>/python python bench/onnx_replan_bench.py [--threads 1] [--json out.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    g = h.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)], producer_name="hal-bench")
+    m.ir_version = min(m.ir_version, 10)
+    return m.SerializeToString()
+
+
+def mask_model(n):
+    nodes = [h.make_node("Greater", ["x", "t"], ["m"]), h.make_node("NonZero", ["m"], ["nz"]),
+             h.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]), h.make_node("GatherND", ["x", "idx"], ["v"]),
+             h.make_node("Relu", ["v"], ["r"]), h.make_node("ReduceSum", ["r"], ["s"], keepdims=0),
+             h.make_node("Mul", ["r", "s"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [n]), h.make_tensor_value_info("t", T.FLOAT, [])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+
+def slice_model(n):
+    nodes = [h.make_node("Greater", ["x", "t"], ["c"]), h.make_node("Compress", ["x", "c"], ["k"], axis=0),
+             h.make_node("Slice", ["k", "s", "e"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([0], np.int64), "s"), numpy_helper.from_array(np.array([3], np.int64), "e")]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [n]), h.make_tensor_value_info("t", T.FLOAT, [])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+
+
+def reshape_model(n):
+    nodes = [h.make_node("Cast", ["shape"], ["target"], to=T.INT64), h.make_node("Reshape", ["x", "target"], ["r"]),
+             h.make_node("Relu", ["r"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [n]), h.make_tensor_value_info("shape", T.FLOAT, [2])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+
+N = 4096
+
+
+def threshold_feeds(x, count):
+    order = np.sort(x)
+    return {"x": x, "t": np.array(order[-count - 1], np.float32)}
+
+
+def cases(rng):
+    x = rng.standard_normal(N).astype(np.float32)
+    counts = list(rng.permutation(np.arange(100, N - 1))[:40])
+    yield "mask", mask_model(N), [threshold_feeds(x, 50), threshold_feeds(x, 60)], [threshold_feeds(x, c) for c in counts]
+    yield "slice", slice_model(N), [threshold_feeds(x, 50), threshold_feeds(x, 60)], [threshold_feeds(x, c) for c in counts]
+    sides = [2 ** k for k in range(1, 12)]
+    shape = lambda a: {"x": x, "shape": np.array([a, N // a], np.float32)}  # noqa: E731
+    yield "reshape", reshape_model(N), [shape(1)], [shape(a) for a in sides]
+
+
+def one(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    import onnxruntime as ort
+
+    import hal.onnx
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    rows = []
+    for name, data, warm, fresh in cases(np.random.default_rng(3)):
+        sess = hal.onnx.InferenceSession(data)
+        ref = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        for f in warm:
+            sess.run(None, f)
+            ref.run(None, f)
+        new, seen, peer = [], [], []
+        for f in fresh:  # one sample each: the first run at a shape, the run after it, onnxruntime's second
+            new.append(one(lambda: sess.run(None, f)))
+            seen.append(one(lambda: sess.run(None, f)))
+            ref.run(None, f)
+            peer.append(one(lambda: ref.run(None, f)))
+            got, want = sess.run(None, f)[0], ref.run(None, f)[0]
+            assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-5), name
+        row = {"model": name, "new_us": statistics.median(new) * 1e6, "seen_us": statistics.median(seen) * 1e6,
+               "ort_us": statistics.median(peer) * 1e6}
+        row["replan_us"] = row["new_us"] - row["seen_us"]
+        rows.append(row)
+        print(f"{name:8s} new shape {row['new_us']:8.1f} us   seen shape {row['seen_us']:7.1f} us   "
+              f"re-plan {row['replan_us']:7.1f} us   onnxruntime {row['ort_us']:7.1f} us", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
