@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -101,6 +102,57 @@ py::list run(hal::onnx::Session& session, const std::vector<std::string>& output
     out.append(py::make_tuple(name, dtype, shape, owned_bytes(std::move(r))));
   }
   return out;
+}
+
+// run() for the common call: FEEDS a dict {input name: numpy array}, every
+// one a C-contiguous array of native byte order whose dtype BY_NUMPY maps
+// to a HAL dtype name ({np.dtype: name}). Returns [(name, array)] with each
+// result as an array of AS_NUMPY[its dtype] ({name: np.dtype}) owning the
+// result's bytes, or None without running when a feed is not such an array
+// (the caller converts it and calls run()).
+py::object run_arrays(hal::onnx::Session& session, const std::vector<std::string>& output_names, const py::dict& feeds,
+                      const py::dict& by_numpy, const py::dict& as_numpy) {
+  std::vector<std::pair<std::string, hal::onnx::HostTensorRef>> refs;
+  refs.reserve(feeds.size());
+  std::vector<py::array> held;  // FEEDS holds them too; kept for the GIL-free run below
+  held.reserve(feeds.size());
+  for (const auto& [key, value] : feeds) {
+    if (!py::isinstance<py::str>(key) || !py::isinstance<py::array>(value)) return py::none();
+    py::array a = py::reinterpret_borrow<py::array>(value);
+    if (!(a.flags() & py::array::c_style) || !by_numpy.contains(a.dtype())) return py::none();
+    const char order = a.dtype().byteorder();
+    if (order == '>' ) return py::none();  // not native on this (little-endian) machine
+    std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+    refs.emplace_back(key.cast<std::string>(),
+                      hal::onnx::HostTensorRef{dtype_from_name(by_numpy[a.dtype()].cast<std::string>()), std::move(shape),
+                                               a.data()});
+    held.push_back(std::move(a));
+  }
+  std::vector<std::pair<std::string, hal::onnx::HostTensor>> results;
+  {
+    py::gil_scoped_release release;
+    results = session.run_named(output_names, refs);
+  }
+  py::list out;
+  for (auto& [name, r] : results) {
+    const std::string dtype = hal::sdk::dtype_name(r.dtype);
+    if (!as_numpy.contains(dtype)) {  // no numpy dtype here: the bytes, as run() returns them
+      std::vector<int64_t> shape = r.shape;
+      out.append(py::make_tuple(name, py::make_tuple(dtype, shape, owned_bytes(std::move(r)))));
+      continue;
+    }
+    py::dtype dt = py::reinterpret_borrow<py::dtype>(as_numpy[dtype.c_str()]);
+    std::vector<py::ssize_t> shape(r.shape.begin(), r.shape.end()), strides(shape.size());
+    py::ssize_t step = dt.itemsize();
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = step;
+      step *= std::max<py::ssize_t>(shape[d], 1);
+    }
+    auto* bytes = new std::vector<uint8_t>(std::move(r.data));
+    py::capsule owner(bytes, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+    out.append(py::make_tuple(name, py::array(dt, shape, strides, bytes->data(), owner)));
+  }
+  return std::move(out);
 }
 
 py::dict stats_dict(const hal::CompiledGraphStats& s) {
@@ -222,6 +274,10 @@ PYBIND11_MODULE(_onnx, m) {
            "GRAPH_COMPILERS false runs every node op by op (no plugin compiles a subgraph)")
       .def("run", &run, py::arg("output_names"), py::arg("feeds"),
            "feeds: [(name, dtype, shape, flat uint8 array)] -> [(dtype, shape, flat uint8 array)]")
+      .def("run_arrays", &run_arrays, py::arg("output_names"), py::arg("feeds"), py::arg("by_numpy"),
+           py::arg("as_numpy"),
+           "feeds: {name: C-contiguous numpy array} -> [(name, array or (dtype, shape, bytes))]; None (nothing "
+           "run) when a feed is not such an array")
       .def("explain", &hal::onnx::Session::explain, py::call_guard<py::gil_scoped_release>())
       .def("device", &hal::onnx::Session::device, "the home device now ('cpu:0'); changes at a failover")
       .def("failovers", &hal::onnx::Session::failovers,

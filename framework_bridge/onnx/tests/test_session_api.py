@@ -79,6 +79,12 @@ def test_non_contiguous_and_list_feeds(add_path, cpu_options):
     x = np.arange(32, dtype=np.float32).reshape(4, 8)[:, ::2]  # strided view
     (y,) = sess.run(None, {"x": x, "b": [1.0, 2.0, 3.0, 4.0]})  # a list takes the input's dtype (as in ORT)
     np.testing.assert_array_equal(y, x + np.array([1, 2, 3, 4], np.float32))
+    b = np.array([1, 2, 3, 4], ">f4")  # big-endian: converted, not read as little-endian bytes
+    (y,) = sess.run(None, {"x": np.ascontiguousarray(x), "b": b})
+    np.testing.assert_array_equal(y, x + np.array([1, 2, 3, 4], np.float32))
+    (y,) = sess.run(None, {"x": np.float32(2.0) * np.ones((4, 4), np.float32), "b": np.float32(1.0) * np.ones(4, np.float32)})
+    assert y.dtype == np.float32 and y.flags.c_contiguous and y.flags.writeable and y.flags.owndata is False
+    np.testing.assert_array_equal(y, np.full((4, 4), 3.0, np.float32))
 
 
 def test_describe(add_path, cpu_options):

@@ -56,6 +56,7 @@ try:  # numpy has no bfloat16; ml_dtypes (a dependency of onnx and jax) provides
 except ImportError:  # pragma: no cover - bfloat16 models then refuse bfloat16 feeds by dtype
     pass
 _BY_NUMPY = {np_dtype: name for name, (np_dtype, _) in _DTYPES.items()}
+_AS_NUMPY = {name: np_dtype for name, (np_dtype, _) in _DTYPES.items()}
 
 # onnxruntime execution provider -> HAL device ("" = the config's default device).
 _PROVIDERS = {"CPUExecutionProvider": "cpu", "OpenCLExecutionProvider": "opencl", "HALExecutionProvider": ""}
@@ -217,6 +218,7 @@ class InferenceSession:
         self._input_dtypes = {i["name"]: i["dtype"] for i in self._model.inputs}
         self._sequences = {i["name"]: i["dtype"] for i in self._model.inputs if i.get("sequence")}
         self._optionals = {i["name"] for i in self._model.inputs if i.get("optional")}
+        self._plain = not self._sequences and not self._optionals
         config = self._sess_options.hal_config
         level = self._sess_options.graph_optimization_level
         self._session = _onnx.Session(self._model, config=os.fspath(config) if config else "", device=device,
@@ -270,6 +272,14 @@ class InferenceSession:
         if not isinstance(input_feed, dict):
             raise InvalidArgument(f"INVALID_ARGUMENT: input_feed must be a dict {{input name: array}}, got "
                                   f"{type(input_feed).__name__}")
+        names = [] if output_names is None else list(output_names)
+        if self._plain:  # every input a tensor: arrays cross as they are (None: a feed needs converting)
+            results = self._session.run_arrays(names, input_feed, _BY_NUMPY, _AS_NUMPY)
+            if results is not None:
+                if not any(n.endswith("]") for n, _ in results):  # no sequence elements "y[0]", ... to gather
+                    return [r if isinstance(r, np.ndarray) else self._array(*r) for _, r in results]
+                return self._outputs_of([(n, *r) if not isinstance(r, np.ndarray) else (n, None, None, r)
+                                         for n, r in results])
         feeds = []
         for name, value in input_feed.items():
             if name in self._sequences:  # a list of tensors: fed as its elements
@@ -283,19 +293,23 @@ class InferenceSession:
                 feeds.append((f"{name}[]", "float32", [0], np.zeros(0, np.uint8)))
             else:
                 feeds.append(self._feed(name, value))
-        names = [] if output_names is None else list(output_names)
-        results = self._session.run(names, feeds)
+        return self._outputs_of(self._session.run(names, feeds))
+
+    def _outputs_of(self, results):
+        """[(name, dtype, shape, bytes)] (dtype None: bytes is the array already) as run() returns them: a
+        sequence output's elements "y[0]", ... gathered into a list."""
         out, where = [], {}
         for name, dtype, shape, data in results:
+            array = data if dtype is None else self._array(dtype, shape, data)
             base = name[:name.rindex("[")] if name.endswith("]") and "[" in name else None
             if base is None:
-                out.append(self._array(dtype, shape, data))
+                out.append(array)
                 continue
             if base not in where:  # a sequence output: a list of its elements
                 where[base] = len(out)
                 out.append([])
             if not name.endswith("[]"):
-                out[where[base]].append(self._array(dtype, shape, data))
+                out[where[base]].append(array)
         return out
 
     def _feed(self, name, value, input_name=None):
