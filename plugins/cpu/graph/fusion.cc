@@ -124,31 +124,46 @@ bool gemm_activation(const GraphNode& node, GemmActivation& act) {
 
 // linear(x, w, b?), addmm(bias, a, b) or mm(a, b) + an activation (relu, gelu, tanh,
 // sigmoid, silu), float32, the product read by nothing else: one oneDNN
-// matmul with the bias and the activation as its post-op.
+// matmul with the bias and the activation as its post-op. A linear whose
+// weight is a constant is a step even without an activation (its weight
+// transposed once).
 void match_gemm_activation(sdk::Device& device, const Graph& g, const Uses& uses, size_t n, std::vector<bool>& taken,
                            std::vector<sdk::HostGraphFusion>& out) {
   const GraphNode& gemm = g.nodes[n];
   if (gemm.outputs.size() != 1 || !float32(g, gemm.outputs[0])) return;
   for (uint32_t v : gemm.inputs)
     if (!float32(g, v)) return;
+  // A linear's constant 2-D weight: kept transposed by the step (alone, without an activation, too).
+  const bool weight_constant = is(gemm, "linear") && gemm.inputs.size() > 1 && gemm.inputs[1] != kNoValue &&
+                               g.values[gemm.inputs[1]].rank() == 2 && g.constant(gemm.inputs[1]) != nullptr;
   const int64_t m = uses.sole_reader(gemm.outputs[0]);
-  GemmActivation act;
-  if (m < 0 || taken[static_cast<size_t>(m)] || !gemm_activation(g.nodes[static_cast<size_t>(m)], act)) return;
-  const GraphNode& activation = g.nodes[static_cast<size_t>(m)];
-  if (activation.inputs.size() != 1 || activation.outputs.size() != 1 ||
-      !same_shape(g, activation.outputs[0], gemm.outputs[0]))
-    return;
-  taken[n] = taken[static_cast<size_t>(m)] = true;
+  GemmActivation act = GemmActivation::kNone;
+  if (m >= 0 && !taken[static_cast<size_t>(m)] && gemm_activation(g.nodes[static_cast<size_t>(m)], act)) {
+    const GraphNode& activation = g.nodes[static_cast<size_t>(m)];
+    if (activation.inputs.size() != 1 || activation.outputs.size() != 1 ||
+        !same_shape(g, activation.outputs[0], gemm.outputs[0]))
+      act = GemmActivation::kNone;
+  } else {
+    act = GemmActivation::kNone;
+  }
+  if (act == GemmActivation::kNone && !weight_constant) return;
   sdk::HostGraphFusion f;
-  f.nodes = {n, static_cast<size_t>(m)};
+  f.nodes = {n};
   f.inputs = gemm.inputs;  // padded to the schema's count (an absent bias: kNoValue)
-  f.outputs = {activation.outputs[0]};
-  f.label = std::string(gemm.op()) + "+" + activation.op();
+  f.outputs = {gemm.outputs[0]};
+  f.label = std::string(gemm.op()) + " (weight kept transposed)";
+  if (act != GemmActivation::kNone) {
+    const GraphNode& activation = g.nodes[static_cast<size_t>(m)];
+    f.nodes.push_back(static_cast<size_t>(m));
+    f.outputs = {activation.outputs[0]};
+    f.label = std::string(gemm.op()) + "+" + activation.op();
+  }
+  for (size_t k : f.nodes) taken[k] = true;
   const sdk::OpSchema* schema = gemm.schema;
   const std::vector<sdk::AttrValue> attrs = gemm.attrs;
   sdk::Device* dev = &device;  // outlives its executables
-  f.make = [dev, schema, attrs, act](const std::vector<sdk::Tensor>&, const std::vector<sdk::Tensor>&) {
-    return make_gemm_activation_step(*dev, *schema, attrs, act);
+  f.make = [dev, schema, attrs, act, weight_constant](const std::vector<sdk::Tensor>&, const std::vector<sdk::Tensor>&) {
+    return make_gemm_activation_step(*dev, *schema, attrs, act, weight_constant);
   };
   out.push_back(std::move(f));
 }

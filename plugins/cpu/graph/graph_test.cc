@@ -425,6 +425,40 @@ TEST_CASE("cpu graph: linear and addmm with an activation run as one oneDNN matm
   }
 }
 
+TEST_CASE("cpu graph: a linear with a constant weight keeps it transposed and matches op by op, run after run") {
+  // The weight a graph constant [n, k] (n != k, so a transposition mistake shows): a lone linear is a
+  // step of its own, with or without a bias; with an activation it is the fused step. Two runs with
+  // other inputs: the second reads the transposed copy the first made.
+  hal::testing::OpTester t(kCpu);
+  unsigned seed = 40;
+  for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{32, 64, 10}, {300, 96, 80}}) {
+    for (int variant = 0; variant < 3; ++variant) {  // 0: bias, no activation; 1: no bias; 2: bias + relu
+      CAPTURE(m);
+      CAPTURE(variant);
+      hal::Graph g;
+      auto x = g.input(F32, {m, k}, "x");
+      auto w = g.constant(F32, {n, k}, bytes_of(random_floats(static_cast<size_t>(n * k), seed++)), "w");
+      std::vector<hal::Graph::Value> in = {x, w};
+      if (variant != 1) in.push_back(g.constant(F32, {n}, bytes_of(random_floats(static_cast<size_t>(n), seed++)), "b"));
+      auto y = g.add_op("linear", in);
+      g.mark_output(variant == 2 ? g.add_op("relu", {y}) : y);
+      hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
+      hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
+      const std::string label = variant == 2 ? "linear+relu" : "linear (weight kept transposed)";
+      CHECK_MESSAGE(fused.explain().find(label) != std::string::npos, fused.explain());
+      for (int run = 0; run < 2; ++run) {
+        auto xs = t.tensor({m, k}, random_floats(static_cast<size_t>(m * k), seed++));
+        auto got = fused.run_allocating({&xs.view});
+        auto want = plain.run_allocating({&xs.view});
+        std::vector<float> a(static_cast<size_t>(m * n)), b(a.size());
+        got[0].buffer.copy_to_host(a.data(), a.size() * 4);
+        want[0].buffer.copy_to_host(b.data(), b.size() * 4);
+        check_close(a, b);
+      }
+    }
+  }
+}
+
 TEST_CASE("cpu graph: a product read by more than its activation is not fused with it") {
   hal::testing::OpTester t(kCpu);
   hal::Graph g;

@@ -5,6 +5,7 @@
 // uses a row-blocked loop. Convolution and pooling are in conv.cc, pool.cc.
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "cpu_kernel.hpp"
@@ -105,6 +106,8 @@ inline float tanh_f(float x) { return vmath::tanh(x); }
 inline float sigmoid_f(float x) { return vmath::sigmoid(x); }
 inline float silu_f(float x) { return vmath::silu(x); }
 
+const Activation* activation_or_none(GemmActivation a);
+
 const Activation& activation(GemmActivation a) {
   static const Activation relu{dnnl::algorithm::eltwise_relu, 0.0f, 0.0f, &activate_row<relu_f>};
   static const Activation gelu{dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f, &activate_row<gelu_f>};
@@ -118,10 +121,12 @@ const Activation& activation(GemmActivation a) {
     case GemmActivation::kGeluTanh: return gelu_tanh;
     case GemmActivation::kTanh: return tanh;
     case GemmActivation::kSigmoid: return sigmoid;
-    case GemmActivation::kSilu: break;
+    case GemmActivation::kSilu:
+    case GemmActivation::kNone: break;
   }
   return silu;
 }
+const Activation* activation_or_none(GemmActivation a) { return a == GemmActivation::kNone ? nullptr : &activation(a); }
 
 // ACT over C's elements, in place (float32).
 void apply_activation(const Mat& c, const Activation& act) {
@@ -433,6 +438,17 @@ void linear_with(const OpCall& c, const Activation* act) {
 void linear_body(const OpCall& c) { linear_with(c, nullptr); }
 HAL_CPU_KERNEL(linear_kernel, linear_body)
 
+// linear_with for a float32 weight kept transposed: WT is [in, out] row-major.
+void linear_transposed_weight(const OpCall& c, const std::vector<float>& wt, const Activation* act) {
+  Tensor tmp;
+  std::vector<unsigned char> storage;
+  Mat x = rows_of(op::linear::input(c), tmp, storage);
+  const Tensor& w = op::linear::weight(c);
+  Mat wm = dense(const_cast<float*>(wt.data()), 1, w.shape[1], w.shape[0]);
+  const Tensor& out = op::linear::out(c);
+  write_rows(out, [&](const Mat& o) { gemm(out.dtype, x, wm, o, op::linear::bias(c), act); });
+}
+
 // OUT[j] = Σ_i G[i, j], accumulated in double.
 template <class T>
 void column_sums(const Mat& g, const Tensor& out) {
@@ -474,31 +490,47 @@ HAL_CPU_KERNEL(linear_backward_kernel, linear_backward_body)
 class GemmActivationStep final : public sdk::HostGraphStep {
  public:
   GemmActivationStep(sdk::Device& device, const sdk::OpSchema& schema, std::vector<sdk::AttrValue> attrs,
-                     GemmActivation act)
-      : device_(device), schema_(schema), attrs_(std::move(attrs)), act_(activation(act)),
+                     GemmActivation act, bool weight_constant)
+      : device_(device), schema_(schema), attrs_(std::move(attrs)), act_(activation_or_none(act)),
         body_(std::strcmp(schema.name, "linear") == 0 ? &linear_with
               : std::strcmp(schema.name, "mm") == 0   ? &mm_with
-                                                      : &addmm_with) {}
+                                                      : &addmm_with),
+        transpose_weight_(weight_constant && std::strcmp(schema.name, "linear") == 0) {}
 
   void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
     std::vector<Tensor> in(schema_.input_count);
     for (size_t i = 0; i < in.size(); ++i)
       if (inputs[i] != nullptr) in[i] = *inputs[i];
     const auto call = sdk::OpCallBuilder::assemble(schema_, device_, std::move(in), attrs_, {*outputs[0]});
-    body_(*call, &act_);
+    const Tensor& w = op::linear::weight(*call);
+    if (transpose_weight_ && w.dtype == HAL_DTYPE_FLOAT32 && w.rank == 2) {
+      std::call_once(transposed_, [&] {  // runs may share the step: the first one fills it
+        wt_.resize(static_cast<size_t>(w.shape[0] * w.shape[1]));
+        const float* p = w.ptr<float>();
+        for (int64_t o = 0; o < w.shape[0]; ++o)
+          for (int64_t i = 0; i < w.shape[1]; ++i) wt_[i * w.shape[0] + o] = p[o * w.strides[0] + i * w.strides[1]];
+      });
+      linear_transposed_weight(*call, wt_, act_);
+      return;
+    }
+    body_(*call, act_);
   }
 
  private:
   sdk::Device& device_;
   const sdk::OpSchema& schema_;
   const std::vector<sdk::AttrValue> attrs_;
-  const Activation& act_;
+  const Activation* act_;  // nullptr: none
   void (*const body_)(const OpCall&, const Activation*);
+  const bool transpose_weight_;
+  std::once_flag transposed_;
+  std::vector<float> wt_;  // the constant weight, [in, out] row-major
 };
 
 std::unique_ptr<sdk::HostGraphStep> make_gemm_activation_step(sdk::Device& device, const sdk::OpSchema& schema,
-                                                              std::vector<sdk::AttrValue> attrs, GemmActivation act) {
-  return std::make_unique<GemmActivationStep>(device, schema, std::move(attrs), act);
+                                                              std::vector<sdk::AttrValue> attrs, GemmActivation act,
+                                                              bool weight_constant) {
+  return std::make_unique<GemmActivationStep>(device, schema, std::move(attrs), act, weight_constant);
 }
 
 void register_conv_ops(sdk::OpRegistry& ops);
