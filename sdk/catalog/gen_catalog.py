@@ -325,12 +325,25 @@ def gen_cpp_header(cat):
                    f"{ins}, {len(op['inputs'])}, k_{n}_outputs, {len(op['outputs'])}, "
                    f"{ats}, {len(op['attrs'])}, {op['promote_mask']}u, "
                    f"Alias::k{op['alias'].capitalize()}, {c_str(op['shape'])}, &shape_rules::{op['shape']}}},")
+    by_name = sorted(range(len(cat["ops"])), key=lambda i: cat["ops"][i]["name"].encode())
+    out += ["};", "",
+            "// kOps' indices in strcmp order of their names (find_schema's binary search).",
+            "inline constexpr uint16_t kOpsByName[HAL_OP_CATALOG_SIZE] = {"]
+    for k in range(0, len(by_name), 16):
+        out.append("    " + ", ".join(str(i) for i in by_name[k:k + 16]) + ",")
     out += ["};", "",
             "// The schema named NAME (not NULL), or nullptr. Thread-safe; static storage.",
-            "// The one lookup by name: the SDK, libhal's op launch and the graph code use it.",
+            "// The one lookup by name: the SDK, libhal's op launch and the graph code use it",
+            "// (compiling a graph asks it per node several times: a binary search, not a scan).",
             "inline const OpSchema* find_schema(const char* name) {",
-            "  for (const OpSchema& s : kOps)",
-            "    if (std::strcmp(s.name, name) == 0) return &s;",
+            "  size_t lo = 0, hi = HAL_OP_CATALOG_SIZE;",
+            "  while (lo < hi) {",
+            "    const size_t mid = (lo + hi) / 2;",
+            "    const int c = std::strcmp(kOps[kOpsByName[mid]].name, name);",
+            "    if (c == 0) return &kOps[kOpsByName[mid]];",
+            "    if (c < 0) lo = mid + 1;",
+            "    else hi = mid;",
+            "  }",
             "  return nullptr;",
             "}", "",
             "}  // namespace hal::common::catalog", "",
