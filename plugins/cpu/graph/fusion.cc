@@ -133,9 +133,14 @@ void match_gemm_activation(sdk::Device& device, const Graph& g, const Uses& uses
   if (gemm.outputs.size() != 1 || !float32(g, gemm.outputs[0])) return;
   for (uint32_t v : gemm.inputs)
     if (!float32(g, v)) return;
-  // A linear's constant 2-D weight: kept transposed by the step (alone, without an activation, too).
-  const bool weight_constant = is(gemm, "linear") && gemm.inputs.size() > 1 && gemm.inputs[1] != kNoValue &&
-                               g.values[gemm.inputs[1]].rank() == 2 && g.constant(gemm.inputs[1]) != nullptr;
+  // A linear's constant 2-D float32 weight of at most 1 MiB: kept transposed by the step (alone, without
+  // an activation, too); a larger one is not held twice.
+  bool weight_constant = is(gemm, "linear") && gemm.inputs.size() > 1 && gemm.inputs[1] != kNoValue &&
+                         g.values[gemm.inputs[1]].rank() == 2 && g.constant(gemm.inputs[1]) != nullptr;
+  if (weight_constant) {
+    const auto& ws = g.values[gemm.inputs[1]].shape;
+    weight_constant = ws[0] >= 0 && ws[1] >= 0 && ws[0] * ws[1] * 4 <= (int64_t{1} << 20);
+  }
   const int64_t m = uses.sole_reader(gemm.outputs[0]);
   GemmActivation act = GemmActivation::kNone;
   if (m >= 0 && !taken[static_cast<size_t>(m)] && gemm_activation(g.nodes[static_cast<size_t>(m)], act)) {

@@ -54,9 +54,10 @@ enum class GemmActivation { kRelu, kGelu, kGeluTanh, kTanh, kSigmoid, kSilu, kNo
 // refusing) the op's kernel, then the activation over Y. The step's run
 // takes the node's inputs (nullptr: an absent bias) and Y, in any strides.
 // WEIGHT_CONSTANT (a linear whose weight is a graph constant: the same
-// bytes every run): the weight is transposed once, at the first run, into
-// a row-major [in, out] copy the step keeps, so each run's product reads B
-// untransposed (sgemm's faster form; 25-35% at [32, 64..128] x [.., 128]).
+// bytes every run): a float32 weight of at most 1 MiB is transposed once,
+// at the first run, into a row-major [in, out] copy the step keeps, so each
+// run's product reads B untransposed (sgemm's faster form; 25-35% at
+// [32, 64..128] x [.., 128]); a larger one is not held twice.
 // DEVICE outlives the step.
 std::unique_ptr<sdk::HostGraphStep> make_gemm_activation_step(sdk::Device& device, const sdk::OpSchema& schema,
                                                               std::vector<sdk::AttrValue> attrs, GemmActivation act,
