@@ -310,7 +310,24 @@ void Rank::data_check(hal::Communicator& comm, hal::Stream& stream, hal::Collect
 
 int Rank::suite(bool tcp) {
   hal::Communicator comm = join("suite/id", std::chrono::seconds(120));
-  std::printf("rank %d: transport %s\n", o_.rank, comm.transport().c_str());
+  const std::vector<std::string> peers = comm.peer_transports();
+  std::string peer_list;
+  for (size_t r = 0; r < peers.size(); ++r) peer_list += (r ? ", " : "") + std::to_string(r) + " " + peers[r];
+  std::printf("rank %d: transport %s; peers: %s\n", o_.rank, comm.transport().c_str(),
+              peers.empty() ? "(not said)" : peer_list.c_str());
+  check("each peer's transport is said and agrees with the communicator's", [&] {
+    // ABI 1.12: one entry per rank, "self" here; "shm" means one host, "tcp" one rank per host.
+    if (peers.size() != o_.world) throw std::runtime_error(std::to_string(peers.size()) + " entries for " + std::to_string(o_.world) + " ranks");
+    size_t shm = 0, net = 0;
+    for (size_t r = 0; r < peers.size(); ++r) {
+      if ((static_cast<int>(r) == o_.rank) != (peers[r] == "self")) throw std::runtime_error("rank " + std::to_string(r) + " is '" + peers[r] + "'");
+      shm += peers[r] == "shm";
+      net += peers[r] == "tcp";
+    }
+    const std::string t = comm.transport();
+    if (shm + net != o_.world - 1 || (t == "shm" && net) || (t == "tcp" && shm) || (t == "shm+tcp" && !net))
+      throw std::runtime_error("transport '" + t + "' with peers " + peer_list);
+  });
   if (tcp) {
     check("the ranks talk over TCP", [&] {
       if (comm.transport() != "tcp" && comm.transport() != "shm+tcp")

@@ -8,7 +8,8 @@ hierarchical one (shared memory within a namespace, TCP between them).
 
 SCENARIO defaults to tcp (the suite, checking that TCP is in use); mismatch, abort, kill and
 kill_leader run the fault scenarios across the hosts (kill: the last rank exits mid-job;
-kill_leader: rank 1, host 1's leader, does; the others must fail within the timeout). Each rank prints the transport it used.
+kill_leader: rank 1, host 1's leader, does; the others must fail within the timeout). Each rank prints the transport it used
+and how it reaches each peer (shm within its host, tcp to the other; checked).
 
 Exit status: 0 passed, 1 failed, 77 skipped (namespaces cannot be created here: not root, or no
 CAP_NET_ADMIN; the reason is printed)."""
@@ -50,6 +51,11 @@ def run_scenario(runner, plugin, ns, veth, per_host, scenario):
                 print(f"FAILED: {scenario}: a rank hung")
                 return False
             print(out, end="")
+            # Each rank names how it reaches each peer: shm on its own host (r % 2), tcp to the other.
+            want = ", ".join(f"{q} " + ("self" if q == r else "shm" if q % 2 == r % 2 else "tcp") for q in range(world))
+            if scenario == "tcp" and f"rank {r}: transport " in out and f"; peers: {want}" not in out:
+                print(f"FAILED: {scenario}: rank {r} does not report peers '{want}'")
+                ok = False
             expected = 3 if (scenario == "kill" and r == world - 1) or (scenario == "kill_leader" and r == 1) else 0
             if p.returncode != expected:
                 print(f"FAILED: {scenario}: rank {r} exited with {p.returncode} (expected {expected})")

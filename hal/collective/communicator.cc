@@ -195,6 +195,20 @@ std::string Communicator::transport() const {
   return i.transport != nullptr ? i.transport : "";
 }
 
+std::vector<std::string> Communicator::peer_transports() const {
+  const hal_comm_info_t i = info();
+  std::vector<std::string> peers;
+  if (i.peer_transports == nullptr) return peers;
+  std::string all = i.peer_transports;
+  for (size_t at = 0;;) {
+    const size_t comma = all.find(',', at);
+    peers.push_back(all.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return peers;
+}
+
 void Communicator::run(const CollectiveCall& call, const Stream* stream) {
   const hal_collective_api_t& table = api();
   const size_t world = world_size_;

@@ -1,11 +1,14 @@
 // libhal's Communicator: the bitwise reductions of ABI 1.11 reach a plugin
 // that negotiated 1.11 and are refused, before the plugin is called, for one
-// that negotiated less (which would read them as unknown ops).
+// that negotiated less (which would read them as unknown ops); the per-peer
+// transports of ABI 1.12.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "hal/runtime/communicator.hpp"
 #include "hal/runtime/runtime.hpp"
@@ -80,4 +83,23 @@ TEST_CASE("bitwise reductions are refused with UNIMPLEMENTED for a plugin that n
   }
   // The ops of 1.6 still run.
   comm.allreduce(b, b, 4, HAL_DTYPE_INT32, HAL_REDUCE_MAX);
+}
+
+TEST_CASE("each peer's transport (ABI 1.12): said per rank, and nothing written past an older caller's struct size") {
+  auto rt = cpu_runtime(HAL_ABI_VERSION_MINOR);
+  auto d = rt->default_device();
+  hal::Communicator comm = solo(d);
+  CHECK(comm.transport() == "shm");
+  CHECK(comm.peer_transports() == std::vector<std::string>{"self"});
+  // A caller built against 1.11 passes the struct without peer_transports: the plugin writes
+  // up to that size and not a byte more.
+  hal_comm_info_t info;
+  std::memset(&info, 0xAB, sizeof(info));
+  info.struct_size = offsetof(hal_comm_info_t, peer_transports);
+  hal_comm_get_info_args_t args{sizeof(args), nullptr, comm.handle(), &info};
+  hal::throw_if_error(d->plugin().collective.comm_get_info(&args));
+  CHECK(info.world_size == 1);
+  CHECK(std::string(info.transport) == "shm");
+  const auto* tail = reinterpret_cast<const unsigned char*>(&info.peer_transports);
+  for (size_t i = 0; i < sizeof(info.peer_transports); ++i) CHECK(tail[i] == 0xAB);
 }

@@ -159,6 +159,12 @@ typedef struct hal_comm_info_t {
   /* The transport in use ("shm", "tcp"); NUL-terminated, static in the
    * plugin. */
   const char* transport;
+  /* ABI 1.12: how this rank reaches each rank of the communicator, in rank
+   * order, comma-separated ("self,shm,tcp,tcp": world_size entries; "self"
+   * at this rank). NUL-terminated, owned by the communicator, valid until
+   * comm_destroy; NULL when the plugin does not say (a plugin below 1.12
+   * leaves the field as the caller zeroed it). */
+  const char* peer_transports;
 } hal_comm_info_t;
 
 typedef struct hal_comm_get_info_args_t {

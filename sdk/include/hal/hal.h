@@ -109,6 +109,11 @@
  *          would refuse them as unknown ops). The SDK's host
  *          communicator implements them; a plugin with reductions of its
  *          own refuses those it lacks (UNIMPLEMENTED, naming the op).
+ *     1.12 per-peer transports (hal/collective.h): hal_comm_info_t gains
+ *          peer_transports, how this rank reaches each rank ("self,shm,
+ *          tcp"), owned by the communicator. A host reads it only when
+ *          the plugin set it (an older plugin writes up to its own
+ *          struct size, leaving it NULL). Nothing changes for a plugin.
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

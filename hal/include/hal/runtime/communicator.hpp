@@ -93,6 +93,10 @@ class Communicator {
   Device& device() const { return *device_; }
   std::chrono::milliseconds timeout() const;
   std::string transport() const;
+  // How this rank reaches each rank, in rank order ("self", "shm", "tcp"):
+  // hal_comm_info_t.peer_transports (ABI 1.12); empty when the plugin does
+  // not say (an older plugin). Throws as transport().
+  std::vector<std::string> peer_transports() const;
   hal_comm_t* handle() const { return handle_; }
 
   // Queues CALL on STREAM (nullptr: runs it before returning).

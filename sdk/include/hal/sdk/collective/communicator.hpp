@@ -82,6 +82,10 @@ class Communicator {
   virtual std::chrono::milliseconds timeout() const = 0;
   // Transports in use ("shm"); static storage.
   virtual const char* transport() const = 0;
+  // How this rank reaches each rank, in rank order, comma-separated
+  // ("self,shm,tcp"), valid while the communicator lives; nullptr: not said
+  // (hal_comm_info_t.peer_transports, ABI 1.12).
+  virtual const char* peer_transports() const { return nullptr; }
   // Queues CALLS (one operation, or a group's in issue order) on STREAM
   // (a stream of device(); nullptr: runs them before returning). Errors
   // found while they run are thrown (stream nullptr) or reported to the

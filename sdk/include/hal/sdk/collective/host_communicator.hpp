@@ -129,6 +129,10 @@ class HostCommunicator final : public Communicator {
     if (topo_.hosts.size() == 1) return "shm";
     return topo_.hosts.size() == world_ ? "tcp" : "shm+tcp";
   }
+  // "self" here, "shm" to a rank on this host, "tcp" to one on another
+  // (send/recv and alltoall's per-peer choice; the other operations go
+  // through the host's leader).
+  const char* peer_transports() const override { return peers_.c_str(); }
 
   void launch(std::vector<CollectiveCall> calls, Stream* stream) override {
     throw_if_broken();
@@ -326,7 +330,10 @@ class HostCommunicator final : public Communicator {
   HostCommunicator(Device& device, std::unique_ptr<ShmGroup> group, std::string prefix, uint32_t rank, uint32_t world,
                    std::chrono::milliseconds timeout, Topology topo)
       : device_(device), group_(std::move(group)), prefix_(std::move(prefix)), rank_(rank), world_(world),
-        timeout_(timeout), topo_(std::move(topo)), host_(topo_.host_of[rank]) {}
+        timeout_(timeout), topo_(std::move(topo)), host_(topo_.host_of[rank]) {
+    for (uint32_t r = 0; r < world_; ++r)
+      peers_ += std::string(r ? "," : "") + (r == rank_ ? "self" : topo_.host_of[r] == host_ ? "shm" : "tcp");
+  }
 
   // The transports of a communicator whose ranks' records are in BS: one
   // host's ranks share a segment; with more than one host, every rank also
@@ -1387,6 +1394,7 @@ class HostCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   Topology topo_;
   uint32_t host_;                          // this rank's host
+  std::string peers_;                      // peer_transports()
   std::unique_ptr<Tcp> mesh_;              // every rank, over TCP (more than one host)
   std::unique_ptr<Tcp> leaders_owned_;     // the hosts' leaders, when not every rank is one
   Tcp* leaders_ = nullptr;                 // set on a leader (more than one host)

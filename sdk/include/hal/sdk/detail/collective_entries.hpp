@@ -137,6 +137,7 @@ inline hal_status_t* comm_get_info(const hal_comm_get_info_args_t* args) {
     info.device = reinterpret_cast<hal_device_t*>(&comm->device());
     info.timeout_ms = static_cast<uint64_t>(comm->timeout().count());
     info.transport = comm->transport();
+    info.peer_transports = comm->peer_transports();
     std::memcpy(out, &info, std::min(sizeof(info), out->struct_size));
   });
 }
