@@ -826,8 +826,7 @@ V nonzero_rows(Translator& t, V x, const std::string& what) {
 
 // NonZero: [rank, n], the coordinates of the nonzero elements in row-major order.
 void non_zero(Translator& t, const OpRule&) {
-  const std::vector<int64_t> shape = t.in(0).spec.shape;
-  require_static(t, shape, "NonZero's input");
+  const std::vector<int64_t> shape = t.in(0).spec.shape;  // run-time dims too: the catalog's bound is numel
   if (shape.empty()) t.unimplemented("a 0-d input");
   t.set_output(0, permuted(t, nonzero_rows(t, t.value(0), "NonZero's count of nonzero elements"), {1, 0}));
 }
@@ -836,19 +835,21 @@ void non_zero(Translator& t, const OpRule&) {
 // condition entry is true; a condition shorter than the axis selects among its first entries.
 void compress(Translator& t, const OpRule&) {
   const std::vector<int64_t> shape = t.in(0).spec.shape;
-  require_static(t, shape, "Compress's input");
+  // Run-time dims (an earlier count of rows): along an axis; flattened, only a 1-D input.
+  if (t.attr("axis") == nullptr && shape.size() != 1) require_static(t, shape, "Compress's input without an axis");
   const std::vector<int64_t>& cs = t.in(1).spec.shape;
-  if (cs.size() != 1 || cs[0] < 0) t.invalid("condition has shape " + shape_text(cs) + " (1-D, known at load)");
+  if (cs.size() != 1) t.invalid("condition has shape " + shape_text(cs) + " (1-D)");
   if (t.in(1).spec.dtype != HAL_DTYPE_BOOL) t.invalid("condition has dtype " + std::string(common::dtype_name(t.in(1).spec.dtype)) + " (bool)");
   V x = t.value(0);
   int64_t axis = 0;
   if (t.attr("axis") != nullptr) {
     axis = norm_axis(t, t.attr_int("axis", 0), shape.size());
-  } else {
+  } else if (shape.size() != 1) {
     x = reshape_to(t, x, {numel(shape)});
   }
-  const int64_t len = t.attr("axis") != nullptr ? shape[static_cast<size_t>(axis)] : numel(shape);
-  if (cs[0] > len) t.invalid("condition has " + std::to_string(cs[0]) + " entries for a dim of " + std::to_string(len));
+  const int64_t len = t.attr("axis") != nullptr || shape.size() == 1 ? shape[static_cast<size_t>(axis)] : numel(shape);
+  if (cs[0] >= 0 && len >= 0 && cs[0] > len)
+    t.invalid("condition has " + std::to_string(cs[0]) + " entries for a dim of " + std::to_string(len));
   V rows = nonzero_rows(t, t.value(1), "Compress's count of true conditions");
   V index = reshape_to(t, rows, {t.spec(rows).shape[0]});
   t.set_output(0, t.emit1("index_select", {x, index}, {Attr::i("dim", axis)}));

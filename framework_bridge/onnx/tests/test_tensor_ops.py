@@ -332,6 +332,32 @@ def test_data_dependent_counts_replan_without_translating(cpu_options):
         check(count)
 
 
+def test_data_dependent_counts_in_a_row_stay_symbols(cpu_options):
+    """A count taken from values whose own size was a count (x[x > t1], then Compress of that by > t2): both
+    are symbols, so new counts of either translate nothing once each kind of stage exists."""
+    nodes = [helper.make_node("Greater", ["x", "t1"], ["m1"]), helper.make_node("NonZero", ["m1"], ["nz"]),
+             helper.make_node("Transpose", ["nz"], ["i1"], perm=[1, 0]), helper.make_node("GatherND", ["x", "i1"], ["v"]),
+             helper.make_node("Relu", ["v"], ["r"]), helper.make_node("Greater", ["r", "t2"], ["m2"]),
+             helper.make_node("Compress", ["r", "m2"], ["c"], axis=0), helper.make_node("Add", ["c", "c"], ["z"])]
+    data = model(nodes, [vi("x", F, [8, 8]), vi("t1", F, []), vi("t2", F, [])], [vi("z", F, None), vi("r", F, None)], 18)
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    local = np.random.default_rng(5)
+
+    def run(n):
+        for _ in range(n):
+            feeds = {"x": local.standard_normal((8, 8)).astype(np.float32),
+                     "t1": np.array(local.uniform(-1.5, 0.5), np.float32), "t2": np.array(local.uniform(0.2, 1.0), np.float32)}
+            for g, w in zip(sess.run(None, feeds), ref.run(None, feeds)):
+                assert g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+    run(10)
+    before = _counts(sess)
+    run(30)  # counts of 12..60 and 2..30: new values of both, no new translation
+    assert _counts(sess) == before
+
+
 def test_data_dependent_counts_an_operator_needing_the_count_concrete(cpu_options):
     """Compress then a Slice of the first 3 rows (the catalog's slice takes no run-time bounds): the session
     falls back to one translation per count, remembered, and matches onnxruntime for every count."""
