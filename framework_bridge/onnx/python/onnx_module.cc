@@ -72,11 +72,24 @@ py::list tensor_infos(const std::vector<hal::onnx::TensorInfo>& infos) {
   return out;
 }
 
-// A flat uint8 array owning T's bytes (moved, not copied).
-py::array_t<uint8_t> owned_bytes(hal::onnx::HostTensor&& t) {
+// T's bytes as an array of DTYPE and SHAPE, C-contiguous, owning them
+// (moved, not copied).
+py::array owning_array(hal::onnx::HostTensor&& t, const py::dtype& dtype, std::vector<py::ssize_t> shape) {
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t step = dtype.itemsize();
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<py::ssize_t>(shape[d], 1);
+  }
   auto* bytes = new std::vector<uint8_t>(std::move(t.data));
   py::capsule owner(bytes, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
-  return py::array_t<uint8_t>({static_cast<py::ssize_t>(bytes->size())}, {1}, bytes->data(), owner);
+  return py::array(dtype, std::move(shape), std::move(strides), bytes->data(), owner);
+}
+
+// A flat uint8 array owning T's bytes (moved, not copied).
+py::array owned_bytes(hal::onnx::HostTensor&& t) {
+  const auto n = static_cast<py::ssize_t>(t.data.size());
+  return owning_array(std::move(t), py::dtype::of<uint8_t>(), {n});
 }
 
 // feeds: (name, dtype name, shape, flat C-contiguous uint8 array of the bytes) per input (a
@@ -141,16 +154,8 @@ py::object run_arrays(hal::onnx::Session& session, const std::vector<std::string
       out.append(py::make_tuple(name, py::make_tuple(dtype, shape, owned_bytes(std::move(r)))));
       continue;
     }
-    py::dtype dt = py::reinterpret_borrow<py::dtype>(as_numpy[dtype.c_str()]);
-    std::vector<py::ssize_t> shape(r.shape.begin(), r.shape.end()), strides(shape.size());
-    py::ssize_t step = dt.itemsize();
-    for (size_t d = shape.size(); d-- > 0;) {
-      strides[d] = step;
-      step *= std::max<py::ssize_t>(shape[d], 1);
-    }
-    auto* bytes = new std::vector<uint8_t>(std::move(r.data));
-    py::capsule owner(bytes, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
-    out.append(py::make_tuple(name, py::array(dt, shape, strides, bytes->data(), owner)));
+    const py::dtype dt = py::reinterpret_borrow<py::dtype>(as_numpy[dtype.c_str()]);
+    out.append(py::make_tuple(name, owning_array(std::move(r), dt, {r.shape.begin(), r.shape.end()})));
   }
   return std::move(out);
 }

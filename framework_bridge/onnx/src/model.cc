@@ -96,7 +96,7 @@ struct StageTranslation {
   std::string request_what;
   std::vector<int64_t> request_dims, request_shape;
   std::vector<size_t> cuts;        // per request made: the graph's node count then
-  Graph::Value request_rows_of;    // partial: the request is a count of this value's rows
+  bool request_rows = false;       // partial: the request is a count of rows (runtime_rows)
   std::vector<detail::Translator::RowsInput> rows;  // the inputs runtime_rows made
   bool symbolic_rows = true;
 };
@@ -220,7 +220,7 @@ class ModelBuilder {
         report->request_what = t.pending_request()->what;
         report->request_dims = t.pending_request()->dims;
         report->request_shape = t.pending_request()->shape;
-        report->request_rows_of = t.pending_request()->rows_of;
+        report->request_rows = t.pending_request()->rows;
         report->cuts = t.request_cuts();
         report->rows = t.rows_inputs();
         return model;
@@ -609,8 +609,7 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
     stage.request_what = tr.request_what;
     if (tr.request.valid()) {
       stage.request = tr.request.id;
-      stage.request_rows = tr.request_rows_of.valid();
-      if (stage.request_rows) stage.request_rows_of = tr.request_rows_of.id;
+      stage.request_rows = tr.request_rows;
     } else {
       stage.request_is_dims = true;
       stage.request_dims = tr.request_dims;

@@ -121,17 +121,16 @@ void Translator::pop_scope() {
 }
 
 HostTensor Translator::runtime_value(Graph::Value v, const std::string& what) {
-  return request(Request{v, what, {}, {}, {}});
+  return request(Request{v, what, {}, {}, false});
 }
 
 Graph::Value Translator::runtime_rows(Graph::Value source, Graph::Value count, const std::string& what) {
   const size_t k = requests_made_;
-  Request r{count, what, {}, {}, source};
-  auto n = int_values(request(std::move(r)));
+  auto n = int_values(request(Request{count, what, {}, {}, true}));
   ValueSpec rows = spec(source);  // a copy: adding the input may move the graph's values
   if (!n || n->size() != 1) invalid(what + " is not one integer");
   if (rows.shape.empty()) invalid(what + " counts the rows of a 0-d value");
-  const int64_t have = rows.shape.empty() ? -1 : rows.shape[0];
+  const int64_t have = rows.shape[0];
   if ((*n)[0] < 0 || (have >= 0 && (*n)[0] > have))
     invalid(what + " is " + std::to_string((*n)[0]) + ", outside [0, " + std::to_string(have) + "]");
   rows.shape[0] = symbolic_rows_ && (*n)[0] >= 2 ? fresh_symbol(0) : (*n)[0];
@@ -170,7 +169,7 @@ HostTensor Translator::known_slot(const Slot& s, const std::string& name, const 
       if (d.kind == Dim::kUnknown) unimplemented(what + " ('" + name + "') depends on a value only known at run time");
       dims.push_back(d.value);  // >= 0: a number; < 0: a symbol
     }
-    HostTensor h = request(Request{Graph::Value{}, what + " ('" + name + "')", dims, s.spec.shape, {}});
+    HostTensor h = request(Request{Graph::Value{}, what + " ('" + name + "')", dims, s.spec.shape, false});
     if (auto v = int_values(h)) return int_tensor(s.spec.dtype, *v, s.spec.shape);  // the read-back is int64
     return h;
   }

@@ -142,7 +142,7 @@ class Translator {
     std::string what;
     std::vector<int64_t> dims;   // shape arithmetic over run-time dims: numbers (>= 0) and symbols (< 0)
     std::vector<int64_t> shape;  // of the DIMS tensor
-    Graph::Value rows_of;        // valid: VALUE is a count of this value's rows (runtime_rows)
+    bool rows = false;           // VALUE is a count of rows (runtime_rows)
   };
   // The graph inputs runtime_rows made, in order: graph input INPUT is
   // SOURCE's first rows, as many as request REQUEST's value says.

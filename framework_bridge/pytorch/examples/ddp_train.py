@@ -27,16 +27,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_compare import MODELS, batches  # noqa: E402
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_job_arguments(p):
+    """The arguments of a data-parallel training job (this example's and elastic_train.py's)."""
     p.add_argument("--backend", default="hal", choices=["hal", "gloo"])
     p.add_argument("--model", default="mlp", choices=["mlp", "decoder"])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=32, help="global batch (divided among the ranks)")
+    p.add_argument("--timeout", type=float, default=60.0, help="init_process_group timeout, seconds")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_job_arguments(p)
     p.add_argument("--fsdp", action="store_true", help="FSDP FULL_SHARD instead of DDP")
     p.add_argument("--single", action="store_true", help="one process, the whole global batch, no torch.distributed")
     p.add_argument("--device", default=None, help="default: hal for --backend hal and --single, cpu for gloo")
-    p.add_argument("--timeout", type=float, default=60.0, help="init_process_group timeout, seconds")
     p.add_argument("--time", action="store_true")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddp_train import add_job_arguments  # noqa: E402
 from train_compare import MODELS, batches  # noqa: E402
 
 
@@ -41,15 +42,11 @@ def newest_checkpoint(root):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", default="hal", choices=["hal", "gloo"])
-    p.add_argument("--model", default="mlp", choices=["mlp", "decoder"])
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch", type=int, default=32, help="global batch (divided among the ranks)")
+    add_job_arguments(p)
     p.add_argument("--checkpoint-dir", required=True)
     p.add_argument("--checkpoint-every", type=int, default=1)
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-at-step", type=int, default=-1)
-    p.add_argument("--timeout", type=float, default=60.0, help="init_process_group timeout, seconds")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
 

@@ -139,17 +139,15 @@ void match_gemm_activation(sdk::Device& device, const Graph& g, const Uses& uses
                          g.values[gemm.inputs[1]].rank() == 2 && g.constant(gemm.inputs[1]) != nullptr;
   if (weight_constant) {
     const auto& ws = g.values[gemm.inputs[1]].shape;
-    weight_constant = ws[0] >= 0 && ws[1] >= 0 && ws[0] * ws[1] * 4 <= (int64_t{1} << 20);
+    weight_constant = ws[0] >= 0 && ws[1] >= 0 && ws[0] * ws[1] * 4 <= kMaxTransposedWeightBytes;
   }
   const int64_t m = uses.sole_reader(gemm.outputs[0]);
-  GemmActivation act = GemmActivation::kNone;
+  GemmActivation act = GemmActivation::kNone;  // gemm_activation sets it only for an activation
   if (m >= 0 && !taken[static_cast<size_t>(m)] && gemm_activation(g.nodes[static_cast<size_t>(m)], act)) {
     const GraphNode& activation = g.nodes[static_cast<size_t>(m)];
     if (activation.inputs.size() != 1 || activation.outputs.size() != 1 ||
         !same_shape(g, activation.outputs[0], gemm.outputs[0]))
       act = GemmActivation::kNone;
-  } else {
-    act = GemmActivation::kNone;
   }
   if (act == GemmActivation::kNone && !weight_constant) return;
   sdk::HostGraphFusion f;

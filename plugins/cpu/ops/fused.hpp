@@ -62,6 +62,8 @@ enum class GemmActivation { kRelu, kGelu, kGeluTanh, kTanh, kSigmoid, kSilu, kNo
 std::unique_ptr<sdk::HostGraphStep> make_gemm_activation_step(sdk::Device& device, const sdk::OpSchema& schema,
                                                               std::vector<sdk::AttrValue> attrs, GemmActivation act,
                                                               bool weight_constant = false);
+// The largest weight (bytes) a GEMM step keeps a transposed copy of.
+inline constexpr int64_t kMaxTransposedWeightBytes = int64_t{1} << 20;
 
 }  // namespace hal::cpu
 

@@ -503,10 +503,10 @@ class GemmActivationStep final : public sdk::HostGraphStep {
       if (inputs[i] != nullptr) in[i] = *inputs[i];
     const auto call = sdk::OpCallBuilder::assemble(schema_, device_, std::move(in), attrs_, {*outputs[0]});
     const Tensor& w = op::linear::weight(*call);
-    // A copy of at most kMaxTransposedWeight bytes: the gain is sgemm's, at the small sizes it serves
+    // A copy of at most kMaxTransposedWeightBytes: the gain is sgemm's, at the small sizes it serves
     // (oneDNN's matmul packs a large B itself); a large weight is not held twice.
     if (transpose_weight_ && w.dtype == HAL_DTYPE_FLOAT32 && w.rank == 2 &&
-        w.shape[0] * w.shape[1] * 4 <= kMaxTransposedWeight) {
+        w.shape[0] * w.shape[1] * 4 <= kMaxTransposedWeightBytes) {
       std::call_once(transposed_, [&] {  // runs may share the step: the first one fills it
         wt_.resize(static_cast<size_t>(w.shape[0] * w.shape[1]));
         const float* p = w.ptr<float>();
@@ -525,7 +525,6 @@ class GemmActivationStep final : public sdk::HostGraphStep {
   const std::vector<sdk::AttrValue> attrs_;
   const Activation* act_;  // nullptr: none
   void (*const body_)(const OpCall&, const Activation*);
-  static constexpr int64_t kMaxTransposedWeight = 1 << 20;
   const bool transpose_weight_;
   std::once_flag transposed_;
   std::vector<float> wt_;  // the constant weight, [in, out] row-major

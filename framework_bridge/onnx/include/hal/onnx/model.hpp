@@ -109,10 +109,9 @@ struct ModelStage {
   // the graph's symbols < 0, the sizes the fed inputs give them).
   bool request_is_dims = false;
   std::vector<int64_t> request_dims, request_shape;
-  // REQUEST is a count of rows: the next stage takes the first that many
-  // rows (dim 0) of value REQUEST_ROWS_OF as an input (ROWS).
+  // REQUEST is a count of rows: the next stage takes that many rows of a
+  // value as an input (its ROWS says which).
   bool request_rows = false;
-  uint32_t request_rows_of = 0;
   std::vector<TensorInfo> outputs;
   std::vector<uint32_t> model_input_ids;  // the ids of the model's inputs (the graph's first inputs)
   // The graph's inputs after the model's, before INPUT_IDS' (one per count
