@@ -414,6 +414,46 @@ int Rank::suite(bool tcp) {
       }
     });
   }
+  // Send / recv tags (ABI 1.13): a receive takes the oldest message from
+  // its peer with its tag. Each rank sends tag 7 (large), tag 3, tag 7
+  // (small) to the next; the group receives only tag 3, so the first tag-7
+  // message must be kept until the receives of tag 7 after the group.
+  check("send/recv tags received out of order", [&] {
+    const uint32_t me = static_cast<uint32_t>(o_.rank), next = (me + 1) % world, prev = (me + world - 1) % world;
+    const uint64_t counts[3] = {300000, 1000, 5};
+    const uint64_t tags[3] = {7, 3, 7};
+    const auto payload = [](uint32_t rank, int message, uint64_t count) {
+      std::vector<uint8_t> bytes(count * 4);
+      for (uint64_t i = 0; i < count; ++i) {
+        const int32_t v = static_cast<int32_t>(rank * 1000000 + message * 100000 + i % 100000);
+        std::memcpy(bytes.data() + i * 4, &v, 4);
+      }
+      return bytes;
+    };
+    std::vector<hal::Buffer> sends, recvs;
+    for (int m = 0; m < 3; ++m) {
+      sends.push_back(upload(payload(me, m, counts[m])));
+      recvs.push_back(upload(std::vector<uint8_t>(counts[m] * 4, 0)));
+    }
+    const auto call = [&](hal_collective_kind_e kind, int m) {
+      hal::CollectiveCall c;
+      c.kind = kind, c.dtype = HAL_DTYPE_INT32, c.count = counts[m], c.tag = tags[m];
+      if (kind == HAL_COLLECTIVE_SEND) c.root = next, c.send = &sends[m];
+      else c.root = prev, c.recv = &recvs[m];
+      return c;
+    };
+    comm.group_start();
+    for (int m = 0; m < 3; ++m) comm.run(call(HAL_COLLECTIVE_SEND, m), &stream);
+    comm.run(call(HAL_COLLECTIVE_RECV, 1), &stream);
+    comm.group_end();
+    comm.run(call(HAL_COLLECTIVE_RECV, 0), &stream);
+    comm.run(call(HAL_COLLECTIVE_RECV, 2), &stream);
+    stream.synchronize();
+    for (int m = 0; m < 3; ++m)
+      if (download(recvs[m], counts[m] * 4) != payload(prev, m, counts[m]))
+        throw std::runtime_error("message " + std::to_string(m) + " (tag " + std::to_string(tags[m]) +
+                                 ") holds another message's bytes");
+  });
   check("barrier", [&] {
     comm.barrier();
     comm.barrier(&stream);

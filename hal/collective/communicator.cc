@@ -223,6 +223,14 @@ void Communicator::run(const CollectiveCall& call, const Stream* stream) {
                                               " needs ABI 1.11 and the plugin speaks 1." +
                                               std::to_string(device_->plugin().negotiated_minor));
   }
+  // Tags are ABI 1.13: an older plugin would not read the field and would
+  // match a tagged receive to whatever its peer sent first.
+  if ((call.kind == HAL_COLLECTIVE_SEND || call.kind == HAL_COLLECTIVE_RECV) && call.tag != 0 &&
+      device_->plugin().negotiated_minor < 13)
+    throw Error(HAL_STATUS_UNIMPLEMENTED, device_->plugin().name + ": " +
+                                              (call.kind == HAL_COLLECTIVE_SEND ? "send" : "recv") + " with tag " +
+                                              std::to_string(call.tag) + " needs ABI 1.13 and the plugin speaks 1." +
+                                              std::to_string(device_->plugin().negotiated_minor));
   const bool unequal = !call.send_counts.empty() || !call.send_displs.empty() || !call.recv_counts.empty() ||
                        !call.recv_displs.empty();
   if (unequal && (call.send_counts.size() != world || call.send_displs.size() != world ||
@@ -258,6 +266,7 @@ void Communicator::run(const CollectiveCall& call, const Stream* stream) {
   args.send_offset = call.send_offset;
   args.recv = call.recv != nullptr ? call.recv->handle() : nullptr;
   args.recv_offset = call.recv_offset;
+  args.tag = call.tag;
   if (unequal) {
     args.send_counts = call.send_counts.data();
     args.send_displs = call.send_displs.data();

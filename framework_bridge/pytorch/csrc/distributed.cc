@@ -494,20 +494,65 @@ class HalBackend final : public c10d::Backend {
     });
   }
 
+  // As ProcessGroupNCCL's: in one group, INPUTS[r] goes to rank r and
+  // OUTPUTS[r] receives rank r's (sizes may differ per pair); this rank's
+  // own is a copy. An empty tensor is not sent (nor received).
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions&) override {
+    TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+                "hal backend: all_to_all takes as many input and output tensors as the world size ", size_, ", not ",
+                inputs.size(), " and ", outputs.size(), " (nothing was issued)");
+    for (int r = 0; r < size_; ++r)
+      TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                      outputs[r].scalar_type() == inputs[0].scalar_type(),
+                  "hal backend: all_to_all: input ", r, " is ", inputs[r].scalar_type(), " and output ", r, " is ",
+                  outputs[r].scalar_type(), " but input 0 is ", inputs[0].scalar_type(), " (nothing was issued)");
+    TORCH_CHECK(inputs[rank_].numel() == outputs[rank_].numel(), "hal backend: all_to_all: rank ", rank_,
+                " sends itself ", inputs[rank_].numel(), " elements but its output ", rank_, " holds ",
+                outputs[rank_].numel(), " (nothing was issued)");
+    std::vector<at::Tensor> all = inputs;
+    all.insert(all.end(), outputs.begin(), outputs.end());
+    const uint64_t tag = next_internal_tag();
+    return run(c10d::OpType::ALLTOALL, all, [&](Operands& o) {
+      Group group(*comm_);
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) {
+          if (inputs[r].numel() > 0) o.in(size_ + r)->copy_(*o.in(r));
+          continue;
+        }
+        if (inputs[r].numel() > 0) {
+          hal::CollectiveCall c = call(HAL_COLLECTIVE_SEND, o.in(r), nullptr);
+          c.root = static_cast<uint32_t>(r);
+          c.tag = tag;
+          o.issue(c);
+        }
+        if (outputs[r].numel() > 0) {
+          hal::CollectiveCall c = call(HAL_COLLECTIVE_RECV, nullptr, o.in(size_ + r));
+          c.root = static_cast<uint32_t>(r);
+          c.tag = tag;
+          o.issue(c);
+        }
+      }
+      group.end();
+    }, false, &outputs);
+  }
+
+  // A recv takes the oldest send from its peer with the same tag, as gloo
+  // matches them (ABI 1.13); tags may be negative, kept as their 64 bits.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
-    (void)tag;  // messages between two ranks match in issue order
     return run(c10d::OpType::SEND, tensors, [&](Operands& o) {
       hal::CollectiveCall c = call(HAL_COLLECTIVE_SEND, o.in(0), nullptr);
       c.root = static_cast<uint32_t>(dst);
+      c.tag = static_cast<uint64_t>(static_cast<int64_t>(tag));
       o.issue(c);
     });
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
-    (void)tag;
     return run(c10d::OpType::RECV, tensors, [&](Operands& o) {
       hal::CollectiveCall c = call(HAL_COLLECTIVE_RECV, nullptr, o.in(0));
       c.root = static_cast<uint32_t>(src);
+      c.tag = static_cast<uint64_t>(static_cast<int64_t>(tag));
       o.issue(c);
     });
   }
@@ -535,6 +580,7 @@ class HalBackend final : public c10d::Backend {
       TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "hal backend: gather: rank ", rank_,
                   " passed a gather list, but only the destination rank ", root, " takes one");
     }
+    const uint64_t tag = next_internal_tag();
     return run(c10d::OpType::GATHER, all, [&](Operands& o) {
       if (input.numel() == 0) return;
       Group group(*comm_);
@@ -544,12 +590,14 @@ class HalBackend final : public c10d::Backend {
         } else {
           hal::CollectiveCall c = call(HAL_COLLECTIVE_RECV, nullptr, o.in(1 + r));
           c.root = static_cast<uint32_t>(r);
+          c.tag = tag;
           o.issue(c);
         }
       }
       if (rank_ != root) {
         hal::CollectiveCall c = call(HAL_COLLECTIVE_SEND, o.in(0), nullptr);
         c.root = static_cast<uint32_t>(root);
+        c.tag = tag;
         o.issue(c);
       }
       group.end();
@@ -573,6 +621,7 @@ class HalBackend final : public c10d::Backend {
       TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "hal backend: scatter: rank ", rank_,
                   " passed a scatter list, but only the source rank ", root, " takes one");
     }
+    const uint64_t tag = next_internal_tag();
     return run(c10d::OpType::SCATTER, all, [&](Operands& o) {
       if (output.numel() == 0) return;
       Group group(*comm_);
@@ -582,12 +631,14 @@ class HalBackend final : public c10d::Backend {
         } else {
           hal::CollectiveCall c = call(HAL_COLLECTIVE_SEND, o.in(1 + r), nullptr);
           c.root = static_cast<uint32_t>(r);
+          c.tag = tag;
           o.issue(c);
         }
       }
       if (rank_ != root) {
         hal::CollectiveCall c = call(HAL_COLLECTIVE_RECV, nullptr, o.in(0));
         c.root = static_cast<uint32_t>(root);
+        c.tag = tag;
         o.issue(c);
       }
       group.end();
@@ -698,6 +749,12 @@ class HalBackend final : public c10d::Backend {
 
   // A gather or scatter LIST (named NAME, on the SIDE rank) must hold one
   // tensor per rank, each of ONE's size and dtype.
+  // The tag of one gather, scatter or all_to_all's messages: each call's
+  // own (every rank makes the same calls in the same order), and never a
+  // user's, whose torch tags are 32-bit ints (these are below INT64_MIN + 2^32
+  // as int64), so a user's send still in flight is not taken for one.
+  uint64_t next_internal_tag() { return (uint64_t{1} << 63) | internal_tags_++; }
+
   void check_list(const std::vector<at::Tensor>& list, const at::Tensor& one, const char* what, const char* name,
                   const char* side, const char* one_name) const {
     TORCH_CHECK(static_cast<int>(list.size()) == size_, "hal backend: ", what, ": the ", name, " on the ", side,
@@ -806,6 +863,7 @@ class HalBackend final : public c10d::Backend {
   uint64_t monitored_barriers_ = 0;        // calls so far: each one's keys are its own
   std::shared_ptr<hal::Communicator> comm_;  // shared with the completer, which may outlive this
   bool coalescing_ = false;
+  uint64_t internal_tags_ = 0;  // next_internal_tag()
   std::shared_ptr<Completer> completer_;
 };
 

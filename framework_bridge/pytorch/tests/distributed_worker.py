@@ -273,6 +273,31 @@ def coverage(rank, world):
             y = torch.empty(3, dtype=dt, device=DEVICE)
             dist.reduce_scatter_tensor(y, scale(pattern(dt, rank + 2, 3 * world)), op=op)
             out[f"reduce_scatter_tensor PREMUL_SUM {kind} {dt}"] = y.cpu()
+    # send/recv tags: every rank isends three tagged messages to the next (the first larger than
+    # a shared-memory ring), then receives from the previous in another order: tag 3 first, then
+    # the two of tag 7, oldest first, as gloo matches by tag.
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    sizes, tags = (300_000, 7, 5), (7, 3, 7)
+    works = [dist.isend(pattern(torch.float32, 10 * rank + m, n), nxt, tag=t)
+             for m, (n, t) in enumerate(zip(sizes, tags))]
+    got = [torch.zeros(n, device=DEVICE) for n in sizes]
+    works += [dist.irecv(got[m], prv, tag=tags[m]) for m in (1, 0, 2)]
+    for w in works:
+        w.wait()
+    for m, g in enumerate(got):
+        check(torch.equal(g.cpu(), pattern(torch.float32, 10 * prv + m, sizes[m]).cpu()),
+              f"irecv of message {m} (tag {tags[m]}) got another message's values")
+    out["isend/irecv tags out of order"] = [g.cpu() for g in got]
+    # Blocking send and recv with the default tag and the largest. (A negative tag gloo refuses,
+    # NCCL ignores; hal takes it as a tag: hal_only_checks.)
+    for t in (0, 2**31 - 1):
+        x = pattern(torch.int64, rank + t % 7, 9)
+        if rank == 0:
+            dist.send(x, last, tag=t)
+        elif rank == last:
+            y = torch.zeros(9, dtype=torch.int64, device=DEVICE)
+            dist.recv(y, 0, tag=t)
+            out[f"send/recv tag {t}"] = y.cpu()
     # gather and scatter, to and from the last rank and rank 0.
     for dt in (torch.float32, torch.int64, torch.bool, torch.bfloat16):
         for root in sorted({0, last}):
@@ -311,6 +336,36 @@ def coverage(rank, world):
 def hal_only_checks(rank, world, out):
     """What gloo cannot run, against the coverage results or a reference."""
     last = world - 1
+    # all_to_all of tensor lists (gloo has none): rank r sends rank q r + q + 1 float64 values of
+    # seed 10 r + q (the last rank's own block is empty). A user's tag-0 message in flight to the
+    # next rank is not taken by it.
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    pending = dist.isend(pattern(torch.int32, 77 + rank, 4), nxt)
+    size = lambda r, q: 0 if r == q == last else r + q + 1  # noqa: E731
+    ins = [pattern(torch.float64, 10 * rank + q, size(rank, q)) for q in range(world)]
+    outs = [torch.full((size(q, rank),), -1.0, dtype=torch.float64, device=DEVICE) for q in range(world)]
+    dist.all_to_all(outs, ins)
+    for q in range(world):
+        check(torch.equal(outs[q].cpu(), pattern(torch.float64, 10 * q + rank, size(q, rank)).cpu()),
+              f"all_to_all: output {q} of rank {rank} is {outs[q]}")
+    y = torch.zeros(4, dtype=torch.int32, device=DEVICE)
+    dist.recv(y, prv)
+    pending.wait()
+    check(torch.equal(y.cpu(), pattern(torch.int32, 77 + prv, 4).cpu()), f"tag-0 recv after all_to_all got {y}")
+    try:
+        dist.all_to_all(outs[:-1], ins)
+        check(False, "all_to_all with a short output list ran")
+    except RuntimeError as e:
+        check("as many input and output tensors as the world size" in str(e), str(e))
+    # Negative tags (gloo refuses them): tags like any other, received out of order.
+    if rank == 0:
+        for t in (-4, -1):
+            dist.send(pattern(torch.int64, -t, 9), last, tag=t)
+    elif rank == last:
+        for t in (-1, -4):
+            y = torch.zeros(9, dtype=torch.int64, device=DEVICE)
+            dist.recv(y, 0, tag=t)
+            check(torch.equal(y.cpu(), pattern(torch.int64, -t, 9).cpu()), f"recv with tag {t} got {y}")
     # int16 and unsigned dtypes (gloo has none of them): against the reduction of every rank's
     # pattern, in int64 (the same bits).
     for dt in (torch.int16, torch.uint16, torch.uint32, torch.uint64):

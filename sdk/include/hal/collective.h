@@ -197,7 +197,12 @@ typedef struct hal_comm_get_async_error_args_t {
  *                  RECV_DISPLS[p] (arrays of world_size; RECV_COUNTS[p] must
  *                  equal rank p's SEND_COUNTS[r]).
  *   SEND / RECV    COUNT to / from rank PEER (SEND reads SEND, RECV writes
- *                  RECV); matched in issue order per (sender, receiver). */
+ *                  RECV); a RECV takes the oldest SEND from PEER with the
+ *                  same TAG not yet received (MPI's and Gloo's matching:
+ *                  per (sender, receiver, tag) in issue order, so messages
+ *                  of different tags may be received in any order). A SEND
+ *                  and RECV that match by tag but differ in DTYPE or COUNT
+ *                  are INVALID_ARGUMENT on both ranks. */
 typedef enum hal_collective_kind_e {
   HAL_COLLECTIVE_ALLREDUCE = 0,
   HAL_COLLECTIVE_BROADCAST = 1,
@@ -229,6 +234,10 @@ typedef struct hal_collective_args_t {
   const uint64_t* send_displs;
   const uint64_t* recv_counts;
   const uint64_t* recv_displs;
+  /* ---- ABI 1.13 ---- */
+  /* SEND, RECV: the tag they match by (any value; 0 when the caller's
+   * struct_size ends before it). Other kinds ignore it. */
+  uint64_t tag;
 } hal_collective_args_t;
 
 typedef struct hal_collective_api_t {

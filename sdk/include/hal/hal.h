@@ -114,6 +114,12 @@
  *          tcp"), owned by the communicator. A host reads it only when
  *          the plugin set it (an older plugin writes up to its own
  *          struct size, leaving it NULL). Nothing changes for a plugin.
+ *     1.13 send/recv tags (hal/collective.h): hal_collective_args_t gains
+ *          TAG; a RECV takes the oldest unreceived SEND from its peer with
+ *          the same tag (tag 0 alone keeps 1.6's issue order). A host
+ *          passes a nonzero tag only to a plugin whose negotiated MINOR is
+ *          >= 13 (libhal refuses it with UNIMPLEMENTED for an older one,
+ *          which would not read the field and match out of order).
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

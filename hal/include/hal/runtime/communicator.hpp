@@ -63,6 +63,9 @@ struct CollectiveCall {
   hal_reduce_op_e op = HAL_REDUCE_SUM;
   uint32_t root = 0;  // root, or the peer of SEND / RECV
   uint64_t count = 0;
+  // SEND / RECV: a RECV takes the oldest SEND from its peer with this tag.
+  // Nonzero needs a plugin of ABI >= 1.13 (else run() throws UNIMPLEMENTED).
+  uint64_t tag = 0;
   const Buffer* send = nullptr;
   uint64_t send_offset = 0;  // bytes
   const Buffer* recv = nullptr;

@@ -49,6 +49,7 @@ struct CollectiveCall {
   hal_reduce_op_e op = HAL_REDUCE_SUM;
   uint32_t root = 0;  // root, or the peer of SEND / RECV
   uint64_t count = 0;
+  uint64_t tag = 0;   // SEND / RECV: matched per (sender, receiver, tag)
   Buffer* send = nullptr;
   uint64_t send_offset = 0;
   Buffer* recv = nullptr;

@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hal/collective.h"
@@ -205,6 +206,11 @@ class GlooTransport {
     uint64_t count = 0;
     const unsigned char* data = nullptr;  // a send's
     unsigned char* out = nullptr;         // a receive's
+    // Matched per (sender, receiver, tag, internal). INTERNAL (the
+    // default): the communicator's own (a rendezvous's, an agreement's, an
+    // alltoall's), never matched to a user's send or receive.
+    uint64_t tag = 0;
+    bool internal = true;
   };
   // A buffered send: the copy Gloo sends from, kept until taken.
   struct PendingSend {
@@ -233,7 +239,8 @@ class GlooTransport {
     Posted posted;
     guard(what, [&] {
       for (const Message& m : msgs) {
-        uint64_t& number = m.send ? sent_[m.peer] : received_[m.peer];
+        const Channel channel{m.peer, m.tag, m.internal};
+        uint64_t& number = m.send ? sent_[channel] : received_[channel];
         const uint64_t n = number++;
         if (m.send) {
           const size_t bytes = m.count * common::dtype_size(m.dtype);
@@ -243,16 +250,16 @@ class GlooTransport {
           pending->data.assign(m.data, m.data + bytes);
           pending->data.resize(std::max<size_t>(bytes, 1));
           pending->header_buffer = context_->createUnboundBuffer(pending->header, sizeof(pending->header));
-          pending->header_buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, 2 * n));
+          pending->header_buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, m, 2 * n));
           pending->buffer = context_->createUnboundBuffer(pending->data.data(), bytes);
-          pending->buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, 2 * n + 1));
+          pending->buffer->send(static_cast<int>(m.peer), p2p_slot(rank_, m.peer, m, 2 * n + 1));
           posted.sends.push_back(pending.get());
           pending_sends_.push_back(std::move(pending));
         } else {
           posted.recvs.push_back(std::make_unique<Posted::Recv>(Posted::Recv{&m, {0, 0}, nullptr, n}));
           Posted::Recv& back = *posted.recvs.back();
           back.header_buffer = context_->createUnboundBuffer(back.header, sizeof(back.header));
-          back.header_buffer->recv(static_cast<int>(m.peer), p2p_slot(m.peer, rank_, 2 * n));
+          back.header_buffer->recv(static_cast<int>(m.peer), p2p_slot(m.peer, rank_, m, 2 * n));
         }
       }
     });
@@ -281,7 +288,7 @@ class GlooTransport {
         const size_t bytes = m.count * common::dtype_size(m.dtype);
         static unsigned char dummy;
         auto buf = context_->createUnboundBuffer(bytes ? m.out : &dummy, bytes);
-        buf->recv(static_cast<int>(m.peer), p2p_slot(m.peer, rank_, 2 * r.number + 1));
+        buf->recv(static_cast<int>(m.peer), p2p_slot(m.peer, rank_, m, 2 * r.number + 1));
         if (!wait_recv(*buf)) fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": a receive was aborted (the communicator was aborted)");
       }
       if (wait_sends)  // delivered before returning: this rank may exit next
@@ -375,8 +382,21 @@ class GlooTransport {
   }
 
   // A pair's N-th message: its own slot, so messages match in issue order.
-  uint64_t p2p_slot(uint32_t src, uint32_t dst, uint64_t n) const {
-    return (0x48ull << 56) | ((static_cast<uint64_t>(src) * world_ + dst) & 0xffffffull) << 32 | (n & 0xffffffffull);
+  // Gloo matches by slot: each (sender, receiver, tag, internal) channel
+  // numbers its messages, and the slot mixes all of it (splitmix64) into
+  // the 56 bits below this transport's prefix, clear of Gloo's collectives'
+  // slots; two messages in flight at once collide with odds of 2^-56.
+  uint64_t p2p_slot(uint32_t src, uint32_t dst, const Message& m, uint64_t n) const {
+    const auto mix = [](uint64_t x) {
+      x += 0x9e3779b97f4a7c15ull;
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+      return x ^ (x >> 31);
+    };
+    uint64_t h = mix((static_cast<uint64_t>(src) << 32 | dst) ^ (m.internal ? 1ull << 63 : 0));
+    h = mix(h ^ m.tag);
+    h = mix(h ^ n);
+    return (0x48ull << 56) | (h & ((1ull << 56) - 1));
   }
 
   void run_unchecked(const CollectiveCall& c, const unsigned char* send, unsigned char* recv) {
@@ -532,7 +552,16 @@ class GlooTransport {
   std::mutex waiting_mu_;  // guards waiting_
   std::vector<std::pair<gloo::transport::UnboundBuffer*, bool>> waiting_;  // (buffer, a receive?)
   uint32_t next_tag_ = 1;
-  std::map<uint32_t, uint64_t> sent_, received_;
+  // Messages numbered per channel (peer, tag, internal), as matched.
+  struct Channel {
+    uint32_t peer;
+    uint64_t tag;
+    bool internal;
+    bool operator<(const Channel& o) const {
+      return std::tie(peer, tag, internal) < std::tie(o.peer, o.tag, o.internal);
+    }
+  };
+  std::map<Channel, uint64_t> sent_, received_;
   std::vector<std::unique_ptr<PendingSend>> pending_sends_;
 };
 

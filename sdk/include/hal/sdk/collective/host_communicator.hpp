@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -116,8 +118,19 @@ class HostCommunicator final : public Communicator {
   }
 
   ~HostCommunicator() override {
-    std::unique_lock<std::mutex> lock(inflight_mu_);
-    inflight_cv_.wait(lock, [this] { return inflight_ == 0; });
+    {
+      std::unique_lock<std::mutex> lock(inflight_mu_);
+      inflight_cv_.wait(lock, [this] { return inflight_ == 0; });
+    }
+    // Deferred sends still reach receivers that are alive and receiving
+    // (the progress thread drops a peer's once it exited or on abort).
+    {
+      std::unique_lock<std::mutex> lock(backlog_mu_);
+      backlog_cv_.wait_for(lock, timeout_, [this] { return backlog_.empty(); });
+      progress_stop_ = true;
+    }
+    backlog_cv_.notify_all();
+    if (progress_.joinable()) progress_.join();
   }
 
   Device& device() const override { return device_; }
@@ -797,78 +810,205 @@ class HostCommunicator final : public Communicator {
   }
 
   // Sends and receives progress together until all are done. A message
-  // starts with a header (dtype, count) the receiver checks.
-  void run_p2p(std::vector<CollectiveCall>& calls, std::vector<HostView>& views, const std::vector<size_t>& which) {
-    struct Header {
-      uint32_t dtype, reserved;
-      uint64_t count;
-    };
+  // starts with a header (dtype, count, tag) the receiver checks. A receive
+  // takes the oldest message from its peer with its tag: one that arrives
+  // for no issued receive is kept (unexpected_) until one is issued, so
+  // tags may be received out of order. INTERNAL: an alltoall's messages,
+  // which match among themselves only, never a user's of the same tag.
+  struct P2pHeader {
+    uint32_t dtype, internal;
+    uint64_t count, tag;
+  };
+  struct Unexpected {
+    P2pHeader header;
+    std::vector<unsigned char> bytes;
+  };
+
+  void run_p2p(std::vector<CollectiveCall>& calls, std::vector<HostView>& views, const std::vector<size_t>& which,
+               bool internal = false) {
     struct Progress {
       size_t call;
-      Header header;
-      uint64_t done = 0;  // bytes of header + payload moved
-      uint64_t total = 0;
+      uint64_t done = 0, total = 0;  // a send's bytes, its header included
+      bool finished = false;
+      bool matched = false;  // a receive: its message was found
+      P2pHeader header{};    // a send's
+    };
+    // Per peer with receives waiting: the message being read from it, into
+    // a receive or kept.
+    struct Incoming {
+      size_t waiting = 0;  // receives from this peer not finished
+      P2pHeader header{};
+      uint64_t header_done = 0, done = 0, total = 0;
+      unsigned char* into = nullptr;
+      Progress* receive = nullptr;  // null: kept in unexpected_
     };
     std::vector<Progress> ps;
+    ps.reserve(which.size());
     for (size_t i : which) {
       const CollectiveCall& c = calls[i];
-      Progress p{i, Header{c.dtype, 0, c.count}};
-      p.total = sizeof(Header) + c.count * common::dtype_size(c.dtype);
+      Progress p{i};
+      if (c.kind == CollectiveCall::kSend) {
+        p.header = P2pHeader{c.dtype, internal ? 1u : 0u, c.count, c.tag};
+        p.total = sizeof(P2pHeader) + c.count * common::dtype_size(c.dtype);
+      }
       ps.push_back(p);
     }
     const std::string what = std::string(which.size() > 1 ? "group of " + std::to_string(which.size()) + " send/recv" : kind_name(calls[which[0]].kind));
-    const auto deadline = Clock::now() + group_->timeout();
+    const auto tag_text = [](uint64_t tag) { return tag == 0 ? std::string() : " with tag " + std::to_string(tag); };
+    // A receive and the message it matched by tag disagree: the sender's
+    // bytes cannot be taken as asked, and the pair is broken.
+    const auto check = [&](const CollectiveCall& c, const P2pHeader& h) {
+      if (h.dtype == c.dtype && h.count == c.count) return;
+      const std::string from = std::to_string(global_rank(c.root));
+      const std::string why = "recv from rank " + from + tag_text(c.tag) + ": expected " + std::to_string(c.count) + " " +
+                              common::dtype_name(c.dtype) + " but rank " + from + " sent " + std::to_string(h.count) +
+                              " " + common::dtype_name(h.dtype);
+      group_->abort(why);
+      set_error(Error(HAL_STATUS_INVALID_ARGUMENT, why));
+      fail(HAL_STATUS_INVALID_ARGUMENT, why);
+    };
+    const auto matches = [&](const CollectiveCall& c, const P2pHeader& h) {
+      return h.tag == c.tag && (h.internal != 0) == internal;
+    };
     size_t remaining = ps.size();
+    std::map<uint32_t, Incoming> incoming;
+    for (Progress& p : ps) {
+      const CollectiveCall& c = calls[p.call];
+      if (c.kind != CollectiveCall::kRecv) continue;
+      // A message that arrived earlier, oldest first.
+      auto found = unexpected_.find(c.root);
+      if (found != unexpected_.end()) {
+        std::deque<Unexpected>& kept = found->second;
+        for (auto it = kept.begin(); it != kept.end(); ++it) {
+          if (!matches(c, it->header)) continue;
+          check(c, it->header);
+          if (!it->bytes.empty()) std::memcpy(views[p.call].recv, it->bytes.data(), it->bytes.size());
+          kept.erase(it);
+          p.matched = p.finished = true;
+          --remaining;
+          break;
+        }
+        if (kept.empty()) unexpected_.erase(found);
+      }
+      if (!p.finished) ++incoming[c.root].waiting;
+    }
+    const auto deadline = Clock::now() + group_->timeout();
+    auto stalled_since = Clock::now();
     for (;;) {
+      if (remaining == 0) return;
       bool moved = false;
       for (Progress& p : ps) {
-        if (p.done == p.total) continue;
         const CollectiveCall& c = calls[p.call];
-        HostView& v = views[p.call];
-        // Only the first pending operation per (peer, direction) moves, so
-        // messages on one ring stay in issue order.
+        if (p.finished || c.kind != CollectiveCall::kSend) continue;
+        // Only the first pending send per peer moves: one ring, in order.
         bool blocked = false;
         for (Progress& q : ps) {
           if (&q == &p) break;
-          if (q.done != q.total && calls[q.call].kind == c.kind && calls[q.call].root == c.root) blocked = true;
+          if (!q.finished && calls[q.call].kind == c.kind && calls[q.call].root == c.root) blocked = true;
         }
         if (blocked) continue;
+        if (p.done == 0 && has_backlog(c.root)) {  // behind deferred bytes: keep the ring's order
+          defer(c.root, p.header, views[p.call].send, 0, p.total);
+          p.done = p.total;
+        }
         while (p.done < p.total) {
-          size_t n;
-          if (c.kind == CollectiveCall::kSend) {
-            const unsigned char* src = p.done < sizeof(Header) ? reinterpret_cast<const unsigned char*>(&p.header) + p.done
-                                                               : v.send + (p.done - sizeof(Header));
-            const uint64_t len = p.done < sizeof(Header) ? sizeof(Header) - p.done : p.total - p.done;
-            n = group_->try_send(c.root, src, len);
-          } else {
-            if (p.done < sizeof(Header)) {
-              n = group_->try_recv(c.root, reinterpret_cast<unsigned char*>(&p.header) + p.done, sizeof(Header) - p.done);
-              if (p.done + n == sizeof(Header) && (p.header.dtype != c.dtype || p.header.count != c.count)) {
-                const std::string why = "recv from rank " + std::to_string(global_rank(c.root)) + ": expected " +
-                                        std::to_string(c.count) + " " + common::dtype_name(c.dtype) + " but rank " +
-                                        std::to_string(global_rank(c.root)) + " sent " + std::to_string(p.header.count) + " " +
-                                        common::dtype_name(p.header.dtype);
-                // The ring now holds bytes nobody will take: the pair is broken.
-                group_->abort(why);
-                set_error(Error(HAL_STATUS_INVALID_ARGUMENT, why));
-                fail(HAL_STATUS_INVALID_ARGUMENT, why);
-              }
-            } else {
-              n = group_->try_recv(c.root, v.recv + (p.done - sizeof(Header)), p.total - p.done);
-            }
-          }
+          const unsigned char* src = p.done < sizeof(P2pHeader)
+                                         ? reinterpret_cast<const unsigned char*>(&p.header) + p.done
+                                         : views[p.call].send + (p.done - sizeof(P2pHeader));
+          const uint64_t len = p.done < sizeof(P2pHeader) ? sizeof(P2pHeader) - p.done : p.total - p.done;
+          const size_t n = group_->try_send(c.root, src, len);
           if (n == 0) break;
           p.done += n;
           moved = true;
         }
-        if (p.done == p.total) --remaining;
+        if (p.done == p.total) {
+          p.finished = true;
+          --remaining;
+        }
       }
-      if (remaining == 0) return;
-      if (moved) continue;
+      // Each peer's messages, read until its receives are finished.
+      for (auto& [peer, in] : incoming) {
+        while (in.waiting > 0) {
+          if (in.header_done < sizeof(P2pHeader)) {
+            const size_t n = group_->try_recv(peer, reinterpret_cast<unsigned char*>(&in.header) + in.header_done,
+                                              sizeof(P2pHeader) - in.header_done);
+            if (n == 0) break;
+            in.header_done += n;
+            moved = true;
+            if (in.header_done < sizeof(P2pHeader)) continue;
+            // Whole header: the oldest waiting receive of its tag takes it.
+            in.receive = nullptr;
+            for (Progress& q : ps)
+              if (!q.matched && calls[q.call].kind == CollectiveCall::kRecv && calls[q.call].root == peer &&
+                  matches(calls[q.call], in.header)) {
+                check(calls[q.call], in.header);
+                q.matched = true;
+                in.receive = &q;
+                break;
+              }
+            in.total = in.header.count * common::dtype_size(in.header.dtype);
+            in.done = 0;
+            if (in.receive != nullptr) {
+              in.into = views[in.receive->call].recv;
+            } else {
+              std::deque<Unexpected>& kept = unexpected_[peer];
+              kept.push_back(Unexpected{in.header, std::vector<unsigned char>(in.total)});
+              in.into = kept.back().bytes.data();
+            }
+          }
+          if (in.done < in.total) {
+            const size_t n = group_->try_recv(peer, in.into + in.done, in.total - in.done);
+            if (n == 0) break;
+            in.done += n;
+            moved = true;
+            if (in.done < in.total) continue;
+          }
+          // Whole message.
+          if (in.receive != nullptr) {
+            in.receive->finished = true;
+            --in.waiting;
+            --remaining;
+          }
+          in.header_done = 0;
+          in.receive = nullptr;
+          in.into = nullptr;
+        }
+      }
+      if (moved) {
+        stalled_since = Clock::now();
+        continue;
+      }
       group_->throw_if_aborted(what);
+      // Sends whose receivers are not receiving yet (every rank isends,
+      // then receives) finish by copying their rest to the backlog.
+      if (Clock::now() - stalled_since > kDeferSendsAfter) {
+        bool deferred = false;
+        for (Progress& p : ps) {
+          const CollectiveCall& c = calls[p.call];
+          if (p.finished || c.kind != CollectiveCall::kSend) continue;
+          defer(c.root, p.header, views[p.call].send, p.done, p.total);
+          p.done = p.total;
+          p.finished = true;
+          --remaining;
+          deferred = true;
+        }
+        if (deferred) {
+          stalled_since = Clock::now();
+          continue;
+        }
+      }
       if (Clock::now() > deadline) {
-        const std::string why = what + ": rank " + std::to_string(rank_) + " timed out after " +
-                                std::to_string(group_->timeout().count()) + " ms waiting for its peer(s)";
+        std::string why = what + ": rank " + std::to_string(rank_) + " timed out after " +
+                          std::to_string(group_->timeout().count()) + " ms waiting for its peer(s)";
+        for (const Progress& p : ps) {
+          const CollectiveCall& c = calls[p.call];
+          if (c.kind != CollectiveCall::kRecv || p.matched) continue;
+          why += "; recv from rank " + std::to_string(global_rank(c.root)) + tag_text(c.tag) + " unmatched";
+          auto found = unexpected_.find(c.root);
+          if (found == unexpected_.end()) continue;
+          why += " (" + std::to_string(found->second.size()) + " message(s) from rank " +
+                 std::to_string(global_rank(c.root)) + " with other tags are kept for later receives)";
+        }
         group_->abort(why);
         fail(HAL_STATUS_TIMEOUT, why);
       }
@@ -876,6 +1016,76 @@ class HostCommunicator final : public Communicator {
     }
   }
 
+
+  // ---- sends deferred to a progress thread ----
+  //
+  // A send over a ring completes once its bytes are in the ring. One whose
+  // ring stays full (its receiver is in another operation: every rank
+  // isends, then receives) would wait for the receiver, maybe forever; after
+  // kDeferSendsAfter without progress its remaining bytes are copied here
+  // instead and the send completes, as Gloo's and MPI's buffered sends do.
+  // A progress thread moves them into the ring as the receiver frees room;
+  // later sends to that peer queue behind them, so each ring keeps its
+  // order. Only run_p2p (under run_mu_) adds to the backlog, and it writes
+  // a ring itself only while that peer has none: one writer per ring.
+  static constexpr std::chrono::milliseconds kDeferSendsAfter{1};
+
+  bool has_backlog(uint32_t peer) {
+    std::lock_guard<std::mutex> lock(backlog_mu_);
+    return backlog_.count(peer) != 0;
+  }
+
+  // Keeps bytes [DONE, TOTAL) of the message HEADER then PAYLOAD for PEER.
+  void defer(uint32_t peer, const P2pHeader& header, const unsigned char* payload, uint64_t done, uint64_t total) {
+    std::vector<unsigned char> rest(total - done);
+    const uint64_t in_header = done < sizeof(P2pHeader) ? sizeof(P2pHeader) - done : 0;
+    if (in_header) std::memcpy(rest.data(), reinterpret_cast<const unsigned char*>(&header) + done, in_header);
+    const uint64_t from = done + in_header - sizeof(P2pHeader);  // payload bytes already sent
+    if (total - done > in_header) std::memcpy(rest.data() + in_header, payload + from, total - done - in_header);
+    std::lock_guard<std::mutex> lock(backlog_mu_);
+    backlog_[peer].push_back(std::move(rest));
+    if (!progress_.joinable()) progress_ = std::thread([this] { progress_backlog(); });
+    backlog_cv_.notify_all();
+  }
+
+  void progress_backlog() {
+    std::unique_lock<std::mutex> lock(backlog_mu_);
+    std::map<uint32_t, uint64_t> front_done;  // bytes of each peer's oldest message moved
+    for (;;) {
+      backlog_cv_.wait(lock, [this] { return progress_stop_ || !backlog_.empty(); });
+      if (progress_stop_) return;
+      bool moved = false;
+      for (auto it = backlog_.begin(); it != backlog_.end();) {
+        const uint32_t peer = it->first;
+        std::deque<std::vector<unsigned char>>& queue = it->second;
+        while (!queue.empty()) {
+          uint64_t& done = front_done[peer];
+          const size_t n = group_->try_send(peer, queue.front().data() + done, queue.front().size() - done);
+          if (n == 0) break;
+          moved = true;
+          if ((done += n) == queue.front().size()) {
+            queue.pop_front();
+            done = 0;
+          }
+        }
+        // A receiver that exited, or an aborted group, takes nothing more.
+        if (queue.empty() || group_->aborted() || group_->exited(peer)) {
+          front_done.erase(peer);
+          it = backlog_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (backlog_.empty()) {
+        backlog_cv_.notify_all();  // the destructor may wait for this
+      } else if (!moved) {
+        const uint32_t peer = backlog_.begin()->first;
+        lock.unlock();
+        group_->wait_for_room(peer, std::chrono::milliseconds(1));
+        lock.lock();
+      }
+    }
+  }
 
   // ---- more than one host ----
   //
@@ -1365,13 +1575,15 @@ class HostCommunicator final : public Communicator {
       m.peer = c.root;
       m.dtype = c.dtype;
       m.count = c.count;
+      m.tag = c.tag;
+      m.internal = collective;
       m.data = views[i].send;
       m.out = views[i].recv;
       remote.push_back(m);
     }
     GlooTransport::Posted posted;
     if (!remote.empty()) posted = mesh_->post(remote, what);
-    if (!local.empty()) run_p2p(calls, views, local);
+    if (!local.empty()) run_p2p(calls, views, local, collective);
     try {
       if (!remote.empty()) mesh_->finish(posted, what, collective);
     } catch (const Error& e) {
@@ -1399,6 +1611,15 @@ class HostCommunicator final : public Communicator {
   std::unique_ptr<Tcp> leaders_owned_;     // the hosts' leaders, when not every rank is one
   Tcp* leaders_ = nullptr;                 // set on a leader (more than one host)
   std::mutex run_mu_;   // one operation at a time (streams may differ)
+  // Per ring peer: messages that came before a receive matching their tag
+  // (run_p2p); guarded by run_mu_.
+  std::map<uint32_t, std::deque<Unexpected>> unexpected_;
+  // Deferred sends per ring peer, oldest first, and the thread moving them.
+  std::mutex backlog_mu_;
+  std::condition_variable backlog_cv_;
+  std::map<uint32_t, std::deque<std::vector<unsigned char>>> backlog_;
+  bool progress_stop_ = false;
+  std::thread progress_;
   uint64_t round_ = 0, sequence_ = 0, splits_ = 0;
   mutable std::mutex error_mu_;
   std::optional<Error> error_;

@@ -468,6 +468,20 @@ class ShmGroup {
     futex_wake_all(&c.head_seq);
     return n;
   }
+  // Sleeps until the ring to DST has room, or TIMEOUT passed, or the group
+  // was aborted (a send's progress wait, without spinning).
+  void wait_for_room(uint32_t dst, std::chrono::microseconds timeout) {
+    Channel& c = channel(rank_, dst);
+    const uint32_t seen = c.tail_seq.load(std::memory_order_acquire);
+    if (c.head.load(std::memory_order_relaxed) - c.tail.load(std::memory_order_acquire) < chan_ || aborted()) return;
+    futex_wait(&c.tail_seq, seen, timeout);
+  }
+  // Whether rank PEER's process is known to have exited.
+  bool exited(uint32_t peer) const {
+    const int32_t pid = rank_control(peer).pid.load(std::memory_order_acquire);
+    return pid > 0 && !process_alive(pid);
+  }
+
   // Moves as many bytes as are there from SRC's ring; returns how many.
   size_t try_recv(uint32_t src, unsigned char* data, size_t size) {
     Channel& c = channel(src, rank_);

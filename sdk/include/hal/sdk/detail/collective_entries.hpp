@@ -193,6 +193,7 @@ inline CollectiveCall collective_call(const hal_collective_args_t* a, Communicat
          a->root, " is not below the world size ", world);
   c.root = a->root;
   c.count = a->count;
+  if (HAL_STRUCT_HAS_FIELD(a, hal_collective_args_t, tag)) c.tag = a->tag;  // 1.13
   const uint64_t n = a->count;
   if (n > UINT64_MAX / world / 16) fail(HAL_STATUS_INVALID_ARGUMENT, name, ": count ", n, " is too large");
   Device& device = comm.device();
