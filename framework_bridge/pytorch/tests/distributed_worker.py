@@ -528,11 +528,27 @@ def monitored(rank, world):
 
 # ---- torch.distributed.checkpoint of an FSDP model on hal ----
 
+FSDP_API = "fsdp"  # or "fully_shard" (FSDP2: DTensor parameters); main() sets it from "scenario:api"
+
+
+def _plain_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5))
+
+
 def _fsdp_model(seed):
+    m = _plain_model(seed).to("hal")
+    if FSDP_API == "fully_shard":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("hal", (dist.get_world_size(),))
+        for layer in m:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        return fully_shard(m, mesh=mesh)
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
 
-    torch.manual_seed(seed)
-    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5)).to("hal")
     return FSDP(m, sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=torch.device("hal", torch.hal.current_device()),
                 use_orig_params=True)
 
@@ -544,11 +560,11 @@ def _full_params(model):
     return {k: v.detach().cpu().clone() for k, v in sd.items()}
 
 
-def _train(model, opt, steps, rank, world, first=0):
+def _train(model, opt, steps, rank, world, first=0, device="hal"):
     for s in range(first, first + steps):
         x = torch.randn(12, 8, generator=torch.Generator().manual_seed(100 + s))[rank::world]
         opt.zero_grad()
-        model(x.to("hal")).square().mean().backward()
+        model(x.to(device)).square().mean().backward()
         opt.step()
 
 
@@ -572,6 +588,12 @@ def dcp_save(rank, world):
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     _train(model, opt, 2, rank, world)
     saved = _full_params(model)
+    # The same 2 steps in one process on the whole batch (each rank's mean, averaged = the mean).
+    one = _plain_model(0)
+    one_opt = torch.optim.SGD(one.parameters(), lr=0.5)
+    _train(one, one_opt, 2, 0, 1, device="cpu")
+    diff = max((saved[k] - v).abs().max().item() for k, v in one.state_dict().items())
+    check(diff < 1e-5, f"{FSDP_API}: 2 steps differ from one process by {diff}")
     state = get_model_state_dict(model)
     shards = [v for v in state.values() if torch.is_tensor(v)]
     local = [v.local_shards()[0].tensor if hasattr(v, "local_shards") else v.to_local() if hasattr(v, "to_local") else v
@@ -608,8 +630,10 @@ NO_DESTROY = ("kill", "exit_with_work")
 
 
 def main():
-    global BACKEND, DEVICE, STORE
+    global BACKEND, DEVICE, STORE, FSDP_API
     scenario, rank, world, STORE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    scenario, _, api = scenario.partition(":")
+    FSDP_API = api or FSDP_API
     BACKEND = sys.argv[5] if len(sys.argv) > 5 else "hal"
     DEVICE = "hal" if BACKEND == "hal" else "cpu"
     timeout = datetime.timedelta(seconds=TIMEOUTS.get(scenario, 60))

@@ -185,14 +185,17 @@ def test_a_bad_scatter_list_or_unpicklable_object_fails_at_once_and_the_others_w
     assert time.monotonic() - start < 45
 
 
-def test_dcp_save_and_load_of_an_fsdp_model_on_hal(tmp_path):
-    """FSDP FULL_SHARD on hal, 2 ranks: saved with torch.distributed.checkpoint, trained on, loaded:
-    the saved parameters again. Then 3 fresh processes in a fresh process group (resharded) load
-    the checkpoint into a model of other initial weights: the saved parameters too."""
-    for rank, (code, out) in enumerate(_ranks("dcp_save", 2, tmp_path)):
+@pytest.mark.parametrize("api", ["fsdp", "fully_shard"])
+def test_dcp_save_and_load_of_an_fsdp_model_on_hal(api, tmp_path):
+    """FSDP FULL_SHARD (FullyShardedDataParallel: ShardedTensor state) or FSDP2 (fully_shard:
+    DTensor parameters) on hal, 2 ranks: 2 steps equal one process's on the whole batch; saved with
+    torch.distributed.checkpoint, trained on, loaded: the saved parameters again. Then 3 fresh
+    processes in a fresh process group (resharded) load the checkpoint into a model of other
+    initial weights: the saved parameters too."""
+    for rank, (code, out) in enumerate(_ranks(f"dcp_save:{api}", 2, tmp_path)):
         assert code == 0, f"save, rank {rank}:\n{out}"
     assert (tmp_path / "checkpoint" / ".metadata").exists()
-    for rank, (code, out) in enumerate(_ranks("dcp_load", 3, tmp_path, store="store2")):
+    for rank, (code, out) in enumerate(_ranks(f"dcp_load:{api}", 3, tmp_path, store="store2")):
         assert code == 0, f"load, rank {rank}:\n{out}"
 
 
