@@ -97,7 +97,11 @@ struct StageTranslation {
   std::vector<int64_t> request_dims, request_shape;
   std::vector<size_t> cuts;        // per request made: the graph's node count then
   bool request_rows = false;       // partial: the request is a count of rows (runtime_rows)
-  std::vector<detail::Translator::RowsInput> rows;  // the inputs runtime_rows made
+  // partial: the request is a view's target shape over SOURCE (runtime_view)
+  bool request_view = false;
+  Graph::Value request_view_source;
+  bool request_view_allowzero = false;
+  std::vector<detail::Translator::RowsInput> rows;  // the inputs runtime_rows and runtime_view made
   bool symbolic_rows = true;
 };
 
@@ -221,6 +225,9 @@ class ModelBuilder {
         report->request_dims = t.pending_request()->dims;
         report->request_shape = t.pending_request()->shape;
         report->request_rows = t.pending_request()->rows;
+        report->request_view = t.pending_request()->view;
+        report->request_view_source = t.pending_request()->source;
+        report->request_view_allowzero = t.pending_request()->allowzero;
         report->cuts = t.request_cuts();
         report->rows = t.rows_inputs();
         return model;
@@ -591,8 +598,15 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
   for (size_t i = 0; i < tr.rows.size(); ++i) {
     if (full.inputs()[model_inputs + i] != tr.rows[i].input)
       throw Error(HAL_STATUS_INTERNAL, "ONNX stage: a rows input is not where the runner feeds it");
-    const int64_t d0 = full.values()[tr.rows[i].input].shape[0];
-    stage.rows.push_back({tr.rows[i].source, tr.rows[i].request, d0 < 0 ? d0 : 0});
+    const std::vector<int64_t>& shape = full.values()[tr.rows[i].input].shape;
+    ModelStage::Rows r{tr.rows[i].source, tr.rows[i].request, 0};
+    if (tr.rows[i].view) {
+      r.view = true;
+      r.shape = shape;
+    } else if (shape[0] < 0) {
+      r.symbol = shape[0];
+    }
+    stage.rows.push_back(std::move(r));
   }
   std::vector<char> before(nv, 0), used_after(nv, 0);
   for (size_t n = 0; n < cut; ++n)
@@ -610,6 +624,9 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
     if (tr.request.valid()) {
       stage.request = tr.request.id;
       stage.request_rows = tr.request_rows;
+      stage.request_view = tr.request_view;
+      stage.request_view_source = tr.request_view_source.id;
+      stage.request_view_allowzero = tr.request_view_allowzero;
     } else {
       stage.request_is_dims = true;
       stage.request_dims = tr.request_dims;

@@ -480,6 +480,14 @@ void cast(Translator& t, const OpRule&) {
 
 void reshape(Translator& t, const OpRule&) {
   auto target = t.ints(1);
+  if (!target && t.symbolic_rows() && t.computed_at_run_time(1) && t.viewable(0)) {
+    // A target the model computes: the next stage takes x's bytes as a view
+    // of that shape, its dims symbols, so a new target re-plans without
+    // translating again.
+    t.set_output(0, t.runtime_view(t.value(0), t.in(1).value, t.attr_int("allowzero", 0) != 0,
+                                   "Reshape's target shape ('" + t.input_name(1) + "')"));
+    return;
+  }
   if (!target) {
     std::vector<Dim> dims;
     for (int64_t d : t.known_ints(1, "Reshape's target shape")) dims.push_back(Dim::of(d));
@@ -2613,7 +2621,7 @@ const std::vector<OpRule> kTable = {
     {"Constant", 9, 25, "", constant, "no string or sparse values"},
     {"Shape", 1, 25, "", shape, ""},
     {"Size", 1, 25, "", size, ""},
-    {"Reshape", 5, 25, "reshape", reshape, "target known at load; run-time dims: self's dim at the same index (copied), one other inferred, and leading run-time dims merged for a Gemm and split back after it (the Gemm runs unflattened)"},
+    {"Reshape", 5, 25, "reshape", reshape, "target known at load; run-time dims: self's dim at the same index (copied), one other inferred, and leading run-time dims merged for a Gemm and split back after it (the Gemm runs unflattened); a target the model computes: the next stage views x's bytes in that shape, dims >= 2 symbols (a new target binds them)"},
     {"Flatten", 1, 25, "reshape", flatten, "at most one run-time dim in the result"},
     {"Squeeze", 1, 25, "reshape", squeeze, "axes known at load"},
     {"Unsqueeze", 1, 25, "reshape", unsqueeze, "axes known at load"},

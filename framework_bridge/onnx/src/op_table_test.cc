@@ -7,6 +7,7 @@
 
 #include <set>
 #include <string>
+#include <variant>
 
 #include "hal/common/op_catalog.hpp"
 #include "hal/onnx/model.hpp"
@@ -14,6 +15,7 @@
 #include "hal/runtime/error.hpp"
 #include "hal/runtime/shape_inference.hpp"
 #include "test_models.hpp"
+#include "translator.hpp"
 
 namespace hal::onnx {
 namespace {
@@ -216,17 +218,45 @@ TEST_CASE("a Reshape whose target is computed from tensor values runs in stages"
   CHECK(first.request_what.find("node 2 'dyn_reshape'") != std::string::npos);
   CHECK(std::find(first.output_ids.begin(), first.output_ids.end(), first.request) != first.output_ids.end());
   CHECK(first.graph.inputs().size() == 2);
-  // With the target read back: the Reshape alone, taking x (a model input).
+  CHECK(first.request_view);
+  CHECK(first.request_view_source == first.model_input_ids.at(0));  // x's bytes are viewed
+  // With the target read back (resolved by the runner): the next stage takes x's bytes as an
+  // input of that shape, its dims >= 2 symbols, so every such target translates the same.
   const int64_t three_two[] = {3, 2};
   ModelStage second = m.stage({HostTensorRef{HAL_DTYPE_INT64, {2}, three_two}});
   CHECK(second.final);
-  REQUIRE(second.graph.nodes().size() == 1);
-  CHECK(second.graph.nodes()[0].op == "reshape");
-  CHECK(second.outputs.at(0).shape == std::vector<int64_t>{3, 2});
-  // A target whose element count differs: refused naming the node, at run time.
+  REQUIRE(second.rows.size() == 1);
+  CHECK(second.rows[0].view);
+  CHECK(second.rows[0].source == first.model_input_ids.at(0));
+  REQUIRE(second.rows[0].shape.size() == 2);
+  CHECK((second.rows[0].shape[0] < 0 && second.rows[0].shape[1] < 0));
+  CHECK(second.outputs.at(0).shape == second.rows[0].shape);
+  const int64_t two_three[] = {2, 3};
+  CHECK(m.stage({HostTensorRef{HAL_DTYPE_INT64, {2}, two_three}}).graph.inputs().size() == second.graph.inputs().size());
+  const int64_t one_six[] = {1, 6};  // a dim below 2 stays concrete (a 1 broadcasts)
+  ModelStage ones = m.stage({HostTensorRef{HAL_DTYPE_INT64, {2}, one_six}});
+  CHECK(ones.rows.at(0).shape[0] == 1);
+  CHECK(ones.rows.at(0).shape[1] < 0);
+  // With concrete counts (the runner's fallback): the Reshape itself, with the target as a value.
+  ModelStage concrete = m.stage({HostTensorRef{HAL_DTYPE_INT64, {2}, three_two}}, false);
+  REQUIRE(concrete.graph.nodes().size() == 1);
+  CHECK(concrete.graph.nodes()[0].op == "reshape");
+  CHECK(concrete.outputs.at(0).shape == std::vector<int64_t>{3, 2});
+  // A target whose element count differs: refused naming the node (the runner resolves it
+  // first with resolve_reshape, with the same words).
   const int64_t five_two[] = {5, 2};
-  CHECK_THROWS_WITH_AS(m.stage({HostTensorRef{HAL_DTYPE_INT64, {2}, five_two}}),
+  CHECK_THROWS_WITH_AS(m.stage({HostTensorRef{HAL_DTYPE_INT64, {2}, five_two}}, false),
                        doctest::Contains("stage 2: node 2 'dyn_reshape' (Reshape, ai.onnx opset 18)"), Error);
+  using detail::resolve_reshape;
+  CHECK(std::get<std::vector<int64_t>>(resolve_reshape({2, 3}, {-1, 2}, false)) == std::vector<int64_t>{3, 2});
+  CHECK(std::get<std::vector<int64_t>>(resolve_reshape({2, 3}, {0, -1}, false)) == std::vector<int64_t>{2, 3});
+  CHECK(std::get<std::vector<int64_t>>(resolve_reshape({0, 3}, {0, 3}, true)) == std::vector<int64_t>{0, 3});
+  CHECK(std::get<std::string>(resolve_reshape({2, 3}, {5, 2}, false)) == "cannot reshape [2, 3] (6 elements) to [5, 2]");
+  CHECK(std::get<std::string>(resolve_reshape({2, 3}, {-1, -1}, false)).find("two dims are -1") != std::string::npos);
+  CHECK(std::get<std::string>(resolve_reshape({2, 3}, {4, -1}, false)).find("cannot reshape") != std::string::npos);
+  CHECK(std::get<std::string>(resolve_reshape({2, 3}, {-2, 3}, false)) == "dim 0 is -2");
+  CHECK(std::get<std::string>(resolve_reshape({6}, {0, 0}, false)).find("is 0 (copy) but the input has rank 1") !=
+        std::string::npos);
 }
 
 // Found by the fuzz target: a node with fewer inputs than its op needs

@@ -343,6 +343,18 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
     rows.reserve(s.rows.size());
     for (const ModelStage::Rows& r : s.rows) {
       TensorView v = have.at(r.source);
+      if (r.view) {  // the target read back, resolved (when it was read) against this value's shape
+        const std::vector<int64_t> dims = detail::int_values(read.at(r.request)).value();
+        if (!v.strides.empty() || dims.size() != r.shape.size() ||
+            detail::checked_numel(dims, "view") != detail::checked_numel(v.shape, "view"))
+          throw Error(HAL_STATUS_INTERNAL, "ONNX stage: a view of shape " + detail::shape_text(dims) +
+                                               " for a value of shape " + detail::shape_text(v.shape));
+        v.shape = dims;
+        for (size_t d = 0; d < dims.size(); ++d)
+          if (r.shape[d] < 0) symbols[r.shape[d]] = dims[d];
+        rows.push_back(std::move(v));
+        continue;
+      }
       const int64_t n = detail::int_values(read.at(r.request)).value().at(0);
       if (n < 0 || v.shape.empty() || n > v.shape[0] || !v.strides.empty())
         throw Error(HAL_STATUS_INTERNAL, "ONNX stage: a count of " + std::to_string(n) + " rows for a value of shape " +
@@ -395,6 +407,23 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
       h = HostTensor{v.dtype, v.shape, {}};
       h.data.resize(static_cast<size_t>(detail::checked_numel(v.shape, s.request_what)) * common::dtype_size(v.dtype));
       if (!h.data.empty()) owner.at(s.request)->copy_to_host(h.data.data(), h.data.size(), v.byte_offset);
+    }
+    if (s.request_view && symbolic_rows) {
+      // A Reshape's computed target: resolved here against its input's
+      // shape, so the next stage sees only the dims, and keyed by its rank
+      // and which dims are below 2 (the rest are symbols there).
+      const TensorView& source = have.at(s.request_view_source);
+      auto target = detail::int_values(h);
+      if (!source.strides.empty() || !target || h.shape.size() != 1) return std::nullopt;  // as a value, concretely
+      auto resolved = detail::resolve_reshape(source.shape, *target, s.request_view_allowzero);
+      if (auto* why = std::get_if<std::string>(&resolved)) throw Error(HAL_STATUS_INVALID_ARGUMENT, s.request_what + ": " + *why);
+      const std::vector<int64_t>& dims = std::get<std::vector<int64_t>>(resolved);
+      key += "view";
+      for (int64_t d : dims) key += d >= 2 ? ":s" : ":" + std::to_string(d);
+      key += ';';
+      symbolic_counts = true;
+      read.push_back(detail::int_tensor(HAL_DTYPE_INT64, dims, {static_cast<int64_t>(dims.size())}));
+      continue;
     }
     std::optional<std::vector<int64_t>> count;
     if (s.request_rows && symbolic_rows) count = detail::int_values(h);

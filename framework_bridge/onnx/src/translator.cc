@@ -139,6 +139,72 @@ Graph::Value Translator::runtime_rows(Graph::Value source, Graph::Value count, c
   return in;
 }
 
+Graph::Value Translator::runtime_view(Graph::Value source, Graph::Value target, bool allowzero, const std::string& what) {
+  const size_t k = requests_made_;
+  Request r{target, what, {}, {}, false};
+  r.view = true;
+  r.source = source;
+  r.allowzero = allowzero;
+  auto dims = int_values(request(std::move(r)));
+  ValueSpec view = spec(source);  // a copy: adding the input may move the graph's values
+  if (!dims) invalid(what + " is not integers");
+  view.shape.clear();
+  for (size_t d = 0; d < dims->size(); ++d) {
+    if ((*dims)[d] < 0) invalid(what + " has dim " + std::to_string(d) + " = " + std::to_string((*dims)[d]) + " after resolving");
+    view.shape.push_back((*dims)[d] >= 2 ? fresh_symbol(d) : (*dims)[d]);
+  }
+  Graph::Value in = graph_.input(view.dtype, view.shape);
+  rows_inputs_.push_back({in.id, source.id, k, true});
+  return in;
+}
+
+std::variant<std::vector<int64_t>, std::string> resolve_reshape(const std::vector<int64_t>& in,
+                                                                 const std::vector<int64_t>& target, bool allowzero) {
+  int64_t elements = 1;
+  for (int64_t d : in) elements *= d;
+  std::vector<int64_t> out(target.size());
+  int64_t known = 1;
+  std::optional<size_t> infer;
+  for (size_t i = 0; i < target.size(); ++i) {
+    const int64_t d = target[i];
+    if (d == -1) {
+      if (infer) return "two dims are -1 (dims " + std::to_string(*infer) + " and " + std::to_string(i) + ")";
+      infer = i;
+      continue;
+    }
+    if (d < -1) return "dim " + std::to_string(i) + " is " + std::to_string(d);
+    if (d == 0 && !allowzero) {
+      if (i >= in.size()) return "dim " + std::to_string(i) + " is 0 (copy) but the input has rank " + std::to_string(in.size());
+      out[i] = in[i];
+    } else {
+      out[i] = d;
+    }
+    known *= out[i];
+  }
+  const std::string text = "cannot reshape " + shape_text(in) + " (" + std::to_string(elements) + " elements) to " +
+                           shape_text(target);
+  if (infer) {
+    if (known == 0 || elements % known != 0) return text;
+    out[*infer] = elements / known;
+  } else if (known != elements) {
+    return text;
+  }
+  return out;
+}
+
+bool Translator::viewable(size_t i) const {
+  const Slot& s = in(i);
+  return !s.host && !s.ints && s.value.valid() && !graph_.is_constant(s.value.id);
+}
+
+bool Translator::computed_at_run_time(size_t i) const {
+  const Slot& s = in(i);
+  if (s.host || !s.value.valid()) return false;
+  if (s.ints && std::all_of(s.ints->begin(), s.ints->end(), [](const Dim& d) { return d.known(); })) return false;
+  const std::vector<uint32_t>& inputs = graph_.inputs();
+  return staged_ || std::find(inputs.begin(), inputs.end(), s.value.id) == inputs.end();
+}
+
 HostTensor Translator::request(Request r) {
   const size_t k = requests_made_++;
   request_cuts_.push_back(graph_.nodes().size());

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "hal/onnx/host_tensor.hpp"
@@ -132,6 +133,22 @@ class Translator {
   // symbol as large: broadcasting a 1, an empty tensor). INVALID_ARGUMENT
   // naming WHAT when COUNT is not one integer in [0, SOURCE's rows].
   Graph::Value runtime_rows(Graph::Value source, Graph::Value count, const std::string& what);
+  // SOURCE's elements as the shape the integer tensor TARGET holds when the
+  // model runs (a Reshape to a computed target; ALLOWZERO as Reshape's): a
+  // request of TARGET whose bound value, resolved by the runner against
+  // SOURCE's run-time shape (resolve_reshape), only shapes a new graph
+  // input fed as a view of SOURCE's bytes (rows_inputs()). Dims >= 2 are
+  // fresh symbols, so one translation serves every target with the same
+  // rank and the same dims below 2. Only with symbolic rows
+  // (symbolic_rows()); otherwise a Reshape reads its target as a value.
+  Graph::Value runtime_view(Graph::Value source, Graph::Value target, bool allowzero, const std::string& what);
+  bool symbolic_rows() const { return symbolic_rows_; }
+  // Whether input I is a value only known when the model runs, computed by
+  // a node of this graph (known() would request it with runtime_value).
+  bool computed_at_run_time(size_t i) const;
+  // Whether input I is a model input or a node's result (not a constant):
+  // a value the runner holds, which runtime_view can view.
+  bool viewable(size_t i) const;
   void bind_runtime_values(std::vector<HostTensor> values, bool symbolic_rows = true) {
     runtime_values_ = std::move(values);
     symbolic_rows_ = symbolic_rows;
@@ -143,13 +160,20 @@ class Translator {
     std::vector<int64_t> dims;   // shape arithmetic over run-time dims: numbers (>= 0) and symbols (< 0)
     std::vector<int64_t> shape;  // of the DIMS tensor
     bool rows = false;           // VALUE is a count of rows (runtime_rows)
+    // VALUE is a view's target shape (runtime_view): the runner resolves it
+    // against SOURCE's run-time shape before binding it.
+    bool view = false;
+    Graph::Value source;
+    bool allowzero = false;
   };
   // The graph inputs runtime_rows made, in order: graph input INPUT is
   // SOURCE's first rows, as many as request REQUEST's value says.
+  // VIEW: the whole shape is the request's (resolved) value (runtime_view).
   struct RowsInput {
     uint32_t input;
     uint32_t source;
     size_t request;
+    bool view = false;
   };
   const std::vector<RowsInput>& rows_inputs() const { return rows_inputs_; }
   const std::optional<Request>& pending_request() const { return pending_; }
@@ -248,6 +272,11 @@ std::optional<std::vector<int64_t>> int_values(const HostTensor& t);
 // The elements of a floating (16-bit included) or integer tensor T as
 // doubles (nullopt for other dtypes).
 std::optional<std::vector<double>> float_values(const HostTensor& t);
+// Reshape's TARGET for an input of concrete shape IN (ONNX's rules: -1
+// inferred once, 0 copies IN's dim unless ALLOWZERO): the dims, or why it
+// does not fit ("cannot reshape [12] (12 elements) to [5, -1]").
+std::variant<std::vector<int64_t>, std::string> resolve_reshape(const std::vector<int64_t>& in,
+                                                                 const std::vector<int64_t>& target, bool allowzero);
 
 }  // namespace hal::onnx::detail
 

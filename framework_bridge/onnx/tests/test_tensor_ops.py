@@ -373,6 +373,69 @@ def test_data_dependent_counts_an_operator_needing_the_count_concrete(cpu_option
         np.testing.assert_array_equal(sess.run(None, {"x": x, "c": np.array(c, bool)})[0], want[0])
 
 
+def _reshape_to_computed(extra_nodes=(), out="y", outputs=None, inits=()):
+    """x [24] reshaped to a target cast from the float input "shape" [3] (so computed on the device and
+    read back), then relu and EXTRA_NODES."""
+    nodes = [helper.make_node("Cast", ["shape"], ["target"], to=TensorProto.INT64),
+             helper.make_node("Reshape", ["x", "target"], ["r"]), helper.make_node("Relu", ["r"], ["y"]), *extra_nodes]
+    return model(nodes, [vi("x", F, [24]), vi("shape", F, [3])], outputs or [vi(out, F, None)], 18, list(inits))
+
+
+def test_reshape_to_a_computed_target_replans_without_translating(cpu_options):
+    """Reshape to a target the model computes: the next stage views x's bytes in that shape, its dims >= 2
+    symbols, so a new target of the same rank (and the same dims below 2) binds them: nothing is translated or
+    compiled again. -1 and 0 resolve against x's shape when the model runs; a target whose element count
+    differs is INVALID_ARGUMENT naming the node, with no output."""
+    data = _reshape_to_computed([helper.make_node("ReduceSum", ["y", "axes"], ["s"], keepdims=1),
+                                 helper.make_node("Mul", ["y", "s"], ["z"])], outputs=[vi("z", F, None)],
+                                inits=[const("axes", np.array([2], np.int64))])
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal(24).astype(np.float32)
+
+    def check(target):
+        feeds = {"x": x, "shape": np.array(target, np.float32)}
+        got, want = sess.run(None, feeds)[0], ref.run(None, feeds)[0]
+        assert got.shape == want.shape, (target, got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+    for target in ([2, 3, 4], [1, 4, 6], [4, 6, 1]):
+        check(target)
+    before = _counts(sess)
+    for target in ([3, 2, 4], [2, 2, 6], [6, 2, 2], [-1, 3, 2], [3, -1, 2], [2, 12, 1]):
+        check(target)
+    assert _counts(sess) == before  # the same translations, no compile() call at all
+    for target in ([1, 24, 1], [24, 1, 1]):  # other dims below 2: their own translations, still right
+        check(target)
+    with pytest.raises(RuntimeError, match=r"INVALID_ARGUMENT: Reshape's target shape \('target'\) \(node 1 .*cannot "
+                                           r"reshape \[24\] \(24 elements\) to \[5, 2, 2\]"):
+        sess.run(None, {"x": x, "shape": np.array([5, 2, 2], np.float32)})
+    with pytest.raises(RuntimeError, match="dim 1 is 0 \\(copy\\) but the input has rank 1"):
+        sess.run(None, {"x": x, "shape": np.array([2, 0, -1], np.float32)})
+    with pytest.raises(RuntimeError, match="two dims are -1"):
+        sess.run(None, {"x": x, "shape": np.array([-1, -1, 2], np.float32)})
+    check([4, 3, 2])  # and the session goes on
+
+
+def test_reshape_to_a_computed_target_then_an_operator_needing_its_dims(cpu_options):
+    """After the reshape, a MatMul with a [4, 5] weight needs the last dim to be 4: with symbols the rules
+    cannot know it, so the session falls back to concrete targets for this model (remembered), and matches
+    onnxruntime; a target that breaks the MatMul is its error, naming the node."""
+    w = rng.standard_normal((4, 5)).astype(np.float32)
+    data = _reshape_to_computed([helper.make_node("MatMul", ["y", "w"], ["z"])], outputs=[vi("z", F, None)],
+                                inits=[const("w", w)])
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal(24).astype(np.float32)
+    for target in ([2, 3, 4], [3, 2, 4], [6, 1, 4], [1, 6, 4]):
+        feeds = {"x": x, "shape": np.array(target, np.float32)}
+        got, want = sess.run(None, feeds)[0], ref.run(None, feeds)[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="INVALID_ARGUMENT"):
+        sess.run(None, {"x": x, "shape": np.array([2, 4, 3], np.float32)})
+
+
 def test_grid_sample_volumetric_on_opencl(configs):
     """On the OpenCL plugin alone, the volumetric linear GridSample's graph splits into groups the plugin
     compiles and op-by-op nodes that feed each other both ways (a group not connected inside): the core

@@ -112,6 +112,14 @@ struct ModelStage {
   // REQUEST is a count of rows: the next stage takes that many rows of a
   // value as an input (its ROWS says which).
   bool request_rows = false;
+  // REQUEST is a Reshape's target shape computed by the model: with
+  // symbolic rows the runner binds it resolved (Reshape's rules against
+  // value REQUEST_VIEW_SOURCE's shape when the model runs; an int64 tensor
+  // of the dims), and the next stage takes that value's bytes in that shape
+  // (its ROWS says which).
+  bool request_view = false;
+  uint32_t request_view_source = 0;
+  bool request_view_allowzero = false;
   std::vector<TensorInfo> outputs;
   std::vector<uint32_t> model_input_ids;  // the ids of the model's inputs (the graph's first inputs)
   // The graph's inputs after the model's, before INPUT_IDS' (one per count
@@ -120,10 +128,15 @@ struct ModelStage {
   // value read back for the REQUEST-th stage (0-based) says. SYMBOL < 0:
   // the graph's symbol for that count (the same stage serves every count
   // >= 2); else the count is concrete in the graph.
+  // VIEW: instead of rows, all of SOURCE's elements in the shape the
+  // (resolved) value says; SHAPE is the input's in the graph, its dims < 0
+  // symbols for the value's dims at the same index.
   struct Rows {
     uint32_t source = 0;
     size_t request = 0;
     int64_t symbol = 0;
+    bool view = false;
+    std::vector<int64_t> shape;
   };
   std::vector<Rows> rows;
 };
