@@ -703,25 +703,34 @@ class HostCommunicator final : public Communicator {
     const bool all = c.kind == CollectiveCall::kAllreduce, receives = all || c.root == me;
     std::vector<const void*> in(world);
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
-      std::memcpy(group_->slot(static_cast<uint32_t>(me), h), v.send + off * es, n * es);
-      checked_step(h, what);
+      unsigned char* mine = group_->slot(static_cast<uint32_t>(me), h);
       if (n * es <= kDirectBytes || world == 1) {
+        std::memcpy(mine, v.send + off * es, n * es);
+        checked_step(h, what);
         if (!receives) return;
         for (uint32_t r = 0; r < world; ++r) in[r] = group_->slot(r, h);
         reduce(c.dtype, c.op, v.recv + off * es, in.data(), world, n);
         return;
       }
-      // Slice r of every slot, reduced into slot r, then gathered.
+      // Slice r of every slot is reduced by rank r into its slot, then
+      // gathered. This rank's own slice is read from SEND and its result
+      // written to RECV as it is made: only the others' slices pass
+      // through its slot on the way in, and only theirs on the way out.
       const auto slice = [&](uint64_t r) {
         const uint64_t per = (n + world - 1) / world, lo = std::min(n, r * per);
         return std::pair<uint64_t, uint64_t>{lo, std::min(n, lo + per)};
       };
       const auto [lo, hi] = slice(me);
-      for (uint32_t r = 0; r < world; ++r) in[r] = group_->slot(r, h) + lo * es;
-      if (hi > lo) reduce(c.dtype, c.op, group_->slot(static_cast<uint32_t>(me), h) + lo * es, in.data(), world, hi - lo);
+      std::memcpy(mine, v.send + off * es, lo * es);
+      std::memcpy(mine + hi * es, v.send + (off + hi) * es, (n - hi) * es);
+      checked_step(h, what);
+      for (uint32_t r = 0; r < world; ++r) in[r] = r == me ? v.send + (off + lo) * es : group_->slot(r, h) + lo * es;
+      if (hi > lo)
+        reduce(c.dtype, c.op, mine + lo * es, in.data(), world, hi - lo, receives ? v.recv + (off + lo) * es : nullptr);
       group_->step(what);
       if (!receives) return;
       for (uint32_t r = 0; r < world; ++r) {
+        if (r == me) continue;
         const auto [rlo, rhi] = slice(r);
         std::memcpy(v.recv + (off + rlo) * es, group_->slot(r, h) + rlo * es, (rhi - rlo) * es);
       }

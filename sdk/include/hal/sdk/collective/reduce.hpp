@@ -10,6 +10,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "hal/collective.h"
@@ -106,11 +107,12 @@ inline void combine(acc_t<T>* acc, const T* in, size_t n) {
 }
 
 template <class T, uint32_t Op>
-void reduce_typed(void* out, const void* const* in, size_t inputs, size_t count) {
+void reduce_typed(void* out, void* also, const void* const* in, size_t inputs, size_t count) {
   using A = acc_t<T>;
   constexpr size_t kBlock = 512;  // the accumulator stays in L1
   A acc[kBlock];
   T* o = static_cast<T*>(out);
+  T* o2 = static_cast<T*>(also);
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t n = std::min(kBlock, count - base);
     const T* first = static_cast<const T*>(in[0]) + base;
@@ -128,31 +130,32 @@ void reduce_typed(void* out, const void* const* in, size_t inputs, size_t count)
     } else {
       for (size_t i = 0; i < n; ++i) o[base + i] = static_cast<T>(acc[i]);
     }
+    if (o2 != nullptr) std::memcpy(o2 + base, o + base, n * sizeof(T));  // still in L1
   }
 }
 
 template <class T>
-void reduce_op(uint32_t op, void* out, const void* const* in, size_t inputs, size_t count) {
+void reduce_op(uint32_t op, void* out, void* also, const void* const* in, size_t inputs, size_t count) {
   switch (op) {
-    case HAL_REDUCE_SUM: return reduce_typed<T, HAL_REDUCE_SUM>(out, in, inputs, count);
-    case HAL_REDUCE_PROD: return reduce_typed<T, HAL_REDUCE_PROD>(out, in, inputs, count);
+    case HAL_REDUCE_SUM: return reduce_typed<T, HAL_REDUCE_SUM>(out, also, in, inputs, count);
+    case HAL_REDUCE_PROD: return reduce_typed<T, HAL_REDUCE_PROD>(out, also, in, inputs, count);
     case HAL_REDUCE_AVG:
-      if constexpr (!std::is_same_v<T, bool>) return reduce_typed<T, HAL_REDUCE_AVG>(out, in, inputs, count);
+      if constexpr (!std::is_same_v<T, bool>) return reduce_typed<T, HAL_REDUCE_AVG>(out, also, in, inputs, count);
       break;
     case HAL_REDUCE_MIN:
     case HAL_REDUCE_MAX:
       if constexpr (!std::is_same_v<T, std::complex<float>> && !std::is_same_v<T, std::complex<double>>) {
-        if (op == HAL_REDUCE_MIN) return reduce_typed<T, HAL_REDUCE_MIN>(out, in, inputs, count);
-        return reduce_typed<T, HAL_REDUCE_MAX>(out, in, inputs, count);
+        if (op == HAL_REDUCE_MIN) return reduce_typed<T, HAL_REDUCE_MIN>(out, also, in, inputs, count);
+        return reduce_typed<T, HAL_REDUCE_MAX>(out, also, in, inputs, count);
       }
       break;
     case HAL_REDUCE_BAND:
     case HAL_REDUCE_BOR:
     case HAL_REDUCE_BXOR:
       if constexpr (std::is_integral_v<T>) {  // integers and bool
-        if (op == HAL_REDUCE_BAND) return reduce_typed<T, HAL_REDUCE_BAND>(out, in, inputs, count);
-        if (op == HAL_REDUCE_BOR) return reduce_typed<T, HAL_REDUCE_BOR>(out, in, inputs, count);
-        return reduce_typed<T, HAL_REDUCE_BXOR>(out, in, inputs, count);
+        if (op == HAL_REDUCE_BAND) return reduce_typed<T, HAL_REDUCE_BAND>(out, also, in, inputs, count);
+        if (op == HAL_REDUCE_BOR) return reduce_typed<T, HAL_REDUCE_BOR>(out, also, in, inputs, count);
+        return reduce_typed<T, HAL_REDUCE_BXOR>(out, also, in, inputs, count);
       }
       break;
     default: break;
@@ -163,26 +166,28 @@ void reduce_op(uint32_t op, void* out, const void* const* in, size_t inputs, siz
 }  // namespace detail
 
 // OUT[i] = IN[0][i] op IN[1][i] op ... op IN[INPUTS-1][i] for COUNT elements
-// of DTYPE (AVG: divided by INPUTS). OUT may be one of the inputs. Call
+// of DTYPE (AVG: divided by INPUTS), also written to ALSO when non-null
+// (while still in cache). OUT and ALSO may each be one of the inputs. Call
 // check_reduction first; throws UNSUPPORTED_DTYPE otherwise.
-inline void reduce(uint32_t dtype, uint32_t op, void* out, const void* const* in, size_t inputs, size_t count) {
+inline void reduce(uint32_t dtype, uint32_t op, void* out, const void* const* in, size_t inputs, size_t count,
+                   void* also = nullptr) {
   using namespace detail;
   switch (dtype) {
-    case HAL_DTYPE_FLOAT32: return reduce_op<float>(op, out, in, inputs, count);
-    case HAL_DTYPE_FLOAT64: return reduce_op<double>(op, out, in, inputs, count);
-    case HAL_DTYPE_FLOAT16: return reduce_op<kernel::Half>(op, out, in, inputs, count);
-    case HAL_DTYPE_BFLOAT16: return reduce_op<kernel::BFloat16>(op, out, in, inputs, count);
-    case HAL_DTYPE_INT8: return reduce_op<int8_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_UINT8: return reduce_op<uint8_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_INT16: return reduce_op<int16_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_UINT16: return reduce_op<uint16_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_INT32: return reduce_op<int32_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_UINT32: return reduce_op<uint32_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_INT64: return reduce_op<int64_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_UINT64: return reduce_op<uint64_t>(op, out, in, inputs, count);
-    case HAL_DTYPE_BOOL: return reduce_op<bool>(op, out, in, inputs, count);
-    case HAL_DTYPE_COMPLEX64: return reduce_op<std::complex<float>>(op, out, in, inputs, count);
-    case HAL_DTYPE_COMPLEX128: return reduce_op<std::complex<double>>(op, out, in, inputs, count);
+    case HAL_DTYPE_FLOAT32: return reduce_op<float>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_FLOAT64: return reduce_op<double>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_FLOAT16: return reduce_op<kernel::Half>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_BFLOAT16: return reduce_op<kernel::BFloat16>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_INT8: return reduce_op<int8_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_UINT8: return reduce_op<uint8_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_INT16: return reduce_op<int16_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_UINT16: return reduce_op<uint16_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_INT32: return reduce_op<int32_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_UINT32: return reduce_op<uint32_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_INT64: return reduce_op<int64_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_UINT64: return reduce_op<uint64_t>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_BOOL: return reduce_op<bool>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_COMPLEX64: return reduce_op<std::complex<float>>(op, out, also, in, inputs, count);
+    case HAL_DTYPE_COMPLEX128: return reduce_op<std::complex<double>>(op, out, also, in, inputs, count);
     default: fail(HAL_STATUS_UNSUPPORTED_DTYPE, "dtype ", dtype, " cannot be reduced");
   }
 }
