@@ -3,6 +3,7 @@
 // worked out by hand, and the refusals of check_reduction.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,6 +88,26 @@ TEST_CASE("a bitwise reduction of the output in place over a block boundary") {
   const void* in[2] = {a.data(), b.data()};
   col::reduce(HAL_DTYPE_INT32, HAL_REDUCE_BXOR, a.data(), in, 2, a.size());
   CHECK(a == want);
+}
+
+TEST_CASE("a reduction written to a second output too (ALSO), in place on an input, over block boundaries") {
+  // The host communicator's large allreduce reads its own slice from SEND and writes the result to its
+  // slot (OUT) and to RECV (ALSO), which is SEND in place.
+  for (uint32_t op : {HAL_REDUCE_SUM, HAL_REDUCE_AVG, HAL_REDUCE_MAX}) {
+    std::vector<float> a(1300), b(1300), slot(1300, -1.f);
+    for (int i = 0; i < 1300; ++i) a[i] = static_cast<float>(i % 17) - 8.f, b[i] = static_cast<float>(i % 5);
+    std::vector<float> want(1300);
+    for (int i = 0; i < 1300; ++i)
+      want[i] = op == HAL_REDUCE_SUM ? a[i] + b[i] : op == HAL_REDUCE_AVG ? (a[i] + b[i]) / 2 : std::max(a[i], b[i]);
+    const void* in[2] = {b.data(), a.data()};
+    col::reduce(HAL_DTYPE_FLOAT32, op, slot.data(), in, 2, a.size(), a.data());
+    CHECK(slot == want);
+    CHECK(a == want);
+  }
+  std::vector<int64_t> x{1, 2, 3}, y{10, 20, 30}, out(3);
+  const void* in[2] = {x.data(), y.data()};
+  col::reduce(HAL_DTYPE_INT64, HAL_REDUCE_SUM, out.data(), in, 2, 3, nullptr);  // no second output
+  CHECK(out == std::vector<int64_t>{11, 22, 33});
 }
 
 TEST_CASE("check_reduction refuses bitwise ops on floating and complex dtypes, naming op and dtype") {
