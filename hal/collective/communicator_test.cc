@@ -190,7 +190,7 @@ TEST_CASE("send/recv tags: a caller of ABI 1.12 (no tag field) matches as tag 0,
   CHECK(host_ints(ra, 2) == std::vector<int32_t>{7, 8});
 }
 
-TEST_CASE("send/recv tags are refused with UNIMPLEMENTED for a plugin that negotiated ABI 1.12; tag 0 still runs") {
+TEST_CASE("send/recv tags are refused with UNIMPLEMENTED for a plugin that negotiated ABI 1.12, and tag 0 still runs") {
   auto rt = cpu_runtime(12);
   auto d = rt->default_device();
   REQUIRE(d->plugin().negotiated_minor == 12);
