@@ -27,10 +27,12 @@
 #include <ATen/ATen.h>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend.hpp"
@@ -302,6 +304,19 @@ class HalBackend final : public c10d::Backend {
 
   const std::string getBackendName() const override { return "hal"; }
 
+  // batch_isend_irecv groups its operations through startCoalescing /
+  // endCoalescing only for a backend that says it supports coalescing (else
+  // it issues them one by one, and an irecv issued before its rank's isend
+  // blocks until the peer's isend: ranks that each irecv first wait on one
+  // another until the timeout). Grouped, they are one HAL group.
+  bool supportsCoalescing() const override { return true; }
+
+  // As NCCL's: the collectives this rank issued on the group (send / recv,
+  // which only some ranks make, do not count). TORCH_DISTRIBUTED_DEBUG=DETAIL
+  // wraps every group in a ProcessGroupWrapper that compares it across
+  // ranks before each collective.
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
     return run(c10d::OpType::BROADCAST, tensors, [&](Operands& o) {
       for (size_t i = 0; i < tensors.size(); ++i) {
@@ -374,9 +389,19 @@ class HalBackend final : public c10d::Backend {
     auto work = run(c10d::OpType::ALLGATHER, all, [&](Operands& o) {
       for (size_t i = 0; i < inputs.size(); ++i) o.issue(call(HAL_COLLECTIVE_ALLGATHER, o.in(i), o.in(inputs.size() + i)));
     }, /*sync=*/true);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      for (int r = 0; r < size_; ++r)
-        outputs[i][r].copy_(flat_out[i].narrow(0, r * inputs[i].numel(), inputs[i].numel()).view(outputs[i][r].sizes()));
+    std::vector<int64_t> numels;
+    for (const at::Tensor& t : inputs) numels.push_back(t.numel());
+    auto copy_out = [outs = outputs, flat_out, numels, size = size_] {
+      for (size_t i = 0; i < numels.size(); ++i)
+        for (int r = 0; r < size; ++r)
+          outs[i][r].copy_(flat_out[i].narrow(0, r * numels[i], numels[i]).view(outs[i][r].sizes()));
+    };
+    if (coalescing_) {  // the gather happens at endCoalescing
+      after_group_.push_back(std::move(copy_out));
+      after_group_waits_ = true;
+    } else {
+      copy_out();
+    }
     return work;
   }
 
@@ -671,15 +696,28 @@ class HalBackend final : public c10d::Backend {
       return;
     }
     const Clock::time_point deadline = Clock::now() + timeout;
-    std::vector<int> missing;
+    std::vector<int> missing, passed;
+    std::string verdict;
     for (int r = 1; r < size_; ++r) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (wait_for(key + std::to_string(r), left)) continue;
+      // As gloo's: without wait_all_ranks, a timeout already spent before
+      // rank R is waited for is rank 0's own, naming the ranks it saw.
+      if (!wait_all_ranks && left.count() <= 0) {
+        std::string seen;
+        for (int p : passed) seen += (seen.empty() ? "" : ", ") + std::to_string(p);
+        verdict = "Rank 0 timed out in monitoredBarrier after " + std::to_string(timeout.count()) + " ms.\n" +
+                  (passed.empty() ? "No ranks successfully processed in monitoredBarrier."
+                                  : "Successfully processed ranks: " + seen);
+        break;
+      }
+      if (wait_for(key + std::to_string(r), left)) {
+        passed.push_back(r);
+        continue;
+      }
       missing.push_back(r);
       if (!wait_all_ranks) break;
     }
-    std::string verdict;
-    if (!missing.empty()) {
+    if (verdict.empty() && !missing.empty()) {
       std::string ranks;
       for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
       verdict = "[Rank 0]: Rank" + std::string(wait_all_ranks ? "s " : " ") + ranks +
@@ -690,11 +728,23 @@ class HalBackend final : public c10d::Backend {
   }
 
   void startCoalescing() override { comm_->group_start(); coalescing_ = true; }
+  // Issues what was recorded since startCoalescing (one HAL group), then,
+  // once it completed, writes staged results back (cpu and non-contiguous
+  // tensors) and runs what waited for it (allgather's copies out).
   c10::intrusive_ptr<c10d::Work> endCoalescing() override {
     coalescing_ = false;
-    comm_->group_end();
+    std::vector<std::function<void()>> after = std::move(after_group_);
+    after_group_.clear();
+    const bool wait = std::exchange(after_group_waits_, false);
+    try {
+      comm_->group_end();
+    } catch (...) {
+      std::rethrow_exception(translate(std::current_exception(), *comm_, rank_));
+    }
     std::vector<at::Tensor> none;
-    return run(c10d::OpType::COALESCED, none, [](Operands&) {});
+    return run(c10d::OpType::COALESCED, none, [&](Operands&) {
+      for (const auto& f : after) f();
+    }, /*sync=*/wait, nullptr, /*counted=*/false);
   }
 
  private:
@@ -806,16 +856,38 @@ class HalBackend final : public c10d::Backend {
     c.dtype = to_hal_dtype(any.scalar_type());
     c.count = static_cast<uint64_t>(any.numel());
     if (kind == HAL_COLLECTIVE_REDUCE_SCATTER) c.count /= static_cast<uint64_t>(size_);
-    const auto place = [](const at::Tensor* t, const hal::Buffer*& buffer, uint64_t& offset) {
+    // An empty tensor (often without storage) moves nothing, but the
+    // collective is still issued, with a real buffer: a plugin refuses a
+    // NULL one (INVALID_ARGUMENT "send is NULL"), and a count-0 operation
+    // still meets its peers (so a mismatch is still seen, and the ranks
+    // stay in step).
+    const auto place = [this](const at::Tensor* t, const hal::Buffer*& buffer, uint64_t& offset) {
       if (t == nullptr) return;
-      static const hal::Buffer none;
-      buffer = t->numel() > 0 ? &buffer_of(*t) : &none;
+      if (t->numel() == 0) {
+        buffer = &empty_operand_buffer(device_index_);
+        offset = 0;
+        return;
+      }
+      buffer = &buffer_of(*t);
       offset = static_cast<uint64_t>(t->storage_offset()) * t->element_size();
     };
     place(send, c.send, c.send_offset);
     place(recv, c.recv, c.recv_offset);
-    if (c.count == 0 && kind != HAL_COLLECTIVE_ALLTOALL) c.send = c.recv = nullptr;
     return c;
+  }
+
+  // The buffer of empty operands on hal:INDEX: one small tensor per device,
+  // made at the first empty operand and never freed (a backend may be
+  // destroyed during static destruction, after the allocator).
+  static const hal::Buffer& empty_operand_buffer(c10::DeviceIndex index) {
+    static std::mutex mu;
+    static auto* tensors = new std::vector<at::Tensor>();
+    std::lock_guard<std::mutex> lock(mu);
+    const size_t i = static_cast<size_t>(index);
+    if (tensors->size() <= i) tensors->resize(i + 1);
+    at::Tensor& t = (*tensors)[i];
+    if (!t.defined()) t = at::empty({16}, at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, index));
+    return buffer_of(t);
   }
 
   // PREMUL_SUM's scaled copies of TENSORS on this backend's device.
@@ -827,10 +899,13 @@ class HalBackend final : public c10d::Backend {
   }
 
   // Runs BODY on TENSORS as HAL operands and returns its Work, whose result
-  // is RESULTS (default: TENSORS). SYNC: complete before returning.
+  // is RESULTS (default: TENSORS). SYNC: complete before returning. COUNTED:
+  // a collective of getSequenceNumberForGroup's count (send / recv never are).
   template <class Body>
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::vector<at::Tensor>& tensors, Body&& body,
-                                     bool sync = false, const std::vector<at::Tensor>* results = nullptr) {
+                                     bool sync = false, const std::vector<at::Tensor>* results = nullptr,
+                                     bool counted = true) {
+    if (counted && type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++seq_;
     Operands ops(*this, tensors);
     const hal::Stream* stream = current_hal_stream(device_index_);
     auto work = c10::make_intrusive<HalWork>(rank_, type, results != nullptr ? *results : tensors);
@@ -843,6 +918,12 @@ class HalBackend final : public c10d::Backend {
         if (!coalescing_) {
           ops.finish();
           if (stream != nullptr) synchronize_stream(current_stream(device_index_));
+        } else {
+          // Recorded in the group endCoalescing issues: the operands
+          // (staging copies, temporaries) live until then, and staged
+          // results are written back there.
+          after_group_waits_ = after_group_waits_ || ops.staged();
+          after_group_.push_back([ops]() mutable { ops.finish(); });
         }
         work->finish(nullptr);
         return work;
@@ -863,6 +944,11 @@ class HalBackend final : public c10d::Backend {
   uint64_t monitored_barriers_ = 0;        // calls so far: each one's keys are its own
   std::shared_ptr<hal::Communicator> comm_;  // shared with the completer, which may outlive this
   bool coalescing_ = false;
+  // While coalescing: what endCoalescing does once the group completed, in
+  // order, and whether any of it needs the group complete (staged results).
+  std::vector<std::function<void()>> after_group_;
+  bool after_group_waits_ = false;
+  uint64_t seq_ = 0;  // getSequenceNumberForGroup
   uint64_t internal_tags_ = 0;  // next_internal_tag()
   std::shared_ptr<Completer> completer_;
 };

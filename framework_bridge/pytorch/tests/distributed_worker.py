@@ -197,6 +197,86 @@ def bad(rank, world):
     check(torch.equal(x.cpu(), torch.full((2,), float(world))), "usable after the errors")
 
 
+def empty(rank, world):
+    """Every collective on empty tensors completes on every rank, as on gloo (found by PyTorch's
+    own distributed_test.py: DDP of a model whose only parameter is 0-dim broadcasts an empty
+    tensor of shape metadata, test_ddp_create_graph); on hal also a mismatch (empty here, not on
+    the others) is an error on every rank, and an empty all_reduce on a side stream completes."""
+    devices = ("hal", "cpu") if BACKEND == "hal" else ("cpu",)
+    for device in devices:
+        e = lambda *shape: torch.empty(*shape, device=device)
+        dist.broadcast(e(0), 0)
+        dist.all_reduce(e(0))
+        dist.all_reduce(e(0, 3), op=dist.ReduceOp.MAX)
+        dist.reduce(e(0), dst=world - 1)
+        outs = [e(0) for _ in range(world)]
+        dist.all_gather(outs, e(0))
+        dist.all_gather_into_tensor(e(0), e(0))
+        dist.reduce_scatter(e(0), [e(0) for _ in range(world)])
+        dist.reduce_scatter_tensor(e(0), e(0))
+        dist.all_to_all_single(e(0), e(0))
+        dist.all_to_all_single(e(0, 2), e(0, 2), output_split_sizes=[0] * world, input_split_sizes=[0] * world)
+        if rank == 0:
+            dist.send(e(0), world - 1, tag=5)
+        elif rank == world - 1:
+            dist.recv(e(0), 0, tag=5)
+        dist.gather(e(0), [e(0) for _ in range(world)] if rank == 0 else None, dst=0)
+        dist.scatter(e(0), [e(0) for _ in range(world)] if rank == 0 else None, src=0)
+        p = torch.nn.Parameter(torch.tensor(float(rank), device=device))
+        dist._verify_params_across_processes(dist.group.WORLD, [p], None)
+        x = torch.full((3,), float(rank + 1), device=device)
+        dist.all_reduce(x)
+        check(torch.equal(x.cpu(), torch.full((3,), float(world * (world + 1) // 2))), f"usable after empty ones ({device})")
+    if BACKEND != "hal":
+        return
+    try:
+        dist.all_reduce(torch.ones(0 if rank == 0 else 3, device="hal"))
+        raise AssertionError("an empty all_reduce against a 3-element one was accepted")
+    except dist.DistBackendError as e:
+        check("disagree" in str(e) and "count 0" in str(e), f"message: {e}")
+    with torch.hal.stream(torch.hal.Stream()):
+        w = dist.all_reduce(torch.ones(0, device="hal"), async_op=True)
+    w.wait()
+    x = torch.ones(2, device="hal")
+    dist.all_reduce(x)
+    check(torch.equal(x.cpu(), torch.full((2,), float(world))), "usable after the mismatch")
+
+
+def recv_first(rank, world):
+    """batch_isend_irecv whose every rank lists its irecvs before its isends (PyTorch's
+    test_batch_isend_irecv_gloo): one group (the backend supports coalescing), not an irecv that
+    waits for an isend its peer has not issued yet. On hal also through _coalescing_manager, with
+    staged receive tensors (cpu, non-contiguous) written back at its end."""
+    devices = ("hal", "cpu") if BACKEND == "hal" else ("cpu",)
+    for device in devices:
+        ops, want = [], {}
+        for peer in range(world):
+            if peer == rank:
+                continue
+            got = torch.full((3, 4), -1.0, device=device)
+            want[peer] = (got, torch.full((3, 4), float(10 * peer + rank)))
+            ops.append(dist.P2POp(dist.irecv, got, peer, tag=peer))
+            ops.append(dist.P2POp(dist.isend, torch.full((3, 4), float(10 * rank + peer), device=device), peer, tag=rank))
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        for peer, (got, expected) in want.items():
+            check(torch.equal(got.cpu(), expected), f"batch_isend_irecv from {peer} on {device}: {got}")
+        if BACKEND != "hal":
+            continue
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        got = torch.full((4, 3), -1.0, device=device).t()  # non-contiguous: staged
+        outs = [torch.full((2,), -1.0, device=device) for _ in range(world)]
+        with dist._coalescing_manager(device=torch.device(device), async_ops=True) as cm:
+            dist.irecv(got, prv)
+            dist.isend(torch.full((3, 4), float(rank), device=device), nxt)
+        cm.wait()
+        check(torch.equal(got.cpu(), torch.full((3, 4), float(prv))), f"_coalescing_manager recv on {device}: {got}")
+        with dist._coalescing_manager(device=torch.device(device)):
+            dist.all_gather(outs, torch.full((2,), float(rank), device=device))
+        check(torch.equal(torch.stack(outs).cpu(), torch.arange(world).float().repeat_interleave(2).view(world, 2)),
+              f"all_gather in _coalescing_manager on {device}: {outs}")
+
+
 # ---- issue 35 part 3: the ops the "hal" backend gained, run the same on gloo (cpu tensors) ----
 
 R = dist.ReduceOp

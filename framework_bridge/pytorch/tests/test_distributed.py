@@ -116,6 +116,29 @@ def test_mismatched_sizes_and_unsupported_ops_are_errors_not_hangs(tmp_path):
         assert code == 0, f"rank {rank}:\n{out}"
 
 
+@pytest.mark.parametrize("backend", ["hal", "gloo"])
+def test_collectives_on_empty_tensors_complete_as_on_gloo(backend, tmp_path):
+    """Empty tensors moved nothing but failed on hal ("send is NULL"): see distributed_worker.empty."""
+    for rank, (code, out) in enumerate(_ranks("empty", 3, tmp_path, backend=backend)):
+        assert code == 0, f"{backend} rank {rank}:\n{out}"
+
+
+@pytest.mark.parametrize("backend", ["hal", "gloo"])
+def test_batch_isend_irecv_with_every_rank_receiving_first_completes_as_on_gloo(backend, tmp_path):
+    """Hung until the timeout on hal: see distributed_worker.recv_first."""
+    for rank, (code, out) in enumerate(_ranks("recv_first", 3, tmp_path, backend=backend, timeout=120)):
+        assert code == 0, f"{backend} rank {rank}:\n{out}"
+
+
+def test_every_collective_under_torch_distributed_debug_detail(tmp_path):
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL wraps each group in a ProcessGroupWrapper, which asks the
+    backend for its sequence number before every collective: every collective failed on hal
+    ("Backend hal does not yet support sequence numbers")."""
+    env = dict(_env(), TORCH_DISTRIBUTED_DEBUG="DETAIL")
+    for rank, (code, out) in enumerate(_ranks("collectives", 2, tmp_path, env=env)):
+        assert code == 0, f"rank {rank}:\n{out}"
+
+
 def _results(scenario, world, tmp_path, backend):
     """The dicts SCENARIO's ranks returned, run on BACKEND (gloo: cpu tensors)."""
     d = tmp_path / backend
