@@ -61,7 +61,7 @@ hal_log "pytest"
 cd "$HAL_SRC"
 HAL_BUILD_DIR="$HAL_BUILD_ROOT/test" PYTHONPATH="$HAL_BUILD_ROOT/test/python" \
   "$HAL_PYTHON" -m pytest -q -p no:cacheprovider framework_bridge/python/tests framework_bridge/pytorch/tests \
-  framework_bridge/onnx/tests
+  framework_bridge/onnx/tests bench/tests
 hal_log "pytest behind the validation layer: the ONNX model tests and the training tests"
 # Every call these make goes through the validation layer (docs/layers.md),
 # which fails any that breaks the ABI's rules.

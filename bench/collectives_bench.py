@@ -16,6 +16,7 @@ Results go in docs/performance.md.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -28,7 +29,7 @@ import time
 SIZES = [8, 4 << 10, 1 << 20, 64 << 20]
 
 
-def worker(backend, rank, world, store, sizes, reps):
+def worker(backend, rank, world, store, sizes, reps, settle=0):
     import torch
     import torch.distributed as dist
 
@@ -40,6 +41,10 @@ def worker(backend, rank, world, store, sizes, reps):
     dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     out = {}
+    # SETTLE untimed 8-byte allreduces first: across network namespaces, the first few dozen operations of
+    # a new hal communicator took ~8 ms each here (bench/collectives_model.py wants the steady state).
+    for _ in range(settle):
+        dist.all_reduce(torch.ones(2, device=device))
     for size in sizes:
         x = torch.ones(max(size // 4, 2), device=device)
         n = reps if size < (16 << 20) else max(3, reps // 10)
@@ -74,15 +79,15 @@ def memcpy_bandwidth():
     return src.numel() * 4 / statistics.median(times)
 
 
-def run(backend, world, sizes, reps, hosts=None, extra_env=None):
-    """HOSTS: [(namespace, interface)] rank r runs in hosts[r % len(hosts)]; None: here."""
+def run(backend, world, sizes, reps, hosts=None, extra_env=None, settle=0):
+    """HOSTS: [(namespace, interface)] rank r runs in hosts[r % len(hosts)]; None: here. SETTLE: see worker()."""
     with tempfile.TemporaryDirectory() as d:
         store = os.path.join(d, "store")
         procs = []
         for r in range(world):
             env = dict(os.environ, OMP_NUM_THREADS="1", HAL_FALLBACK_WARN="0", **(extra_env or {}))
             cmd = [sys.executable, __file__, "--worker", backend, str(r), str(world), store,
-                   ",".join(map(str, sizes)), str(reps)]
+                   ",".join(map(str, sizes)), str(reps), str(settle)]
             if hosts:
                 ns, ifname = hosts[r % len(hosts)]
                 env.update(HAL_SOCKET_IFNAME=ifname, GLOO_SOCKET_IFNAME=ifname)
@@ -96,8 +101,8 @@ def run(backend, world, sizes, reps, hosts=None, extra_env=None):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        b, r, w, s, sizes, reps = sys.argv[2:8]
-        return worker(b, int(r), int(w), s, [int(x) for x in sizes.split(",")], int(reps))
+        b, r, w, s, sizes, reps, settle = sys.argv[2:9]
+        return worker(b, int(r), int(w), s, [int(x) for x in sizes.split(",")], int(reps), int(settle))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--worlds", default="2,4")
     p.add_argument("--reps", type=int, default=50)
@@ -132,8 +137,9 @@ def main():
             json.dump(rows, f, indent=1)
 
 
-def two_hosts(per_host, sizes, reps, json_path):
-    """2 x PER_HOST ranks in two network namespaces: hal hierarchical, hal flat TCP, gloo."""
+@contextlib.contextmanager
+def two_namespaces():
+    """Two network namespaces joined by a veth pair (root), removed on exit; yields run()'s HOSTS."""
     tag = str(os.getpid())
     ns, veth = [f"cbA{tag}", f"cbB{tag}"], [f"cba{tag}"[:15], f"cbb{tag}"[:15]]
     made = []
@@ -151,14 +157,19 @@ def two_hosts(per_host, sizes, reps, json_path):
             ip("-n", ns[i], "addr", "add", f"10.231.78.{i + 1}/24", "dev", veth[i])
             ip("-n", ns[i], "link", "set", veth[i], "up")
             ip("-n", ns[i], "link", "set", "lo", "up")
-        hosts = list(zip(ns, veth))
-        world = 2 * per_host
-        hier = run("hal", world, sizes, reps, hosts)
-        flat = run("hal", world, sizes, reps, hosts, {"HAL_COMM_TRANSPORT": "tcp"})
-        gloo = run("gloo", world, sizes, reps, hosts)
+        yield list(zip(ns, veth))
     finally:
         for n in made:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def two_hosts(per_host, sizes, reps, json_path):
+    """2 x PER_HOST ranks in two network namespaces: hal hierarchical, hal flat TCP, gloo."""
+    world = 2 * per_host
+    with two_namespaces() as hosts:
+        hier = run("hal", world, sizes, reps, hosts)
+        flat = run("hal", world, sizes, reps, hosts, {"HAL_COMM_TRANSPORT": "tcp"})
+        gloo = run("gloo", world, sizes, reps, hosts)
     print(f"2 hosts x {per_host} ranks (network namespaces, veth), allreduce float32, median of rank 0")
     print(f"{'bytes':>10} {'hier us':>10} {'flat tcp us':>12} {'gloo us':>10} {'hier/flat':>10} {'hier/gloo':>10} "
           f"{'hier busbw GB/s':>16}")
