@@ -303,6 +303,11 @@ class HostCommunicator final : public Communicator {
       const std::vector<uint32_t>& l = hosts[host_of[r]];
       return static_cast<uint32_t>(std::find(l.begin(), l.end(), r) - l.begin());
     }
+    // More than one host, each with as many ranks as the others.
+    bool uniform() const {
+      return hosts.size() > 1 && std::all_of(hosts.begin(), hosts.end(),
+                                             [&](const std::vector<uint32_t>& h) { return h.size() == hosts[0].size(); });
+    }
   };
 
   // Host views of a call's buffers (staged when not host-addressable).
@@ -439,6 +444,18 @@ class HostCommunicator final : public Communicator {
           else {
             comm->leaders_owned_ = GlooTransport::over_bootstrap(bs, "hal/gloo-leaders", host, hosts, timeout, what);
             comm->leaders_ = comm->leaders_owned_.get();
+          }
+        }
+        // Every host with the same number of ranks: rank i of each host also
+        // joins column i (the ranks i of all hosts; column 0 is the leaders),
+        // over which large allreduces run (allreduce_columns).
+        if (comm->topo_.uniform() && local_world > 1) {
+          if (local_rank == 0) {
+            comm->column_ = comm->leaders_;
+          } else {
+            comm->column_owned_ = GlooTransport::over_bootstrap(bs, "hal/gloo-column" + std::to_string(local_rank),
+                                                                host, hosts, timeout, what);
+            comm->column_ = comm->column_owned_.get();
           }
         }
       } catch (const Error& e) {
@@ -1102,8 +1119,12 @@ class HostCommunicator final : public Communicator {
   // ranks' descriptors, the leaders exchange theirs over TCP, each leader
   // tells its host the verdict), so a mismatch anywhere is INVALID_ARGUMENT
   // on every rank and leaves every rank in step. Then:
-  //   allreduce       reduce to the leader (shared memory), allreduce among
-  //                   leaders (Gloo), broadcast from the leader.
+  //   allreduce       hosts of equal size L >= 2: reduce-scatter on the
+  //                   host, allreduce of slice i among the ranks i of every
+  //                   host (Gloo, the L columns at once), allgather on the
+  //                   host (allreduce_columns). Else: reduce to the leader
+  //                   (shared memory), allreduce among leaders (Gloo),
+  //                   broadcast from the leader.
   //   reduce          as allreduce with a reduce among leaders to the root's
   //                   host, whose leader hands it to the root.
   //   broadcast       on the root's host from the root, among leaders from
@@ -1214,6 +1235,7 @@ class HostCommunicator final : public Communicator {
 #ifdef HAL_SDK_WITH_GLOO
     if (mesh_) mesh_->close();
     if (leaders_owned_) leaders_owned_->close();
+    if (column_owned_) column_owned_->close();
 #endif
   }
 
@@ -1434,6 +1456,7 @@ class HostCommunicator final : public Communicator {
     switch (c.kind) {
       case CollectiveCall::kBarrier: return;  // agreeing is a barrier
       case CollectiveCall::kAllreduce: {
+        if (column_ != nullptr && n >= group_->world()) return allreduce_columns(c, v, d, what);
         local_reduce_to_leader(c, n, v.send, v.recv, d, what);
         if (leader()) {
           leaders_->run(tcp_call(CollectiveCall::kAllreduce, c.dtype, c.op, 0, n), v.recv, v.recv, what);
@@ -1483,6 +1506,54 @@ class HostCommunicator final : public Communicator {
       case CollectiveCall::kAlltoall: return alltoall_hierarchical(c, v, d, what);
       default: fail(HAL_STATUS_INTERNAL, what, ": not a collective");
     }
+  }
+
+  // Allreduce across hosts of L ranks each (L >= 2, COUNT >= L), as NCCL's
+  // hierarchical allreduce over several rails: local rank i owns slice i
+  // (elements [COUNT i / L, COUNT (i + 1) / L)). Its host's sum of slice i
+  // is reduced at rank i (shared memory: a reduce-scatter), slice i is
+  // allreduced among the ranks i of every host (Gloo, column i; the L
+  // columns at once), and every rank gathers the other slices (shared
+  // memory: an allgather). Each rank's link carries 1/L of the data, where
+  // the leaders' path puts all of it through the leader's.
+  void allreduce_columns(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
+    const uint64_t es = common::dtype_size(c.dtype), L = group_->world(), me = group_->rank(), n = c.count;
+    const uint32_t op = c.op == HAL_REDUCE_AVG ? uint32_t{HAL_REDUCE_SUM} : uint32_t{c.op};
+    const auto lo = [&](uint64_t r) { return n * r / L; };
+    const auto len = [&](uint64_t r) { return lo(r + 1) - lo(r); };
+    const uint64_t longest = (n + L - 1) / L;
+    // 1. Per round, each rank copies its send buffer's chunk of every other
+    //    rank's slice into its slot (the chunk for rank q at place q, less
+    //    one past this rank), then reduces its own chunk from its send buffer
+    //    and every other slot into its receive buffer.
+    const uint64_t chunk = std::max<uint64_t>(1, group_->half_bytes() / es / (L - 1));
+    const auto place = [&](uint64_t q, uint64_t of) { return (q < of ? q : q - 1) * chunk * es; };
+    std::vector<const void*> in(L);
+    rounds(longest, chunk, d, what, [&](uint64_t off, uint64_t m, uint32_t h, bool) {
+      unsigned char* mine = group_->slot(static_cast<uint32_t>(me), h);
+      for (uint64_t q = 0; q < L; ++q)
+        if (q != me && off < len(q))
+          std::memcpy(mine + place(q, me), v.send + (lo(q) + off) * es, std::min(m, len(q) - off) * es);
+      checked_step(h, what);
+      if (off >= len(me)) return;
+      for (uint64_t q = 0; q < L; ++q)
+        in[q] = q == me ? v.send + (lo(me) + off) * es : group_->slot(static_cast<uint32_t>(q), h) + place(me, q);
+      reduce(c.dtype, op, v.recv + (lo(me) + off) * es, in.data(), L, std::min(m, len(me) - off));
+    });
+    // 2. Slice me among the ranks me of every host.
+    unsigned char* slice = v.recv + lo(me) * es;
+    column_->run(tcp_call(CollectiveCall::kAllreduce, c.dtype, op, 0, len(me)), slice, slice, what);
+    if (c.op == HAL_REDUCE_AVG) detail::divide(c.dtype, slice, len(me), world_);
+    // 3. Every rank's slice to every rank, a chunk per round.
+    rounds(longest, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t m, uint32_t h, bool) {
+      if (off < len(me))
+        std::memcpy(group_->slot(static_cast<uint32_t>(me), h), slice + off * es, std::min(m, len(me) - off) * es);
+      checked_step(h, what);
+      for (uint64_t q = 0; q < L; ++q)
+        if (q != me && off < len(q))
+          std::memcpy(v.recv + (lo(q) + off) * es, group_->slot(static_cast<uint32_t>(q), h),
+                      std::min(m, len(q) - off) * es);
+    });
   }
 
   // Every rank's COUNT elements at SEND into RECV (WORLD * COUNT, rank order).
@@ -1619,6 +1690,8 @@ class HostCommunicator final : public Communicator {
   std::unique_ptr<Tcp> mesh_;              // every rank, over TCP (more than one host)
   std::unique_ptr<Tcp> leaders_owned_;     // the hosts' leaders, when not every rank is one
   Tcp* leaders_ = nullptr;                 // set on a leader (more than one host)
+  std::unique_ptr<Tcp> column_owned_;      // this rank's column, when it is not the leaders
+  Tcp* column_ = nullptr;                  // the ranks of this local index on every host (uniform hosts)
   std::mutex run_mu_;   // one operation at a time (streams may differ)
   // Per ring peer: messages that came before a receive matching their tag
   // (run_p2p); guarded by run_mu_.
