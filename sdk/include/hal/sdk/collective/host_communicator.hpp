@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1514,46 +1515,129 @@ class HostCommunicator final : public Communicator {
   // is reduced at rank i (shared memory: a reduce-scatter), slice i is
   // allreduced among the ranks i of every host (Gloo, column i; the L
   // columns at once), and every rank gathers the other slices (shared
-  // memory: an allgather). Each rank's link carries 1/L of the data, where
-  // the leaders' path puts all of it through the leader's.
+  // memory: an allgather). Each rank sends 1/L of what a leader would (a
+  // NIC the host's ranks share still carries all of it; the reductions,
+  // copies and message latencies are what L ranks share). Slices go in
+  // pieces of kColumnPieceBytes, pipelined: the column's allreduce of piece
+  // k runs on a thread of this call while this one reduces piece k + 1 and
+  // gathers piece k - 1.
+  static constexpr uint64_t kColumnPieceBytes = 4u << 20;
   void allreduce_columns(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
     const uint64_t es = common::dtype_size(c.dtype), L = group_->world(), me = group_->rank(), n = c.count;
     const uint32_t op = c.op == HAL_REDUCE_AVG ? uint32_t{HAL_REDUCE_SUM} : uint32_t{c.op};
     const auto lo = [&](uint64_t r) { return n * r / L; };
     const auto len = [&](uint64_t r) { return lo(r + 1) - lo(r); };
     const uint64_t longest = (n + L - 1) / L;
-    // 1. Per round, each rank copies its send buffer's chunk of every other
-    //    rank's slice into its slot (the chunk for rank q at place q, less
-    //    one past this rank), then reduces its own chunk from its send buffer
-    //    and every other slot into its receive buffer.
+    // Reduce-scatter of slice elements [FROM, TO): per round, each rank
+    // copies its send buffer's chunk of every other rank's slice into its
+    // slot (the chunk for rank q at place q, less one past this rank), then
+    // reduces its own chunk from its send buffer and every other slot into
+    // its receive buffer.
     const uint64_t chunk = std::max<uint64_t>(1, group_->half_bytes() / es / (L - 1));
     const auto place = [&](uint64_t q, uint64_t of) { return (q < of ? q : q - 1) * chunk * es; };
     std::vector<const void*> in(L);
-    rounds(longest, chunk, d, what, [&](uint64_t off, uint64_t m, uint32_t h, bool) {
-      unsigned char* mine = group_->slot(static_cast<uint32_t>(me), h);
-      for (uint64_t q = 0; q < L; ++q)
-        if (q != me && off < len(q))
-          std::memcpy(mine + place(q, me), v.send + (lo(q) + off) * es, std::min(m, len(q) - off) * es);
-      checked_step(h, what);
-      if (off >= len(me)) return;
-      for (uint64_t q = 0; q < L; ++q)
-        in[q] = q == me ? v.send + (lo(me) + off) * es : group_->slot(static_cast<uint32_t>(q), h) + place(me, q);
-      reduce(c.dtype, op, v.recv + (lo(me) + off) * es, in.data(), L, std::min(m, len(me) - off));
-    });
-    // 2. Slice me among the ranks me of every host.
+    const auto reduce_scatter = [&](uint64_t from, uint64_t to) {
+      rounds(to - from, chunk, d, what, [&](uint64_t at, uint64_t m, uint32_t h, bool) {
+        const uint64_t off = from + at;
+        unsigned char* mine = group_->slot(static_cast<uint32_t>(me), h);
+        for (uint64_t q = 0; q < L; ++q)
+          if (q != me && off < len(q))
+            std::memcpy(mine + place(q, me), v.send + (lo(q) + off) * es, std::min(m, len(q) - off) * es);
+        checked_step(h, what);
+        if (off >= len(me)) return;
+        for (uint64_t q = 0; q < L; ++q)
+          in[q] = q == me ? v.send + (lo(me) + off) * es : group_->slot(static_cast<uint32_t>(q), h) + place(me, q);
+        reduce(c.dtype, op, v.recv + (lo(me) + off) * es, in.data(), L, std::min(m, len(me) - off));
+      });
+    };
+    // Allgather of slice elements [FROM, TO), a chunk per round.
     unsigned char* slice = v.recv + lo(me) * es;
-    column_->run(tcp_call(CollectiveCall::kAllreduce, c.dtype, op, 0, len(me)), slice, slice, what);
-    if (c.op == HAL_REDUCE_AVG) detail::divide(c.dtype, slice, len(me), world_);
-    // 3. Every rank's slice to every rank, a chunk per round.
-    rounds(longest, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t m, uint32_t h, bool) {
-      if (off < len(me))
-        std::memcpy(group_->slot(static_cast<uint32_t>(me), h), slice + off * es, std::min(m, len(me) - off) * es);
-      checked_step(h, what);
-      for (uint64_t q = 0; q < L; ++q)
-        if (q != me && off < len(q))
-          std::memcpy(v.recv + (lo(q) + off) * es, group_->slot(static_cast<uint32_t>(q), h),
-                      std::min(m, len(q) - off) * es);
+    const auto allgather = [&](uint64_t from, uint64_t to) {
+      rounds(to - from, group_->half_bytes() / es, d, what, [&](uint64_t at, uint64_t m, uint32_t h, bool) {
+        const uint64_t off = from + at;
+        if (off < len(me))
+          std::memcpy(group_->slot(static_cast<uint32_t>(me), h), slice + off * es, std::min(m, len(me) - off) * es);
+        checked_step(h, what);
+        for (uint64_t q = 0; q < L; ++q)
+          if (q != me && off < len(q))
+            std::memcpy(v.recv + (lo(q) + off) * es, group_->slot(static_cast<uint32_t>(q), h),
+                        std::min(m, len(q) - off) * es);
+      });
+    };
+    // Piece k of this rank's slice among the ranks me of every host (their
+    // slices have this one's length: same count, same L).
+    const uint64_t piece = std::max<uint64_t>(chunk, kColumnPieceBytes / es);
+    const uint64_t pieces = (longest + piece - 1) / piece;
+    const auto piece_end = [&](uint64_t k) { return std::min(longest, (k + 1) * piece); };
+    const auto across = [&](uint64_t k) {
+      const uint64_t from = std::min(len(me), k * piece), count = std::min(len(me), piece_end(k)) - from;
+      if (count == 0) return;
+      column_->run(tcp_call(CollectiveCall::kAllreduce, c.dtype, op, 0, count), slice + from * es, slice + from * es,
+                   what);
+      if (c.op == HAL_REDUCE_AVG) detail::divide(c.dtype, slice + from * es, count, world_);
+    };
+    if (pieces == 1) {
+      reduce_scatter(0, longest);
+      across(0);
+      return allgather(0, longest);
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t handed = 0, crossed = 0;  // pieces reduced on the host / allreduced across hosts
+    bool stop = false;
+    std::exception_ptr failed;
+    std::thread tcp([&] {
+      for (uint64_t k = 0; k < pieces; ++k) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return handed > k || stop; });
+          if (stop) return;
+        }
+        try {
+          across(k);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          failed = std::current_exception();
+          cv.notify_all();
+          return;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        ++crossed;
+        cv.notify_all();
+      }
     });
+    const auto wait_crossed = [&](uint64_t k) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return crossed > k || failed; });
+      if (crossed <= k) std::rethrow_exception(failed);
+    };
+    try {
+      for (uint64_t k = 0; k < pieces; ++k) {
+        reduce_scatter(k * piece, piece_end(k));
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          handed = k + 1;
+        }
+        cv.notify_all();
+        if (k == 0) continue;
+        wait_crossed(k - 1);
+        allgather((k - 1) * piece, piece_end(k - 1));
+      }
+      wait_crossed(pieces - 1);
+      allgather((pieces - 1) * piece, longest);
+    } catch (...) {
+      // The communicator is broken (the caller aborts it): closing the TCP
+      // meshes ends the thread's wait for its column at once.
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stop = true;
+      }
+      cv.notify_all();
+      close_tcp();
+      tcp.join();
+      throw;
+    }
+    tcp.join();
   }
 
   // Every rank's COUNT elements at SEND into RECV (WORLD * COUNT, rank order).
