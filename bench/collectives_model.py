@@ -12,11 +12,16 @@ beta (s per byte) per link kind:
 
     shared memory  alpha_shm per step (a rank bumps its counter and waits for its host's others),
                    beta_shm per byte a rank streams through memory (a copy or a reduction input);
-    TCP            alpha_tcp per message latency of Gloo's unbound buffers between leaders
-                   (a receive posted, the sender told, the data sent), beta_tcp per byte a leader
-                   sends over its link;
+    TCP            alpha_tcp per message latency of Gloo's unbound buffers between hosts
+                   (a receive posted, the sender told, the data sent), beta_tcp per byte a rank
+                   sends over its link (a leader, or a column's rank: below);
     o              what a call costs outside the communicator (torch.distributed, the stream's
                    host function, torch.hal.synchronize), measured at 1 rank.
+
+Two paths across hosts (HostCommunicator::run_hierarchical), above 64 KiB: hosts of equal size L >= 2 run
+the columns (allreduce_columns: a reduce-scatter in each host's segment, Gloo's allreduce of slice i among
+the i-th ranks of every host, all L columns at once, an allgather in the segment); hosts of unequal size
+the leaders' path (reduce to the leader, Gloo's allreduce among the leaders, broadcast from the leader).
 
 All five are fitted here from the script's own measurements, taken through bench/collectives_bench.py
 (torch.distributed "hal" backend, float32, median of rank 0 after a barrier; every configuration run
@@ -24,15 +29,19 @@ All five are fitted here from the script's own measurements, taken through bench
 shared-memory pair from 1 host x 2 ranks, the TCP pair from 2 "hosts" x 1 rank (network namespaces
 joined by a veth pair; root). The model then predicts every other configuration measured here - 1 host
 x 3..8 ranks, 2 hosts x 2..3 ranks, and HAL_COMM_TRANSPORT=tcp (the flat mesh) at 2 x 2 and 2 x 3 - and
-prints measured against predicted per point. Last, it predicts 16 hosts x 8 ranks over stated links,
-against a flat ring of all 128 ranks.
+prints measured against predicted per point. Last, it predicts 16 hosts x 8 ranks over stated links
+(the columns with one NIC per host or one per column, the leaders' path), against a flat ring of all 128
+ranks.
 
 CPU contention. This machine has few CPUs (2 here) for up to 8 ranks, and the hosts of the two-host runs
 are namespaces of the same machine. The model does not fit anything per world size: a phase in which A
 ranks work at once on C CPUs is slowed by max(1, A / C) - the local phases by all ranks, the phases
-among leaders by the leaders only (the others sleep on a futex meanwhile). That is the whole
-contention model; the printed errors say where it is not enough. At 16 x 8 every host is assumed to
-have 8 CPUs of its own, so the factor is 1.
+among leaders by the leaders only (the others sleep on a futex meanwhile), the columns' allreduce by all
+ranks (every column runs at once). That is the whole contention model; the printed errors say where it
+is not enough. Here the two "hosts" share one veth pair whose per-byte cost is CPU time, which this
+rule prices; so a column's bytes are priced per stream. At 16 x 8 every host is assumed to have 8 CPUs
+of its own, so the factor is 1, and one NIC: the 8 columns' streams share its bandwidth (their bytes
+are added on the wire), while their latencies and reductions run in parallel.
 
 Writes nothing unless asked (--json, --markdown).
 """
@@ -158,9 +167,60 @@ def gloo_ring(nbytes, hosts):
     return counts(tcp_alpha=sends, tcp_beta=sends * segment, shm_beta=sends // 2 * segment * 2)
 
 
-def phases(nbytes, hosts, per_host):
+def columns_reduce_scatter(nbytes, per_host):
+    """Step 1 of allreduce_columns() at local rank 0: rank q owns slice q, elements [E q / L, E (q + 1) / L)
+    of the E = n / 4. Rounds of chunk = half / 4 / (L - 1) elements of every slice, over the longest
+    slice: per round rank 0 copies its send buffer's chunk of each other slice into its slot, one
+    (checked) step, then reduces its own chunk from its send buffer and the L - 1 other slots (L inputs).
+    Over all rounds: the other slices copied once (E - E/L elements) and L inputs of its own slice read
+    ((2 - 1/L) n bytes when L divides E)."""
+    elements, ranks = nbytes // ELEMENT, per_host
+    own, longest = elements // ranks, -(-elements // ranks)
+    chunk = max(1, half_bytes(ranks) // ELEMENT // (ranks - 1))
+    steps = max(1, -(-longest // chunk))
+    return counts(shm_alpha=steps, shm_beta=(elements - own + ranks * own) * ELEMENT)
+
+
+def columns_allgather(nbytes, per_host):
+    """Step 3 of allreduce_columns() at local rank 0: rounds of half / 4 elements of a slice; per round its
+    own chunk copied into its slot, one step, the L - 1 others' chunks copied out: n bytes in all."""
+    elements, ranks = nbytes // ELEMENT, per_host
+    longest = -(-elements // ranks)
+    steps = max(1, -(-longest // (half_bytes(ranks) // ELEMENT)))
+    return counts(shm_alpha=steps, shm_beta=elements * ELEMENT)
+
+
+def columns_ring(nbytes, hosts, per_host, nics=None):
+    """Step 2 of allreduce_columns() at local rank 0: Gloo's ring over its slice (E // L elements) among
+    the H ranks of column 0, in place. The L columns run at once, each rank's latencies and reductions
+    on its own. NICS None: a column's bytes are priced per stream (here: the veth pair's cost is CPU time,
+    priced by the contention rule). NICS k: the host's L streams share k NICs, so the busiest NIC carries
+    ceil(L / k) streams' bytes one after the other on the wire."""
+    ring = gloo_ring(nbytes // ELEMENT // per_host * ELEMENT, hosts)
+    if nics is not None:
+        ring[TERMS.index("tcp_beta")] *= -(-per_host // nics)
+    return ring
+
+
+def takes_columns(nbytes, hosts, per_host, leaders=False):
+    """allreduce_columns() or the leaders' path: run_hierarchical()'s choice, for hosts of equal size (the
+    ones measured here; LEADERS: as hosts of unequal size would, with host 0 of PER_HOST ranks)."""
+    return (not leaders and hosts > 1 and per_host >= 2 and nbytes > SMALL_BYTES
+            and nbytes // ELEMENT >= per_host)
+
+
+def path_name(nbytes, hosts, per_host, leaders=False):
+    if hosts == 1:
+        return "one host"
+    if nbytes <= SMALL_BYTES:
+        return "small"
+    return "columns" if takes_columns(nbytes, hosts, per_host, leaders) else "leaders"
+
+
+def phases(nbytes, hosts, per_host, leaders=False, nics=None):
     """The allreduce of NBYTES over HOSTS x PER_HOST ranks as phases, on the critical path of rank 0
-    (host 0's leader), which is where collectives_bench.py times it."""
+    (host 0's leader, and column 0's rank), which is where collectives_bench.py times it. LEADERS: the
+    leaders' path even for hosts of equal size (what hosts of unequal size take). NICS: see columns_ring."""
     ranks = hosts * per_host
     ps = [Phase("call overhead", counts(overhead=1), ranks)]
     if hosts == 1:
@@ -173,22 +233,28 @@ def phases(nbytes, hosts, per_host):
         local = 3 * steps + counts(shm_beta=(per_host + 1) * nbytes + hosts * nbytes + 3 * nbytes)
         return ps + [Phase("in the segment", local, ranks),
                      Phase("leaders' exchange", leaders_exchange(nbytes, hosts), hosts)]
+    ps += [Phase("agreement", 2 * steps, ranks),
+           Phase("agreement: leaders' exchange", leaders_exchange(0, hosts), hosts)]
+    if takes_columns(nbytes, hosts, per_host, leaders):
+        return ps + [
+            Phase("reduce-scatter in the segment", columns_reduce_scatter(nbytes, per_host), ranks),
+            Phase("columns' allreduce (Gloo ring, all at once)", columns_ring(nbytes, hosts, per_host, nics), ranks),
+            Phase("allgather in the segment", columns_allgather(nbytes, per_host), ranks),
+        ]
     return ps + [
-        Phase("agreement", 2 * steps, ranks),
-        Phase("agreement: leaders' exchange", leaders_exchange(0, hosts), hosts),
         Phase("reduce to the leader", local_reduce(nbytes, per_host), ranks),
         Phase("leaders' allreduce (Gloo ring)", gloo_ring(nbytes, hosts), hosts),
         Phase("broadcast from the leader", local_broadcast(nbytes, per_host), ranks),
     ]
 
 
-def design(nbytes, hosts, per_host, cpus):
+def design(nbytes, hosts, per_host, cpus, leaders=False, nics=None):
     """The counts of every parameter's unit, each phase scaled by its contention: time = design . params."""
-    return sum(contention(p.active, cpus) * p.counts for p in phases(nbytes, hosts, per_host))
+    return sum(contention(p.active, cpus) * p.counts for p in phases(nbytes, hosts, per_host, leaders, nics))
 
 
-def predict(params, nbytes, hosts, per_host, cpus=None):
-    return float(design(nbytes, hosts, per_host, cpus) @ params.vector())
+def predict(params, nbytes, hosts, per_host, cpus=None, leaders=False, nics=None):
+    return float(design(nbytes, hosts, per_host, cpus, leaders, nics) @ params.vector())
 
 
 def fit(rows, free, known):
@@ -291,20 +357,29 @@ GBIT = 1e9 / 8  # bytes per second in a Gb/s
 
 
 def at_scale(p, sizes, link_alpha, hosts=16, per_host=8):
-    """Hierarchical against a flat ring of all ranks over TCP (HAL_COMM_TRANSPORT=tcp: every rank its own
-    host), at HOSTS x PER_HOST, for a 100 and a 25 Gb/s link of latency LINK_ALPHA per message. The flat
-    ring's neighbours on one host talk over loopback TCP and it runs at its slowest hop: "flat" takes
-    loopback at the TCP beta measured here (this software stack), "flat_ideal" at the link's beta (a
-    bound no flat ring beats). Ranks placed host by host, so each NIC carries one ring edge each way."""
+    """At HOSTS x PER_HOST, for a 100 and a 25 Gb/s link of latency LINK_ALPHA per message: the columns
+    (hosts of equal size) with one NIC per host, which the PER_HOST columns' streams share ("hier"), and
+    with a NIC per column ("rails"); the leaders' path (what hosts of unequal size take), one leader per
+    NIC; and a flat ring of all ranks over TCP (HAL_COMM_TRANSPORT=tcp: every rank its own host). A single
+    stream is assumed to reach the link's speed. The flat ring's neighbours on one host talk over loopback
+    TCP and it runs at its slowest hop: "flat" takes loopback at the TCP beta measured here (this software
+    stack), "flat_ideal" at the link's beta (a bound no flat ring beats). Ranks placed host by host, so
+    each NIC carries one ring edge each way."""
     rows = []
     for gbits in (100, 25):
         link = p.replace(tcp_alpha=link_alpha, tcp_beta=1 / (gbits * GBIT))
         flat = link.replace(tcp_beta=max(link.tcp_beta, p.tcp_beta))
         for n in sizes:
-            rows.append({"link_gbits": gbits, "bytes": n, "hier_s": predict(link, n, hosts, per_host),
+            rows.append({"link_gbits": gbits, "bytes": n,
+                         "hier_s": predict(link, n, hosts, per_host, nics=1),
+                         "rails_s": predict(link, n, hosts, per_host, nics=per_host),
+                         "leaders_s": predict(link, n, hosts, per_host, leaders=True),
                          "flat_s": predict(flat, n, hosts * per_host, 1),
                          "flat_ideal_s": predict(link, n, hosts * per_host, 1),
-                         "phases": {ph.name: float(ph.counts @ link.vector()) for ph in phases(n, hosts, per_host)}})
+                         "phases": {ph.name: float(ph.counts @ link.vector())
+                                    for ph in phases(n, hosts, per_host, nics=1)},
+                         "leaders_phases": {ph.name: float(ph.counts @ link.vector())
+                                            for ph in phases(n, hosts, per_host, leaders=True)}})
     return rows
 
 
@@ -332,14 +407,17 @@ def report(p, alone_beta, measured, fitted_on, cpus, scale, link_alpha, elapsed)
             pred = predict(p, n, *c.model_shape(), cpus)
             low, high = min(r[n] for r in runs), max(r[n] for r in runs)
             points.append({"config": label, "hosts": c.hosts, "per_host": c.per_host, "transport": c.transport,
-                           "bytes": n, "measured_s": t, "predicted_s": pred, "error": pred / t - 1,
-                           "spread": high / low, "in_range": low <= pred <= high, "fit": label in fitted_on})
+                           "bytes": n, "path": path_name(n, *c.model_shape()), "measured_s": t,
+                           "predicted_s": pred, "error": pred / t - 1, "spread": high / low,
+                           "in_range": low <= pred <= high, "fit": label in fitted_on})
     checked = [abs(x["error"]) for x in points if not x["fit"]]
     return {"cpus": cpus, "params": asdict(p), "alone_beta": alone_beta, "fitted_on": fitted_on, "points": points,
             "median_abs_error_checked": statistics.median(checked) if checked else None, "passes": passes,
             "at_scale": scale, "elapsed_s": elapsed,
             "assumptions": {"link_alpha_s": link_alpha, "hosts": 16, "per_host": 8,
                             "cpus_at_scale": "a CPU per rank (no contention)",
+                            "nics_at_scale": "hier: one NIC per host, shared by the 8 columns' streams; "
+                                             "rails: one per column; leaders: one leader per NIC",
                             "loopback_beta_s_per_byte": p.tcp_beta}}
 
 
@@ -384,17 +462,23 @@ def print_report(r):
     if r["at_scale"]:
         a = r["assumptions"]
         print(f"\nprediction, 16 hosts x 8 ranks (o, alpha_shm, beta_shm as fitted; a CPU per rank; between hosts "
-              f"{a['link_alpha_s'] * 1e6:.0f} us per message; flat ring: loopback TCP at beta_tcp, or at link speed)")
-        print(f"{'link':>8} {'bytes':>8} {'hierarchical us':>16} {'flat ring us':>13} {'flat / hier':>12} "
-              f"{'flat, hops at link speed us':>28} {'/ hier':>7}")
+              f"{a['link_alpha_s'] * 1e6:.0f} us per message; columns: one NIC per host shared by the 8 columns, "
+              f"or one per column; leaders' path: unequal hosts; flat ring: loopback TCP at beta_tcp, or at link "
+              f"speed)")
+        print(f"{'link':>8} {'bytes':>8} {'columns us':>11} {'NIC/column':>11} {'leaders us':>11} "
+              f"{'flat ring us':>13} {'flat / cols':>12} {'flat, link speed':>17} {'/ cols':>7}")
         for x in r["at_scale"]:
             hier, flat, ideal = x["hier_s"], x["flat_s"], x["flat_ideal_s"]
-            print(f"{x['link_gbits']:>4} Gb {human(x['bytes']):>8} {us(hier):>16} {us(flat):>13} "
-                  f"{flat / hier:>12.2f} {us(ideal):>28} {ideal / hier:>7.2f}")
+            print(f"{x['link_gbits']:>4} Gb {human(x['bytes']):>8} {us(hier):>11} {us(x['rails_s']):>11} "
+                  f"{us(x['leaders_s']):>11} {us(flat):>13} {flat / hier:>12.2f} {us(ideal):>17} "
+                  f"{ideal / hier:>7.2f}")
         for x in r["at_scale"]:
             if x["bytes"] in (8, max(y["bytes"] for y in r["at_scale"])):
-                parts = ", ".join(f"{k} {us(v)}" for k, v in x["phases"].items())
-                print(f"  {x['link_gbits']} Gb/s, {human(x['bytes'])}: {parts} us")
+                for key, what in (("phases", "columns"), ("leaders_phases", "leaders")):
+                    parts = ", ".join(f"{k} {us(v)}" for k, v in x[key].items())
+                    print(f"  {x['link_gbits']} Gb/s, {human(x['bytes'])}, {what}: {parts} us")
+                    if x["bytes"] == 8:
+                        break  # one path up to 64 KiB
 
 
 def markdown(r):
@@ -417,12 +501,13 @@ def markdown(r):
                  if n in row else "" for n in sizes]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     if r["at_scale"]:
-        out += ["", "| link | bytes | hierarchical | flat ring (loopback as here) | flat / hier | "
-                "flat ring (every hop at link speed) | flat / hier |", "| --- |" + " ---: |" * 6]
+        out += ["", "| link | bytes | columns, 1 NIC per host | columns, 1 NIC per column | leaders' path "
+                "(unequal hosts) | flat ring (loopback as here) | flat ring (every hop at link speed) |",
+                "| --- |" + " ---: |" * 6]
         for x in r["at_scale"]:
-            hier, flat, ideal = x["hier_s"], x["flat_s"], x["flat_ideal_s"]
-            out.append(f"| {x['link_gbits']} Gb/s | {human(x['bytes'])} | {us(hier)} µs | {us(flat)} µs | "
-                       f"{flat / hier:.2f} | {us(ideal)} µs | {ideal / hier:.2f} |")
+            out.append(f"| {x['link_gbits']} Gb/s | {human(x['bytes'])} | {us(x['hier_s'])} µs | "
+                       f"{us(x['rails_s'])} µs | {us(x['leaders_s'])} µs | {us(x['flat_s'])} µs | "
+                       f"{us(x['flat_ideal_s'])} µs |")
     return "\n".join(out) + "\n"
 
 
