@@ -25,6 +25,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/ATen.h>
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -136,6 +137,15 @@ class HalWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// The message of the communicator's error E on RANK. A timeout starts as
+// gloo's and NCCL's do ("Timed out ..."), which callers match on (PyTorch's
+// own tests look for " Timed out "), then gives HAL's words.
+std::string comm_error_message(const hal::Error& e, int rank) {
+  std::string head = "hal backend (rank " + std::to_string(rank) + "): ";
+  if (e.code() == HAL_STATUS_TIMEOUT) head += "Timed out (the group's timeout passed): ";
+  return head + e.what();
+}
+
 // An error of the communicator as torch's DistBackendError.
 std::exception_ptr translate(std::exception_ptr e, const hal::Communicator& comm, int rank) {
   try {
@@ -143,17 +153,17 @@ std::exception_ptr translate(std::exception_ptr e, const hal::Communicator& comm
   } catch (const c10::DistBackendError&) {
     return std::current_exception();
   } catch (const std::exception& x) {
-    std::string why = x.what();
-    if (auto broken = comm.async_error()) why = broken->what();
-    return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                                                         "hal backend (rank " + std::to_string(rank) + "): " + why));
+    std::string why = "hal backend (rank " + std::to_string(rank) + "): " + x.what();
+    if (auto broken = comm.async_error()) why = comm_error_message(*broken, rank);
+    else if (const auto* h = dynamic_cast<const hal::Error*>(&x)) why = comm_error_message(*h, rank);
+    return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, why));
   }
 }
 
 void throw_if_broken(const hal::Communicator& comm, int rank) {
   if (auto e = comm.async_error())
     throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                                "hal backend (rank " + std::to_string(rank) + "): " + e->what());
+                                comm_error_message(*e, rank));
 }
 
 // Completes the Works of side-stream operations, in issue order, from a
@@ -330,6 +340,7 @@ class HalBackend final : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    if (!tensors.empty() && tensors[0].is_sparse()) return sparse_allreduce(tensors, opts);
     const hal_reduce_op_e op = reduce_op(opts.reduceOp, tensors);
     if (is_premul_sum(opts.reduceOp)) {  // the scaled copies summed into the tensors
       std::vector<at::Tensor> all = premultiplied(tensors, opts.reduceOp);
@@ -346,6 +357,83 @@ class HalBackend final : public c10d::Backend {
         o.issue(c);
       }
     });
+  }
+
+  // As gloo's sparse allreduce (SUM only): every rank's coalesced indices
+  // and values are gathered (padded to the largest count: HAL's allgather
+  // takes equal blocks), and the sum of all ranks' tensors, coalesced,
+  // replaces the input. Sizes and sparse / dense dims must agree across
+  // ranks; as every rank sees every rank's, all refuse a mismatch alike.
+  // Synchronous; cpu sparse COO tensors.
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+    TORCH_CHECK(tensors.size() == 1, "hal backend: sparse all_reduce takes one tensor, not ", tensors.size());
+    at::Tensor& tensor = tensors[0];
+    TORCH_CHECK(tensor.layout() == c10::kSparse && tensor.device().is_cpu(),
+                "hal backend: sparse all_reduce takes cpu sparse COO tensors, not ", tensor.layout(), " on ",
+                tensor.device());
+    TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM,
+                "hal backend: sparse all_reduce only sums (ReduceOp.SUM), as gloo's");
+    TORCH_CHECK(!coalescing_, "hal backend: sparse all_reduce cannot be coalesced with other operations");
+    TORCH_CHECK(hal_dtype_of(tensor.scalar_type()).has_value(), "hal backend: dtype ", tensor.scalar_type(),
+                " has no HAL dtype");
+    const uint64_t seq = seq_;  // one collective, whatever it takes
+    const at::Tensor input = tensor.coalesce();
+    const int64_t sparse_dim = input.sparse_dim(), dense_dim = input.dense_dim(), nnz = input._nnz();
+    constexpr int64_t kMaxDims = 64, kMeta = 3 + kMaxDims;
+    TORCH_CHECK(input.dim() <= kMaxDims, "hal backend: sparse all_reduce: ", input.dim(), " dims, more than ", kMaxDims);
+    const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong);
+    at::Tensor meta = at::full({kMeta}, -1, longs);
+    meta[0] = sparse_dim;
+    meta[1] = dense_dim;
+    meta[2] = nnz;
+    for (int64_t d = 0; d < input.dim(); ++d) meta[3 + d] = input.size(d);
+    at::Tensor metas = at::empty({size_ * kMeta}, longs);
+    all_gather_single(metas, meta, c10d::AllgatherOptions())->wait();
+    metas = metas.view({size_, kMeta});
+    int64_t max_nnz = 0;
+    for (int r = 0; r < size_; ++r) {
+      const at::Tensor m = metas[r];
+      const auto describe = [&](const at::Tensor& x) {
+        std::string sizes;
+        for (int64_t d = 0; d < x[0].item<int64_t>() + x[1].item<int64_t>(); ++d)
+          sizes += (sizes.empty() ? "" : ", ") + std::to_string(x[3 + d].item<int64_t>());
+        return "sizes [" + sizes + "], sparse_dim " + std::to_string(x[0].item<int64_t>());
+      };
+      TORCH_CHECK(at::equal(m.narrow(0, 0, 2), metas[0].narrow(0, 0, 2)) &&
+                      at::equal(m.narrow(0, 3, kMaxDims), metas[0].narrow(0, 3, kMaxDims)),
+                  "hal backend: sparse all_reduce: rank ", r, "'s tensor has ", describe(m), " but rank 0's has ",
+                  describe(metas[0]), " (they must agree on every rank)");
+      max_nnz = std::max(max_nnz, m[2].item<int64_t>());
+    }
+    // Padded to MAX_NNZ entries, gathered, each rank's part taken back.
+    at::Tensor indices = at::zeros({sparse_dim, max_nnz}, longs);
+    indices.narrow(1, 0, nnz).copy_(input._indices());
+    std::vector<int64_t> value_shape = input._values().sizes().vec();
+    value_shape[0] = max_nnz;
+    at::Tensor values = at::zeros(value_shape, input._values().options());
+    values.narrow(0, 0, nnz).copy_(input._values());
+    at::Tensor all_indices = at::empty({size_ * indices.numel()}, longs);
+    at::Tensor all_values = at::empty({size_ * values.numel()}, values.options());
+    all_gather_single(all_indices, indices, c10d::AllgatherOptions())->wait();
+    all_gather_single(all_values, values, c10d::AllgatherOptions())->wait();
+    std::vector<int64_t> gathered_values_shape = value_shape;
+    gathered_values_shape.insert(gathered_values_shape.begin(), size_);
+    all_indices = all_indices.view({size_, sparse_dim, max_nnz});
+    all_values = all_values.view(gathered_values_shape);
+    std::vector<at::Tensor> index_parts, value_parts;
+    for (int r = 0; r < size_; ++r) {
+      const int64_t n = metas[r][2].item<int64_t>();
+      index_parts.push_back(all_indices[r].narrow(1, 0, n));
+      value_parts.push_back(all_values[r].narrow(0, 0, n));
+    }
+    const at::Tensor sum =
+        at::sparse_coo_tensor(at::cat(index_parts, 1), at::cat(value_parts, 0), input.sizes())
+            .coalesce();
+    tensor.copy_(sum);
+    seq_ = seq + 1;
+    auto work = c10::make_intrusive<HalWork>(rank_, c10d::OpType::ALLREDUCE, std::vector<at::Tensor>{tensor});
+    work->finish(nullptr);
+    return work;
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -395,6 +483,63 @@ class HalBackend final : public c10d::Backend {
       for (size_t i = 0; i < numels.size(); ++i)
         for (int r = 0; r < size; ++r)
           outs[i][r].copy_(flat_out[i].narrow(0, r * numels[i], numels[i]).view(outs[i][r].sizes()));
+    };
+    if (coalescing_) {  // the gather happens at endCoalescing
+      after_group_.push_back(std::move(copy_out));
+      after_group_waits_ = true;
+    } else {
+      copy_out();
+    }
+    return work;
+  }
+
+  // As gloo's: OUTPUT_LISTS[r][i] receives rank r's INPUTS[i]. The inputs
+  // (of one dtype and device, as gloo requires) go as one allgather of their
+  // concatenation, copied out once it completed.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(!inputs.empty(), "hal backend: all_gather_coalesced takes a non-empty list of input tensors");
+    TORCH_CHECK(static_cast<int>(output_lists.size()) == size_, "hal backend: all_gather_coalesced: ",
+                output_lists.size(), " output lists, not one per rank (world size ", size_, ")");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      TORCH_CHECK(inputs[i].scalar_type() == inputs[0].scalar_type() && inputs[i].device() == inputs[0].device(),
+                  "hal backend: all_gather_coalesced: input ", i, " is ", inputs[i].scalar_type(), " on ",
+                  inputs[i].device(), " but input 0 is ", inputs[0].scalar_type(), " on ", inputs[0].device(),
+                  " (the inputs must share one dtype and device)");
+    for (int r = 0; r < size_; ++r) {
+      TORCH_CHECK(output_lists[r].size() == inputs.size(), "hal backend: all_gather_coalesced: output list ", r,
+                  " has ", output_lists[r].size(), " tensors, not one per input (", inputs.size(), ")");
+      for (size_t i = 0; i < inputs.size(); ++i)
+        TORCH_CHECK(output_lists[r][i].numel() == inputs[i].numel() &&
+                        output_lists[r][i].scalar_type() == inputs[i].scalar_type(),
+                    "hal backend: all_gather_coalesced: output_lists[", r, "][", i, "] has ",
+                    output_lists[r][i].numel(), " elements of ", output_lists[r][i].scalar_type(), " but input ", i,
+                    " has ", inputs[i].numel(), " of ", inputs[i].scalar_type());
+    }
+    std::vector<at::Tensor> parts;
+    std::vector<int64_t> numels;
+    for (const at::Tensor& t : inputs) {
+      parts.push_back(t.reshape({-1}));
+      numels.push_back(t.numel());
+    }
+    const c10::Device hal_device(c10::DeviceType::PrivateUse1, device_index_);
+    at::Tensor flat_in = at::cat(parts).to(hal_device);
+    const int64_t total = flat_in.numel();
+    at::Tensor flat_out = at::empty({static_cast<int64_t>(size_) * total}, flat_in.options());
+    std::vector<at::Tensor> both = {flat_in, flat_out}, results;
+    for (const auto& list : output_lists) results.insert(results.end(), list.begin(), list.end());
+    auto work = run(c10d::OpType::ALLGATHER_COALESCED, both,
+                    [&](Operands& o) { o.issue(call(HAL_COLLECTIVE_ALLGATHER, o.in(0), o.in(1))); },
+                    /*sync=*/true, &results);
+    auto copy_out = [outs = output_lists, flat_out, numels, total, size = size_] {
+      for (int r = 0; r < size; ++r) {
+        int64_t pos = r * total;
+        for (size_t i = 0; i < numels.size(); ++i) {
+          outs[r][i].copy_(flat_out.narrow(0, pos, numels[i]).view(outs[r][i].sizes()));
+          pos += numels[i];
+        }
+      }
     };
     if (coalescing_) {  // the gather happens at endCoalescing
       after_group_.push_back(std::move(copy_out));

@@ -277,6 +277,88 @@ def recv_first(rank, world):
               f"all_gather in _coalescing_manager on {device}: {outs}")
 
 
+def coalesced_sparse(rank, world):
+    """all_gather_coalesced (PyTorch's test_all_gather_coalesced_*: "Backend hal does not support
+    allgather_coalesced") and the sum of sparse COO tensors (test_sparse_all_reduce_sum: "only dense
+    tensors"), as gloo has them: returns every result, to compare with gloo's. On hal also with hal
+    tensors, and bad input: an error naming what was wrong, on every rank, no hang."""
+    devices = ("hal", "cpu") if BACKEND == "hal" else ("cpu",)
+    out = {}
+    for device in devices:
+        for dtype in (torch.float32, torch.complex64, torch.int64):
+            ins = [torch.full((n,) * n, rank * 10 + n, dtype=dtype, device=device) for n in (1, 2, 3)]
+            ins.insert(1, torch.ones(0, dtype=dtype, device=device))
+            outs = [[torch.full(t.shape, -1, dtype=dtype, device=device) for t in ins] for _ in range(world)]
+            dist.all_gather_coalesced(outs, ins)
+            for r in range(world):
+                for t, want in zip(outs[r], ins):
+                    check(t.device == want.device and torch.equal(t.cpu(), torch.full(want.shape, r * 10 + want.dim(), dtype=dtype)),
+                          f"all_gather_coalesced {device} {dtype} from {r}: {t}")
+            out[f"all_gather_coalesced {dtype}" + ("" if device == "cpu" else " hal")] = [[t.cpu() for t in o] for o in outs]
+    # As PyTorch's simple_sparse_reduce_tests: rank r's first sparse index runs over 0..r.
+    for sparse_dims, dense_dims in ((1, 0), (2, 0), (3, 0), (1, 1), (1, 2), (2, 3)):
+        idx = torch.arange(rank + 1).view(1, rank + 1)
+        shape = [world] + [world] * (sparse_dims - 1) + [2] * dense_dims
+        idx = torch.cat([idx] + [torch.zeros(1, rank + 1, dtype=torch.long)] * (sparse_dims - 1))
+        for dtype in (torch.float32, torch.int64):
+            x = torch.sparse_coo_tensor(idx, torch.ones([rank + 1] + [2] * dense_dims, dtype=dtype) * (rank + 1), shape)
+            dist.all_reduce(x)
+            want = sum(torch.sparse_coo_tensor(torch.cat([torch.arange(r + 1).view(1, r + 1)] +
+                                                         [torch.zeros(1, r + 1, dtype=torch.long)] * (sparse_dims - 1)),
+                                               torch.ones([r + 1] + [2] * dense_dims, dtype=dtype) * (r + 1),
+                                               shape).to_dense() for r in range(world))
+            check(x.is_sparse and torch.equal(x.to_dense(), want), f"sparse all_reduce {sparse_dims}/{dense_dims} {dtype}: {x}")
+            x = x.coalesce()
+            out[f"sparse all_reduce {sparse_dims}/{dense_dims} {dtype}"] = (x.indices(), x.values())
+    # One rank contributes nothing.
+    x = torch.sparse_coo_tensor(torch.zeros(1, 0 if rank == 0 else 1, dtype=torch.long),
+                                torch.ones(0 if rank == 0 else 1), [3])
+    dist.all_reduce(x)
+    check(torch.equal(x.to_dense(), torch.tensor([world - 1.0, 0, 0])), f"sparse all_reduce, rank 0 empty: {x}")
+    if BACKEND != "hal":
+        return out
+    for bad_call, words in (
+            (lambda: dist.all_gather_coalesced([[torch.ones(2)] for _ in range(world)], [torch.ones(2), torch.ones(3)]),
+             "output list 0 has 1 tensors, not one per input (2)"),
+            (lambda: dist.all_gather_coalesced([[torch.ones(3)] for _ in range(world)], [torch.ones(2)]),
+             "output_lists[0][0] has 3 elements"),
+            (lambda: dist.all_reduce(torch.sparse_coo_tensor(torch.zeros(1, 1, dtype=torch.long), torch.ones(1), [2 + rank])),
+             "rank 1's tensor has sizes [3], sparse_dim 1 but rank 0's has sizes [2], sparse_dim 1"),
+            (lambda: dist.all_reduce(torch.sparse_coo_tensor(torch.zeros(1, 1, dtype=torch.long), torch.ones(1), [2]),
+                                     op=dist.ReduceOp.MAX),
+             "only sums")):
+        try:
+            bad_call()
+            raise AssertionError(f"accepted: {words}")
+        except (RuntimeError, ValueError) as e:
+            check(words in str(e), f"message without {words!r}: {e}")
+    x = torch.ones(2, device="hal")
+    dist.all_reduce(x)
+    check(torch.equal(x.cpu(), torch.full((2,), float(world))), "usable after the errors")
+    return out
+
+
+def barrier_timeout(rank, world):
+    """Only rank 0 enters a barrier of a group with a 1 s timeout: it fails after about 1 s with
+    " Timed out " in its message, as on gloo (PyTorch's test_barrier_timeout_* look for it; hal said
+    "timed out"). The others wait until rank 0 is done."""
+    group = dist.new_group(timeout=datetime.timedelta(seconds=1))
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 0:
+        start = time.monotonic()
+        try:
+            dist.barrier(group)
+            raise AssertionError("the barrier passed without the other ranks")
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            print(f"rank 0: after {took:.2f} s: {e}", flush=True)
+            check(" Timed out " in str(e), f"no ' Timed out ' in: {e}")
+            check(0.9 <= took < 10, f"failed after {took:.2f} s for a 1 s timeout")
+        store.set("barrier_timeout done", "1")
+    else:
+        store.wait(["barrier_timeout done"], datetime.timedelta(seconds=30))
+
+
 # ---- issue 35 part 3: the ops the "hal" backend gained, run the same on gloo (cpu tensors) ----
 
 R = dist.ReduceOp
@@ -705,7 +787,7 @@ def dcp_load(rank, world):
     check(all(torch.equal(saved[k], loaded[k]) for k in saved), "loaded != saved")
 
 
-TIMEOUTS = {"kill": 5, "stuck": 3, "monitored": 4}
+TIMEOUTS = {"kill": 5, "stuck": 3, "monitored": 4, "barrier_timeout": 10}
 NO_DESTROY = ("kill", "exit_with_work")
 
 

@@ -130,6 +130,14 @@ def test_batch_isend_irecv_with_every_rank_receiving_first_completes_as_on_gloo(
         assert code == 0, f"{backend} rank {rank}:\n{out}"
 
 
+@pytest.mark.parametrize("backend", ["hal", "gloo"])
+def test_a_barrier_past_its_timeout_says_timed_out_as_on_gloo(backend, tmp_path):
+    """PyTorch's test_barrier_timeout_* look for " Timed out " (gloo's words; hal's said "timed
+    out"): see distributed_worker.barrier_timeout."""
+    for rank, (code, out) in enumerate(_ranks("barrier_timeout", 2, tmp_path, backend=backend, timeout=60)):
+        assert code == 0, f"{backend} rank {rank}:\n{out}"
+
+
 def test_every_collective_under_torch_distributed_debug_detail(tmp_path):
     """TORCH_DISTRIBUTED_DEBUG=DETAIL wraps each group in a ProcessGroupWrapper, which asks the
     backend for its sequence number before every collective: every collective failed on hal
@@ -185,6 +193,22 @@ def test_gather_scatter_objects_bitwise_ops_and_premul_sum_match_gloo(world, tmp
     for dt in ("torch.int32", "torch.bool"):
         a, o, x = (last[f"all_reduce {op} {dt}"] for op in ("BAND", "BOR", "BXOR"))
         assert not torch.equal(a, o) and not torch.equal(x, o) and not torch.equal(a, x), dt
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_all_gather_coalesced_and_sparse_all_reduce_match_gloo(world, tmp_path):
+    """Neither existed on hal ("Backend hal does not support allgather_coalesced", "only dense
+    tensors"): see distributed_worker.coalesced_sparse. The same values as gloo's, from cpu and hal
+    tensors; the hal run also checks the errors of bad input."""
+    hal = _results("coalesced_sparse", world, tmp_path, "hal")
+    gloo = _results("coalesced_sparse", world, tmp_path, "gloo")
+    for rank in range(world):
+        assert len(gloo[rank]) == 15 and sorted(hal[rank]) == sorted(list(gloo[rank]) + [
+            k + " hal" for k in gloo[rank] if k.startswith("all_gather_coalesced")]), sorted(hal[rank])
+        for k in gloo[rank]:
+            _same(hal[rank][k], gloo[rank][k], f"rank {rank} {k}")
+            if k.startswith("all_gather_coalesced"):
+                _same(hal[rank][k + " hal"], gloo[rank][k], f"rank {rank} {k} hal")
 
 
 def test_monitored_barrier_names_the_ranks_that_did_not_reach_it_as_gloo_does(tmp_path):
