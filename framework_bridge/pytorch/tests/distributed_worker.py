@@ -359,6 +359,58 @@ def barrier_timeout(rank, world):
         store.wait(["barrier_timeout done"], datetime.timedelta(seconds=30))
 
 
+def _no_sync_net(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(2, 10, bias=False), torch.nn.ReLU(), torch.nn.Linear(10, 4, bias=False))
+
+
+def no_sync(rank, world):
+    """DDP gradient accumulation (PyTorch's _test_accumulate_gradients_no_sync, whose body runs
+    only for BACKEND == "gloo"): iterations under no_sync keep each rank's local gradient, the next
+    synced one averages the sum of both; with tiny buckets, gradient_as_bucket_view, and an
+    allreduce comm hook. Returns the gradients after every step, to compare with gloo's, and checks
+    the synced ones against one process training on the whole batch."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    out = {}
+    for view in (False, True):
+        for hook in (False, True):
+            model = _no_sync_net(0)
+            ddp = DDP(_no_sync_net(0).to(DEVICE), bucket_cap_mb=0.00001, gradient_as_bucket_view=view)
+            if hook:
+                def allreduce_hook(state, bucket):
+                    return (dist.all_reduce(bucket.buffer() / world, async_op=True).get_future()
+                            .then(lambda f: f.value()[0]))
+                ddp.register_comm_hook(None, allreduce_hook)
+            torch.manual_seed(1)
+            inp, target = torch.randn(world * 2, 2), torch.randn(world * 2, 4)
+            with torch.no_grad(), ddp.no_sync():
+                ddp(inp[:2].to(DEVICE))  # no gradients from this one
+            for it in range(4):
+                loss = torch.nn.functional.mse_loss(model(inp), target)
+                loss.backward()  # the whole batch, accumulated like the DDP model
+                mine = slice(rank * 2, rank * 2 + 2)
+
+                def step():
+                    out_ = ddp(inp[mine].to(DEVICE))
+                    torch.nn.functional.mse_loss(out_, target[mine].to(DEVICE)).backward()
+                if it % 2 == 0:
+                    with ddp.no_sync():
+                        step()
+                else:
+                    step()
+                grads = [p.grad.detach().cpu().clone() for p in ddp.parameters()]
+                out[f"view={view} hook={hook} step {it}"] = grads
+                for g, ref in zip(grads, (p.grad for p in model.parameters())):
+                    if it % 2 == 0:
+                        check(not torch.allclose(g, ref), f"step {it}: a no_sync gradient equals the global one")
+                    else:
+                        check(torch.allclose(g, ref, atol=1e-6), f"step {it} (view={view} hook={hook}): {g} vs {ref}")
+                torch.manual_seed(1337 + it)
+                perm = torch.randperm(world * 2)
+                inp, target = inp[perm], target[perm]
+    return out
+
+
 # ---- issue 35 part 3: the ops the "hal" backend gained, run the same on gloo (cpu tensors) ----
 
 R = dist.ReduceOp

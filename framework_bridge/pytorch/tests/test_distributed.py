@@ -211,6 +211,20 @@ def test_all_gather_coalesced_and_sparse_all_reduce_match_gloo(world, tmp_path):
                 _same(hal[rank][k + " hal"], gloo[rank][k], f"rank {rank} {k} hal")
 
 
+def test_ddp_no_sync_gradient_accumulation_matches_gloo(tmp_path):
+    """DDP's no_sync gradient accumulation (PyTorch's test_accumulate_gradients_no_sync*, which run
+    their body only for gloo, nccl and mpi), plain, with gradient_as_bucket_view and with an
+    allreduce comm hook: the worker checks the synced gradients against one process on the whole
+    batch; here every step's gradients on hal tensors against gloo's."""
+    hal = _results("no_sync", 2, tmp_path, "hal")
+    gloo = _results("no_sync", 2, tmp_path, "gloo")
+    for rank in range(2):
+        assert sorted(hal[rank]) == sorted(gloo[rank]) and len(hal[rank]) == 16, sorted(hal[rank])
+        for k in gloo[rank]:
+            for a, b in zip(hal[rank][k], gloo[rank][k], strict=True):
+                assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), f"rank {rank} {k}: {a} vs {b}"
+
+
 def test_monitored_barrier_names_the_ranks_that_did_not_reach_it_as_gloo_does(tmp_path):
     """3 ranks, a 1 s timeout: rank 0 names the one late rank (and all late ranks with
     wait_all_ranks) in gloo's words; on hal the others fail at once with rank 0's verdict (checked
