@@ -484,12 +484,7 @@ class HalBackend final : public c10d::Backend {
         for (int r = 0; r < size; ++r)
           outs[i][r].copy_(flat_out[i].narrow(0, r * numels[i], numels[i]).view(outs[i][r].sizes()));
     };
-    if (coalescing_) {  // the gather happens at endCoalescing
-      after_group_.push_back(std::move(copy_out));
-      after_group_waits_ = true;
-    } else {
-      copy_out();
-    }
+    when_complete(std::move(copy_out));
     return work;
   }
 
@@ -541,12 +536,7 @@ class HalBackend final : public c10d::Backend {
         }
       }
     };
-    if (coalescing_) {  // the gather happens at endCoalescing
-      after_group_.push_back(std::move(copy_out));
-      after_group_waits_ = true;
-    } else {
-      copy_out();
-    }
+    when_complete(std::move(copy_out));
     return work;
   }
 
@@ -873,6 +863,13 @@ class HalBackend final : public c10d::Backend {
   }
 
   void startCoalescing() override { comm_->group_start(); coalescing_ = true; }
+  // Runs F now, or, while coalescing (the operation is only recorded in the
+  // group), once endCoalescing's group completed.
+  void when_complete(std::function<void()> f) {
+    if (!coalescing_) return f();
+    after_group_.push_back(std::move(f));
+    after_group_waits_ = true;
+  }
   // Issues what was recorded since startCoalescing (one HAL group), then,
   // once it completed, writes staged results back (cpu and non-contiguous
   // tensors) and runs what waited for it (allgather's copies out).
