@@ -137,26 +137,27 @@ class HalWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// The message of the communicator's error E on RANK. A timeout starts as
+// The message of error E on RANK. A communicator's timeout starts as
 // gloo's and NCCL's do ("Timed out ..."), which callers match on (PyTorch's
 // own tests look for " Timed out "), then gives HAL's words.
-std::string comm_error_message(const hal::Error& e, int rank) {
+std::string comm_error_message(const std::exception& e, int rank) {
   std::string head = "hal backend (rank " + std::to_string(rank) + "): ";
-  if (e.code() == HAL_STATUS_TIMEOUT) head += "Timed out (the group's timeout passed): ";
+  if (const auto* h = dynamic_cast<const hal::Error*>(&e); h != nullptr && h->code() == HAL_STATUS_TIMEOUT)
+    head += "Timed out (the group's timeout passed): ";
   return head + e.what();
 }
 
-// An error of the communicator as torch's DistBackendError.
+// An error of the communicator as torch's DistBackendError: the
+// communicator's own (it broke) when it has one, else E's.
 std::exception_ptr translate(std::exception_ptr e, const hal::Communicator& comm, int rank) {
   try {
     std::rethrow_exception(e);
   } catch (const c10::DistBackendError&) {
     return std::current_exception();
   } catch (const std::exception& x) {
-    std::string why = "hal backend (rank " + std::to_string(rank) + "): " + x.what();
-    if (auto broken = comm.async_error()) why = comm_error_message(*broken, rank);
-    else if (const auto* h = dynamic_cast<const hal::Error*>(&x)) why = comm_error_message(*h, rank);
-    return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, why));
+    const auto broken = comm.async_error();
+    return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                                         comm_error_message(broken ? *broken : x, rank)));
   }
 }
 
