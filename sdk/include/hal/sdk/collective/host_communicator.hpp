@@ -459,6 +459,11 @@ class HostCommunicator final : public Communicator {
             comm->column_ = comm->column_owned_.get();
           }
         }
+        // Gloo's connect returns on one side of a pair before the other side
+        // has finished; a rank that then returned and destroyed its
+        // communicator would fail a peer still connecting. No rank leaves
+        // comm_init before every rank has connected every mesh.
+        comm->mesh_->run(tcp_call(CollectiveCall::kBarrier, 0, 0, 0, 0), nullptr, nullptr, what);
       } catch (const Error& e) {
         for (uint32_t r = 0; r < a.world_size; ++r)
           if (r != a.rank)
