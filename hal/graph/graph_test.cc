@@ -246,6 +246,28 @@ TEST_CASE("graph SDK: execute checks tensors against the values and leaves outpu
   SUBCASE("an output overlapping an input") {
     CHECK(refused(run(x.view, y.view, x.view)) == prefix + "output 0 (value 3) overlaps input 0 (value 0) in the same buffer");
   }
+  // Views of rows of one [6, 3] buffer (12 bytes a row).
+  DeviceTensor whole = f.t.tensor({6, 3}, {1, 2, 3, 4, 5, 6, 1, 1, 2, 2, 3, 3, -7, -7, -7, -7, -7, -7});
+  auto rows = [&](uint64_t first_row) {
+    hal::TensorView v = whole.view;
+    v.shape = {2, 3};
+    v.byte_offset = first_row * 12;
+    return v;
+  };
+  SUBCASE("inputs and an output side by side in one buffer run") {
+    REQUIRE(run(rows(0), rows(2), rows(4)) == nullptr);
+    CHECK(f.t.read<float>(whole) ==
+          std::vector<float>{1, 2, 3, 4, 5, 6, 1, 1, 2, 2, 3, 3, 2, 3, 10, 12, 24, 27});
+  }
+  SUBCASE("an output starting inside an input") {
+    CHECK(refused(run(x.view, rows(2), rows(3))) ==
+          prefix + "output 0 (value 3) overlaps input 1 (value 1) in the same buffer");
+  }
+  SUBCASE("an input starting inside an output") {
+    CHECK(refused(run(x.view, rows(3), rows(2))) ==
+          prefix + "output 0 (value 3) overlaps input 1 (value 1) in the same buffer");
+    CHECK(f.t.read<float>(whole)[12] == -7);  // untouched
+  }
   SUBCASE("the wrong number of tensors") {
     hal_tensor_t ta = hal::detail::c_tensor("t", x.view, "input", 0);
     const hal_tensor_t* in[] = {&ta};

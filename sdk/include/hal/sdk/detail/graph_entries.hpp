@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -80,24 +81,18 @@ struct GraphBuilder {
     std::vector<Symbol> symbols;
     in.resize(input_count);
     out.resize(output_count);
-    for (size_t i = 0; i < input_count; ++i)
-      bind_one(graph, device, Place{"input", i, graph.inputs[i]}, inputs[i], symbols, in[i]);
-    for (size_t i = 0; i < output_count; ++i) {
-      Place place{"output", i, graph.outputs[i]};
-      bind_one(graph, device, place, outputs[i], symbols, out[i]);
-      const Tensor& o = out[i];
-      if (OpCallBuilder::has_internal_overlap(o))
-        fail(HAL_STATUS_INVALID_ARGUMENT, place, " with shape ", o.shape_str(), " and strides ", o.strides_str(),
-             " has overlapping elements (a broadcast view cannot be written)");
-      for (size_t k = 0; k < input_count + i; ++k) {
-        const Tensor& other = k < input_count ? in[k] : out[k - input_count];
-        if (overlap(o, other))
-          fail(HAL_STATUS_INVALID_ARGUMENT, place, " overlaps ",
-               k < input_count ? Place{"input", k, graph.inputs[k]}
-                               : Place{"output", k - input_count, graph.outputs[k - input_count]},
-               " in the same buffer");
-      }
+    {
+      detail::Registry::Batch batch(detail::registry());  // one lock for every buffer's lookup
+      for (size_t i = 0; i < input_count; ++i)
+        bind_one(graph, device, Place{"input", i, graph.inputs[i]}, inputs[i], symbols, in[i], batch);
+      for (size_t i = 0; i < output_count; ++i)
+        bind_one(graph, device, Place{"output", i, graph.outputs[i]}, outputs[i], symbols, out[i], batch);
     }
+    for (size_t i = 0; i < output_count; ++i)
+      if (OpCallBuilder::has_internal_overlap(out[i]))
+        fail(HAL_STATUS_INVALID_ARGUMENT, Place{"output", i, graph.outputs[i]}, " with shape ", out[i].shape_str(),
+             " and strides ", out[i].strides_str(), " has overlapping elements (a broadcast view cannot be written)");
+    check_overlaps(graph, in, out);
   }
 
  private:
@@ -271,9 +266,9 @@ struct GraphBuilder {
   }
 
   static void bind_one(const Graph& graph, Device& device, const Place& place, const hal_tensor_t* t,
-                       std::vector<Symbol>& symbols, Tensor& dst) {
+                       std::vector<Symbol>& symbols, Tensor& dst, const detail::Registry::Batch& batch) {
     if (t == nullptr) fail(HAL_STATUS_INVALID_ARGUMENT, place, " is NULL");
-    OpCallBuilder::parse_tensor("graph", place, *t, device, true, dst);
+    OpCallBuilder::parse_tensor("graph", place, *t, device, true, dst, &batch);
     const GraphValue& v = graph.values[place.value];
     if (dst.dtype != v.dtype)
       fail(HAL_STATUS_INVALID_ARGUMENT, place, " has dtype ", dtype_name(dst.dtype), " but the value's is ",
@@ -298,10 +293,43 @@ struct GraphBuilder {
     }
   }
 
-  static bool overlap(const Tensor& a, const Tensor& b) {
-    if (a.buffer == nullptr || a.buffer != b.buffer || a.numel() == 0 || b.numel() == 0) return false;
-    auto ra = OpCallBuilder::byte_range(a), rb = OpCallBuilder::byte_range(b);
-    return ra.first < rb.second && rb.first < ra.second;
+  // No output may share a byte with an input or another output. Sorted by
+  // buffer and first byte, an overlap shows between a range and the ranges
+  // before it in its buffer: O(n log n), where a run passes many tensors.
+  static void check_overlaps(const Graph& graph, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+    struct Range {
+      const void* buffer;
+      uint64_t begin, end;
+      size_t index;  // inputs first, then outputs
+    };
+    std::vector<Range> ranges;
+    ranges.reserve(in.size() + out.size());
+    for (size_t k = 0; k < in.size() + out.size(); ++k) {
+      const Tensor& t = k < in.size() ? in[k] : out[k - in.size()];
+      if (t.buffer == nullptr || t.numel() == 0) continue;
+      auto r = OpCallBuilder::byte_range(t);
+      ranges.push_back(Range{t.buffer, r.first, r.second, k});
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+      return a.buffer != b.buffer ? std::less<const void*>()(a.buffer, b.buffer) : a.begin < b.begin;
+    });
+    auto place = [&](size_t k) {
+      return k < in.size() ? Place{"input", k, graph.inputs[k]} : Place{"output", k - in.size(), graph.outputs[k - in.size()]};
+    };
+    const Range* reach_any = nullptr;     // of the ranges before, in this buffer: the one ending last
+    const Range* reach_output = nullptr;  // ... among outputs
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      const Range& x = ranges[r];
+      if (r > 0 && ranges[r - 1].buffer != x.buffer) reach_any = reach_output = nullptr;
+      const bool is_output = x.index >= in.size();
+      const Range* hit = is_output ? reach_any : reach_output;
+      if (hit != nullptr && hit->end > x.begin) {
+        const size_t o = is_output ? x.index : hit->index, other = is_output ? hit->index : x.index;
+        fail(HAL_STATUS_INVALID_ARGUMENT, place(o), " overlaps ", place(other), " in the same buffer");
+      }
+      if (reach_any == nullptr || x.end > reach_any->end) reach_any = &x;
+      if (is_output && (reach_output == nullptr || x.end > reach_output->end)) reach_output = &x;
+    }
   }
 };
 
