@@ -279,7 +279,7 @@ bool gemm_onednn(const Mat& a, const Mat& b, const Mat& c, const float* bias, co
 template <class V>
 std::vector<V> bias_vector(const Tensor* bias) {
   std::vector<V> out;
-  if (bias == nullptr) return out;
+  if (bias == nullptr || (bias->dtype == sdk::kernel::dtype_of<V>() && bias->strides[0] == 1)) return out;  // read in place
   out.resize(static_cast<size_t>(bias->shape[0]));
   sdk::kernel::dispatch_float(bias->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -297,11 +297,11 @@ void gemm(hal_dtype_e dt, const Mat& a, const Mat& b, const Mat& c, const Tensor
   if (cv.rows == 0 || cv.cols == 0 || cv.batch == 0) return;
   if (dt == HAL_DTYPE_FLOAT64) {
     std::vector<double> bv = bias_vector<double>(bias);
-    gemm_loops<double>(a, b, c, bias ? bv.data() : nullptr);
+    gemm_loops<double>(a, b, c, bias ? (bv.empty() ? bias->ptr<double>() : bv.data()) : nullptr);
     return;
   }
   std::vector<float> bv = bias_vector<float>(bias);
-  const float* bp = bias ? bv.data() : nullptr;
+  const float* bp = bias ? (bv.empty() ? bias->ptr<float>() : bv.data()) : nullptr;
   if (dt == HAL_DTYPE_FLOAT32) {
     if (a.v.cols > 0 && gemm_onednn(a, b, c, bp, act)) return;
     gemm_loops<float>(a, b, c, bp);
@@ -498,10 +498,18 @@ class GemmActivationStep final : public sdk::HostGraphStep {
         transpose_weight_(weight_constant && std::strcmp(schema.name, "linear") == 0) {}
 
   void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
-    std::vector<Tensor> in(schema_.input_count);
-    for (size_t i = 0; i < in.size(); ++i)
-      if (inputs[i] != nullptr) in[i] = *inputs[i];
-    const auto call = sdk::OpCallBuilder::assemble(schema_, device_, std::move(in), attrs_, {*outputs[0]});
+    // The call assembled at the first run, re-pointed at this run's tensors
+    // (no allocation per run); a run that finds it in use assembles its own.
+    std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
+    std::shared_ptr<OpCall> call = lock.owns_lock() ? call_ : nullptr;
+    if (call == nullptr) {
+      call = sdk::OpCallBuilder::assemble(schema_, device_, std::vector<Tensor>(schema_.input_count), attrs_,
+                                          {Tensor()});
+      if (lock.owns_lock()) call_ = call;
+    }
+    std::vector<Tensor>& in = sdk::OpCallBuilder::inputs_of(*call);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = inputs[i] != nullptr ? *inputs[i] : Tensor();
+    sdk::OpCallBuilder::outputs_of(*call)[0] = *outputs[0];
     const Tensor& w = op::linear::weight(*call);
     // A copy of at most kMaxTransposedWeightBytes: the gain is sgemm's, at the small sizes it serves
     // (oneDNN's matmul packs a large B itself); a large weight is not held twice.
@@ -528,6 +536,8 @@ class GemmActivationStep final : public sdk::HostGraphStep {
   const bool transpose_weight_;
   std::once_flag transposed_;
   std::vector<float> wt_;  // the constant weight, [in, out] row-major
+  std::mutex call_mu_;     // guards call_ while a run uses it
+  std::shared_ptr<OpCall> call_;
 };
 
 std::unique_ptr<sdk::HostGraphStep> make_gemm_activation_step(sdk::Device& device, const sdk::OpSchema& schema,
