@@ -195,10 +195,27 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     in_views.push_back(&views[i]);
   }
   // Transient outputs share one buffer: one allocation for all of them.
+  // Those written back into 0-dim CPU tensors (an optimizer's step
+  // counters) come first, so that one download brings them all.
+  std::vector<size_t> to_host;  // write-backs (index into WRITE_BACK) done by that download
+  for (size_t k = 0; k < write_back.size(); ++k) {
+    const size_t j = write_backs_[k];
+    const at::Tensor& dst = write_back[k];
+    if (j < transient_.size() && transient_[j] && dst.device().is_cpu() && dst.dim() == 0 &&
+        dst.layout() == at::kStrided && dst.scalar_type() == out_dtypes_[j] && !dst.is_conj() && !dst.is_neg() &&
+        std::none_of(to_host.begin(), to_host.end(), [&](size_t m) { return write_backs_[m] == j; }))
+      to_host.push_back(k);
+  }
+  if (to_host.size() < 2) to_host.clear();  // one is as cheap through copy_
   int64_t transient_bytes = 0;
   std::vector<int64_t> offsets(out_shapes->size(), -1);
+  for (size_t k : to_host) {
+    offsets[write_backs_[k]] = transient_bytes;
+    transient_bytes += kPartAlign;  // a 0-dim value: one slot
+  }
+  const int64_t host_bytes = transient_bytes;
   for (size_t j = 0; j < out_shapes->size(); ++j) {
-    if (j >= transient_.size() || !transient_[j]) continue;
+    if (j >= transient_.size() || !transient_[j] || offsets[j] >= 0) continue;
     offsets[j] = transient_bytes;
     transient_bytes += aligned(c10::multiply_integers((*out_shapes)[j]) *
                                static_cast<int64_t>(c10::elementSize(out_dtypes_[j])));
@@ -216,7 +233,19 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   // are mutations AOTAutograd kept in the graph because autograd need not
   // see them (its rule): below autograd, the version counter still moves.
   const at::AutoDispatchBelowAutograd below_autograd;
+  std::vector<bool> done(write_back.size(), false);
+  if (!to_host.empty()) {
+    at::Tensor staged = at::empty({host_bytes}, at::TensorOptions().dtype(at::kByte));
+    staged.copy_(typed_part(block, 0, at::kByte, {host_bytes}));  // one download, after the run
+    for (size_t k : to_host) {
+      at::Tensor dst = write_back[k];
+      std::memcpy(dst.data_ptr(), staged.const_data_ptr<uint8_t>() + offsets[write_backs_[k]], dst.element_size());
+      dst.unsafeGetTensorImpl()->bump_version();
+      done[k] = true;
+    }
+  }
   for (size_t k = 0; k < write_back.size(); ++k) {
+    if (done[k]) continue;
     at::Tensor dst = write_back[k];
     write_back_into(outs[write_backs_[k]], dst);
   }
