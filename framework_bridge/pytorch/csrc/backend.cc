@@ -582,6 +582,16 @@ hal::TensorView view_of(const at::Tensor& t) {
   return hal::TensorView(ref_of(t));
 }
 
+void assign_view(hal::TensorView& view, const at::Tensor& t) {
+  const hal::TensorRef r = ref_of(t);
+  view.buffer = r.buffer;
+  view.buffer_bytes = r.buffer_bytes;
+  view.byte_offset = r.byte_offset;
+  view.dtype = r.dtype;
+  view.shape.assign(r.shape, r.shape + r.rank);
+  view.strides.assign(r.strides, r.strides + r.rank);
+}
+
 const hal::OpRunner& op_runner(c10::DeviceIndex index, const std::string& name) {
   static std::mutex mu;
   static auto* cache = new std::map<std::pair<c10::DeviceIndex, std::string>, std::unique_ptr<hal::OpRunner>>();

@@ -171,6 +171,9 @@ c10::ScalarType scalar_type_of(hal_dtype_e dtype);
 // The strided descriptor of hal tensor T (no copy). T's storage must
 // outlive every launch using the view.
 hal::TensorView view_of(const at::Tensor& t);
+// VIEW made view_of(T) in place: its vectors keep their capacity, so a view
+// refilled run after run allocates nothing.
+void assign_view(hal::TensorView& view, const at::Tensor& t);
 // The same as a TensorRef pointing at T's own sizes and strides (the
 // launch hot path: nothing copied). Valid while T lives unchanged.
 hal::TensorRef ref_of(const at::Tensor& t);

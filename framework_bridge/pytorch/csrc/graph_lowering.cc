@@ -76,11 +76,16 @@ bool Segment::fail_over(const std::shared_ptr<const Compiled>& at) const {
 }
 
 std::shared_ptr<const std::vector<std::vector<int64_t>>> Segment::output_shapes(
-    const std::vector<std::vector<int64_t>>& in) const {
+    const std::vector<at::Tensor>& ins) const {
   {
     std::lock_guard<std::mutex> lock(shapes_mu_);
-    if (last_out_ && in == last_in_) return last_out_;
+    bool same = last_out_ != nullptr && last_in_.size() == ins.size();
+    for (size_t i = 0; same && i < ins.size(); ++i) same = ins[i].sizes() == c10::IntArrayRef(last_in_[i]);
+    if (same) return last_out_;
   }
+  std::vector<std::vector<int64_t>> in;
+  in.reserve(ins.size());
+  for (const at::Tensor& t : ins) in.push_back(t.sizes().vec());
   // The graph's own inference binds the symbols (it names a bad input).
   const std::vector<std::vector<int64_t>> all = hal::infer_shapes(graph_, in);
   auto out = std::make_shared<std::vector<std::vector<int64_t>>>();
@@ -165,9 +170,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
                                         const std::vector<at::Tensor>& write_back) const {
   const c10::Device dev(at::kPrivateUse1, dev_);
   std::vector<at::Tensor> ins, viewed(view_outputs_.size()), uploaded(inputs.size());
-  std::vector<std::vector<int64_t>> shapes;
   ins.reserve(inputs.size());
-  shapes.reserve(inputs.size());
   upload_host_scalars(inputs, dev, uploaded);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
@@ -181,18 +184,19 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     // kernels do: no copy; a compiled group's input is made contiguous.
     if (i >= compiled.strided_ok.size() || !compiled.strided_ok[i]) on = on.contiguous();
     ins.push_back(std::move(on));
-    shapes.push_back(ins.back().sizes().vec());
   }
-  const auto out_shapes = output_shapes(shapes);
+  const auto out_shapes = output_shapes(ins);
   std::vector<at::Tensor> outs;
   outs.reserve(out_shapes->size());
-  std::vector<hal::TensorView> views(ins.size() + out_shapes->size());
-  std::vector<const hal::TensorView*> in_views, out_views;
-  in_views.reserve(ins.size());
-  out_views.reserve(out_shapes->size());
+  std::unique_lock<std::mutex> keep(views_mu_, std::try_to_lock);
+  Views own;
+  Views& v = keep.owns_lock() ? views_ : own;
+  v.all.resize(ins.size() + out_shapes->size());
+  v.in.clear();
+  v.out.clear();
   for (size_t i = 0; i < ins.size(); ++i) {
-    views[i] = view_of(ins[i]);
-    in_views.push_back(&views[i]);
+    assign_view(v.all[i], ins[i]);
+    v.in.push_back(&v.all[i]);
   }
   // Transient outputs share one buffer: one allocation for all of them.
   // Those written back into 0-dim CPU tensors (an optimizer's step
@@ -222,13 +226,26 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   }
   const at::Tensor block =
       transient_bytes > 0 ? at::empty({transient_bytes}, at::TensorOptions().dtype(at::kByte).device(dev)) : at::Tensor();
+  // A transient output is a part of BLOCK: a view for the run, no tensor.
+  const hal::TensorRef block_ref = block.defined() ? ref_of(block) : hal::TensorRef{};
   for (size_t j = 0; j < out_shapes->size(); ++j) {
-    outs.push_back(offsets[j] >= 0 ? typed_part(block, offsets[j], out_dtypes_[j], (*out_shapes)[j])
-                                   : at::empty((*out_shapes)[j], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
-    views[ins.size() + j] = view_of(outs.back());
-    out_views.push_back(&views[ins.size() + j]);
+    hal::TensorView& view = v.all[ins.size() + j];
+    if (offsets[j] >= 0) {
+      outs.emplace_back();
+      view.buffer = block_ref.buffer;
+      view.buffer_bytes = block_ref.buffer_bytes;
+      view.byte_offset = block_ref.byte_offset + static_cast<uint64_t>(offsets[j]);
+      view.dtype = to_hal_dtype(out_dtypes_[j]);
+      view.shape = (*out_shapes)[j];
+      view.strides.clear();  // contiguous
+    } else {
+      outs.push_back(at::empty((*out_shapes)[j], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
+      assign_view(view, outs.back());
+    }
+    v.out.push_back(&view);
   }
-  compiled.graph.run(in_views, out_views, current_hal_stream(dev_));
+  compiled.graph.run(v.in, v.out, current_hal_stream(dev_));
+  keep = {};
   // Stream order puts the copies after every read of the old values. They
   // are mutations AOTAutograd kept in the graph because autograd need not
   // see them (its rule): below autograd, the version counter still moves.
@@ -246,8 +263,20 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   }
   for (size_t k = 0; k < write_back.size(); ++k) {
     if (done[k]) continue;
+    const size_t j = write_backs_[k];
     at::Tensor dst = write_back[k];
-    write_back_into(outs[write_backs_[k]], dst);
+    if (outs[j].defined()) {
+      write_back_into(outs[j], dst);
+    } else if (dst.device() == dev && dst.scalar_type() == out_dtypes_[j] && dst.sizes() == (*out_shapes)[j] &&
+               dst.layout() == at::kStrided && dst.is_contiguous() && !dst.is_conj() && !dst.is_neg() &&
+               !dst.storage().is_alias_of(block.storage())) {
+      // A transient source into a plain dense tensor: a copy between the buffers, no tensor made.
+      buffer_of(dst).copy_from(buffer_of(block), dst.nbytes(), dst.storage_offset() * dst.element_size(),
+                               block_ref.byte_offset + static_cast<uint64_t>(offsets[j]), current_hal_stream(dev_));
+      dst.unsafeGetTensorImpl()->bump_version();
+    } else {
+      write_back_into(typed_part(block, offsets[j], out_dtypes_[j], (*out_shapes)[j]), dst);
+    }
   }
   if (transient_bytes > 0) {
     size_t kept = 0;

@@ -97,10 +97,9 @@ class Segment {
                                  const std::vector<at::Tensor>& write_back) const;
   // Replaces AT after a DEVICE_LOST; false when the home device is the one lost.
   bool fail_over(const std::shared_ptr<const Compiled>& at) const;
-  // The outputs' shapes for the inputs' shapes (infer_shapes, which re-runs
+  // The outputs' shapes for the shapes of IN (infer_shapes, which re-runs
   // every node's rule), remembering the last answer: runs repeat shapes.
-  std::shared_ptr<const std::vector<std::vector<int64_t>>> output_shapes(
-      const std::vector<std::vector<int64_t>>& in) const;
+  std::shared_ptr<const std::vector<std::vector<int64_t>>> output_shapes(const std::vector<at::Tensor>& in) const;
 
   hal::Graph graph_;
   mutable std::mutex compiled_mu_;
@@ -116,6 +115,14 @@ class Segment {
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::vector<int64_t>> last_in_;
   mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> last_out_;
+  // A run's views of its tensors, kept for the next run (their vectors keep
+  // their capacity): a run takes them when no other run holds them.
+  struct Views {
+    std::vector<hal::TensorView> all;
+    std::vector<const hal::TensorView*> in, out;
+  };
+  mutable std::mutex views_mu_;
+  mutable Views views_;
 };
 
 // How a segment on HOME compiles: HOME, then the runtime's other devices in
