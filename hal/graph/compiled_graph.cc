@@ -225,6 +225,13 @@ struct CompiledGraph::Impl {
   // view. Views own nothing.
   mutable std::mutex views_mu;
   mutable std::vector<std::vector<TensorView>> kept_views;
+  // The rest of a run's scratch, kept with the views (under the same lock).
+  struct Scratch {
+    std::vector<bool> have;
+    std::vector<hal_tensor_t> tensors;
+    std::vector<const hal_tensor_t*> in, out;
+  };
+  mutable Scratch kept_scratch;
   void bind_constants(std::vector<std::vector<TensorView>>& views) const {
     views.assign(devices.size(), std::vector<TensorView>(graph.values().size()));
     for (const auto& [where, buffer] : constants) {
@@ -693,12 +700,16 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   auto place_of = [](const char* role, size_t i, uint32_t id) {
     return std::string(role) + " " + std::to_string(i) + " (value " + std::to_string(id) + ")";
   };
-  std::map<int64_t, Binder> symbols;  // symbol -> size, who bound it
+  // symbol -> size, who bound it (a graph has few symbols: searched in order)
+  std::vector<std::pair<int64_t, Binder>> symbols;
   std::unique_lock<std::mutex> keep(impl_->views_mu, std::try_to_lock);
   std::vector<std::vector<TensorView>> own;
   std::vector<std::vector<TensorView>>& views = keep.owns_lock() ? impl_->kept_views : own;
   if (views.empty()) impl_->bind_constants(views);
-  std::vector<bool> have(g.values().size(), false);  // on the home device, from the caller
+  Impl::Scratch own_scratch;
+  Impl::Scratch& scratch = keep.owns_lock() ? impl_->kept_scratch : own_scratch;
+  std::vector<bool>& have = scratch.have;  // on the home device, from the caller
+  have.assign(g.values().size(), false);
   auto bind = [&](const char* role, size_t i, uint32_t id, const TensorView* view) {
     if (view == nullptr)
       throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place_of(role, i, id) + " is null");
@@ -715,7 +726,9 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
       if (want >= 0 && got != want)
         fail(" has shape " + dims(view->shape) + " but the value's is " + dims(v.shape) + " (dim " + std::to_string(d) + ")");
       if (want >= 0) continue;
-      auto [it, fresh] = symbols.emplace(want, Binder{got, role, i, id});
+      auto it = std::find_if(symbols.begin(), symbols.end(), [&](const auto& b) { return b.first == want; });
+      const bool fresh = it == symbols.end();
+      if (fresh) it = symbols.insert(symbols.end(), {want, Binder{got, role, i, id}});
       if (!fresh && it->second.size != got)
         fail(": dim " + std::to_string(d) + " is " + std::to_string(got) + " but symbol " + std::to_string(want) +
              " is " + std::to_string(it->second.size) + " (bound by " +
@@ -740,7 +753,7 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     std::vector<int64_t> shape = v.shape;
     for (int64_t& d : shape) {
       if (d >= 0) continue;
-      auto it = symbols.find(d);
+      auto it = std::find_if(symbols.begin(), symbols.end(), [&](const auto& b) { return b.first == d; });
       if (it != symbols.end()) {
         d = it->second.size;
         continue;
@@ -829,9 +842,12 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
       }
       case Step::kExecutable:
         with_context(step.label, [&] {
-          std::vector<hal_tensor_t> tensors;
-          tensors.reserve(step.inputs.size() + step.outputs.size());
-          std::vector<const hal_tensor_t*> in, out;
+          std::vector<hal_tensor_t>& tensors = scratch.tensors;
+          std::vector<const hal_tensor_t*>&in = scratch.in, &out = scratch.out;
+          tensors.clear();
+          in.clear();
+          out.clear();
+          tensors.reserve(step.inputs.size() + step.outputs.size());  // no reallocation: IN and OUT point into it
           for (size_t i = 0; i < step.inputs.size(); ++i) {
             tensors.push_back(detail::c_tensor("execute", views[step.device][step.inputs[i]], "input", i));
             in.push_back(&tensors.back());
