@@ -180,7 +180,9 @@ bool RowConversion::direct_shapes(Call& call) const {
 // repeats the same shapes, so results are cached per argument signature.
 void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const {
   // The default dtype decides outputs of calls that name none.
-  std::string key = std::to_string(static_cast<int>(c10::typeMetaToScalarType(at::get_default_dtype()))) + ";";
+  std::string key;
+  key.reserve(256);  // one allocation for the whole key
+  key.append(std::to_string(static_cast<int>(c10::typeMetaToScalarType(at::get_default_dtype())))).push_back(';');
   bool cacheable = true;
   for (size_t i = 0; i < call.args.size() && cacheable; ++i) {
     const c10::IValue& a = call.args[i];
@@ -194,14 +196,14 @@ void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const
     }
     cacheable = append_meta_key(key, a);
   }
-  std::vector<MetaReturn> result;
-  bool hit = false;
+  std::shared_ptr<const std::vector<MetaReturn>> cached;
   if (cacheable) {
     std::lock_guard<std::mutex> lock(meta_mu_);
     auto it = meta_cache_.find(key);
-    if (it != meta_cache_.end()) result = it->second, hit = true;
+    if (it != meta_cache_.end()) cached = it->second;
   }
-  if (!hit) {
+  if (cached == nullptr) {
+    auto result = std::make_shared<std::vector<MetaReturn>>();
     torch::jit::Stack meta;
     meta.reserve(call.args.size());
     for (const auto& a : call.args) meta.push_back(to_meta(a));
@@ -217,14 +219,16 @@ void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const
         m.strides = t.strides().vec();
         m.dtype = t.scalar_type();
       }
-      result.push_back(std::move(m));
+      result->push_back(std::move(m));
     }
+    cached = result;
     if (cacheable) {
       std::lock_guard<std::mutex> lock(meta_mu_);
       if (meta_cache_.size() >= kMetaCacheEntries) meta_cache_.clear();  // bounded; shapes in a loop repeat
-      meta_cache_.emplace(std::move(key), result);
+      meta_cache_.emplace(std::move(key), std::move(result));
     }
   }
+  const std::vector<MetaReturn>& result = *cached;
   const c10::Device dev = call.lowering ? kMeta : c10::Device(at::kPrivateUse1, call.dev);
   call.other_returns.resize(return_arg_.size());
   for (size_t r = 0; r < return_arg_.size(); ++r) {

@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -75,7 +76,8 @@ class RowConversion {
   std::vector<int> in_index_, attr_index_, return_arg_;
   static constexpr size_t kMetaCacheEntries = 4096;
   mutable std::mutex meta_mu_;
-  mutable std::unordered_map<std::string, std::vector<MetaReturn>> meta_cache_;
+  // Entries are shared: a hit takes a reference, not a copy of the vectors.
+  mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<MetaReturn>>> meta_cache_;
 };
 
 // Drops the device copies of scalar operands the eager conversion keeps
