@@ -89,10 +89,11 @@ void nll_total_weight(Call& c) {
   const at::Tensor target = c.arg("target").toTensor();
   const at::Tensor valid = target.ne(c.arg("ignore_index").toInt());
   const at::Tensor w = c.optional_tensor("weight");
-  const at::Tensor per_target =
-      !w.defined() ? valid.to(total.scalar_type())
-                   : w.index_select(0, at::where(valid, target, 0).reshape(-1)).reshape(target.sizes()).mul(valid);
-  total.copy_(per_target.sum());
+  if (!w.defined()) {  // the count of valid targets, summed straight into TOTAL in its dtype
+    at::sum_out(total, valid, c10::IntArrayRef{}, false, total.scalar_type());
+    return;
+  }
+  total.copy_(w.index_select(0, at::where(valid, target, 0).reshape(-1)).reshape(target.sizes()).mul(valid).sum());
 }
 
 // Eval batch norm: PyTorch's CPU kernel (and the catalog op) give empty [0]
