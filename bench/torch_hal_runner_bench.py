@@ -5,6 +5,10 @@ A chain of six elementwise ops, f(x, y) = tanh(relu((x + y) * 2 - y) * x), compi
 and, with inductor, on CPU tensors; eager for both as the baseline. At 16 elements a call is all
 overhead (guards, wrappers, the runner); at 64x64 a little work too. Ratio > 1: "hal" costs more.
 
+Then an optimizer step: train_compare.py's MLP with AdamW, its gradients made once, and
+torch.compile(opt.step) called again and again (a segment of 30 inputs and 24 write-backs on "hal":
+parameters, both moments, the CPU step counters), against inductor's compiled step and eager steps.
+
     PYTHONPATH=<build>/python python bench/torch_hal_runner_bench.py \\
         --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--calls 20000] [--rounds 5] [--json out.json]
 """
@@ -61,8 +65,38 @@ def main():
         print(f"{'x'.join(map(str, shape)):6s} us/call: compiled hal {r['compiled_hal_us']:6.2f}  inductor "
               f"{r['inductor_cpu_us']:6.2f}  eager hal {r['eager_hal_us']:6.2f}  eager cpu {r['eager_cpu_us']:6.2f}"
               f"  | hal/inductor {r['hal_over_inductor']:.2f}x")
+    rows.append(optimizer_step_row(torch, a))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(rows, indent=1))
+
+
+def optimizer_step_row(torch, a):
+    import importlib.util
+
+    example = pathlib.Path(__file__).resolve().parents[1] / "framework_bridge" / "pytorch" / "examples" / "train_compare.py"
+    spec = importlib.util.spec_from_file_location("train_compare", example)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    steps = {}
+    for key, dev, backend in (("compiled_hal", "hal", "hal"), ("inductor_cpu", "cpu", "inductor"),
+                              ("eager_hal", "hal", None), ("eager_cpu", "cpu", None)):
+        torch.manual_seed(0)
+        model = tc.MODELS["mlp"]().to(dev)
+        opt = torch.optim.AdamW(model.parameters())
+        x, y = torch.randn(32, 64, device=dev), torch.randint(0, 10, (32,), device=dev)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        steps[key] = (torch.compile(opt.step, backend=backend) if backend else opt.step, ())
+    calls = max(1, a.calls // 4)
+    times = {k: [] for k in steps}
+    for _ in range(a.rounds):
+        for k, (fn, args) in steps.items():
+            times[k].append(per_call_us(fn, args, calls))
+    r = {"shape": "mlp AdamW step", **{k + "_us": statistics.median(v) for k, v in times.items()}}
+    r["hal_over_inductor"] = r["compiled_hal_us"] / r["inductor_cpu_us"]
+    print(f"AdamW step of the MLP, us/call: compiled hal {r['compiled_hal_us']:6.2f}  inductor {r['inductor_cpu_us']:6.2f}"
+          f"  eager hal {r['eager_hal_us']:6.2f}  eager cpu {r['eager_cpu_us']:6.2f}  | hal/inductor "
+          f"{r['hal_over_inductor']:.2f}x")
+    return r
 
 
 if __name__ == "__main__":
