@@ -127,27 +127,42 @@ constexpr int64_t kPartAlign = 64;
 int64_t aligned(int64_t bytes) { return (bytes + kPartAlign - 1) / kPartAlign * kPartAlign; }
 
 // The 0-dim CPU tensors among INPUTS (an optimizer's step counters) on DEV,
-// uploaded in one copy: one device buffer, one staging buffer. Fewer than
-// two: each is moved as it is.
-void upload_host_scalars(const std::vector<at::Tensor>& inputs, c10::Device dev, std::vector<at::Tensor>& on_device) {
-  std::vector<size_t> scalars;
+// uploaded in one copy into one device block, returned; OFFSET[i] is input
+// i's byte offset in it, -1 for the others. Fewer than two: nothing is
+// uploaded (each is moved as it is) and the block is undefined.
+at::Tensor upload_host_scalars(const std::vector<at::Tensor>& inputs, c10::Device dev, std::vector<int64_t>& offset) {
+  offset.assign(inputs.size(), -1);
+  int64_t bytes = 0;
+  constexpr int64_t kSlot = 16;  // one slot per scalar: any dtype's bytes, aligned
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].device().is_cpu() && inputs[i].dim() == 0 && inputs[i].layout() == at::kStrided &&
-        !inputs[i].is_conj() && !inputs[i].is_neg() && c10::elementSize(inputs[i].scalar_type()) <= 16)
-      scalars.push_back(i);
-  if (scalars.size() < 2) return;
-  constexpr int64_t kSlot = 16;  // one slot per scalar: any dtype's bytes, aligned
-  const int64_t bytes = static_cast<int64_t>(scalars.size()) * kSlot;
+        !inputs[i].is_conj() && !inputs[i].is_neg() && c10::elementSize(inputs[i].scalar_type()) <= 16) {
+      offset[i] = bytes;
+      bytes += kSlot;
+    }
+  if (bytes < 2 * kSlot) {
+    offset.assign(inputs.size(), -1);
+    return at::Tensor();
+  }
   at::Tensor staging = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
   auto* host = staging.data_ptr<uint8_t>();
-  for (size_t k = 0; k < scalars.size(); ++k) {
-    const at::Tensor& t = inputs[scalars[k]];
-    std::memcpy(host + k * kSlot, t.const_data_ptr(), t.element_size());
-  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (offset[i] >= 0) std::memcpy(host + offset[i], inputs[i].const_data_ptr(), inputs[i].element_size());
   at::Tensor block = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(dev));
   upload(staging, block);
-  for (size_t k = 0; k < scalars.size(); ++k)
-    on_device[scalars[k]] = typed_part(block, static_cast<int64_t>(k) * kSlot, inputs[scalars[k]].scalar_type(), {});
+  return block;
+}
+
+// VIEW of the DTYPE, SHAPE contiguous part of BLOCK (REF: ref_of(BLOCK))
+// from byte OFFSET: no tensor made.
+void part_view(hal::TensorView& view, const hal::TensorRef& ref, int64_t offset, c10::ScalarType dtype,
+               c10::IntArrayRef shape) {
+  view.buffer = ref.buffer;
+  view.buffer_bytes = ref.buffer_bytes;
+  view.byte_offset = ref.byte_offset + static_cast<uint64_t>(offset);
+  view.dtype = to_hal_dtype(dtype);
+  view.shape.assign(shape.begin(), shape.end());
+  view.strides.clear();  // contiguous
 }
 
 // Copies SRC (a fresh output, contiguous) into DST, a write-back tensor:
@@ -169,12 +184,17 @@ void write_back_into(const at::Tensor& src, at::Tensor& dst) {
 std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vector<at::Tensor>& inputs,
                                         const std::vector<at::Tensor>& write_back) const {
   const c10::Device dev(at::kPrivateUse1, dev_);
-  std::vector<at::Tensor> ins, viewed(view_outputs_.size()), uploaded(inputs.size());
+  std::vector<at::Tensor> ins, viewed(view_outputs_.size());
   ins.reserve(inputs.size());
-  upload_host_scalars(inputs, dev, uploaded);
+  std::vector<int64_t> scalar_at;  // per input: its offset in SCALARS, or -1
+  const at::Tensor scalars = upload_host_scalars(inputs, dev, scalar_at);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    at::Tensor on = t.device() == dev ? t : uploaded[i].defined() ? uploaded[i] : t.to(dev);
+    if (scalar_at[i] >= 0) {  // read from SCALARS; T itself stands for its (0-dim) shape
+      ins.push_back(t);
+      continue;
+    }
+    at::Tensor on = t.device() == dev ? t : t.to(dev);
     if (i < permutes_.size() && !permutes_[i].empty()) {
       on = on.permute(permutes_[i]);
       for (size_t k = 0; k < view_outputs_.size(); ++k)
@@ -194,8 +214,12 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   v.all.resize(ins.size() + out_shapes->size());
   v.in.clear();
   v.out.clear();
+  const hal::TensorRef scalars_ref = scalars.defined() ? ref_of(scalars) : hal::TensorRef{};
   for (size_t i = 0; i < ins.size(); ++i) {
-    assign_view(v.all[i], ins[i]);
+    if (scalar_at[i] >= 0)
+      part_view(v.all[i], scalars_ref, scalar_at[i], ins[i].scalar_type(), {});
+    else
+      assign_view(v.all[i], ins[i]);
     v.in.push_back(&v.all[i]);
   }
   // Transient outputs share one buffer: one allocation for all of them.
@@ -232,12 +256,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     hal::TensorView& view = v.all[ins.size() + j];
     if (offsets[j] >= 0) {
       outs.emplace_back();
-      view.buffer = block_ref.buffer;
-      view.buffer_bytes = block_ref.buffer_bytes;
-      view.byte_offset = block_ref.byte_offset + static_cast<uint64_t>(offsets[j]);
-      view.dtype = to_hal_dtype(out_dtypes_[j]);
-      view.shape = (*out_shapes)[j];
-      view.strides.clear();  // contiguous
+      part_view(view, block_ref, offsets[j], out_dtypes_[j], (*out_shapes)[j]);
     } else {
       outs.push_back(at::empty((*out_shapes)[j], at::TensorOptions().dtype(out_dtypes_[j]).device(dev)));
       assign_view(view, outs.back());
@@ -251,12 +270,14 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   // see them (its rule): below autograd, the version counter still moves.
   const at::AutoDispatchBelowAutograd below_autograd;
   std::vector<bool> done(write_back.size(), false);
-  if (!to_host.empty()) {
-    at::Tensor staged = at::empty({host_bytes}, at::TensorOptions().dtype(at::kByte));
-    staged.copy_(typed_part(block, 0, at::kByte, {host_bytes}));  // one download, after the run
+  if (!to_host.empty()) {  // one download, after the run
+    std::vector<uint8_t> staged(static_cast<size_t>(host_bytes));
+    const hal::Stream* stream = current_hal_stream(dev_);
+    buffer_of(block).copy_to_host(staged.data(), staged.size(), block_ref.byte_offset, stream);
+    if (stream != nullptr) synchronize_stream(current_stream(dev_));
     for (size_t k : to_host) {
       at::Tensor dst = write_back[k];
-      std::memcpy(dst.data_ptr(), staged.const_data_ptr<uint8_t>() + offsets[write_backs_[k]], dst.element_size());
+      std::memcpy(dst.data_ptr(), staged.data() + offsets[write_backs_[k]], dst.element_size());
       dst.unsafeGetTensorImpl()->bump_version();
       done[k] = true;
     }
