@@ -12,6 +12,7 @@ import time
 
 import pytest
 import torch
+from subprocess_util import gloo_teardown_abort
 
 HERE = pathlib.Path(__file__).parent
 WORKER = HERE / "distributed_worker.py"
@@ -304,10 +305,7 @@ def _train(tmp_path, name, *args, nproc=None):
     else:
         cmd = [sys.executable, str(DDP)]
     r = subprocess.run(cmd + list(args) + ["--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600)
-    if r.returncode != 0 and "gloo" in args and "terminate called without an active exception" in r.stderr:
-        # The gloo reference run only: PyTorch's ProcessGroupGloo at times aborts a rank while the group is
-        # torn down after the last step (seen in CI; pytorch/pytorch#190489 shows the same abort). The
-        # comparison needs its parameters, so it runs once more; a hal run is never retried.
+    if r.returncode != 0 and gloo_teardown_abort(args, r.stderr):
         r = subprocess.run(cmd + list(args) + ["--out", str(out)], env=_env(), capture_output=True, text=True,
                            timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

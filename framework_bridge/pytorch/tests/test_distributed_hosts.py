@@ -7,11 +7,14 @@ namespaces cannot be made (needs root)."""
 
 import os
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
+from subprocess_util import gloo_teardown_abort
 
 HERE = pathlib.Path(__file__).parent
 WORKER = HERE / "distributed_worker.py"
@@ -77,24 +80,41 @@ def test_every_collective_on_two_hosts_with_two_ranks_each(hosts, tmp_path):
         assert p.returncode == 0, f"rank {r}:\n{out}"
 
 
-def _train_on_two_hosts(hosts, tmp_path, name, port, *args):
-    """torchrun on two nodes (one per namespace), 2 processes each; rank 0's parameters."""
+def _train_on_two_hosts(hosts, tmp_path, name, port, *args, retried=False):
+    """torchrun on two nodes (one per namespace), 2 processes each; rank 0's parameters. When a node
+    fails, the other gets 30 s to end and is then stopped (a gloo peer of a dead node waits for it
+    for gloo's 30 minutes)."""
     out = tmp_path / f"{name}.pt"
-    procs = []
+    procs, logs = [], []
     for node, (ns, ifname, _) in enumerate(hosts):
         cmd = ["ip", "netns", "exec", ns, str(TORCHRUN), "--nnodes", "2", "--node-rank", str(node),
                "--nproc-per-node", "2", "--master-addr", hosts[0][2], "--master-port", str(port), str(DDP), *args,
                "--out", str(out)]
-        procs.append(subprocess.Popen(cmd, env=_env(HAL_SOCKET_IFNAME=ifname, GLOO_SOCKET_IFNAME=ifname),
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for node, p in enumerate(procs):
-        try:
-            log, _ = p.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail(f"{name}: a node hung")
-        assert p.returncode == 0, f"{name} node {node}:\n{log[-3000:]}"
+        logs.append(tmp_path / f"{name}-{port}-node{node}.log")
+        with open(logs[-1], "w") as log:
+            procs.append(subprocess.Popen(cmd, env=_env(HAL_SOCKET_IFNAME=ifname, GLOO_SOCKET_IFNAME=ifname),
+                                          stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True))
+    deadline, failed_at, hung = time.monotonic() + 600, None, False
+    while any(p.poll() is None for p in procs):
+        now = time.monotonic()
+        if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
+            failed_at = now
+        if now > deadline or (failed_at is not None and now > failed_at + 30):
+            hung = failed_at is None
+            for p in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)  # torchrun and the ranks it started
+                    p.wait()
+            break
+        time.sleep(0.2)
+    texts = [log.read_text() for log in logs]
+    if hung:
+        pytest.fail(f"{name}: a node hung:\n" + "\n".join(t[-2000:] for t in texts))
+    failed = [(node, text) for node, (p, text) in enumerate(zip(procs, texts)) if p.returncode != 0]
+    if failed and not retried and any(gloo_teardown_abort(args, text) for _, text in failed):
+        return _train_on_two_hosts(hosts, tmp_path, name, port + 100, *args, retried=True)  # a fresh rendezvous port
+    for node, text in failed:
+        pytest.fail(f"{name} node {node}:\n{text[-3000:]}")
     return torch.load(out)
 
 
