@@ -498,18 +498,24 @@ class GemmActivationStep final : public sdk::HostGraphStep {
         transpose_weight_(weight_constant && std::strcmp(schema.name, "linear") == 0) {}
 
   void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
-    // The call assembled at the first run, re-pointed at this run's tensors
-    // (no allocation per run); a run that finds it in use assembles its own.
+    // The call assembled at the first run (from its tensors: the common
+    // dtype is the graph's, the same every run), then re-pointed at each
+    // run's tensors (no allocation per run); a run that finds it in use
+    // assembles its own.
+    auto fill = [&](std::vector<Tensor>& in) {
+      for (size_t i = 0; i < in.size(); ++i) in[i] = inputs[i] != nullptr ? *inputs[i] : Tensor();
+    };
     std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
     std::shared_ptr<OpCall> call = lock.owns_lock() ? call_ : nullptr;
-    if (call == nullptr) {
-      call = sdk::OpCallBuilder::assemble(schema_, device_, std::vector<Tensor>(schema_.input_count), attrs_,
-                                          {Tensor()});
+    if (call != nullptr) {
+      fill(sdk::OpCallBuilder::inputs_of(*call));
+      sdk::OpCallBuilder::outputs_of(*call)[0] = *outputs[0];
+    } else {
+      std::vector<Tensor> in(schema_.input_count);
+      fill(in);
+      call = sdk::OpCallBuilder::assemble(schema_, device_, std::move(in), attrs_, {*outputs[0]});
       if (lock.owns_lock()) call_ = call;
     }
-    std::vector<Tensor>& in = sdk::OpCallBuilder::inputs_of(*call);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = inputs[i] != nullptr ? *inputs[i] : Tensor();
-    sdk::OpCallBuilder::outputs_of(*call)[0] = *outputs[0];
     const Tensor& w = op::linear::weight(*call);
     // A copy of at most kMaxTransposedWeightBytes: the gain is sgemm's, at the small sizes it serves
     // (oneDNN's matmul packs a large B itself); a large weight is not held twice.
