@@ -126,6 +126,19 @@ constexpr int64_t kPartAlign = 64;
 
 int64_t aligned(int64_t bytes) { return (bytes + kPartAlign - 1) / kPartAlign * kPartAlign; }
 
+// Whether T is a plain 0-dim CPU tensor (an optimizer's step counter): its
+// bytes are its value.
+bool host_scalar(const at::Tensor& t) {
+  return t.device().is_cpu() && t.dim() == 0 && t.layout() == at::kStrided && !t.is_conj() && !t.is_neg();
+}
+
+// Whether DST is a plain dense tensor of DTYPE and SIZES on DEV: bytes
+// copied into it from a contiguous source are its value.
+bool plain_dense(const at::Tensor& dst, c10::Device dev, c10::ScalarType dtype, c10::IntArrayRef sizes) {
+  return dst.device() == dev && dst.scalar_type() == dtype && dst.sizes() == sizes && dst.layout() == at::kStrided &&
+         dst.is_contiguous() && !dst.is_conj() && !dst.is_neg();
+}
+
 // The 0-dim CPU tensors among INPUTS (an optimizer's step counters) on DEV,
 // uploaded in one copy into one device block, returned; OFFSET[i] is input
 // i's byte offset in it, -1 for the others. Fewer than two: nothing is
@@ -135,8 +148,7 @@ at::Tensor upload_host_scalars(const std::vector<at::Tensor>& inputs, c10::Devic
   int64_t bytes = 0;
   constexpr int64_t kSlot = 16;  // one slot per scalar: any dtype's bytes, aligned
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].device().is_cpu() && inputs[i].dim() == 0 && inputs[i].layout() == at::kStrided &&
-        !inputs[i].is_conj() && !inputs[i].is_neg() && c10::elementSize(inputs[i].scalar_type()) <= 16) {
+    if (host_scalar(inputs[i]) && c10::elementSize(inputs[i].scalar_type()) <= 16) {
       offset[i] = bytes;
       bytes += kSlot;
     }
@@ -170,8 +182,7 @@ void part_view(hal::TensorView& view, const hal::TensorRef& ref, int64_t offset,
 // of one dtype and shape there (bumping DST's version, as copy_ does),
 // else through copy_.
 void write_back_into(const at::Tensor& src, at::Tensor& dst) {
-  if (dst.device() == src.device() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes() &&
-      dst.layout() == at::kStrided && dst.is_contiguous() && !dst.is_conj() && !dst.is_neg()) {
+  if (plain_dense(dst, src.device(), src.scalar_type(), src.sizes())) {
     device_copy(src, dst);
     dst.unsafeGetTensorImpl()->bump_version();
     return;
@@ -229,8 +240,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   for (size_t k = 0; k < write_back.size(); ++k) {
     const size_t j = write_backs_[k];
     const at::Tensor& dst = write_back[k];
-    if (j < transient_.size() && transient_[j] && dst.device().is_cpu() && dst.dim() == 0 &&
-        dst.layout() == at::kStrided && dst.scalar_type() == out_dtypes_[j] && !dst.is_conj() && !dst.is_neg() &&
+    if (j < transient_.size() && transient_[j] && host_scalar(dst) && dst.scalar_type() == out_dtypes_[j] &&
         std::none_of(to_host.begin(), to_host.end(), [&](size_t m) { return write_backs_[m] == j; }))
       to_host.push_back(k);
   }
@@ -288,9 +298,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     at::Tensor dst = write_back[k];
     if (outs[j].defined()) {
       write_back_into(outs[j], dst);
-    } else if (dst.device() == dev && dst.scalar_type() == out_dtypes_[j] && dst.sizes() == (*out_shapes)[j] &&
-               dst.layout() == at::kStrided && dst.is_contiguous() && !dst.is_conj() && !dst.is_neg() &&
-               !dst.storage().is_alias_of(block.storage())) {
+    } else if (plain_dense(dst, dev, out_dtypes_[j], (*out_shapes)[j]) && !dst.storage().is_alias_of(block.storage())) {
       // A transient source into a plain dense tensor: a copy between the buffers, no tensor made.
       buffer_of(dst).copy_from(buffer_of(block), dst.nbytes(), dst.storage_offset() * dst.element_size(),
                                block_ref.byte_offset + static_cast<uint64_t>(offsets[j]), current_hal_stream(dev_));
