@@ -6,12 +6,18 @@ Three models whose shapes depend on values the model computes (issue 33, "data-d
   mask     y = relu(x[x > t]) * sum(...)  as exporters write x[mask]: NonZero, Transpose, GatherND. The count of
            true elements is a symbol of the stage after it: a new count binds the symbol, nothing is
            translated or compiled again.
-  slice    Compress then a Slice of the first 3 rows: the Slice needs the count concrete, so each new count
-           is a translation and compilation of the stage after it (kept in memory, not on disk).
-  reshape  Reshape to a target the model computes (cast from an input): each new target, the same.
+  slice    Compress then a Slice of the first 3 rows: the count is a symbol too, the Slice's bounds taken
+           against it guarded (the same rows for every count >= 3).
+  reshape  Reshape to a target the model computes (cast from an input): the target's dims >= 2 are symbols
+           of the stage after it, so a new target of the same kind binds them.
+  topk     TopK of [4, 64] along its last axis, K computed (cast from an input): the first K of the sort are a
+           count of rows, a symbol of the stage after it.
+  range    Range(0, limit, 1) with limit computed (cast from an input), and
+  tile     Tile of [4, 8] by repeats computed: values no symbol stands for (a length or dims derived from
+           them), so each new value is a translation and compilation of the stage after it.
 
 After a warm-up that compiled the first stage (and, for `mask`, the symbolic one), three passes, each run
-back to back: one run at each of 400 (reshape: 11) shapes the session has not seen, the same number of
+back to back: one run at each of 400 (reshape: 11, topk: 60, range: 60, tile: 34) shapes the session has not seen, the same number of
 runs at one shape, and onnxruntime on the first pass's feeds. Reported: the mean time per run of each,
 and the difference of the first two (the re-planning cost per changed shape).
 
@@ -59,6 +65,25 @@ def reshape_model(n):
                   [h.make_tensor_value_info("y", T.FLOAT, None)])
 
 
+def topk_model(rows, cols):
+    nodes = [h.make_node("Cast", ["kf"], ["k"], to=T.INT64), h.make_node("TopK", ["x", "k"], ["v", "i"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [rows, cols]), h.make_tensor_value_info("kf", T.FLOAT, [1])],
+                  [h.make_tensor_value_info("v", T.FLOAT, None), h.make_tensor_value_info("i", T.INT64, None)])
+
+
+def range_model():
+    nodes = [h.make_node("Cast", ["lf"], ["l"], to=T.INT64), h.make_node("Range", ["s", "l", "d"], ["r"]),
+             h.make_node("Cast", ["r"], ["y"], to=T.FLOAT)]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "s"), numpy_helper.from_array(np.array(1, np.int64), "d")]
+    return _model(nodes, [h.make_tensor_value_info("lf", T.FLOAT, [])], [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+
+
+def tile_model():
+    nodes = [h.make_node("Cast", ["rf"], ["r"], to=T.INT64), h.make_node("Tile", ["x", "r"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [4, 8]), h.make_tensor_value_info("rf", T.FLOAT, [2])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+
 N = 4096
 
 
@@ -75,6 +100,13 @@ def cases(rng):
     sides = [2 ** k for k in range(1, 12)]
     shape = lambda a: {"x": x, "shape": np.array([a, N // a], np.float32)}  # noqa: E731
     yield "reshape", reshape_model(N), [shape(1)], [shape(a) for a in sides]
+    m = rng.standard_normal((4, 64)).astype(np.float32)
+    k = lambda n: {"x": m, "kf": np.array([n], np.float32)}  # noqa: E731
+    yield "topk", topk_model(4, 64), [k(3), k(4)], [k(n) for n in rng.permutation(np.arange(5, 65))]
+    limit = lambda n: {"lf": np.array(n, np.float32)}  # noqa: E731
+    yield "range", range_model(), [limit(2), limit(3)], [limit(n) for n in rng.permutation(np.arange(4, 64))]
+    reps = lambda n: {"x": m[:, :8].copy(), "rf": np.array([n % 6 + 1, n // 6 + 1], np.float32)}  # noqa: E731
+    yield "tile", tile_model(), [reps(0), reps(1)], [reps(n) for n in rng.permutation(np.arange(2, 36))]
 
 
 def one(fn):

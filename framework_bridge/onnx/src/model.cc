@@ -102,6 +102,7 @@ struct StageTranslation {
   Graph::Value request_view_source;
   bool request_view_allowzero = false;
   std::vector<detail::Translator::RowsInput> rows;  // the inputs runtime_rows and runtime_view made
+  std::vector<detail::Translator::Guard> guards;    // what the translation took of the symbols' hints
   bool symbolic_rows = true;
 };
 
@@ -230,6 +231,7 @@ class ModelBuilder {
         report->request_view_allowzero = t.pending_request()->allowzero;
         report->cuts = t.request_cuts();
         report->rows = t.rows_inputs();
+        report->guards = t.guards();
         return model;
       }
       if (bound != nullptr || runtime != nullptr || !t.value_needed()) throw;
@@ -239,6 +241,7 @@ class ModelBuilder {
     if (report != nullptr) {
       report->cuts = t.request_cuts();
       report->rows = t.rows_inputs();
+      report->guards = t.guards();
     }
     std::vector<uint32_t> marked;
     auto mark = [&](Graph::Value v, const ValueSpec& spec, const std::string& name, bool sequence) {
@@ -681,6 +684,7 @@ ModelStage Model::stage(const std::vector<HostTensorRef>& values, bool symbolic_
   out.final = !tr.partial;
   if (out.final) out.outputs = full.outputs_;
   cut_stage(std::move(full.graph_), cut, tr, out);
+  for (const detail::Translator::Guard& g : tr.guards) out.guards.push_back({g.request, g.element, g.lo, g.hi});
   return out;
 }
 

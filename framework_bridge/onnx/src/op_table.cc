@@ -770,6 +770,26 @@ void slice(Translator& t, const OpRule&) {
     }
     if (dim < 0) {
       if (starts[k] == 0 && steps[k] == 1 && ends[k] >= std::numeric_limits<int32_t>::max()) continue;  // the whole dim
+      // A count or view dim read back while the model runs (a symbol with
+      // a hint): bounds from the start that the hint shows to be inside
+      // the dim take the same indices for every size at least the end
+      // ([0, 3) of a count); bounds past the hint take the whole dim for
+      // every size up to the end. Either is guarded: the runner translates
+      // again for a size outside (Translator::guard).
+      const std::optional<Translator::SymbolHint> h = t.hint(dim);
+      if (h && starts[k] >= 0 && ends[k] >= 0 && steps[k] > 0) {
+        if (ends[k] <= h->hint) {
+          if (starts[k] < ends[k]) t.guard(dim, ends[k], std::numeric_limits<int64_t>::max());
+          std::vector<int64_t> idx = indices(h->hint, starts[k], ends[k], steps[k]);
+          V index = t.constant(int_tensor(HAL_DTYPE_INT64, idx, {static_cast<int64_t>(idx.size())}));
+          v = t.emit1("index_select", {v, index}, {Attr::i("dim", axis)});
+          continue;
+        }
+        if (starts[k] == 0 && steps[k] == 1) {
+          t.guard(dim, 0, ends[k]);
+          continue;
+        }
+      }
       t.unimplemented("slicing dim " + std::to_string(axis) + ", only known at run time (the catalog has no slice op taking symbolic bounds)");
     }
     std::vector<int64_t> idx = indices(dim, starts[k], ends[k], steps[k]);
@@ -2270,16 +2290,27 @@ void cumulative(Translator& t, const OpRule&) {
 // A stable sort, then the first K: ONNX wants the lower index first among
 // equal values, which the catalog's topk leaves unspecified.
 void topk(Translator& t, const OpRule&) {
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  const int64_t axis = norm_axis(t, t.attr_int("axis", -1), shape.size());
+  const std::vector<Attr> order{Attr::i("dim", axis), Attr::b("descending", t.attr_int("largest", 1) != 0), Attr::b("stable", true)};
+  if (t.opset() >= 10 && t.symbolic_rows() && t.computed_at_run_time(1)) {
+    // K computed while the model runs: the first K of the sort are the
+    // first K rows of the axis's indices, a count read back (a symbol of the
+    // next stage for K >= 2, so a new K re-plans without translating).
+    std::vector<V> sorted = t.emit("sort", {t.value(0)}, order, 2);
+    V first = t.runtime_rows(symbolic_arange(t, HAL_DTYPE_INT64, shape[axis]), t.value(1), "TopK's K");
+    for (V& v : sorted) v = t.emit1("index_select", {v, first}, {Attr::i("dim", axis)});
+    t.set_output(0, sorted[0]);
+    t.set_output(1, sorted[1]);
+    return;
+  }
   // K: an attribute in version 1, an input since 10.
   int64_t k = t.opset() < 10 ? t.attr_int("k", -1) : t.const_ints(1, "TopK's K").at(0);
   if (k < 0) t.invalid("K is " + std::to_string(k) + " (must be >= 0)");
-  const std::vector<int64_t> shape = t.in(0).spec.shape;
-  const int64_t axis = norm_axis(t, t.attr_int("axis", -1), shape.size());
   if (shape[axis] >= 0 && k > shape[axis])
     t.invalid("K is " + std::to_string(k) + " but axis " + std::to_string(axis) + " has " + std::to_string(shape[axis]) +
               " elements");
-  std::vector<V> sorted = t.emit("sort", {t.value(0)}, {Attr::i("dim", axis), Attr::b("descending", t.attr_int("largest", 1) != 0),
-                                                         Attr::b("stable", true)}, 2);
+  std::vector<V> sorted = t.emit("sort", {t.value(0)}, order, 2);
   if (k != shape[axis]) {
     std::vector<int64_t> first(static_cast<size_t>(k));
     for (int64_t i = 0; i < k; ++i) first[static_cast<size_t>(i)] = i;
@@ -2614,7 +2645,7 @@ const std::vector<OpRule> kTable = {
     {"ArgMax", 1, 13, "argmax|flip+argmax+sub", arg_reduce, ""},
     {"ArgMin", 1, 13, "argmin|flip+argmin+sub", arg_reduce, ""},
     {"CumSum", 11, 14, "cumsum+flip+sub+copy", cumulative, "axis known at load or from an input's value"},
-    {"TopK", 1, 24, "sort+index_select", topk, "K known at load or from an input's value"},
+    {"TopK", 1, 24, "sort+index_select", topk, "K known at load, from an input's value, or computed (a count of the sort's first rows, a symbol of the stages after it)"},
     // Shapes and data movement.
     {"Identity", 1, 25, "", identity, ""},
     {"Dropout", 7, 22, "", identity, "inference only"},
@@ -2629,7 +2660,7 @@ const std::vector<OpRule> kTable = {
     {"Concat", 4, 13, "cat", concat, ""},
     {"Split", 2, 18, "split", split, "split sizes known at load"},
     {"Gather", 1, 13, "index_select|embedding|lt+add+where+index_select+reshape", gather, "indices of rank >= 2 with static shape (any rank into a 2-D table on axis 0)"},
-    {"Slice", 1, 13, "index_select", slice, "starts/axes/steps known at load; ends known at load or a run-time dim (then start 0, step 1); run-time dims otherwise sliced whole"},
+    {"Slice", 1, 13, "index_select", slice, "starts/axes/steps known at load; ends known at load or a run-time dim (then start 0, step 1); a count or view dim read back sliced from the start (guarded); run-time dims otherwise sliced whole"},
     {"Expand", 8, 13, "copy", expand, "shape known at load (run-time dims allowed)"},
     {"ConstantOfShape", 9, 25, "fill", constant_of_shape, ""},
     {"Range", 11, 27, "arange|fill+cumsum+sub", range, "a run-time limit only with start 0, delta 1"},

@@ -98,6 +98,7 @@ struct Session::Impl {
     bool symbolic_refused = false;
   };
   static constexpr size_t kMaxStages = 256;
+  static constexpr size_t kGuarded = 4;  // translations per key whose guards differ
   std::map<std::pair<std::string, std::string>, std::shared_ptr<const CompiledStage>> stages;  // (model, values)
   std::shared_ptr<const CompiledStage> last_stage;
   std::mutex bound_mu;
@@ -166,7 +167,7 @@ namespace {
 // for one value read at run time: the disk would keep one entry per value).
 std::shared_ptr<const CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime,
                                                    const std::shared_ptr<Device>& device, const SessionOptions& options,
-                                                   bool disk_cache = true);
+                                                   bool cached = true);
 
 // The pipeline renumbers values; inputs and outputs keep their positions,
 // which is all run() relies on.
@@ -177,9 +178,13 @@ std::shared_ptr<const CompiledGraph> compile_model(const Model& model, Runtime& 
 
 std::shared_ptr<const CompiledGraph> compile_graph(const Graph& graph, Runtime& runtime,
                                                    const std::shared_ptr<Device>& device, const SessionOptions& options,
-                                                   bool disk_cache) {
+                                                   bool cached) {
   CompileOptions co;
-  co.disk_cache = disk_cache;
+  // A stage keyed by a value read back is kept by its session alone: the
+  // compile caches would keep one entry per value for the process's life
+  // (and hash the whole graph, its folded constants too, to look it up).
+  co.disk_cache = cached;
+  co.memory_cache = cached;
   co.devices = claim_order(runtime, device);
   co.fallback = runtime.fallback_device();
   co.options = options.options;
@@ -285,6 +290,16 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
   return std::move(*out);
 }
 
+// Whether the values READ back so far are inside every guard of a stage.
+static bool guards_hold(const std::vector<ModelStage::Guard>& guards, const std::vector<HostTensor>& read) {
+  for (const ModelStage::Guard& g : guards) {
+    if (g.request >= read.size()) return false;
+    const std::optional<std::vector<int64_t>> v = detail::int_values(read[g.request]);
+    if (!v || g.element >= v->size() || (*v)[g.element] < g.lo || (*v)[g.element] > g.hi) return false;
+  }
+  return true;
+}
+
 // One attempt of run_stages; nullopt when SYMBOLIC_ROWS and a stage cannot
 // take a count read back as a symbol.
 static std::optional<std::vector<OwnedTensor>> run_stages_once(
@@ -303,11 +318,27 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
   bool value_keyed = false;  // the key holds a value read back (not only shapes and symbolic counts)
   bool symbolic_counts = false;  // a count of rows read back is a symbol of this stage
   for (size_t step = 0;; ++step) {
+    // A translation with symbolic counts holds for the values its guards
+    // allow (a Slice of the first 3 rows needs a count of 3 or more): the
+    // first of KEY's translations whose guards hold runs; when none does
+    // another is made (translated with these values, so its guards hold),
+    // up to kGuarded; past them the counts are concrete.
     std::shared_ptr<const Session::Impl::CompiledStage> st;
-    {
-      std::lock_guard<std::mutex> lock(impl.bound_mu);
-      auto it = impl.stages.find({model_key, key});
-      if (it != impl.stages.end()) st = it->second;
+    std::string slot = key;
+    for (size_t alternative = 1;; ++alternative) {
+      std::shared_ptr<const Session::Impl::CompiledStage> found;
+      {
+        std::lock_guard<std::mutex> lock(impl.bound_mu);
+        auto it = impl.stages.find({model_key, slot});
+        if (it != impl.stages.end()) found = it->second;
+      }
+      if (!found) break;
+      if (guards_hold(found->stage.guards, read)) {
+        st = std::move(found);
+        break;
+      }
+      if (alternative == Session::Impl::kGuarded) return std::nullopt;
+      slot = key + "guarded " + std::to_string(alternative) + ";";
     }
     if (!st) {
       std::vector<HostTensorRef> refs;
@@ -322,7 +353,7 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
       }
       std::lock_guard<std::mutex> lock(impl.bound_mu);
       if (at.generation == impl.generation && impl.stages.size() < Session::Impl::kMaxStages)
-        impl.stages.emplace(std::make_pair(model_key, key), made);
+        impl.stages.emplace(std::make_pair(model_key, slot), made);
       st = made;
     }
     if (st->symbolic_refused) return std::nullopt;
@@ -356,6 +387,9 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
         continue;
       }
       const int64_t n = detail::int_values(read.at(r.request)).value().at(0);
+      // A count out of range (a TopK's K past its axis) is the concrete
+      // translation's error, which names the node.
+      if (symbolic_rows && !v.shape.empty() && (n < 0 || n > v.shape[0])) return std::nullopt;
       if (n < 0 || v.shape.empty() || n > v.shape[0] || !v.strides.empty())
         throw Error(HAL_STATUS_INTERNAL, "ONNX stage: a count of " + std::to_string(n) + " rows for a value of shape " +
                                              detail::shape_text(v.shape));

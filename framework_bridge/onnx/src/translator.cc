@@ -134,6 +134,7 @@ Graph::Value Translator::runtime_rows(Graph::Value source, Graph::Value count, c
   if ((*n)[0] < 0 || (have >= 0 && (*n)[0] > have))
     invalid(what + " is " + std::to_string((*n)[0]) + ", outside [0, " + std::to_string(have) + "]");
   rows.shape[0] = symbolic_rows_ && (*n)[0] >= 2 ? fresh_symbol(0) : (*n)[0];
+  if (rows.shape[0] < 0) hints_[rows.shape[0]] = {k, 0, (*n)[0]};
   Graph::Value in = graph_.input(rows.dtype, rows.shape);
   rows_inputs_.push_back({in.id, source.id, k});
   return in;
@@ -152,6 +153,7 @@ Graph::Value Translator::runtime_view(Graph::Value source, Graph::Value target, 
   for (size_t d = 0; d < dims->size(); ++d) {
     if ((*dims)[d] < 0) invalid(what + " has dim " + std::to_string(d) + " = " + std::to_string((*dims)[d]) + " after resolving");
     view.shape.push_back((*dims)[d] >= 2 ? fresh_symbol(d) : (*dims)[d]);
+    if (view.shape.back() < 0) hints_[view.shape.back()] = {k, d, (*dims)[d]};
   }
   Graph::Value in = graph_.input(view.dtype, view.shape);
   rows_inputs_.push_back({in.id, source.id, k, true});
@@ -427,6 +429,20 @@ Graph::Value Translator::emit_as(const std::string& op, const std::vector<Graph:
 Graph::Value Translator::constant(const HostTensor& t) {
   std::string base = node_->name().empty() ? node_->op_type() : node_->name();
   return graph_.constant(t.dtype, t.shape, t.data, base + "_const" + std::to_string(constants_made_++));
+}
+
+std::optional<Translator::SymbolHint> Translator::hint(int64_t symbol) const {
+  auto it = hints_.find(symbol);
+  if (it == hints_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Translator::guard(int64_t symbol, int64_t lo, int64_t hi) {
+  const SymbolHint h = hint(symbol).value();
+  if (h.hint < lo || h.hint > hi)
+    throw Error(HAL_STATUS_INTERNAL, where() + ": a guard [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                         "] its own hint " + std::to_string(h.hint) + " breaks");
+  guards_.push_back({h.request, h.element, lo, hi});
 }
 
 int64_t Translator::fresh_symbol(size_t dim) {

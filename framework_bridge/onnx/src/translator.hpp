@@ -143,6 +143,29 @@ class Translator {
   // (symbolic_rows()); otherwise a Reshape reads its target as a value.
   Graph::Value runtime_view(Graph::Value source, Graph::Value target, bool allowzero, const std::string& what);
   bool symbolic_rows() const { return symbolic_rows_; }
+  // A symbol runtime_rows or runtime_view made stands for element ELEMENT
+  // of request REQUEST's bound value (a count, a view's resolved dim);
+  // HINT is that element in the values this translation was made with.
+  struct SymbolHint {
+    size_t request;
+    size_t element;
+    int64_t hint;
+  };
+  // SYMBOL's hint, or nullopt for a symbol no read-back value gives (a
+  // model input's dim_param, an op's data-dependent dim).
+  std::optional<SymbolHint> hint(int64_t symbol) const;
+  // The translation holds only while SYMBOL (one hint() knows) is in
+  // [LO, HI] (a Slice's bounds clamped with the hint): Model::stage hands
+  // the guards to the runner, which checks them before running the stage
+  // with other values (ModelStage::guards).
+  struct Guard {
+    size_t request;
+    size_t element;
+    int64_t lo;
+    int64_t hi;
+  };
+  void guard(int64_t symbol, int64_t lo, int64_t hi);
+  const std::vector<Guard>& guards() const { return guards_; }
   // Whether input I is a value only known when the model runs, computed by
   // a node of this graph (known() would request it with runtime_value).
   bool computed_at_run_time(size_t i) const;
@@ -254,6 +277,8 @@ class Translator {
   std::vector<HostTensor> runtime_values_;
   bool symbolic_rows_ = true;
   std::vector<RowsInput> rows_inputs_;
+  std::map<int64_t, SymbolHint> hints_;
+  std::vector<Guard> guards_;
   bool staged_ = false;
   size_t requests_made_ = 0;
   std::vector<size_t> request_cuts_;

@@ -358,19 +358,113 @@ def test_data_dependent_counts_in_a_row_stay_symbols(cpu_options):
     assert _counts(sess) == before
 
 
-def test_data_dependent_counts_an_operator_needing_the_count_concrete(cpu_options):
-    """Compress then a Slice of the first 3 rows (the catalog's slice takes no run-time bounds): the session
-    falls back to one translation per count, remembered, and matches onnxruntime for every count."""
-    nodes = [helper.make_node("Compress", ["x", "c"], ["k"], axis=0),
-             helper.make_node("Slice", ["k", "s", "e"], ["y"])]
-    inits = [const("s", np.array([0], np.int64)), const("e", np.array([3], np.int64))]
-    data = model(nodes, [vi("x", F, [5, 2]), vi("c", TensorProto.BOOL, [5])], [vi("y", F, None)], 18, inits)
+def _against_onnxruntime(data, cpu_options, rtol=0.0, atol=0.0):
+    """(session, check): check(feeds) runs DATA on HAL and onnxruntime and compares every output (shape,
+    dtype, values within RTOL/ATOL; exact by default)."""
     sess = hal.onnx.InferenceSession(data, cpu_options)
-    x = rng.standard_normal((5, 2)).astype(np.float32)
-    for c in ([1, 0, 1, 1, 1], [0, 0, 0, 0, 0], [0, 1, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 0]):
-        check_like_ort(data, {"x": x, "c": np.array(c, bool)}, cpu_options)
-        want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x, "c": np.array(c, bool)})
-        np.testing.assert_array_equal(sess.run(None, {"x": x, "c": np.array(c, bool)})[0], want[0])
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+
+    def check(feeds):
+        for g, w in zip(sess.run(None, feeds), ref.run(None, feeds)):
+            assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+    return sess, check
+
+
+def _compress_then_slice(starts, ends, steps=None, rows=8):
+    """Compress of x [ROWS, 2] by c, then a Slice of the kept rows."""
+    inputs = ["k", "s", "e"] + (["a", "st"] if steps else [])
+    inits = [const("s", np.array(starts, np.int64)), const("e", np.array(ends, np.int64))]
+    if steps:
+        inits += [const("a", np.array([0], np.int64)), const("st", np.array(steps, np.int64))]
+    nodes = [helper.make_node("Compress", ["x", "c"], ["k"], axis=0), helper.make_node("Slice", inputs, ["y"])]
+    return model(nodes, [vi("x", F, [rows, 2]), vi("c", TensorProto.BOOL, [rows])], [vi("y", F, None)], 18, inits)
+
+
+@pytest.mark.parametrize("first", [2, 6], ids=["first count 2", "first count 6"])
+def test_data_dependent_counts_a_slice_of_the_first_rows_is_guarded(cpu_options, first):
+    """Compress then a Slice of the first 3 rows: the translation takes the count read back as a symbol and
+    the Slice's bounds against the count it was made with, guarded: [0, 3) is the same three rows for every
+    count >= 3, the whole count for every count <= 3. A count outside the guard is another translation (at
+    most a few per stage), so every count >= 2 runs on two translations in either order, and each run
+    matches onnxruntime (counts 0 and 1 stay concrete)."""
+    data = _compress_then_slice([0], [3])
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((8, 2)).astype(np.float32)
+
+    def check(count):
+        feeds = {"x": x, "c": np.arange(8) < count}
+        got, want = sess.run(None, feeds)[0], ref.run(None, feeds)[0]
+        assert got.shape == want.shape == (min(count, 3), 2)
+        np.testing.assert_array_equal(got, want)
+
+    for count in (first, 8 - first, 0, 1):  # both guarded translations exist, and the concrete ones
+        check(count)
+    before = _counts(sess)
+    for count in (3, 7, 2, 5, 8, 3, 4, 2):
+        check(count)
+    assert _counts(sess) == before  # the same translations, no compile() call at all
+
+
+@pytest.mark.parametrize("starts,ends,steps", [([1], [3], None), ([0], [6], [2]), ([2], [5], [2]), ([1], [100], None),
+                                               ([-2], [100], None), ([0], [-1], None), ([4], [2], None),
+                                               ([3], [3], None)])
+def test_data_dependent_counts_sliced_match_onnxruntime(cpu_options, starts, ends, steps):
+    """Slices of a count read back, with bounds inside and past it, negative and empty: guarded symbols where
+    the bounds allow, else one translation per count; every count matches onnxruntime."""
+    _, check = _against_onnxruntime(_compress_then_slice(starts, ends, steps), cpu_options)
+    x = rng.standard_normal((8, 2)).astype(np.float32)
+    for count in (5, 2, 8, 0, 3, 1, 6, 4, 7, 2, 5):
+        check({"x": x, "c": np.arange(8) < count})
+
+
+def test_reshape_to_a_computed_target_then_a_slice_of_its_dims(cpu_options):
+    """A Slice of a view's symbolic dim (a Reshape to a computed target, then its first 2 rows): guarded like
+    a count's, so new targets of the same kind translate nothing; each matches onnxruntime."""
+    data = _reshape_to_computed([helper.make_node("Slice", ["y", "s", "e"], ["z"])], outputs=[vi("z", F, None)],
+                                inits=[const("s", np.array([0], np.int64)), const("e", np.array([2], np.int64))])
+    sess, compare = _against_onnxruntime(data, cpu_options)
+    x = rng.standard_normal(24).astype(np.float32)
+
+    def check(target):
+        compare({"x": x, "shape": np.array(target, np.float32)})
+
+    check([2, 3, 4])
+    before = _counts(sess)
+    for target in ([3, 2, 4], [4, 3, 2], [6, 2, 2], [2, 6, 2]):
+        check(target)
+    assert _counts(sess) == before
+    check([1, 4, 6])
+
+
+@pytest.mark.parametrize("axis,largest", [(1, 1), (0, 0), (-1, 0)])
+def test_topk_with_a_computed_k_replans_without_translating(cpu_options, axis, largest):
+    """TopK whose K the model computes (cast from an input): the first K of the sort are a count of rows read
+    back, a symbol of the next stage for K >= 2, so a new K translates nothing; every K matches onnxruntime
+    (ties: the lower index first), and a K past the axis is INVALID_ARGUMENT naming the node, with no output."""
+    nodes = [helper.make_node("Cast", ["kf"], ["k"], to=TensorProto.INT64),
+             helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)]
+    data = model(nodes, [vi("x", F, [6, 9]), vi("kf", F, [1])], [vi("v", F, None), vi("i", I64, None)], 18)
+    sess, compare = _against_onnxruntime(data, cpu_options)
+    x = rng.integers(-3, 4, (6, 9)).astype(np.float32)  # ties
+    n = x.shape[axis]
+
+    def check(k):
+        compare({"x": x, "kf": np.array([k], np.float32)})
+
+    for k in (3, 0, 1):
+        check(k)
+    before = _counts(sess)
+    for k in (2, n, 5, 4, 2):
+        check(k)
+    assert _counts(sess) == before  # the same translations, no compile() call at all
+    with pytest.raises(RuntimeError, match=rf"INVALID_ARGUMENT: .*node 1 .*TopK.*K is {n + 1} but axis {axis % 2} has {n}"):
+        sess.run(None, {"x": x, "kf": np.array([n + 1], np.float32)})
+    with pytest.raises(RuntimeError, match=r"INVALID_ARGUMENT: .*node 1 .*TopK.*K is -1"):
+        sess.run(None, {"x": x, "kf": np.array([-1], np.float32)})
+    check(3)  # and the session goes on
 
 
 def _reshape_to_computed(extra_nodes=(), out="y", outputs=None, inits=()):
@@ -389,15 +483,11 @@ def test_reshape_to_a_computed_target_replans_without_translating(cpu_options):
     data = _reshape_to_computed([helper.make_node("ReduceSum", ["y", "axes"], ["s"], keepdims=1),
                                  helper.make_node("Mul", ["y", "s"], ["z"])], outputs=[vi("z", F, None)],
                                 inits=[const("axes", np.array([2], np.int64))])
-    sess = hal.onnx.InferenceSession(data, cpu_options)
-    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    sess, compare = _against_onnxruntime(data, cpu_options, rtol=1e-5, atol=1e-6)
     x = rng.standard_normal(24).astype(np.float32)
 
     def check(target):
-        feeds = {"x": x, "shape": np.array(target, np.float32)}
-        got, want = sess.run(None, feeds)[0], ref.run(None, feeds)[0]
-        assert got.shape == want.shape, (target, got.shape, want.shape)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        compare({"x": x, "shape": np.array(target, np.float32)})
 
     for target in ([2, 3, 4], [1, 4, 6], [4, 6, 1]):
         check(target)

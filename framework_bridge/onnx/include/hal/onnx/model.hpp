@@ -139,6 +139,18 @@ struct ModelStage {
     std::vector<int64_t> shape;
   };
   std::vector<Rows> rows;
+  // What the translation took of the values read back beyond their being
+  // counts or dims >= 2: it holds only while element ELEMENT of the value
+  // read back for request REQUEST is in [LO, HI] (a Slice of the first 3
+  // rows of a count needs at least 3). The runner checks them before it
+  // runs the stage for other values, and translates again when one fails.
+  struct Guard {
+    size_t request = 0;
+    size_t element = 0;
+    int64_t lo = 0;
+    int64_t hi = 0;
+  };
+  std::vector<Guard> guards;
 };
 
 // An ONNX model translated to a hal::Graph. Immutable after load; copyable
