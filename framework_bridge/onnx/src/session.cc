@@ -265,7 +265,8 @@ static std::shared_ptr<const Session::Impl::Bound> bind_values(
     if (it != impl.bound.end()) return impl.last_bound = it->second;
   }
   auto b = std::make_shared<Session::Impl::Bound>(m.bind(values, sequences), "bound:" + key);
-  if (!b->model.runs_in_stages()) b->compiled = compile_model(b->model, *impl.runtime, at.device, impl.options);
+  // Kept by the session alone, as a stage keyed by a value is (compile_graph).
+  if (!b->model.runs_in_stages()) b->compiled = compile_graph(b->model.graph(), *impl.runtime, at.device, impl.options, false);
   std::lock_guard<std::mutex> lock(impl.bound_mu);
   if (at.generation != impl.generation) return b;  // made for a lost device's partition: not kept
   if (impl.bound.size() < Session::Impl::kMaxBound) impl.bound.emplace(key, b);
