@@ -13,13 +13,16 @@ Three models whose shapes depend on values the model computes (issue 33, "data-d
   topk     TopK of [4, 64] along its last axis, K computed (cast from an input): the first K of the sort are a
            count of rows, a symbol of the stage after it.
   range    Range(0, limit, 1) with limit computed (cast from an input), and
-  tile     Tile of [4, 8] by repeats computed: values no symbol stands for (a length or dims derived from
-           them), so each new value is a translation and compilation of the stage after it.
+  tile     Tile of [4, 8] by repeats computed: the output's sizes are read back, symbols of the stage after
+           it once a second value came.
+  unique   Unique of 1024 values (sorted, all four outputs): the count of distinct values is a symbol of the
+           stage after it.
 
 After a warm-up that compiled the first stage (and, for `mask`, the symbolic one), three passes, each run
-back to back: one run at each of 400 (reshape: 11, topk: 60, range: 60, tile: 34) shapes the session has not seen, the same number of
-runs at one shape, and onnxruntime on the first pass's feeds. Reported: the mean time per run of each,
-and the difference of the first two (the re-planning cost per changed shape).
+back to back: one run at each of 400 (reshape: 11, topk: 60, range: 60, tile: 34, unique: 60) shapes the
+session has not seen, the same number of runs at one shape (unique: one count of distinct values, its
+input in a new order each run), and onnxruntime on the first pass's feeds. Reported: the mean time per
+run of each, and the difference of the first two (the re-planning cost per changed shape).
 
     HAL_BUILD_DIR=<build> PYTHONPATH=<build>/python python bench/onnx_replan_bench.py [--threads 1] [--json out.json]
 """
@@ -84,6 +87,12 @@ def tile_model():
                   [h.make_tensor_value_info("y", T.FLOAT, None)])
 
 
+def unique_model(n):
+    return _model([h.make_node("Unique", ["x"], ["y", "i", "inv", "c"])], [h.make_tensor_value_info("x", T.FLOAT, [n])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("i", T.INT64, None),
+                   h.make_tensor_value_info("inv", T.INT64, None), h.make_tensor_value_info("c", T.INT64, None)])
+
+
 N = 4096
 
 
@@ -107,6 +116,12 @@ def cases(rng):
     yield "range", range_model(), [limit(2), limit(3)], [limit(n) for n in rng.permutation(np.arange(4, 64))]
     reps = lambda n: {"x": m[:, :8].copy(), "rf": np.array([n % 6 + 1, n // 6 + 1], np.float32)}  # noqa: E731
     yield "tile", tile_model(), [reps(0), reps(1)], [reps(n) for n in rng.permutation(np.arange(2, 36))]
+    values = lambda n: {"x": rng.integers(0, n, 1024).astype(np.float32)}  # noqa: E731
+    fresh = [values(n) for n in rng.permutation(np.arange(100, 400))[:60]]
+    # The same count of distinct values each run, in a new order (sorting new data costs more than sorting
+    # the same data again: that is not re-planning).
+    same = [{"x": rng.permutation(fresh[0]["x"])} for _ in fresh]
+    yield "unique", unique_model(1024), [values(50), values(60)], fresh, same
 
 
 def one(fn):
@@ -128,7 +143,8 @@ def main():
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     rows = []
-    for name, data, warm, fresh in cases(np.random.default_rng(3)):
+    for name, data, warm, fresh, *same in cases(np.random.default_rng(3)):
+        same = same[0] if same else [fresh[0]] * len(fresh)
         sess = hal.onnx.InferenceSession(data)
         ref = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
         for f in warm:
@@ -140,8 +156,8 @@ def main():
             sess.run(None, f)
         new = (time.perf_counter() - t0) / len(fresh)
         t0 = time.perf_counter()
-        for _ in fresh:  # the same shape every run
-            sess.run(None, fresh[0])
+        for f in same:  # the same shape every run
+            sess.run(None, f)
         seen = (time.perf_counter() - t0) / len(fresh)
         t0 = time.perf_counter()
         for f in fresh:

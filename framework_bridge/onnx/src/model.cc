@@ -101,9 +101,11 @@ struct StageTranslation {
   bool request_view = false;
   Graph::Value request_view_source;
   bool request_view_allowzero = false;
+  bool request_sizes = false;      // partial: the request is sizes of shapes (runtime_dims)
   std::vector<detail::Translator::RowsInput> rows;  // the inputs runtime_rows and runtime_view made
   std::vector<detail::Translator::Guard> guards;    // what the translation took of the symbols' hints
   bool symbolic_rows = true;
+  std::vector<bool> concrete;      // per request: its value taken as it is (Model::stage)
 };
 
 struct Model::Deferred {
@@ -204,7 +206,9 @@ class ModelBuilder {
     } else {
       t.bind_runtime_values({});  // other inputs' values: read while the model runs
     }
-    if (runtime != nullptr) t.bind_runtime_values(*runtime, report == nullptr || report->symbolic_rows);
+    if (runtime != nullptr)
+      t.bind_runtime_values(*runtime, report == nullptr || report->symbolic_rows,
+                            report == nullptr ? std::vector<bool>{} : report->concrete);
     try {
       detail::translate_graph(t, g, model.opset_);
     } catch (const Error&) {
@@ -229,6 +233,7 @@ class ModelBuilder {
         report->request_view = t.pending_request()->view;
         report->request_view_source = t.pending_request()->source;
         report->request_view_allowzero = t.pending_request()->allowzero;
+        report->request_sizes = t.pending_request()->sizes;
         report->cuts = t.request_cuts();
         report->rows = t.rows_inputs();
         report->guards = t.guards();
@@ -603,8 +608,9 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
       throw Error(HAL_STATUS_INTERNAL, "ONNX stage: a rows input is not where the runner feeds it");
     const std::vector<int64_t>& shape = full.values()[tr.rows[i].input].shape;
     ModelStage::Rows r{tr.rows[i].source, tr.rows[i].request, 0};
-    if (tr.rows[i].view) {
-      r.view = true;
+    if (tr.rows[i].view || tr.rows[i].sizes) {
+      r.view = tr.rows[i].view;
+      r.sizes = tr.rows[i].sizes;
       r.shape = shape;
     } else if (shape[0] < 0) {
       r.symbol = shape[0];
@@ -630,6 +636,7 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
       stage.request_view = tr.request_view;
       stage.request_view_source = tr.request_view_source.id;
       stage.request_view_allowzero = tr.request_view_allowzero;
+      stage.request_sizes = tr.request_sizes;
     } else {
       stage.request_is_dims = true;
       stage.request_dims = tr.request_dims;
@@ -664,7 +671,7 @@ void cut_stage(Graph full, size_t cut, const StageTranslation& tr, ModelStage& s
 
 }  // namespace
 
-ModelStage Model::stage(const std::vector<HostTensorRef>& values, bool symbolic_rows) const {
+ModelStage Model::stage(const std::vector<HostTensorRef>& values, bool symbolic_rows, const std::vector<bool>& concrete) const {
   if (!staged_) invalid("Model::stage: the model does not run in stages (runs_in_stages() is false)");
   const Staged& st = *staged_;
   std::vector<HostTensor> runtime;
@@ -672,6 +679,7 @@ ModelStage Model::stage(const std::vector<HostTensorRef>& values, bool symbolic_
   ::onnx::ModelProto proto = st.proto;
   StageTranslation tr;
   tr.symbolic_rows = symbolic_rows;
+  tr.concrete = concrete;
   Model full;
   try {
     full = ModelBuilder::build(proto, st.external_root, st.bound.empty() ? nullptr : &st.bound, &runtime, &tr,

@@ -856,7 +856,80 @@ std::vector<int64_t> dims_of(Translator& t, size_t input, const std::string& wha
   return out;
 }
 
+// Whether input I (rank 1, integers) is computed while the model runs and
+// can be sizes of shapes read back as symbols (Translator::runtime_dims).
+bool runtime_sizes(Translator& t, size_t i) {
+  return !t.ints(i) && t.symbolic_rows() && t.computed_at_run_time(i) && t.in(i).spec.shape.size() == 1;
+}
+
+// Zeros of DT shaped as SIZES read back (runtime_dims), made from its
+// CARRIER ([0, sizes...]: summing its empty dim 0 gives zeros, and a node
+// taking it binds the sizes' symbols where the executable runs). Sizes
+// whose KEEP is false are 1 (dropped with SQUEEZE). Without a carrier (no
+// symbols) a fill of the concrete shape.
+V sized_zeros(Translator& t, V carrier, const std::vector<int64_t>& sizes, const std::vector<bool>& keep, bool squeeze,
+              hal_dtype_e dt) {
+  std::vector<int64_t> shape, drop;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (keep[d]) shape.push_back(sizes[d]);
+    else if (!squeeze) shape.push_back(1);
+    if (!keep[d]) drop.push_back(static_cast<int64_t>(d) + 1);
+  }
+  if (!carrier.valid()) return t.emit_as("fill", {}, {Attr::scalar("value", 0)}, {dt, shape});
+  V z = carrier;
+  if (!drop.empty()) z = t.emit1("sum", {z}, {Attr::ints("dim", drop), Attr::b("keepdim", !squeeze)});
+  z = t.emit1("sum", {z}, {Attr::ints("dim", {0}), Attr::b("keepdim", false)});
+  return as_dtype(t, z, dt);
+}
+
+// [0, 1, ..., SIZES[D]) in DT, SIZES read back (runtime_dims, CARRIER).
+V sized_arange(Translator& t, V carrier, const std::vector<int64_t>& sizes, size_t d, hal_dtype_e dt) {
+  std::vector<bool> keep(sizes.size(), false);
+  keep[d] = true;
+  V ones = t.emit1("add", {sized_zeros(t, carrier, sizes, keep, true, dt), scalar(t, dt, 1)});
+  return t.emit1("sub", {t.emit1("cumsum", {ones}, {Attr::i("dim", 0)}), scalar(t, dt, 1)});
+}
+
+// broadcast() of A against WANT, sizes read back (runtime_dims): a symbol of
+// WANT takes a dim 1 of A; a dim >= 2 of A equal to the symbol's hint stays,
+// guarded.
+std::vector<int64_t> broadcast_sizes(Translator& t, const std::vector<int64_t>& a, const std::vector<int64_t>& want) {
+  const size_t r = std::max(a.size(), want.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t y = i < r - want.size() ? 1 : want[i - (r - want.size())];
+    const std::optional<Translator::SymbolHint> h = y < 0 ? t.hint(y) : std::nullopt;
+    if (!h || x == 1) {
+      out[i] = broadcast(t, {x}, {y})[0];
+    } else if (x == h->hint) {
+      t.guard(y, x, x);
+      out[i] = x;
+    } else if (x >= 0) {
+      t.invalid("the input's shape " + join(a) + " does not broadcast to a shape of " + std::to_string(h->hint) + " at dim " +
+                std::to_string(i));
+    } else {
+      t.unimplemented("expanding dim " + std::to_string(i) + ", only known at run time, to a size read back");
+    }
+  }
+  return out;
+}
+
 void expand(Translator& t, const OpRule&) {
+  if (runtime_sizes(t, 1)) {
+    // A shape computed while the model runs: its sizes >= 2 are symbols of
+    // the next stage; X plus zeros of those sizes broadcasts it.
+    V carrier;
+    const std::vector<int64_t> want = t.runtime_dims(t.in(1).value, "Expand's shape ('" + t.input_name(1) + "')", "", &carrier);
+    const std::vector<int64_t> out = broadcast_sizes(t, t.in(0).spec.shape, want);
+    if (out == t.in(0).spec.shape) return t.alias_output(0, t.in(0));
+    const hal_dtype_e dt = t.in(0).spec.dtype;
+    std::vector<bool> keep;  // the sizes the output takes from WANT (the rest are X's, or 1)
+    for (size_t i = 0; i < want.size(); ++i) keep.push_back(out[out.size() - want.size() + i] == want[i] && want[i] != 1);
+    V zeros = sized_zeros(t, carrier, want, keep, false, dt);
+    t.set_output(0, t.emit1(dt == HAL_DTYPE_BOOL ? "logical_or" : "add", {t.value(0), zeros}));
+    return;
+  }
   std::vector<int64_t> out = broadcast(t, t.in(0).spec.shape, dims_of(t, 1, "Expand's shape"));
   if (out == t.in(0).spec.shape) {
     t.alias_output(0, t.in(0));
@@ -866,10 +939,24 @@ void expand(Translator& t, const OpRule&) {
 }
 
 void constant_of_shape(Translator& t, const OpRule&) {
-  std::vector<int64_t> shape = dims_of(t, 0, "ConstantOfShape's shape");
   HostTensor value{HAL_DTYPE_FLOAT32, {1}, std::vector<uint8_t>(4, 0)};
   if (const auto* a = t.attr("value")) value = tensor_from_proto(a->t(), "", t.where() + " attribute 'value'");
   if (value.data.size() != common::dtype_size(value.dtype)) t.invalid("value must hold one element");
+  std::vector<int64_t> shape;
+  if (runtime_sizes(t, 0)) {
+    // A shape computed while the model runs: its sizes >= 2 are symbols of
+    // the next stage; zeros of those sizes plus the value.
+    V carrier;
+    shape = t.runtime_dims(t.in(0).value, "ConstantOfShape's shape ('" + t.input_name(0) + "')", "", &carrier);
+    if (carrier.valid()) {
+      V zeros = sized_zeros(t, carrier, shape, std::vector<bool>(shape.size(), true), false, value.dtype);
+      V one = t.constant(HostTensor{value.dtype, {}, value.data});
+      t.set_output(0, t.emit1(value.dtype == HAL_DTYPE_BOOL ? "logical_or" : "add", {zeros, one}));
+      return;
+    }
+  } else {
+    shape = dims_of(t, 0, "ConstantOfShape's shape");
+  }
   bool concrete = std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
   if (concrete && checked_numel(shape, t.where()) <= 64) {  // small: keep it foldable
     HostTensor h{value.dtype, shape, {}};
@@ -919,6 +1006,30 @@ void range(Translator& t, const OpRule&) {
     t.set_output(0, symbolic_arange(t, dt, n));
     return;
   }
+  if (t.symbolic_rows() && (t.computed_at_run_time(0) || t.computed_at_run_time(1) || t.computed_at_run_time(2))) {
+    // Computed while the model runs: the length max(ceil((limit - start) /
+    // delta), 0) (the difference in the inputs' dtype, the division in
+    // double, as onnxruntime) is computed too and read back as a size, a
+    // symbol of the next stage; the elements are start + i * delta (in
+    // double for floats, as the catalog's arange), so a new length re-plans.
+    auto operand = [&](size_t i) {
+      V v = t.value(i);
+      return t.spec(v).shape.empty() ? v : reshape_to(t, v, {});
+    };
+    const V start = operand(0), limit = operand(1), delta = operand(2);
+    const V wide_delta = as_dtype(t, delta, HAL_DTYPE_FLOAT64);
+    V len = t.emit1("ceil", {t.emit1("div", {as_dtype(t, t.emit1("sub", {limit, start}), HAL_DTYPE_FLOAT64), wide_delta})});
+    len = t.emit1("clamp", {len, scalar(t, HAL_DTYPE_FLOAT64, 0), V{}});
+    len = t.emit1("where", {t.emit1("eq", {delta, scalar(t, dt, 0)}), scalar(t, HAL_DTYPE_FLOAT64, -1), len});
+    len = reshape_to(t, as_dtype(t, len, HAL_DTYPE_INT64), {1});
+    V carrier;
+    const std::vector<int64_t> n = t.runtime_dims(len, "Range's length", "delta 0", &carrier);
+    const bool integral = !common::is_floating(dt);
+    const hal_dtype_e wide = integral ? HAL_DTYPE_INT64 : HAL_DTYPE_FLOAT64;
+    V steps = t.emit1("mul", {sized_arange(t, carrier, n, 0, wide), integral ? as_dtype(t, delta, wide) : wide_delta});
+    t.set_output(0, as_dtype(t, t.emit1("add", {steps, as_dtype(t, start, wide)}), dt));
+    return;
+  }
   // Otherwise their values: known at load, bound per run, or read while the model runs.
   auto one = [&](size_t i, const char* what) {
     HostTensor h = t.known(i, std::string("Range's ") + what);
@@ -929,6 +1040,10 @@ void range(Translator& t, const OpRule&) {
   };
   const double a = one(0, "start"), b = one(1, "limit"), c = one(2, "delta");
   if (c == 0) t.invalid("delta 0");
+  if (!(std::ceil((b - a) / c) > 0)) {  // no elements (the catalog's arange wants a step towards the end)
+    t.set_output_host(0, HostTensor{dt, {0}, {}});
+    return;
+  }
   t.set_output(0, t.emit1("arange", {}, {Attr::scalar("start", a), Attr::scalar("end", b), Attr::scalar("step", c), Attr::dtype("dtype", dt)}));
 }
 
@@ -2333,13 +2448,107 @@ void clip(Translator& t, const OpRule&) {
 }
 
 void tile(Translator& t, const OpRule&) {
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  const bool fixed = std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+  if (fixed && runtime_sizes(t, 1) && t.in(1).spec.shape[0] == static_cast<int64_t>(shape.size())) {
+    // Repeats computed while the model runs: the output's dims (repeats
+    // times the input's) are read back as sizes, symbols of the next stage,
+    // and each axis gathers index i % dim, so a new repeat re-plans.
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    V sizes = t.emit1("mul", {t.value(1), t.constant(int_tensor(t.in(1).spec.dtype, shape, {rank}))});
+    V carrier;
+    const std::vector<int64_t> out = t.runtime_dims(sizes, "Tile's output shape (repeats '" + t.input_name(1) + "' times the input's)",
+                                                    "repeats '" + t.input_name(1) + "' has a negative element", &carrier);
+    V v = t.value(0);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (out[d] == shape[d]) continue;
+      V index = sized_arange(t, carrier, out, d, HAL_DTYPE_INT64);
+      if (shape[d] != 1) index = t.emit1("remainder", {index, scalar(t, HAL_DTYPE_INT64, static_cast<double>(shape[d]))});
+      else index = t.emit1("mul", {index, scalar(t, HAL_DTYPE_INT64, 0)});
+      v = t.emit1("index_select", {v, index}, {Attr::i("dim", static_cast<int64_t>(d))});
+    }
+    t.set_output(0, v);
+    return;
+  }
   t.set_output(0, t.emit1("repeat", {t.value(0)}, {Attr::ints("repeats", t.const_ints(1, "Tile's repeats"))}));
+}
+
+// Pad (version 11 on) with pads the model computes, for an input whose
+// dims are known at load and at least 1 on the padded axes: the output's
+// dims (the input's plus the pads) are read back as sizes, symbols of the
+// next stage once they vary (Translator::runtime_dims), and each padded
+// axis gathers from the input at i - begin, taken as ONNX's MODE does
+// outside the input (a value slab appended for "constant", the edge for
+// "replicate", mirrored for "reflect"). false: not such a Pad.
+bool runtime_pads(Translator& t, const std::string& mode) {
+  const std::vector<int64_t> shape = t.in(0).spec.shape;
+  if (!runtime_sizes(t, 1) || (t.has_input(3) && !t.ints(3) && !t.host(3))) return false;
+  const size_t rank = shape.size();
+  std::vector<int64_t> axes;
+  if (t.has_input(3)) axes = t.const_ints(3, "Pad's axes");
+  else
+    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  for (int64_t& a : axes) {
+    a = norm_axis(t, a, rank);
+    if (shape[a] < 1) return false;
+  }
+  const int64_t n = static_cast<int64_t>(axes.size());
+  if (t.in(1).spec.shape[0] != 2 * n) return false;  // the general path names the error
+  double value = 0.0;
+  if (t.has_input(2)) {
+    auto v = float_values(t.known(2, "Pad's constant_value"));
+    if (!v || v->size() != 1) t.invalid("constant_value must be one float or integer");
+    value = (*v)[0];
+  }
+  auto part = [&](int64_t from) {
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = from + i;
+    return t.emit1("index_select", {t.value(1), t.constant(int_tensor(HAL_DTYPE_INT64, idx, {n}))}, {Attr::i("dim", 0)});
+  };
+  const V begin = part(0);
+  std::vector<int64_t> dims;
+  for (int64_t a : axes) dims.push_back(shape[a]);
+  V sizes = t.emit1("add", {t.emit1("add", {t.constant(int_tensor(HAL_DTYPE_INT64, dims, {n})), begin}), part(n)});
+  V carrier;
+  const std::string name = "pads '" + t.input_name(1) + "'";
+  const std::vector<int64_t> out = t.runtime_dims(sizes, "Pad's output shape (the input's plus " + name + ")",
+                                                  name + " remove more than the input has", &carrier);
+  const hal_dtype_e dt = t.in(0).spec.dtype;
+  V v = t.value(0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k], last = shape[a] - 1;
+    V b = t.emit1("index_select", {begin, t.constant(int_tensor(HAL_DTYPE_INT64, {static_cast<int64_t>(k)}, {1}))}, {Attr::i("dim", 0)});
+    V idx = t.emit1("sub", {sized_arange(t, carrier, out, k, HAL_DTYPE_INT64), b});
+    V inside = t.emit1("clamp", {idx, scalar(t, HAL_DTYPE_INT64, 0), scalar(t, HAL_DTYPE_INT64, static_cast<double>(last))});
+    if (mode == "replicate") {
+      v = t.emit1("index_select", {v, inside}, {Attr::i("dim", a)});
+    } else if (mode == "wrap") {
+      v = t.emit1("index_select", {v, t.emit1("remainder", {idx, scalar(t, HAL_DTYPE_INT64, static_cast<double>(shape[a]))})},
+                  {Attr::i("dim", a)});
+    } else if (mode == "reflect") {
+      V m = scalar(t, HAL_DTYPE_INT64, static_cast<double>(last));
+      V mirrored = t.emit1("sub", {m, t.emit1("abs", {t.emit1("sub", {m, t.emit1("abs", {idx})})})});
+      v = t.emit1("index_select", {v, mirrored}, {Attr::i("dim", a)});
+    } else {
+      // A slab of the value (a where over the input's first slice, so no
+      // NaN of the input leaks in), appended at index dim.
+      V first = t.emit1("index_select", {v, t.constant(int_tensor(HAL_DTYPE_INT64, {0}, {1}))}, {Attr::i("dim", a)});
+      V slab = t.emit1("where", {t.emit1("eq", {first, first}), scalar(t, dt, value), scalar(t, dt, value)});
+      V ext = t.emit1("cat", {v, slab}, {Attr::i("dim", a)});
+      V outside = t.emit1("logical_or", {t.emit1("lt", {idx, scalar(t, HAL_DTYPE_INT64, 0)}),
+                                          t.emit1("gt", {idx, scalar(t, HAL_DTYPE_INT64, static_cast<double>(last))})});
+      V index = t.emit1("where", {outside, scalar(t, HAL_DTYPE_INT64, static_cast<double>(last + 1)), inside});
+      v = t.emit1("index_select", {ext, index}, {Attr::i("dim", a)});
+    }
+  }
+  t.set_output(0, v);
+  return true;
 }
 
 void pad(Translator& t, const OpRule&) {
   std::string mode = t.attr_string("mode", "constant");
   if (mode == "edge") mode = "replicate";
-  if (mode != "constant" && mode != "reflect" && mode != "replicate") t.unimplemented("mode='" + mode + "'");
+  if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "wrap") t.unimplemented("mode='" + mode + "'");
   size_t rank = t.in(0).spec.shape.size();
   // Version 2: pads and value are attributes; inputs since 11.
   const bool attrs = t.opset() < 11;
@@ -2348,6 +2557,8 @@ void pad(Translator& t, const OpRule&) {
     auto p = t.attr_ints("pads");
     if (!p) t.invalid("needs the attribute 'pads'");
     pads = *p;
+  } else if (runtime_pads(t, mode)) {
+    return;
   } else {
     pads = t.const_ints(1, "Pad's pads");
   }
@@ -2380,6 +2591,21 @@ void pad(Translator& t, const OpRule&) {
   }
   if (torch_pad.empty()) {
     t.alias_output(0, t.in(0));
+    return;
+  }
+  if (mode == "wrap") {  // the catalog's pad has no wrap: each padded axis gathers index (i - begin) mod dim
+    const std::vector<int64_t>& shape = t.in(0).spec.shape;
+    V v = t.value(0);
+    for (size_t d = 0; d < rank; ++d) {
+      if (begin[d] == 0 && end[d] == 0) continue;
+      if (shape[d] < 1) t.unimplemented("wrap-padding dim " + std::to_string(d) + " of size " + std::to_string(shape[d]) + " (known at load, >= 1)");
+      const int64_t out = shape[d] + begin[d] + end[d];
+      if (out < 0) t.invalid("pads remove more than dim " + std::to_string(d) + " has");
+      std::vector<int64_t> idx;
+      for (int64_t i = 0; i < out; ++i) idx.push_back((((i - begin[d]) % shape[d]) + shape[d]) % shape[d]);
+      v = t.emit1("index_select", {v, t.constant(int_tensor(HAL_DTYPE_INT64, idx, {out}))}, {Attr::i("dim", static_cast<int64_t>(d))});
+    }
+    t.set_output(0, v);
     return;
   }
   t.set_output(0, t.emit1("pad", {t.value(0)}, {Attr::ints("pad", torch_pad), Attr::s("mode", mode), Attr::scalar("value", value)}));
@@ -2661,12 +2887,12 @@ const std::vector<OpRule> kTable = {
     {"Split", 2, 18, "split", split, "split sizes known at load"},
     {"Gather", 1, 13, "index_select|embedding|lt+add+where+index_select+reshape", gather, "indices of rank >= 2 with static shape (any rank into a 2-D table on axis 0)"},
     {"Slice", 1, 13, "index_select", slice, "starts/axes/steps known at load; ends known at load or a run-time dim (then start 0, step 1); a count or view dim read back sliced from the start (guarded); run-time dims otherwise sliced whole"},
-    {"Expand", 8, 13, "copy", expand, "shape known at load (run-time dims allowed)"},
-    {"ConstantOfShape", 9, 25, "fill", constant_of_shape, ""},
-    {"Range", 11, 27, "arange|fill+cumsum+sub", range, "a run-time limit only with start 0, delta 1"},
+    {"Expand", 8, 13, "copy|add", expand, "a computed shape broadcasts the input to its sizes"},
+    {"ConstantOfShape", 9, 25, "fill|add", constant_of_shape, ""},
+    {"Range", 11, 27, "arange|cumsum+mul+add", range, ""},
     {"Trilu", 14, 14, "tril|triu", trilu, "k known at load"},
-    {"Tile", 6, 13, "repeat", tile, "repeats known at load"},
-    {"Pad", 2, 25, "pad", pad, "pads known at load; mode wrap"},
+    {"Tile", 6, 13, "repeat|index_select", tile, "computed repeats: an input whose dims are known at load"},
+    {"Pad", 2, 25, "pad|index_select", pad, "computed pads, and mode wrap: an input whose dims are known at load (>= 1 on the padded axes)"},
 };
 
 }  // namespace

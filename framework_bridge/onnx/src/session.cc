@@ -99,6 +99,9 @@ struct Session::Impl {
   };
   static constexpr size_t kMaxStages = 256;
   static constexpr size_t kGuarded = 4;  // translations per key whose guards differ
+  // Per request of sizes of shapes (its model key and the stage key before
+  // it): the one value it has given so far, or nullopt once it gave another.
+  std::map<std::string, std::optional<std::string>> sizes_seen;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<const CompiledStage>> stages;  // (model, values)
   std::shared_ptr<const CompiledStage> last_stage;
   std::mutex bound_mu;
@@ -291,6 +294,25 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
   return std::move(*out);
 }
 
+// Whether the request of sizes at SITE has given another value than VALUE:
+// the first value is taken as it is (a translation for one value runs
+// faster than one for any); once another comes the sizes are symbols there
+// for good, as Dynamo's automatic dynamic shapes.
+static bool sizes_vary(Session::Impl& impl, const std::string& site, const HostTensor& value) {
+  std::string bytes = detail::shape_text(value.shape);
+  bytes.append(reinterpret_cast<const char*>(value.data.data()), value.data.size());
+  std::lock_guard<std::mutex> lock(impl.bound_mu);
+  auto it = impl.sizes_seen.find(site);
+  if (it == impl.sizes_seen.end()) {
+    if (impl.sizes_seen.size() >= 4 * Session::Impl::kMaxStages) return true;
+    impl.sizes_seen.emplace(site, std::move(bytes));
+    return false;
+  }
+  if (it->second && *it->second == bytes) return false;
+  it->second.reset();
+  return true;
+}
+
 // Whether the values READ back so far are inside every guard of a stage.
 static bool guards_hold(const std::vector<ModelStage::Guard>& guards, const std::vector<HostTensor>& read) {
   for (const ModelStage::Guard& g : guards) {
@@ -315,6 +337,7 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
   std::map<uint32_t, const Buffer*> owner;  // the buffer under each view (for the read-back)
   std::deque<OwnedTensor> keep;  // stable addresses: OWNER points into it
   std::vector<HostTensor> read;
+  std::vector<bool> concrete;  // per value read: taken as it is (Model::stage)
   std::string key = symbolic_rows ? "" : "concrete rows;";
   bool value_keyed = false;  // the key holds a value read back (not only shapes and symbolic counts)
   bool symbolic_counts = false;  // a count of rows read back is a symbol of this stage
@@ -346,7 +369,8 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
       for (const HostTensor& h : read) refs.push_back({h.dtype, h.shape, h.data.data()});
       auto made = std::make_shared<Session::Impl::CompiledStage>();
       try {
-        made->stage = model.stage(refs, symbolic_rows);
+        concrete.resize(read.size(), false);
+        made->stage = model.stage(refs, symbolic_rows, concrete);
         made->compiled = compile_graph(made->stage.graph, *impl.runtime, at.device, impl.options, !value_keyed);
       } catch (const Error& e) {
         if (!symbolic_counts || e.code() == HAL_STATUS_DEVICE_LOST) throw;
@@ -375,6 +399,19 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
     rows.reserve(s.rows.size());
     for (const ModelStage::Rows& r : s.rows) {
       TensorView v = have.at(r.source);
+      if (r.sizes) {  // no elements: its shape binds the symbols of the sizes read back
+        const std::vector<int64_t> values = detail::int_values(read.at(r.request)).value();
+        if (values.size() + 1 != r.shape.size())
+          throw Error(HAL_STATUS_INTERNAL, "ONNX stage: " + std::to_string(values.size()) + " sizes for an input of shape " +
+                                               detail::shape_text(r.shape));
+        v.shape.assign(1, 0);
+        v.shape.insert(v.shape.end(), values.begin(), values.end());
+        v.strides.clear();
+        for (size_t d = 0; d < values.size(); ++d)
+          if (r.shape[d + 1] < 0) symbols[r.shape[d + 1]] = values[d];
+        rows.push_back(std::move(v));
+        continue;
+      }
       if (r.view) {  // the target read back, resolved (when it was read) against this value's shape
         const std::vector<int64_t> dims = detail::int_values(read.at(r.request)).value();
         if (!v.strides.empty() || dims.size() != r.shape.size() ||
@@ -459,6 +496,23 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
       symbolic_counts = true;
       read.push_back(detail::int_tensor(HAL_DTYPE_INT64, dims, {static_cast<int64_t>(dims.size())}));
       continue;
+    }
+    if (s.request_sizes && symbolic_rows) {
+      // Sizes of shapes, once they vary: keyed by which elements are below 2
+      // (the rest are symbols there). The first value, and a negative one,
+      // are keyed by value (the latter's translation names the error).
+      const std::optional<std::vector<int64_t>> values = detail::int_values(h);
+      if (values && std::none_of(values->begin(), values->end(), [](int64_t d) { return d < 0; }) &&
+          sizes_vary(impl, model_key + "\n" + key, h)) {
+        key += "sizes";
+        for (int64_t d : *values) key += d >= 2 ? ":s" : ":" + std::to_string(d);
+        key += ';';
+        symbolic_counts = true;
+        read.push_back(std::move(h));
+        continue;
+      }
+      concrete.resize(read.size(), false);
+      concrete.push_back(true);
     }
     std::optional<std::vector<int64_t>> count;
     if (s.request_rows && symbolic_rows) count = detail::int_values(h);

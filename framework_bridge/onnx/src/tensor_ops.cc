@@ -855,10 +855,74 @@ void compress(Translator& t, const OpRule&) {
   t.set_output(0, t.emit1("index_select", {x, index}, {Attr::i("dim", axis)}));
 }
 
-// Unique: computed on the host from the input read while the model runs
-// (outputs of data-dependent size; numpy's np.unique for sorted, order of
-// first occurrence otherwise); the results are constants of the next stage.
+// Unique without an axis, of an input computed while the model runs, on
+// the device: a stable sort; the first of each run of equal values starts a
+// group; their count is a count of rows read back (a symbol of the next
+// stage, so new values re-plan without translating). The group of each
+// sorted element (a cumulative sum of the starts) gives the inverse indices
+// and the counts by scatters; "sorted": 0 orders the groups by their first
+// index (the sort keeps it first in each group). false: not such a Unique.
+bool unique_on_device(Translator& t) {
+  const Slot& in = t.in(0);
+  const hal_dtype_e dt = in.spec.dtype;
+  static const hal_dtype_e kSortable[] = {HAL_DTYPE_FLOAT32, HAL_DTYPE_FLOAT64, HAL_DTYPE_FLOAT16, HAL_DTYPE_BFLOAT16,
+                                          HAL_DTYPE_INT8,    HAL_DTYPE_INT16,   HAL_DTYPE_INT32,   HAL_DTYPE_INT64,
+                                          HAL_DTYPE_UINT8};
+  if (in.host || t.attr("axis") != nullptr || std::find(std::begin(kSortable), std::end(kSortable), dt) == std::end(kSortable))
+    return false;
+  for (int64_t d : in.spec.shape)
+    if (d < 0) return false;
+  const int64_t n = numel(in.spec.shape);
+  if (n < 1) return false;
+  V flat = in.spec.shape.size() == 1 ? t.value(0) : reshape_to(t, t.value(0), {n});
+  std::vector<V> sorted = t.emit("sort", {flat}, {Attr::i("dim", 0), Attr::b("descending", false), Attr::b("stable", true)}, 2);
+  auto range_of = [&](int64_t from, int64_t to) {
+    std::vector<int64_t> idx;
+    for (int64_t i = from; i < to; ++i) idx.push_back(i);
+    return t.constant(int_tensor(HAL_DTYPE_INT64, idx, {to - from}));
+  };
+  const HostTensor yes{HAL_DTYPE_BOOL, {1}, {1}};
+  V starts = t.constant(yes);
+  if (n > 1) {
+    V prev = t.emit1("index_select", {sorted[0], range_of(0, n - 1)}, {Attr::i("dim", 0)});
+    V cur = t.emit1("index_select", {sorted[0], range_of(1, n)}, {Attr::i("dim", 0)});
+    starts = t.emit1("cat", {starts, t.emit1("ne", {cur, prev})}, {Attr::i("dim", 0)});
+  }
+  V rows = nonzero_rows(t, starts, "Unique's count of distinct values");
+  const int64_t groups = t.spec(rows).shape[0];
+  V first = reshape_to(t, rows, {groups});  // each group's position in the sort
+  V y = t.emit1("index_select", {sorted[0], first}, {Attr::i("dim", 0)});
+  V indices = t.emit1("index_select", {sorted[1], first}, {Attr::i("dim", 0)});
+  V group = t.emit1("sub", {t.emit1("cumsum", {as_dtype(t, starts, HAL_DTYPE_INT64)}, {Attr::i("dim", 0)}), scalar(t, HAL_DTYPE_INT64, 1)});
+  V zeros = t.emit1("mul", {first, scalar(t, HAL_DTYPE_INT64, 0)});  // [groups], sized by the rows read back
+  V ones = t.emit_as("fill", {}, {Attr::scalar("value", 1)}, {HAL_DTYPE_INT64, {n}});
+  V counts = t.emit1("scatter_add", {zeros, group, ones}, {Attr::i("dim", 0)});
+  V none = t.emit_as("fill", {}, {Attr::scalar("value", 0)}, {HAL_DTYPE_INT64, {n}});
+  V inverse = t.emit1("scatter", {none, sorted[1], group}, {Attr::i("dim", 0)});
+  if (t.attr_int("sorted", 1) == 0) {
+    std::vector<V> by_first = t.emit("sort", {indices}, {Attr::i("dim", 0), Attr::b("descending", false), Attr::b("stable", true)}, 2);
+    const V order = by_first[1];
+    y = t.emit1("index_select", {y, order}, {Attr::i("dim", 0)});
+    counts = t.emit1("index_select", {counts, order}, {Attr::i("dim", 0)});
+    indices = by_first[0];
+    V position = t.emit1("sub", {t.emit1("cumsum", {t.emit1("add", {zeros, scalar(t, HAL_DTYPE_INT64, 1)})}, {Attr::i("dim", 0)}),
+                                 scalar(t, HAL_DTYPE_INT64, 1)});
+    V rank = t.emit1("scatter", {zeros, order, position}, {Attr::i("dim", 0)});  // each sorted group's place in the output
+    inverse = t.emit1("index_select", {rank, inverse}, {Attr::i("dim", 0)});
+  }
+  t.set_output(0, y);
+  if (t.output_count() > 1 && !t.output_name(1).empty()) t.set_output(1, indices);
+  if (t.output_count() > 2 && !t.output_name(2).empty()) t.set_output(2, inverse);
+  if (t.output_count() > 3 && !t.output_name(3).empty()) t.set_output(3, counts);
+  return true;
+}
+
+// Unique otherwise: computed on the host from the input read while the
+// model runs (outputs of data-dependent size; numpy's np.unique for sorted,
+// order of first occurrence otherwise); the results are constants of the
+// next stage.
 void unique(Translator& t, const OpRule&) {
+  if (unique_on_device(t)) return;
   const Slot& in = t.in(0);
   require_static(t, in.spec.shape, "Unique's input");
   const HostTensor h = in.host ? *in.host : t.runtime_value(t.value(0), "Unique's input");
@@ -953,7 +1017,7 @@ const std::vector<OpRule>& tensor_rows() {
       {"GridSample", 16, 22, "round|floor+where+clamp+gather+mul+add", grid_sample, "shapes known at load"},
       {"NonZero", 9, 13, "nonzero+permute", non_zero, "the count read while the model runs (staged), a symbol of the stages after it"},
       {"Compress", 9, 28, "nonzero+index_select", compress, "the count read while the model runs (staged), a symbol of the stages after it; without an axis, a 1-D input or one whose shape is known at load"},
-      {"Unique", 11, 28, "(host: the input read while the model runs)", unique, "shapes known at load"},
+      {"Unique", 11, 28, "sort+ne+nonzero+index_select+cumsum+scatter_add+scatter|(host: the input read while the model runs)", unique, "shapes known at load; with an axis, or of dtypes the sort lacks, on the host"},
       {"HannWindow", 17, 17, "", window, "size known at load or from an input's value"},
       {"HammingWindow", 17, 17, "", window, "size known at load or from an input's value"},
       {"BlackmanWindow", 17, 17, "", window, "size known at load or from an input's value"},

@@ -160,6 +160,36 @@ Graph::Value Translator::runtime_view(Graph::Value source, Graph::Value target, 
   return in;
 }
 
+std::vector<int64_t> Translator::runtime_dims(Graph::Value dims, const std::string& what, const std::string& negative,
+                                              Graph::Value* carrier) {
+  if (carrier != nullptr) *carrier = Graph::Value{};
+  const size_t k = requests_made_;
+  Request r{dims, what, {}, {}, false};
+  r.sizes = true;
+  auto v = int_values(request(std::move(r)));
+  if (!v) invalid(what + " is not integers");
+  std::vector<int64_t> out = *v;
+  for (size_t d = 0; d < out.size(); ++d)
+    if (out[d] < 0) invalid(!negative.empty() ? negative : what + " has element " + std::to_string(d) + " = " + std::to_string(out[d]));
+  if (!symbolic_rows_ || (k < concrete_.size() && concrete_[k])) return out;
+  bool symbolic = false;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] < 2) continue;
+    const int64_t hint = out[d];
+    out[d] = fresh_symbol(d);
+    hints_[out[d]] = {k, d, hint};
+    symbolic = true;
+  }
+  if (symbolic) {
+    std::vector<int64_t> shape{0};
+    shape.insert(shape.end(), out.begin(), out.end());
+    Graph::Value in = graph_.input(spec(dims).dtype, shape);
+    rows_inputs_.push_back({in.id, dims.id, k, false, true});
+    if (carrier != nullptr) *carrier = in;
+  }
+  return out;
+}
+
 std::variant<std::vector<int64_t>, std::string> resolve_reshape(const std::vector<int64_t>& in,
                                                                  const std::vector<int64_t>& target, bool allowzero) {
   int64_t elements = 1;

@@ -142,6 +142,20 @@ class Translator {
   // rank and the same dims below 2. Only with symbolic rows
   // (symbolic_rows()); otherwise a Reshape reads its target as a value.
   Graph::Value runtime_view(Graph::Value source, Graph::Value target, bool allowzero, const std::string& what);
+  // The rank-1 integer tensor DIMS as sizes of shapes when the model runs
+  // (a Range's length, the output dims of Tile or Expand, ConstantOfShape's
+  // shape): a request of DIMS whose bound value is returned. With symbolic
+  // rows its elements >= 2 are fresh symbols (hinted, as runtime_rows'),
+  // bound by a graph input of shape [0, dims...] (no elements) the runner
+  // feeds from the value read back, so one translation serves every value
+  // whose elements below 2 are the same. CARRIER (when given) receives that
+  // input (invalid without symbols): a node making a tensor of those sizes
+  // must take it (sized_zeros in op_table.cc), since an executable binds
+  // symbols from the tensors its nodes take and give. INVALID_ARGUMENT
+  // naming WHAT when DIMS is not integers, and with NEGATIVE (else "WHAT
+  // has element I = V") when an element is < 0.
+  std::vector<int64_t> runtime_dims(Graph::Value dims, const std::string& what, const std::string& negative = "",
+                                    Graph::Value* carrier = nullptr);
   bool symbolic_rows() const { return symbolic_rows_; }
   // A symbol runtime_rows or runtime_view made stands for element ELEMENT
   // of request REQUEST's bound value (a count, a view's resolved dim);
@@ -172,9 +186,12 @@ class Translator {
   // Whether input I is a model input or a node's result (not a constant):
   // a value the runner holds, which runtime_view can view.
   bool viewable(size_t i) const;
-  void bind_runtime_values(std::vector<HostTensor> values, bool symbolic_rows = true) {
+  // CONCRETE[K]: request K's value is taken as it is (runtime_dims makes
+  // no symbols of it) even with SYMBOLIC_ROWS.
+  void bind_runtime_values(std::vector<HostTensor> values, bool symbolic_rows = true, std::vector<bool> concrete = {}) {
     runtime_values_ = std::move(values);
     symbolic_rows_ = symbolic_rows;
+    concrete_ = std::move(concrete);
     staged_ = true;
   }
   struct Request {
@@ -188,15 +205,19 @@ class Translator {
     bool view = false;
     Graph::Value source;
     bool allowzero = false;
+    bool sizes = false;          // VALUE is sizes of shapes (runtime_dims)
   };
   // The graph inputs runtime_rows made, in order: graph input INPUT is
   // SOURCE's first rows, as many as request REQUEST's value says.
   // VIEW: the whole shape is the request's (resolved) value (runtime_view).
+  // SIZES: no elements, shape [0, the request's value...] (runtime_dims;
+  // SOURCE is the requested value itself).
   struct RowsInput {
     uint32_t input;
     uint32_t source;
     size_t request;
     bool view = false;
+    bool sizes = false;
   };
   const std::vector<RowsInput>& rows_inputs() const { return rows_inputs_; }
   const std::optional<Request>& pending_request() const { return pending_; }
@@ -276,6 +297,7 @@ class Translator {
   std::set<std::string> symbol_names_;
   std::vector<HostTensor> runtime_values_;
   bool symbolic_rows_ = true;
+  std::vector<bool> concrete_;
   std::vector<RowsInput> rows_inputs_;
   std::map<int64_t, SymbolHint> hints_;
   std::vector<Guard> guards_;

@@ -467,6 +467,124 @@ def test_topk_with_a_computed_k_replans_without_translating(cpu_options, axis, l
     check(3)  # and the session goes on
 
 
+def _cast_then(node, extra_inputs=(), shape_from=(2,), extra_inits=(), out=F):
+    """A model whose integer input "k" to NODE is cast from the float input "v" (so computed while it runs)."""
+    nodes = [helper.make_node("Cast", ["v"], ["k"], to=TensorProto.INT64), node]
+    return model(nodes, [*extra_inputs, vi("v", F, list(shape_from))], [vi("y", out, None)], 18, list(extra_inits))
+
+
+_SIZED = {
+    "range": (lambda: _cast_then(helper.make_node("Range", ["s", "k", "d"], ["y"]), shape_from=(),
+                                 extra_inits=[const("s", np.array(3, np.int64)), const("d", np.array(2, np.int64))], out=I64),
+              lambda v: {"v": np.array(v, np.float32)}, [9, 14, 12, 20, 25, 11, 14], [3, 4, -4]),
+    "range float": (lambda: model([helper.make_node("Range", ["s", "l", "d"], ["y"]), ],
+                                  [vi("l", F, [])], [vi("y", F, None)], 18,
+                                  [const("s", np.array(0.5, np.float32)), const("d", np.array(0.25, np.float32))]),
+                    lambda v: {"l": np.array(v, np.float32)}, [], []),
+    "tile": (lambda: _cast_then(helper.make_node("Tile", ["x", "k"], ["y"]), [vi("x", F, [2, 3])]),
+             lambda v: {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "v": np.array(v, np.float32)},
+             [[2, 3], [1, 4], [3, 1], [2, 2], [5, 2], [2, 3]], [[1, 1], [0, 2], [1, 0]]),
+    "expand": (lambda: _cast_then(helper.make_node("Expand", ["x", "k"], ["y"]), [vi("x", F, [3, 1])], shape_from=(3,)),
+               lambda v: {"x": np.arange(3, dtype=np.float32).reshape(3, 1), "v": np.array(v, np.float32)},
+               [[2, 3, 4], [5, 3, 2], [3, 3, 6], [2, 3, 2], [2, 3, 4]], [[1, 1, 1], [2, 1, 0], [1, 3, 1], [4, 1, 5]]),
+    "constant of shape": (lambda: _cast_then(helper.make_node("ConstantOfShape", ["k"], ["y"],
+                                                              value=helper.make_tensor("c", TensorProto.INT32, [1], [7])), out=TensorProto.INT32),
+                          lambda v: {"v": np.array(v, np.float32)}, [[2, 3], [4, 5], [3, 3], [2, 3]], [[0, 4], [1, 1], [1, 6]]),
+    "constant of shape bool": (lambda: _cast_then(helper.make_node("ConstantOfShape", ["k"], ["y"],
+                                                                   value=helper.make_tensor("c", TensorProto.BOOL, [1], [1])),
+                                                  out=TensorProto.BOOL),
+                               lambda v: {"v": np.array(v, np.float32)}, [[2, 3], [4, 5], [3, 3]], [[0, 4], [1, 1]]),
+    "expand bool": (lambda: _cast_then(helper.make_node("Expand", ["x", "k"], ["y"]), [vi("x", TensorProto.BOOL, [1, 3])],
+                                       out=TensorProto.BOOL),
+                    lambda v: {"x": np.array([[True, False, True]]), "v": np.array(v, np.float32)},
+                    [[2, 3], [4, 3], [5, 3], [3, 3]], [[1, 3], [1, 1]]),
+    **{f"pad {mode}": (lambda mode=mode: _cast_then(helper.make_node("Pad", ["x", "k", "c"], ["y"], mode=mode),
+                                                  [vi("x", F, [3, 4])], shape_from=(4,),
+                                                  extra_inits=[const("c", np.array(1.5, np.float32))]),
+                       lambda v: {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "v": np.array(v, np.float32)},
+                       [[1, 2, 1, 0], [0, 1, 2, 2], [2, 0, 0, 3], [1, 1, 1, 1], [0, 1, 2, 2]],
+                       [[0, 0, 0, 0], [-1, 0, -1, 0], [-2, 0, 0, 0]])
+       for mode in ("constant", "edge", "reflect", "wrap")},
+}
+
+
+@pytest.mark.parametrize("name", [n for n in _SIZED if _SIZED[n][2]])
+def test_sizes_computed_at_run_time_replan_without_translating(cpu_options, name):
+    """Range's limit, Tile's repeats, Expand's and ConstantOfShape's shape computed while the model runs: the first
+    value is translated as it is; once another comes, the sizes (>= 2) are symbols of the next stage, so later
+    values translate nothing. Sizes 0 and 1 are their own translations. Every value matches onnxruntime."""
+    make, feeds, varying, small = _SIZED[name]
+    sess, check = _against_onnxruntime(make(), cpu_options)
+    for v in varying[:2] + small:
+        check(feeds(v))
+    before = _counts(sess)
+    for v in varying[2:]:
+        check(feeds(v))
+    assert _counts(sess) == before  # the same translations, no compile() call at all
+    for v in small:
+        check(feeds(v))
+
+
+def test_range_of_graph_inputs_matches_onnxruntime(cpu_options):
+    """Range whose limit is a float graph input (bound per value): float steps as onnxruntime's."""
+    make, feeds, _, _ = _SIZED["range float"]
+    _, check = _against_onnxruntime(make(), cpu_options, rtol=1e-6)
+    for v in (3.0, 0.5, 2.6, -1.0, 7.1):
+        check(feeds(v))
+
+
+@pytest.mark.parametrize("name,bad,message,good,shape", [
+    ("tile", [2, -1], r"Tile.*repeats 'k' has a negative element", [2, 2], (4, 6)),
+    ("expand", [2, 4, 4], r"Expand.*broadcast", [2, 3, 3], (2, 3, 3)),
+    ("constant of shape", [3, -2], r"ConstantOfShape.*element 1 = -2", [3, 2], (3, 2)),
+    ("pad constant", [-2, 0, -2, 0], r"Pad.*pads 'k' remove more than the input has", [1, 1, 1, 1], (5, 6)),
+])
+def test_sizes_computed_at_run_time_bad_values(cpu_options, name, bad, message, good, shape):
+    """A negative Tile repeat, an Expand shape that does not broadcast, a negative ConstantOfShape dim, pads
+    removing more than the input has: INVALID_ARGUMENT naming the node, once the sizes are symbols too; the
+    session goes on."""
+    make, feeds, varying, _ = _SIZED[name]
+    sess = hal.onnx.InferenceSession(make(), cpu_options)
+    for v in varying[:3]:
+        sess.run(None, feeds(v))
+    with pytest.raises(RuntimeError, match=r"INVALID_ARGUMENT: .*node 1 .*" + message):
+        sess.run(None, feeds(bad))
+    assert sess.run(None, feeds(good))[0].shape == shape
+
+
+def test_range_computed_with_delta_0(cpu_options):
+    """A computed Range delta of 0: INVALID_ARGUMENT naming the node, after other deltas made it symbolic."""
+    data = model([helper.make_node("Cast", ["v"], ["k"], to=TensorProto.FLOAT),
+                  helper.make_node("Range", ["s", "l", "k"], ["y"])],
+                 [vi("s", F, []), vi("l", F, []), vi("v", TensorProto.INT64, [])], [vi("y", F, None)], 18)
+    sess = hal.onnx.InferenceSession(data, cpu_options)
+    ok = {"s": np.array(0, np.float32), "l": np.array(5, np.float32), "v": np.array(2, np.int64)}
+    sess.run(None, ok)
+    sess.run(None, ok | {"v": np.array(1, np.int64)})
+    with pytest.raises(RuntimeError, match=r"INVALID_ARGUMENT: .*node 1 .*Range.*delta 0"):
+        sess.run(None, ok | {"v": np.array(0, np.int64)})
+    assert sess.run(None, ok)[0].shape == (3,)
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+def test_unique_on_the_device_replans_without_translating(cpu_options, sorted_):
+    """Unique without an axis runs on the device: its count of distinct values is a symbol of the next stage,
+    so new input values (other counts) translate nothing; every output matches onnxruntime, ties, one group
+    and all-distinct inputs included."""
+    data = model([helper.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], sorted=sorted_)], [vi("x", F, [3, 4])],
+                 [vi("y", F, None), vi("idx", I64, None), vi("inv", I64, None), vi("cnt", I64, None)], 11)
+    sess, check = _against_onnxruntime(data, cpu_options)
+    local = np.random.default_rng(11)
+    check({"x": local.integers(0, 5, (3, 4)).astype(np.float32)})
+    check({"x": np.full((3, 4), 2.5, np.float32)})  # one group: its own translation
+    before = _counts(sess)
+    for high in (3, 7, 12, 2, 100, 5):
+        check({"x": local.integers(0, high, (3, 4)).astype(np.float32)})
+    check({"x": np.arange(12, dtype=np.float32)[::-1].reshape(3, 4).copy()})
+    assert _counts(sess) == before
+    check({"x": np.full((3, 4), -1.0, np.float32)})
+
+
 def _reshape_to_computed(extra_nodes=(), out="y", outputs=None, inits=()):
     """x [24] reshaped to a target cast from the float input "shape" [3] (so computed on the device and
     read back), then relu and EXTRA_NODES."""

@@ -120,6 +120,11 @@ struct ModelStage {
   bool request_view = false;
   uint32_t request_view_source = 0;
   bool request_view_allowzero = false;
+  // REQUEST is sizes of shapes (a Range's length, Tile's or Expand's output
+  // dims, ConstantOfShape's shape): with symbolic rows its elements >= 2 are
+  // symbols of the next stage, bound by an input of shape [0, value...]
+  // (its ROWS says which).
+  bool request_sizes = false;
   std::vector<TensorInfo> outputs;
   std::vector<uint32_t> model_input_ids;  // the ids of the model's inputs (the graph's first inputs)
   // The graph's inputs after the model's, before INPUT_IDS' (one per count
@@ -131,11 +136,15 @@ struct ModelStage {
   // VIEW: instead of rows, all of SOURCE's elements in the shape the
   // (resolved) value says; SHAPE is the input's in the graph, its dims < 0
   // symbols for the value's dims at the same index.
+  // SIZES: no elements, of shape [0, the value...] (SOURCE is the value
+  // read back); SHAPE is the input's in the graph, its dims < 0 symbols for
+  // the value's elements at the index before.
   struct Rows {
     uint32_t source = 0;
     size_t request = 0;
     int64_t symbol = 0;
     bool view = false;
+    bool sizes = false;
     std::vector<int64_t> shape;
   };
   std::vector<Rows> rows;
@@ -197,8 +206,12 @@ class Model {
   // model does not run in stages. Deterministic and thread-safe.
   // SYMBOLIC_ROWS: a count of rows (ModelStage::request_rows) of 2 or more
   // is a symbol in the stages after it (their translation does not depend
-  // on it); false: every count is a concrete dim.
-  ModelStage stage(const std::vector<HostTensorRef>& values, bool symbolic_rows = true) const;
+  // on it); false: every count is a concrete dim. CONCRETE[K] true: the
+  // value of request K is taken as it is even with SYMBOLIC_ROWS (sizes of
+  // shapes, ModelStage::request_sizes, the session has seen one value of so
+  // far: a translation for that value runs faster than one for any).
+  ModelStage stage(const std::vector<HostTensorRef>& values, bool symbolic_rows = true,
+                   const std::vector<bool>& concrete = {}) const;
 
   // The translated graph: its inputs are the model's non-initializer inputs
   // in model order, its outputs the model's outputs in model order (values
