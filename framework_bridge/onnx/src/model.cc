@@ -591,6 +591,18 @@ Model Model::bind(const std::vector<HostTensorRef>& values, const std::map<std::
   }
 }
 
+Model Model::reading_values() const {
+  if (!deferred_ || !deferred_->sequence_inputs.empty())
+    invalid("Model::reading_values: the model does not need input values, or has sequence inputs");
+  Model m = *this;
+  auto st = std::make_shared<Staged>();
+  st->proto = deferred_->proto;
+  st->external_root = deferred_->external_root;
+  m.deferred_.reset();
+  m.staged_ = std::move(st);
+  return m;
+}
+
 namespace {
 
 // STAGE's graph: FULL (the model's translation with the requests so far

@@ -107,6 +107,11 @@ struct Session::Impl {
   std::mutex bound_mu;
   std::map<std::string, std::shared_ptr<const Bound>> bound;
   std::shared_ptr<const Bound> last_bound;
+  // Once a second distinct set of values comes: the model reading its value
+  // inputs when it runs (Model::reading_values), for values not bound yet;
+  // READING_FAILED: that model cannot be made (bind per value instead).
+  std::shared_ptr<const Model> reading;
+  bool reading_failed = false;
   std::atomic<uint64_t> runs{0};
 
   // What a run uses, taken once at its start (a failover may replace it).
@@ -241,27 +246,58 @@ const Model& Session::model() const { return impl_->model; }
 struct SessionAccess {
 // The translation and compilation of IMPL's model for the values FED
 // (by input position) gives its value inputs; made once per distinct set.
+// The values FED (by input position) gives IMPL's value inputs, in order,
+// and their key (dtypes, shapes and bytes; the sequences' element specs).
 template <class BytesOf>
-static std::shared_ptr<const Session::Impl::Bound> bind_values(
-    Session::Impl& impl, const Session::Impl::Snapshot& at, const std::vector<const HostTensorRef*>& fed,
-    const std::map<std::string, std::vector<ValueSpec>>& sequences, const BytesOf& bytes_of) {
+static std::vector<HostTensorRef> values_of(const Session::Impl& impl, const std::vector<const HostTensorRef*>& fed,
+                                            const std::map<std::string, std::vector<ValueSpec>>& sequences,
+                                            const BytesOf& bytes_of, std::string* key) {
   const Model& m = impl.model;
   std::vector<HostTensorRef> values;
-  std::string key;
   for (const std::string& name : m.value_inputs()) {
     size_t k = 0;
     while (m.inputs()[k].name != name) ++k;
     const HostTensorRef& r = *fed[k];
     values.push_back(r);
-    key += std::to_string(r.dtype) + ":" + detail::shape_text(r.shape) + ":";
-    key.append(static_cast<const char*>(r.data), bytes_of(r.dtype, r.shape));
-    key += ';';
+    *key += std::to_string(r.dtype) + ":" + detail::shape_text(r.shape) + ":";
+    key->append(static_cast<const char*>(r.data), bytes_of(r.dtype, r.shape));
+    *key += ';';
   }
   for (const auto& [name, specs] : sequences) {  // the elements' dtypes and shapes, not their values
-    key += name + "=[";
-    for (const ValueSpec& e : specs) key += std::to_string(e.dtype) + ":" + detail::shape_text(e.shape) + ",";
-    key += "];";
+    *key += name + "=[";
+    for (const ValueSpec& e : specs) *key += std::to_string(e.dtype) + ":" + detail::shape_text(e.shape) + ",";
+    *key += "];";
   }
+  return values;
+}
+
+// For values of KEY no translation is bound to yet, once one is: the model
+// reading its value inputs when it runs, whose sizes become symbols
+// (Model::reading_values; made once), as Dynamo turns a second value of a
+// dim dynamic. nullptr: bind a translation to these values (the first set,
+// one seen before, sequence inputs, or a model that cannot read them so).
+static const Model* reading_values(Session::Impl& impl, const std::string& key,
+                                   const std::map<std::string, std::vector<ValueSpec>>& sequences) {
+  std::lock_guard<std::mutex> lock(impl.bound_mu);
+  if (!sequences.empty() || impl.bound.empty() || impl.bound.count(key) || impl.reading_failed) return nullptr;
+  if (!impl.reading) {
+    try {
+      impl.reading = std::make_shared<const Model>(impl.model.reading_values());
+    } catch (const Error&) {
+      impl.reading_failed = true;
+      return nullptr;
+    }
+  }
+  return impl.reading.get();
+}
+
+template <class BytesOf>
+static std::shared_ptr<const Session::Impl::Bound> bind_values(
+    Session::Impl& impl, const Session::Impl::Snapshot& at, const std::vector<const HostTensorRef*>& fed,
+    const std::map<std::string, std::vector<ValueSpec>>& sequences, const BytesOf& bytes_of) {
+  const Model& m = impl.model;
+  std::string key;
+  std::vector<HostTensorRef> values = values_of(impl, fed, sequences, bytes_of, &key);
   {
     std::lock_guard<std::mutex> lock(impl.bound_mu);
     auto it = impl.bound.find(key);
@@ -299,6 +335,7 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
 // faster than one for any); once another comes the sizes are symbols there
 // for good, as Dynamo's automatic dynamic shapes.
 static bool sizes_vary(Session::Impl& impl, const std::string& site, const HostTensor& value) {
+  if (site.compare(0, 15, "reading values\n") == 0) return true;  // it runs because values vary
   std::string bytes = detail::shape_text(value.shape);
   bytes.append(reinterpret_cast<const char*>(value.data.data()), value.data.size());
   std::lock_guard<std::mutex> lock(impl.bound_mu);
@@ -734,11 +771,20 @@ std::vector<std::pair<std::string, HostTensor>> SessionAccess::execute(
   const Model* run_model = &m;
   const Model* staged = m.runs_in_stages() ? &m : nullptr;
   std::shared_ptr<const Session::Impl::Bound> specialized;
+  std::string stages_key = "model";
   if (compiled == nullptr && staged == nullptr) {
-    specialized = SessionAccess::bind_values(impl, at, fed, sequences, bytes_of);
-    run_model = &specialized->model;
-    compiled = specialized->compiled.get();
-    if (specialized->model.runs_in_stages()) staged = &specialized->model;
+    std::string key;
+    values_of(impl, fed, sequences, bytes_of, &key);
+    if (const Model* reading = SessionAccess::reading_values(impl, key, sequences)) {
+      run_model = staged = reading;
+      stages_key = "reading values";
+    } else {
+      specialized = SessionAccess::bind_values(impl, at, fed, sequences, bytes_of);
+      run_model = &specialized->model;
+      compiled = specialized->compiled.get();
+      if (specialized->model.runs_in_stages()) staged = &specialized->model;
+      stages_key = specialized->key;
+    }
   }
   const std::vector<TensorInfo>* out_infos = &run_model->outputs();
   std::vector<Buffer> in_bufs;
@@ -756,8 +802,7 @@ std::vector<std::pair<std::string, HostTensor>> SessionAccess::execute(
   std::vector<TensorInfo> staged_outs;
   std::vector<OwnedTensor> out;
   if (staged != nullptr) {
-    out = SessionAccess::run_stages(impl, at, *staged, specialized ? specialized->key : std::string("model"), in_ptrs,
-                                    in_bufs, &staged_outs);
+    out = SessionAccess::run_stages(impl, at, *staged, stages_key, in_ptrs, in_bufs, &staged_outs);
     out_infos = &staged_outs;
   } else {
     out = compiled->run_allocating(in_ptrs);
@@ -803,16 +848,19 @@ std::string Session::explain() const {
   for (const std::string& f : failovers()) o << "failover: " << f << "\n";
   o << "partition: " << s.groups << " compiled groups (" << s.kernel_count << " kernels per run), " << s.op_nodes
     << " nodes op by op (" << s.fallback_nodes << " on the fallback device), " << s.copies << " copies between devices\n";
-  if (at.compiled) {
-    o << at.compiled->explain();
-  } else if (impl_->model.runs_in_stages() || impl_->last_stage) {
-    std::lock_guard<std::mutex> lock(impl_->bound_mu);
+  auto stages = [&] {
     o << "runs in stages (values it computes decide what runs next): " << impl_->stages.size()
       << " stage translations kept" << (impl_->last_stage ? "; the latest:\n" : " (none yet)\n");
     if (impl_->last_stage) {
       if (!impl_->last_stage->stage.final) o << "  (stops to read " << impl_->last_stage->stage.request_what << ")\n";
-      o << impl_->last_stage->compiled->explain();
+      if (impl_->last_stage->compiled) o << impl_->last_stage->compiled->explain();
     }
+  };
+  if (at.compiled) {
+    o << at.compiled->explain();
+  } else if (impl_->model.runs_in_stages()) {
+    std::lock_guard<std::mutex> lock(impl_->bound_mu);
+    stages();
   } else {
     std::lock_guard<std::mutex> lock(impl_->bound_mu);
     std::string names;
@@ -820,6 +868,12 @@ std::string Session::explain() const {
     o << "translated per run for the values of inputs " << names << ": " << impl_->bound.size()
       << " translations kept" << (impl_->last_bound ? "; the latest:\n" : " (none yet)\n");
     if (impl_->last_bound && impl_->last_bound->compiled) o << impl_->last_bound->compiled->explain();
+    if (impl_->reading) {
+      o << "values with no translation of their own (they varied) are read when it runs, their sizes symbols; ";
+      stages();
+    } else if (impl_->last_stage) {  // a translation bound to values runs in stages
+      stages();
+    }
   }
   o << "runs: " << impl_->runs.load() << "\n";
   return o.str();

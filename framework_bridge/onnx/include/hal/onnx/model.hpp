@@ -191,6 +191,12 @@ class Model {
   // optional input, its tensor's (or nothing: empty).
   Model bind(const std::vector<HostTensorRef>& values,
              const std::map<std::string, std::vector<ValueSpec>>& sequences = {}) const;
+  // The model as one that runs in stages whose value inputs are read when
+  // it runs like values it computes (Model::stage), so the sizes they give
+  // become symbols of the stages after them and a new value re-plans
+  // without a translation of the model. INVALID_ARGUMENT unless the model
+  // needs input values and has no sequence inputs. Thread-safe.
+  Model reading_values() const;
   // The sequence and optional inputs (names, model order) bind() takes the
   // elements of; a model with any needs_input_values().
   const std::vector<std::string>& sequence_inputs() const;
