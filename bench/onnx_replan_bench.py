@@ -17,9 +17,11 @@ Three models whose shapes depend on values the model computes (issue 33, "data-d
            it once a second value came.
   unique   Unique of 1024 values (sorted, all four outputs): the count of distinct values is a symbol of the
            stage after it.
+  fed      Reshape to a target fed as a graph input: the first target gets a translation of its own; once
+           others come the model reads the input when it runs, the target's dims symbols.
 
 After a warm-up that compiled the first stage (and, for `mask`, the symbolic one), three passes, each run
-back to back: one run at each of 400 (reshape: 11, topk: 60, range: 60, tile: 34, unique: 60) shapes the
+back to back: one run at each of 400 (reshape and fed: 11, topk: 60, range: 60, tile: 34, unique: 60) shapes the
 session has not seen, the same number of runs at one shape (unique: one count of distinct values, its
 input in a new order each run), and onnxruntime on the first pass's feeds. Reported: the mean time per
 run of each, and the difference of the first two (the re-planning cost per changed shape).
@@ -87,6 +89,12 @@ def tile_model():
                   [h.make_tensor_value_info("y", T.FLOAT, None)])
 
 
+def fed_reshape_model(n):
+    nodes = [h.make_node("Reshape", ["x", "shape"], ["r"]), h.make_node("Relu", ["r"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [n]), h.make_tensor_value_info("shape", T.INT64, [2])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+
 def unique_model(n):
     return _model([h.make_node("Unique", ["x"], ["y", "i", "inv", "c"])], [h.make_tensor_value_info("x", T.FLOAT, [n])],
                   [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("i", T.INT64, None),
@@ -122,6 +130,8 @@ def cases(rng):
     # the same data again: that is not re-planning).
     same = [{"x": rng.permutation(fresh[0]["x"])} for _ in fresh]
     yield "unique", unique_model(1024), [values(50), values(60)], fresh, same
+    fed = lambda a: {"x": x, "shape": np.array([a, N // a], np.int64)}  # noqa: E731
+    yield "fed", fed_reshape_model(N), [fed(1), fed(N)], [fed(a) for a in sides]
 
 
 def one(fn):
