@@ -85,7 +85,7 @@ std::vector<TensorMeta> run_rule(const common::OpSchema& schema, const std::stri
 std::vector<ValueSpec> infer_node(const std::string& op, const std::vector<const ValueSpec*>& inputs,
                                   const std::vector<Attr>& attrs, size_t output_count, const InferContext& ctx,
                                   const std::vector<const ValueSpec*>& given) {
-  const std::string label = ctx.label.empty() ? op : ctx.label;
+  const std::string& label = ctx.label.empty() ? op : ctx.label;
   const common::OpSchema* schema = common::catalog::find_schema(op.c_str());
   if (schema == nullptr)
     throw Error(HAL_STATUS_UNIMPLEMENTED, label + ": " + graph_detail::not_in_catalog(op));
@@ -197,33 +197,55 @@ std::string value_label(const Graph& g, const char* what, uint32_t id) {
   return std::string(what) + " " + std::to_string(id) + (name.empty() ? "" : " ('" + name + "')");
 }
 
+// Where a shape is checked: graph input INDEX, or output OUTPUT of node
+// INDEX. Its text is only made for a message (a re-plan checks every
+// value's shape, and most of its time went to these strings).
+struct Site {
+  bool input;
+  size_t index;
+  size_t output;
+};
+
+// "graph input 0 ('ids')", "node 3 ('matmul'): output 0 (value 7 ('h'))".
+std::string site_text(const Graph& g, const Site& s) {
+  if (s.input) {
+    const std::string& name = g.value_name(g.inputs()[s.index]);
+    return "graph input " + std::to_string(s.index) + (name.empty() ? "" : " ('" + name + "')");
+  }
+  const Graph::Node& node = g.nodes()[s.index];
+  return "node " + std::to_string(s.index) + " ('" + node.op + "'): output " + std::to_string(s.output) + " (" +
+         value_label(g, "value", node.outputs[s.output]) + ")";
+}
+
 // Symbol bindings of one infer_shapes call, each with where it was bound.
 class Bindings {
  public:
   explicit Bindings(const Graph& g) : g_(g) {}
 
   // Checks or binds the declared dim DECLARED against ACTUAL, the size dim D
-  // of WHERE has.
-  void bind(int64_t declared, int64_t actual, const std::string& where, size_t d,
-            const std::vector<int64_t>& declared_shape, const std::vector<int64_t>& actual_shape) {
+  // of the value at WHERE has.
+  void bind(int64_t declared, int64_t actual, const Site& where, size_t d, const std::vector<int64_t>& declared_shape,
+            const std::vector<int64_t>& actual_shape) {
     if (declared >= 0) {
       if (declared != actual)
-        throw Error(HAL_STATUS_INVALID_ARGUMENT, where + " has shape " + dims(actual_shape) + " but the value's is " +
-                                                     symbolic(declared_shape) + " (dim " + std::to_string(d) + ")");
+        throw Error(HAL_STATUS_INVALID_ARGUMENT, site_text(g_, where) + " has shape " + dims(actual_shape) +
+                                                     " but the value's is " + symbolic(declared_shape) + " (dim " +
+                                                     std::to_string(d) + ")");
       return;
     }
-    auto [it, fresh] = bound_.emplace(declared, std::make_pair(actual, where + " dim " + std::to_string(d)));
-    if (!fresh && it->second.first != actual)
+    auto [it, fresh] = bound_.try_emplace(declared, Bound{actual, where, d});
+    if (!fresh && it->second.size != actual)
       throw Error(HAL_STATUS_INVALID_ARGUMENT, "symbol '" + g_.symbol_name(declared) + "' is " +
-                                                   std::to_string(it->second.first) + " (" + it->second.second +
-                                                   ") but " + where + " dim " + std::to_string(d) + " is " +
+                                                   std::to_string(it->second.size) + " (" +
+                                                   site_text(g_, it->second.site) + " dim " + std::to_string(it->second.dim) +
+                                                   ") but " + site_text(g_, where) + " dim " + std::to_string(d) + " is " +
                                                    std::to_string(actual));
   }
   // SHAPE with bound symbols replaced.
   std::vector<int64_t> substitute(std::vector<int64_t> shape) const {
     for (int64_t& d : shape) {
       auto it = d < 0 ? bound_.find(d) : bound_.end();
-      if (it != bound_.end()) d = it->second.first;
+      if (it != bound_.end()) d = it->second.size;
     }
     return shape;
   }
@@ -233,8 +255,13 @@ class Bindings {
   std::string symbolic(const std::vector<int64_t>& s) const { return g_.shape_string(s); }
 
  private:
+  struct Bound {
+    int64_t size;
+    Site site;
+    size_t dim;
+  };
   const Graph& g_;
-  std::map<int64_t, std::pair<int64_t, std::string>> bound_;
+  std::map<int64_t, Bound> bound_;
 };
 
 }  // namespace
@@ -248,24 +275,22 @@ std::vector<std::vector<int64_t>> infer_shapes(const Graph& g, const std::vector
   std::vector<std::vector<int64_t>> shapes(values.size());
   std::vector<bool> known(values.size(), false);
   Bindings bindings(g);
-  auto check = [&](const ValueSpec& spec, const std::vector<int64_t>& actual, const std::string& where) {
+  auto check = [&](const ValueSpec& spec, const std::vector<int64_t>& actual, const Site& where) {
     if (actual.size() != spec.shape.size())
-      throw Error(HAL_STATUS_INVALID_ARGUMENT, where + " has shape " + Bindings::dims(actual) + " (rank " +
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, site_text(g, where) + " has shape " + Bindings::dims(actual) + " (rank " +
                                                    std::to_string(actual.size()) + ") but the value's is " +
                                                    bindings.symbolic(spec.shape) + " (rank " +
                                                    std::to_string(spec.shape.size()) + ")");
     for (size_t d = 0; d < actual.size(); ++d) {
       if (actual[d] < 0)
-        throw Error(HAL_STATUS_INVALID_ARGUMENT, where + " has negative size " + std::to_string(actual[d]) +
+        throw Error(HAL_STATUS_INVALID_ARGUMENT, site_text(g, where) + " has negative size " + std::to_string(actual[d]) +
                                                      " in dim " + std::to_string(d));
       bindings.bind(spec.shape[d], actual[d], where, d, spec.shape, actual);
     }
   };
   for (size_t i = 0; i < input_shapes.size(); ++i) {
     uint32_t id = g.inputs()[i];
-    std::string where = "graph input " + std::to_string(i);
-    if (!g.value_name(id).empty()) where += " ('" + g.value_name(id) + "')";
-    check(values[id], input_shapes[i], where);
+    check(values[id], input_shapes[i], Site{true, i, 0});
     shapes[id] = input_shapes[i];
     known[id] = true;
   }
@@ -315,9 +340,9 @@ std::vector<std::vector<int64_t>> infer_shapes(const Graph& g, const std::vector
     }
     for (size_t o = 0; o < out.size(); ++o) {
       uint32_t id = node.outputs[o];
-      std::string where = ctx.label + ": output " + std::to_string(o) + " (" + value_label(g, "value", id) + ")";
+      const Site where{false, n, o};
       if (out[o].dtype != values[id].dtype)
-        throw Error(HAL_STATUS_INVALID_ARGUMENT, where + " has dtype " + common::dtype_name(out[o].dtype) +
+        throw Error(HAL_STATUS_INVALID_ARGUMENT, site_text(g, where) + " has dtype " + common::dtype_name(out[o].dtype) +
                                                      " by the catalog's rules but the value's is " +
                                                      common::dtype_name(values[id].dtype));
       check(values[id], out[o].shape, where);

@@ -173,6 +173,7 @@ class HostGraphExecutable : public Executable {
         fused_by[n] = static_cast<int64_t>(f);
       }
     view_.assign(g_.nodes.size(), false);
+    op_ids_.assign(g_.nodes.size(), 0);
     if (reads_strided) mark_permute_views(fused_by, reads_strided);
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
       if (fused_by[n] >= 0) {
@@ -186,6 +187,7 @@ class HostGraphExecutable : public Executable {
       std::string why = host_graph_refusal(ops_, device_, g_, n);
       if (!why.empty())
         fail(HAL_STATUS_UNIMPLEMENTED, "node ", n, " ('", g_.nodes[n].op(), "'): ", why);
+      op_ids_[n] = static_cast<size_t>(ops_.find(g_.nodes[n].op()));
       order_.push_back(Unit{false, n});
       if (!aliasable(n) && !view_[n]) ++kernels_;
     }
@@ -554,7 +556,7 @@ class HostGraphExecutable : public Executable {
         std::vector<Tensor>& outs = OpCallBuilder::outputs_of(*st.call);
         for (uint32_t v : node.outputs) outs.push_back(meta[v]);
         st.ccall = st.call;
-        st.fn = ops_.at(static_cast<size_t>(ops_.find(node.op()))).fn(st.call->common_dtype());
+        st.fn = ops_.at(op_ids_[u.index]).fn(st.call->common_dtype());
         st.in_values = node.inputs;
         st.out_values = node.outputs;
       }
@@ -615,6 +617,7 @@ class HostGraphExecutable : public Executable {
   const std::vector<HostGraphFusion> fusions_;
   std::vector<Unit> order_;
   std::vector<bool> view_;  // per node: a permute whose output is a view of its input
+  std::vector<size_t> op_ids_;  // per node run by its kernel: the op's id in OPS_ (a plan looks up none)
   uint32_t kernels_ = 0;
   std::mutex plans_mu_;
   std::vector<std::shared_ptr<Plan>> plans_;
