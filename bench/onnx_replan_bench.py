@@ -17,11 +17,13 @@ Three models whose shapes depend on values the model computes (issue 33, "data-d
            it once a second value came.
   unique   Unique of 1024 values (sorted, all four outputs): the count of distinct values is a symbol of the
            stage after it.
+  pad      Pad of [16, 16] by pads computed (cast from an input), mode constant, and
+  expand   Expand of [8, 1] to a shape computed: as tile.
   fed      Reshape to a target fed as a graph input: the first target gets a translation of its own; once
            others come the model reads the input when it runs, the target's dims symbols.
 
 After a warm-up that compiled the first stage (and, for `mask`, the symbolic one), three passes, each run
-back to back: one run at each of 400 (reshape and fed: 11, topk: 60, range: 60, tile: 34, unique: 60) shapes the
+back to back: one run at each of 400 (reshape and fed: 11, tile: 34, others: 60) shapes the
 session has not seen, the same number of runs at one shape (unique: one count of distinct values, its
 input in a new order each run), and onnxruntime on the first pass's feeds. Reported: the mean time per
 run of each, and the difference of the first two (the re-planning cost per changed shape).
@@ -95,6 +97,18 @@ def fed_reshape_model(n):
                   [h.make_tensor_value_info("y", T.FLOAT, None)])
 
 
+def pad_model():
+    nodes = [h.make_node("Cast", ["pf"], ["p"], to=T.INT64), h.make_node("Pad", ["x", "p"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [16, 16]), h.make_tensor_value_info("pf", T.FLOAT, [4])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+
+def expand_model():
+    nodes = [h.make_node("Cast", ["sf"], ["s"], to=T.INT64), h.make_node("Expand", ["x", "s"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [8, 1]), h.make_tensor_value_info("sf", T.FLOAT, [2])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+
 def unique_model(n):
     return _model([h.make_node("Unique", ["x"], ["y", "i", "inv", "c"])], [h.make_tensor_value_info("x", T.FLOAT, [n])],
                   [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("i", T.INT64, None),
@@ -130,6 +144,12 @@ def cases(rng):
     # the same data again: that is not re-planning).
     same = [{"x": rng.permutation(fresh[0]["x"])} for _ in fresh]
     yield "unique", unique_model(1024), [values(50), values(60)], fresh, same
+    sq = rng.standard_normal((16, 16)).astype(np.float32)
+    pads = lambda n: {"x": sq, "pf": np.array([n % 4, n // 4 % 4, n // 16, 1], np.float32)}  # noqa: E731
+    yield "pad", pad_model(), [pads(0), pads(1)], [pads(n) for n in rng.permutation(np.arange(2, 62))]
+    col = rng.standard_normal((8, 1)).astype(np.float32)
+    wide = lambda n: {"x": col, "sf": np.array([8, n], np.float32)}  # noqa: E731
+    yield "expand", expand_model(), [wide(2), wide(3)], [wide(n) for n in rng.permutation(np.arange(4, 64))]
     fed = lambda a: {"x": x, "shape": np.array([a, N // a], np.int64)}  # noqa: E731
     yield "fed", fed_reshape_model(N), [fed(1), fed(N)], [fed(a) for a in sides]
 

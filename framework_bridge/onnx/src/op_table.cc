@@ -2478,8 +2478,9 @@ void tile(Translator& t, const OpRule&) {
 // dims (the input's plus the pads) are read back as sizes, symbols of the
 // next stage once they vary (Translator::runtime_dims), and each padded
 // axis gathers from the input at i - begin, taken as ONNX's MODE does
-// outside the input (a value slab appended for "constant", the edge for
-// "replicate", mirrored for "reflect"). false: not such a Pad.
+// outside the input (the edge for "replicate", mirrored for "reflect",
+// wrapped for "wrap"; for "constant" the edge, then the value where any
+// axis was outside). false: not such a Pad.
 bool runtime_pads(Translator& t, const std::string& mode) {
   const std::vector<int64_t> shape = t.in(0).spec.shape;
   if (!runtime_sizes(t, 1) || (t.has_input(3) && !t.ints(3) && !t.host(3))) return false;
@@ -2515,6 +2516,7 @@ bool runtime_pads(Translator& t, const std::string& mode) {
                                                   name + " remove more than the input has", &carrier);
   const hal_dtype_e dt = t.in(0).spec.dtype;
   V v = t.value(0);
+  V outside;  // "constant": where the output lies outside the input, broadcast over the padded axes
   for (size_t k = 0; k < axes.size(); ++k) {
     const int64_t a = axes[k], last = shape[a] - 1;
     V b = t.emit1("index_select", {begin, t.constant(int_tensor(HAL_DTYPE_INT64, {static_cast<int64_t>(k)}, {1}))}, {Attr::i("dim", 0)});
@@ -2530,17 +2532,16 @@ bool runtime_pads(Translator& t, const std::string& mode) {
       V mirrored = t.emit1("sub", {m, t.emit1("abs", {t.emit1("sub", {m, t.emit1("abs", {idx})})})});
       v = t.emit1("index_select", {v, mirrored}, {Attr::i("dim", a)});
     } else {
-      // A slab of the value (a where over the input's first slice, so no
-      // NaN of the input leaks in), appended at index dim.
-      V first = t.emit1("index_select", {v, t.constant(int_tensor(HAL_DTYPE_INT64, {0}, {1}))}, {Attr::i("dim", a)});
-      V slab = t.emit1("where", {t.emit1("eq", {first, first}), scalar(t, dt, value), scalar(t, dt, value)});
-      V ext = t.emit1("cat", {v, slab}, {Attr::i("dim", a)});
-      V outside = t.emit1("logical_or", {t.emit1("lt", {idx, scalar(t, HAL_DTYPE_INT64, 0)}),
-                                          t.emit1("gt", {idx, scalar(t, HAL_DTYPE_INT64, static_cast<double>(last))})});
-      V index = t.emit1("where", {outside, scalar(t, HAL_DTYPE_INT64, static_cast<double>(last + 1)), inside});
-      v = t.emit1("index_select", {ext, index}, {Attr::i("dim", a)});
+      // The edge's index, and where the index was clamped (outside), as a
+      // mask along this axis; the value goes there at the end.
+      v = t.emit1("index_select", {v, inside}, {Attr::i("dim", a)});
+      std::vector<int64_t> along(shape.size(), 1);
+      along[static_cast<size_t>(a)] = out[k];
+      V here = reshape_to(t, t.emit1("ne", {idx, inside}), along);
+      outside = outside.valid() ? t.emit1("logical_or", {outside, here}) : here;
     }
   }
+  if (outside.valid()) v = t.emit1("where", {outside, scalar(t, dt, value), v});
   t.set_output(0, v);
   return true;
 }
