@@ -252,6 +252,96 @@ TEST_CASE("cpu graph: intermediates share the arena without clobbering live valu
   check_close(looped, want);
 }
 
+// A Loop's scan output as the ONNX front end unrolls it: values of a chain
+// stacked (or concatenated) into a graph output, among them one stacked
+// twice, one reshaped, the chain's last one (a graph output too) and, with
+// FROM_INPUT, the graph input itself.
+hal::Graph stacked_chain(const char* op, int64_t dim, bool from_input) {
+  hal::Graph g;
+  auto x = g.input(F32, {4, 6}, "x");
+  std::vector<hal::Graph::Value> h;
+  auto v = x;
+  for (int i = 0; i < 5; ++i) h.push_back(v = g.add_op(i % 2 ? "tanh" : "sin", {g.add_op("add", {v, x})}));
+  auto r = g.add_op("reshape", {g.add_op("reshape", {h[2]}, {hal::Attr::ints("shape", {24})})},
+                    {hal::Attr::ints("shape", {4, 6})});
+  std::vector<hal::Graph::Value> parts{h[0], h[1], h[1], r, h[3], h[4]};
+  if (from_input) parts.push_back(x);
+  g.mark_output(g.add_op(op, parts, {hal::Attr::i("dim", dim)}), "trace");
+  g.mark_output(h[4], "last");
+  return g;
+}
+
+TEST_CASE("cpu graph: a stack or cat into a graph output writes its inputs in place - equal to op by op, any output layout") {
+  hal::testing::OpTester t(kCpu);
+  hal::testing::TempDir dir;
+  auto rt = hal::testing::load_config(dir, "discover = false\n[[plugin]]\npath = \"" + kCpu +
+                                               "\"\n[plugin.options]\nfused_loops = \"false\"\n");
+  const std::vector<float> values = random_floats(24, 9);
+  auto x = t.tensor({4, 6}, values);
+  for (auto [op, dim, from_input] : {std::tuple{"stack", 0, false}, std::tuple{"stack", -3, false}, std::tuple{"cat", 0, false},
+                                     std::tuple{"stack", 0, true}, std::tuple{"stack", 1, false}, std::tuple{"cat", -1, false}}) {
+    CAPTURE(op);
+    CAPTURE(dim);
+    CAPTURE(from_input);
+    const hal::Graph g = stacked_chain(op, dim, from_input);
+    hal::CompiledGraph plain = hal::compile(g, opts(t.device(), false));
+    hal::CompiledGraph fused = hal::compile(g, opts(t.device(), true));
+    hal::CompiledGraph by_node = hal::compile(g, opts(rt->device("cpu:0"), true));
+    REQUIRE(fused.stats().groups == 1);
+    check_same_outputs(fused, plain, x.view);
+    hal::Buffer xb = rt->device("cpu:0")->allocate(96);
+    xb.copy_from_host(values.data(), 96);
+    auto want = plain.run_allocating({&x.view});
+    const hal::TensorView xv(xb, F32, {4, 6});
+    auto got = by_node.run_allocating({&xv});
+    for (size_t o = 0; o < got.size(); ++o) {
+      std::vector<float> a(static_cast<size_t>(got[o].view.numel())), b(a.size());
+      got[o].buffer.copy_to_host(a.data(), a.size() * 4);
+      want[o].buffer.copy_to_host(b.data(), b.size() * 4);
+      check_close(a, b);
+    }
+    // Into a trace output whose dims are laid out in another order (not
+    // contiguous): the kernel writes it; then contiguous again, in place.
+    const std::vector<int64_t> shape = want[0].view.shape;
+    const int64_t n = want[0].view.numel();
+    std::vector<float> expect(static_cast<size_t>(n));
+    want[0].buffer.copy_to_host(expect.data(), expect.size() * 4);
+    for (bool dense : {false, true, false}) {
+      CAPTURE(dense);
+      auto trace = t.tensor(shape, std::vector<float>(static_cast<size_t>(n), 7.0f));
+      if (!dense) {  // the last two dims swapped in memory
+        const size_t r = shape.size();
+        std::vector<int64_t> physical = shape, strides(r, 1), ps(r, 1);
+        std::swap(physical[r - 1], physical[r - 2]);
+        for (size_t d = r - 1; d-- > 0;) ps[d] = ps[d + 1] * physical[d + 1];
+        strides = ps;
+        std::swap(strides[r - 1], strides[r - 2]);
+        trace.view.strides = strides;
+      }
+      auto last = t.tensor({4, 6}, std::vector<float>(24, 7.0f));
+      fused.run({&x.view}, {&trace.view, &last.view});
+      std::vector<float> raw(static_cast<size_t>(n));
+      trace.buffer.copy_to_host(raw.data(), raw.size() * 4);
+      std::vector<float> logical(raw.size());
+      const std::vector<int64_t> st = trace.view.strides;
+      for (int64_t i = 0; i < n; ++i) {  // element i in row-major order, read through the strides
+        int64_t rest = i, at = 0;
+        for (size_t d = shape.size(); d-- > 0;) {
+          const int64_t k = rest % shape[d];
+          rest /= shape[d];
+          int64_t stride = 1;
+          if (!st.empty()) stride = st[d];
+          else
+            for (size_t e = d + 1; e < shape.size(); ++e) stride *= shape[e];
+          at += k * stride;
+        }
+        logical[static_cast<size_t>(i)] = raw[static_cast<size_t>(at)];
+      }
+      check_close(logical, expect);
+    }
+  }
+}
+
 TEST_CASE("cpu graph: the graph_compile option off claims nothing") {
   hal::testing::TempDir dir;
   auto rt = hal::testing::load_config(dir, "[[plugin]]\npath = \"" + kCpu +

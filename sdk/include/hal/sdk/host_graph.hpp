@@ -252,12 +252,24 @@ class HostGraphExecutable : public Executable {
   };
   // Where a value's bytes are during a run.
   struct Home {
-    enum Kind : uint8_t { kNone, kInput, kOutput, kArena } kind = kNone;
+    // kOutputSlice: OFFSET bytes into output INDEX (a stacked input written
+    // in place, see stacked_in_place).
+    enum Kind : uint8_t { kNone, kInput, kOutput, kArena, kOutputSlice } kind = kNone;
     size_t index = 0;     // input / output index
     uint64_t offset = 0;  // arena byte offset
   };
+  struct SliceCopy {
+    uint32_t value;
+    uint64_t offset;  // bytes into the output
+    uint64_t bytes;
+  };
   struct Step {
     bool fused = false;
+    // A stack written in place whose inputs were not all placed in the
+    // output: these are copied into their slices of output SLICE_OUTPUT
+    // (IN: their tensors, re-pointed each run).
+    std::vector<SliceCopy> slice_copies;
+    size_t slice_output = 0;
     KernelFn fn = nullptr;
     std::shared_ptr<OpCall> call;  // a node's call, its tensors re-pointed each run
     std::shared_ptr<const OpCall> ccall;
@@ -268,6 +280,7 @@ class HostGraphExecutable : public Executable {
   };
   struct Plan {
     std::vector<std::vector<int64_t>> key;  // the input shapes it was made for
+    std::vector<size_t> dense_outputs;      // outputs it writes slices of in place: a run's must be contiguous
     std::vector<Home> home;                  // per value
     std::vector<Step> steps;
     uint64_t arena_bytes = 0;
@@ -335,6 +348,7 @@ class HostGraphExecutable : public Executable {
         for (size_t i = 0; same && i < inputs.size(); ++i)
           same = p->key[i].size() == static_cast<size_t>(inputs[i].rank) &&
                  std::equal(p->key[i].begin(), p->key[i].end(), inputs[i].shape);
+        for (size_t j : p->dense_outputs) same = same && j < outputs.size() && outputs[j].is_contiguous();
         if (same) return p;
       }
     }
@@ -485,6 +499,8 @@ class HostGraphExecutable : public Executable {
         alias_of[out] = in;
       }
     }
+    std::vector<std::vector<SliceCopy>> slice_copies;
+    const std::vector<bool> in_place = stacked_in_place(*plan, meta, alias_of, outputs, bytes_of_meta(meta), slice_copies);
     for (size_t v = nv; v-- > 0;)  // an alias keeps its root alive
       if (alias_of[v] >= 0) {
         const uint32_t r = root(static_cast<uint32_t>(v));
@@ -549,6 +565,15 @@ class HostGraphExecutable : public Executable {
       } else {
         const GraphNode& node = g_.nodes[u.index];
         if ((aliasable(u.index) || view_[u.index]) && alias_of[node.outputs[0]] >= 0) continue;  // no launch
+        if (in_place[u.index]) {  // its inputs were written into its output: at most some copies
+          if (slice_copies[u.index].empty()) continue;
+          st.slice_copies = std::move(slice_copies[u.index]);
+          st.slice_output = plan->home[node.outputs[0]].index;
+          st.in.resize(st.slice_copies.size());
+          for (size_t k = 0; k < st.slice_copies.size(); ++k) st.in[k] = meta[st.slice_copies[k].value];
+          plan->steps.push_back(std::move(st));
+          continue;
+        }
         st.call = calls[u.index];
         std::vector<Tensor>& ins = OpCallBuilder::inputs_of(*st.call);  // with their layouts now
         for (size_t i = 0; i < node.inputs.size() && i < ins.size(); ++i)
@@ -563,6 +588,60 @@ class HostGraphExecutable : public Executable {
       plan->steps.push_back(std::move(st));
     }
     return plan;
+  }
+
+  static std::function<uint64_t(uint32_t)> bytes_of_meta(const std::vector<Tensor>& meta) {
+    return [&meta](uint32_t v) { return static_cast<uint64_t>(meta[v].numel()) * dtype_size(meta[v].dtype); };
+  }
+
+  // Stacks and cats along dim 0 into a graph output that is contiguous this
+  // run, of row-major inputs of the output's dtype: each input that is an
+  // intermediate not placed yet (not a graph input, output or alias, listed
+  // once) is placed in its slice of the output (Home::kOutputSlice), so its
+  // producer writes it there; the node then only copies the others into
+  // theirs (SLICE_COPIES) instead of launching (a Loop's scan output would
+  // copy every iteration's value again at the end). Marks PLAN's homes and
+  // dense_outputs; returns which nodes run so.
+  std::vector<bool> stacked_in_place(Plan& plan, const std::vector<Tensor>& meta, const std::vector<int64_t>& alias_of,
+                                     const std::vector<Tensor>& outputs,
+                                     const std::function<uint64_t(uint32_t)>& bytes_of,
+                                     std::vector<std::vector<SliceCopy>>& slice_copies) const {
+    std::vector<bool> in_place(g_.nodes.size(), false);
+    std::vector<bool> placed(g_.values.size(), false);
+    slice_copies.assign(g_.nodes.size(), {});
+    for (const Unit& u : order_) {
+      if (u.fused) continue;
+      const GraphNode& node = g_.nodes[u.index];
+      const bool stack = std::strcmp(node.op(), "stack") == 0;
+      if ((!stack && std::strcmp(node.op(), "cat") != 0) || node.outputs.size() != 1 || node.attrs.empty() ||
+          node.schema->attr_count < 1 || std::strcmp(node.schema->attrs[0].name, "dim") != 0)
+        continue;
+      const uint32_t o = node.outputs[0];
+      const Home& out = plan.home[o];
+      if (out.kind != Home::kOutput || !outputs[out.index].is_contiguous()) continue;
+      int64_t dim = node.attrs[0].as_int();
+      if (dim < 0) dim += meta[o].rank;
+      if (dim != 0) continue;
+      bool ok = !node.inputs.empty();
+      for (uint32_t v : node.inputs)  // (a graph input's strides are the caller's: the kernel copies it)
+        ok = ok && v != kNoValue && meta[v].dtype == meta[o].dtype && meta[v].is_contiguous() &&
+             plan.home[v].kind != Home::kInput;
+      if (!ok) continue;
+      uint64_t at = 0;
+      for (uint32_t v : node.inputs) {
+        if (plan.home[v].kind == Home::kNone && alias_of[v] < 0 && !placed[v]) {
+          placed[v] = true;
+          plan.home[v] = Home{Home::kOutputSlice, out.index, at};
+        } else {
+          slice_copies[u.index].push_back(SliceCopy{v, at, bytes_of(v)});
+          if (plan.home[v].kind == Home::kOutput) plan.dense_outputs.push_back(plan.home[v].index);  // copied as bytes
+        }
+        at += bytes_of(v);
+      }
+      in_place[u.index] = true;
+      plan.dense_outputs.push_back(out.index);
+    }
+    return in_place;
   }
 
   const std::vector<uint32_t>& unit_inputs(const Unit& u) const {
@@ -580,6 +659,11 @@ class HostGraphExecutable : public Executable {
       t = inputs[h.index];
     } else if (h.kind == Home::kOutput) {
       t = outputs[h.index];
+    } else if (h.kind == Home::kOutputSlice) {  // the plan's shape and strides, the output's bytes
+      const Tensor& o = outputs[h.index];
+      t.buffer = o.buffer;
+      t.byte_offset = o.byte_offset + h.offset;
+      t.data = o.data == nullptr ? nullptr : static_cast<unsigned char*>(o.data) + h.offset;
     } else {
       t.buffer = nullptr;
       t.byte_offset = 0;
@@ -595,6 +679,14 @@ class HostGraphExecutable : public Executable {
     }
     unsigned char* arena = plan.arena.get();
     for (Step& st : plan.steps) {
+      if (!st.slice_copies.empty()) {
+        unsigned char* into = static_cast<unsigned char*>(outputs[st.slice_output].data);
+        for (size_t k = 0; k < st.slice_copies.size(); ++k) {
+          bind(st.in[k], plan, st.slice_copies[k].value, inputs, outputs, arena);
+          std::memcpy(into + st.slice_copies[k].offset, st.in[k].data, st.slice_copies[k].bytes);
+        }
+        continue;
+      }
       if (st.fused) {
         for (size_t i = 0; i < st.in.size(); ++i)
           if (st.in_values[i] != kNoValue) bind(st.in[i], plan, st.in_values[i], inputs, outputs, arena);
