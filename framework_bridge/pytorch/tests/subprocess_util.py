@@ -23,6 +23,6 @@ def run_python(code, timeout=300, **env):
 def gloo_teardown_abort(args, output):
     """Whether a run of the gloo reference (ARGS holds "gloo") failed with the abort PyTorch's
     ProcessGroupGloo at times hits while the group is torn down after the last step (seen in CI;
-    pytorch/pytorch#190489 shows the same abort). Such a run is repeated once, since the comparison
-    needs its parameters; a hal run is never retried."""
+    pytorch/pytorch#190489 shows the same abort). Such a run is repeated (the comparison needs its
+    parameters); a hal run is never retried."""
     return "gloo" in args and "terminate called without an active exception" in output
