@@ -18,8 +18,10 @@ Results go in docs/performance.md.
 import argparse
 import contextlib
 import datetime
+import importlib.util
 import json
 import os
+import pathlib
 import statistics
 import subprocess
 import sys
@@ -137,30 +139,20 @@ def main():
             json.dump(rows, f, indent=1)
 
 
-@contextlib.contextmanager
 def two_namespaces():
-    """Two network namespaces joined by a veth pair (root), removed on exit; yields run()'s HOSTS."""
-    tag = str(os.getpid())
-    ns, veth = [f"cbA{tag}", f"cbB{tag}"], [f"cba{tag}"[:15], f"cbb{tag}"[:15]]
-    made = []
+    """Two network namespaces joined by a veth pair (root, conformance/tests/netns.py), removed on exit;
+    yields run()'s HOSTS."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "conformance" / "tests" / "netns.py"
+    spec = importlib.util.spec_from_file_location("hal_netns", path)
+    netns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(netns)
+    return _hosts_of(netns.two_hosts("cb", 78))
 
-    def ip(*a):
-        subprocess.run(["ip", *a], check=True, capture_output=True)
 
-    try:
-        for n in ns:
-            ip("netns", "add", n)
-            made.append(n)
-        ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
-        for i in (0, 1):
-            ip("link", "set", veth[i], "netns", ns[i])
-            ip("-n", ns[i], "addr", "add", f"10.231.78.{i + 1}/24", "dev", veth[i])
-            ip("-n", ns[i], "link", "set", veth[i], "up")
-            ip("-n", ns[i], "link", "set", "lo", "up")
-        yield list(zip(ns, veth))
-    finally:
-        for n in made:
-            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+@contextlib.contextmanager
+def _hosts_of(made):
+    with made as hosts:
+        yield [(ns, ifname) for ns, ifname, _ in hosts]
 
 
 def two_hosts(per_host, sizes, reps, json_path):

@@ -20,11 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+import netns
+
 SKIP = 77
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
 def run_scenario(runner, plugin, ns, veth, per_host, scenario):
@@ -72,29 +70,15 @@ def main():
     runner, plugin = sys.argv[1], sys.argv[2]
     per_host = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     scenarios = sys.argv[4:] or ["tcp"]
-    tag = str(os.getpid())
-    ns = [f"halA{tag}", f"halB{tag}"]
-    veth = [f"hva{tag}"[:15], f"hvb{tag}"[:15]]
-    created = []
     try:
-        for n in ns:
-            r = sh("ip", "netns", "add", n, check=False)
-            if r.returncode != 0:
-                print(f"SKIP: cannot create a network namespace ({r.stderr.strip()}): needs root / CAP_SYS_ADMIN")
-                return SKIP
-            created.append(n)
-        sh("ip", "link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
-        for i in (0, 1):
-            sh("ip", "link", "set", veth[i], "netns", ns[i])
-            sh("ip", "-n", ns[i], "addr", "add", f"10.231.77.{i + 1}/24", "dev", veth[i])
-            sh("ip", "-n", ns[i], "link", "set", veth[i], "up")
-            sh("ip", "-n", ns[i], "link", "set", "lo", "up")
-        ok = all([run_scenario(runner, plugin, ns, veth, per_host, s) for s in scenarios])
-        print("two hosts over TCP:", "PASSED" if ok else "FAILED")
-        return 0 if ok else 1
-    finally:
-        for n in created:
-            sh("ip", "netns", "del", n, check=False)
+        with netns.two_hosts("hal", 77) as hosts:
+            ns, veth = [h[0] for h in hosts], [h[1] for h in hosts]
+            ok = all([run_scenario(runner, plugin, ns, veth, per_host, s) for s in scenarios])
+    except netns.NamespacesUnavailable as e:
+        print(f"SKIP: {e}")
+        return SKIP
+    print("two hosts over TCP:", "PASSED" if ok else "FAILED")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

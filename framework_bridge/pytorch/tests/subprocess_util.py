@@ -1,9 +1,23 @@
 """Helpers for tests that run torch_hal in a fresh Python process (another hal.toml, other plugins)."""
+import importlib.util
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
+
+
+def _load_netns():
+    """conformance/tests/netns.py (two hosts in network namespaces), shared with the conformance
+    script and the collectives benchmark."""
+    path = pathlib.Path(__file__).resolve().parents[3] / "conformance" / "tests" / "netns.py"
+    spec = importlib.util.spec_from_file_location("hal_netns", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+netns = _load_netns()
 
 
 def build_dir():

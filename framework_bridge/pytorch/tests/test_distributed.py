@@ -4,6 +4,7 @@ monitored_barrier against the same program on gloo, DDP and FSDP training agains
 training and against gloo, torch.distributed.checkpoint of an FSDP model, a killed rank, and bad
 input. Each test starts real processes (FileStore or torchrun)."""
 
+import contextlib
 import os
 import pathlib
 import subprocess
@@ -12,7 +13,7 @@ import time
 
 import pytest
 import torch
-from subprocess_util import gloo_teardown_abort
+from subprocess_util import gloo_teardown_abort, netns
 
 HERE = pathlib.Path(__file__).parent
 WORKER = HERE / "distributed_worker.py"
@@ -74,35 +75,18 @@ def test_two_hosts_in_network_namespaces_talk_over_tcp(tmp_path):
     """Two network namespaces joined by a veth pair, one rank in each: the hal backend's
     communicator sees two hosts and runs every collective over its TCP transport (Gloo), in
     processes that also hold libtorch's own copy of Gloo."""
-    tag = str(os.getpid())
-    ns, veth = [f"tdA{tag}", f"tdB{tag}"], [f"tva{tag}"[:15], f"tvb{tag}"[:15]]
-    made = []
-
-    def ip(*args):
-        return subprocess.run(["ip", *args], capture_output=True, text=True)
-
-    try:
-        for n in ns:
-            r = ip("netns", "add", n)
-            if r.returncode != 0:
-                pytest.skip(f"cannot create a network namespace here ({r.stderr.strip()}): needs CAP_SYS_ADMIN")
-            made.append(n)
-        assert ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1]).returncode == 0
-        for i in (0, 1):
-            for args in (("link", "set", veth[i], "netns", ns[i]),
-                         ("-n", ns[i], "addr", "add", f"10.231.79.{i + 1}/24", "dev", veth[i]),
-                         ("-n", ns[i], "link", "set", veth[i], "up"), ("-n", ns[i], "link", "set", "lo", "up")):
-                assert ip(*args).returncode == 0, args
+    with contextlib.ExitStack() as stack:
+        try:
+            hosts = stack.enter_context(netns.two_hosts("td", 79))
+        except netns.NamespacesUnavailable as e:
+            pytest.skip(str(e))
         store = tmp_path / "store"
-        procs = [subprocess.Popen(["ip", "netns", "exec", ns[r], sys.executable, str(WORKER), "collectives", str(r), "2",
-                                   str(store)], env=dict(_env(), HAL_SOCKET_IFNAME=veth[r]), stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+        procs = [subprocess.Popen(["ip", "netns", "exec", hosts[r][0], sys.executable, str(WORKER), "collectives",
+                                   str(r), "2", str(store)], env=dict(_env(), HAL_SOCKET_IFNAME=hosts[r][1]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
         for r, p in enumerate(procs):
             out, _ = p.communicate(timeout=300)
             assert p.returncode == 0, f"rank {r}:\n{out}"
-    finally:
-        for n in made:
-            ip("netns", "del", n)
 
 
 def test_a_killed_rank_gives_the_others_an_error_within_the_timeout(tmp_path):

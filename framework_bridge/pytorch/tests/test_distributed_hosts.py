@@ -14,7 +14,7 @@ import time
 
 import pytest
 import torch
-from subprocess_util import gloo_teardown_abort
+from subprocess_util import gloo_teardown_abort, netns
 
 HERE = pathlib.Path(__file__).parent
 WORKER = HERE / "distributed_worker.py"
@@ -32,33 +32,14 @@ def _env(**extra):
     return env
 
 
-def _ip(*args):
-    return subprocess.run(["ip", *args], capture_output=True, text=True)
-
-
 @pytest.fixture(scope="module")
 def hosts():
     """[(namespace, interface, address)] of two hosts joined by a veth pair."""
-    tag = str(os.getpid())
-    ns, veth = [f"thA{tag}", f"thB{tag}"], [f"tha{tag}"[:15], f"thb{tag}"[:15]]
-    addrs = ["10.231.81.1", "10.231.81.2"]
-    made = []
     try:
-        for n in ns:
-            r = _ip("netns", "add", n)
-            if r.returncode != 0:
-                pytest.skip(f"cannot create a network namespace here ({r.stderr.strip()}): needs CAP_SYS_ADMIN")
-            made.append(n)
-        assert _ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1]).returncode == 0
-        for i in (0, 1):
-            for args in (("link", "set", veth[i], "netns", ns[i]),
-                         ("-n", ns[i], "addr", "add", f"{addrs[i]}/24", "dev", veth[i]),
-                         ("-n", ns[i], "link", "set", veth[i], "up"), ("-n", ns[i], "link", "set", "lo", "up")):
-                assert _ip(*args).returncode == 0, args
-        yield list(zip(ns, veth, addrs))
-    finally:
-        for n in made:
-            _ip("netns", "del", n)
+        with netns.two_hosts("th", 81) as made:
+            yield made
+    except netns.NamespacesUnavailable as e:
+        pytest.skip(str(e))
 
 
 def test_every_collective_on_two_hosts_with_two_ranks_each(hosts, tmp_path):
