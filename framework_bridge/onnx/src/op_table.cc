@@ -692,12 +692,15 @@ void gather(Translator& t, const OpRule&) {
   t.set_output(0, reshape_to(t, sel, out));
 }
 
+// [0, 1, ..., n) from ONES (1-D, n ones of DT): their running sum less one.
+V arange_of_ones(Translator& t, V ones, hal_dtype_e dt) {
+  return t.emit1("sub", {t.emit1("cumsum", {ones}, {Attr::i("dim", 0)}), scalar(t, dt, 1)});
+}
+
 // [0, 1, ..., n) in DT for a length N only known at run time (a symbol): a
 // run of ones summed up (the catalog's arange takes its bounds at load).
 V symbolic_arange(Translator& t, hal_dtype_e dt, int64_t n) {
-  V ones = t.emit_as("fill", {}, {Attr::scalar("value", 1)}, {dt, {n}});
-  V sum = t.emit1("cumsum", {ones}, {Attr::i("dim", 0)});
-  return t.emit1("sub", {sum, scalar(t, dt, 1)});
+  return arange_of_ones(t, t.emit_as("fill", {}, {Attr::scalar("value", 1)}, {dt, {n}}), dt);
 }
 
 void slice(Translator& t, const OpRule&) {
@@ -886,8 +889,7 @@ V sized_zeros(Translator& t, V carrier, const std::vector<int64_t>& sizes, const
 V sized_arange(Translator& t, V carrier, const std::vector<int64_t>& sizes, size_t d, hal_dtype_e dt) {
   std::vector<bool> keep(sizes.size(), false);
   keep[d] = true;
-  V ones = t.emit1("add", {sized_zeros(t, carrier, sizes, keep, true, dt), scalar(t, dt, 1)});
-  return t.emit1("sub", {t.emit1("cumsum", {ones}, {Attr::i("dim", 0)}), scalar(t, dt, 1)});
+  return arange_of_ones(t, t.emit1("add", {sized_zeros(t, carrier, sizes, keep, true, dt), scalar(t, dt, 1)}), dt);
 }
 
 // broadcast() of A against WANT, sizes read back (runtime_dims): a symbol of
@@ -2462,9 +2464,8 @@ void tile(Translator& t, const OpRule&) {
     V v = t.value(0);
     for (size_t d = 0; d < shape.size(); ++d) {
       if (out[d] == shape[d]) continue;
-      V index = sized_arange(t, carrier, out, d, HAL_DTYPE_INT64);
-      if (shape[d] != 1) index = t.emit1("remainder", {index, scalar(t, HAL_DTYPE_INT64, static_cast<double>(shape[d]))});
-      else index = t.emit1("mul", {index, scalar(t, HAL_DTYPE_INT64, 0)});
+      V index = t.emit1("remainder", {sized_arange(t, carrier, out, d, HAL_DTYPE_INT64),
+                                      scalar(t, HAL_DTYPE_INT64, static_cast<double>(shape[d]))});
       v = t.emit1("index_select", {v, index}, {Attr::i("dim", static_cast<int64_t>(d))});
     }
     t.set_output(0, v);

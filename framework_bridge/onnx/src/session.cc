@@ -244,8 +244,10 @@ Session::~Session() = default;
 const Model& Session::model() const { return impl_->model; }
 
 struct SessionAccess {
-// The translation and compilation of IMPL's model for the values FED
-// (by input position) gives its value inputs; made once per distinct set.
+// The model key of the model reading its value inputs when it runs
+// (reading_values; its sizes are symbols from the first run).
+static constexpr const char* kReadingValues = "reading values";
+
 // The values FED (by input position) gives IMPL's value inputs, in order,
 // and their key (dtypes, shapes and bytes; the sequences' element specs).
 template <class BytesOf>
@@ -291,13 +293,12 @@ static const Model* reading_values(Session::Impl& impl, const std::string& key,
   return impl.reading.get();
 }
 
-template <class BytesOf>
+// The translation and compilation of IMPL's model for VALUES (values_of,
+// its KEY); made once per distinct set.
 static std::shared_ptr<const Session::Impl::Bound> bind_values(
-    Session::Impl& impl, const Session::Impl::Snapshot& at, const std::vector<const HostTensorRef*>& fed,
-    const std::map<std::string, std::vector<ValueSpec>>& sequences, const BytesOf& bytes_of) {
+    Session::Impl& impl, const Session::Impl::Snapshot& at, const std::vector<HostTensorRef>& values,
+    const std::string& key, const std::map<std::string, std::vector<ValueSpec>>& sequences) {
   const Model& m = impl.model;
-  std::string key;
-  std::vector<HostTensorRef> values = values_of(impl, fed, sequences, bytes_of, &key);
   {
     std::lock_guard<std::mutex> lock(impl.bound_mu);
     auto it = impl.bound.find(key);
@@ -335,7 +336,6 @@ static std::vector<OwnedTensor> run_stages(Session::Impl& impl, const Session::I
 // faster than one for any); once another comes the sizes are symbols there
 // for good, as Dynamo's automatic dynamic shapes.
 static bool sizes_vary(Session::Impl& impl, const std::string& site, const HostTensor& value) {
-  if (site.compare(0, 15, "reading values\n") == 0) return true;  // it runs because values vary
   std::string bytes = detail::shape_text(value.shape);
   bytes.append(reinterpret_cast<const char*>(value.data.data()), value.data.size());
   std::lock_guard<std::mutex> lock(impl.bound_mu);
@@ -540,7 +540,7 @@ static std::optional<std::vector<OwnedTensor>> run_stages_once(
       // are keyed by value (the latter's translation names the error).
       const std::optional<std::vector<int64_t>> values = detail::int_values(h);
       if (values && std::none_of(values->begin(), values->end(), [](int64_t d) { return d < 0; }) &&
-          sizes_vary(impl, model_key + "\n" + key, h)) {
+          (model_key == SessionAccess::kReadingValues || sizes_vary(impl, model_key + "\n" + key, h))) {
         key += "sizes";
         for (int64_t d : *values) key += d >= 2 ? ":s" : ":" + std::to_string(d);
         key += ';';
@@ -774,12 +774,12 @@ std::vector<std::pair<std::string, HostTensor>> SessionAccess::execute(
   std::string stages_key = "model";
   if (compiled == nullptr && staged == nullptr) {
     std::string key;
-    values_of(impl, fed, sequences, bytes_of, &key);
+    const std::vector<HostTensorRef> values = values_of(impl, fed, sequences, bytes_of, &key);
     if (const Model* reading = SessionAccess::reading_values(impl, key, sequences)) {
       run_model = staged = reading;
-      stages_key = "reading values";
+      stages_key = SessionAccess::kReadingValues;
     } else {
-      specialized = SessionAccess::bind_values(impl, at, fed, sequences, bytes_of);
+      specialized = SessionAccess::bind_values(impl, at, values, key, sequences);
       run_model = &specialized->model;
       compiled = specialized->compiled.get();
       if (specialized->model.runs_in_stages()) staged = &specialized->model;

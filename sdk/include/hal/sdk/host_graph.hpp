@@ -500,7 +500,7 @@ class HostGraphExecutable : public Executable {
       }
     }
     std::vector<std::vector<SliceCopy>> slice_copies;
-    const std::vector<bool> in_place = stacked_in_place(*plan, meta, alias_of, outputs, bytes_of_meta(meta), slice_copies);
+    const std::vector<bool> in_place = stacked_in_place(*plan, meta, alias_of, outputs, slice_copies);
     for (size_t v = nv; v-- > 0;)  // an alias keeps its root alive
       if (alias_of[v] >= 0) {
         const uint32_t r = root(static_cast<uint32_t>(v));
@@ -536,7 +536,7 @@ class HostGraphExecutable : public Executable {
           ++i;
         }
     };
-    auto bytes_of = [&](uint32_t v) { return static_cast<uint64_t>(meta[v].numel()) * dtype_size(meta[v].dtype); };
+    auto bytes_of = [&](uint32_t v) { return bytes_in(meta[v]); };
     for (size_t s = 0; s < order_.size(); ++s) {
       for (uint32_t v : unit_outputs(order_[s])) {
         if (plan->home[v].kind != Home::kNone) continue;
@@ -590,9 +590,8 @@ class HostGraphExecutable : public Executable {
     return plan;
   }
 
-  static std::function<uint64_t(uint32_t)> bytes_of_meta(const std::vector<Tensor>& meta) {
-    return [&meta](uint32_t v) { return static_cast<uint64_t>(meta[v].numel()) * dtype_size(meta[v].dtype); };
-  }
+  // The bytes of a dense tensor of T's dtype and shape.
+  static uint64_t bytes_in(const Tensor& t) { return static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype); }
 
   // Stacks and cats along dim 0 into a graph output that is contiguous this
   // run, of row-major inputs of the output's dtype: each input that is an
@@ -604,10 +603,8 @@ class HostGraphExecutable : public Executable {
   // dense_outputs; returns which nodes run so.
   std::vector<bool> stacked_in_place(Plan& plan, const std::vector<Tensor>& meta, const std::vector<int64_t>& alias_of,
                                      const std::vector<Tensor>& outputs,
-                                     const std::function<uint64_t(uint32_t)>& bytes_of,
                                      std::vector<std::vector<SliceCopy>>& slice_copies) const {
     std::vector<bool> in_place(g_.nodes.size(), false);
-    std::vector<bool> placed(g_.values.size(), false);
     slice_copies.assign(g_.nodes.size(), {});
     for (const Unit& u : order_) {
       if (u.fused) continue;
@@ -629,14 +626,13 @@ class HostGraphExecutable : public Executable {
       if (!ok) continue;
       uint64_t at = 0;
       for (uint32_t v : node.inputs) {
-        if (plan.home[v].kind == Home::kNone && alias_of[v] < 0 && !placed[v]) {
-          placed[v] = true;
+        if (plan.home[v].kind == Home::kNone && alias_of[v] < 0) {  // (placed once: its home is then the slice)
           plan.home[v] = Home{Home::kOutputSlice, out.index, at};
         } else {
-          slice_copies[u.index].push_back(SliceCopy{v, at, bytes_of(v)});
+          slice_copies[u.index].push_back(SliceCopy{v, at, bytes_in(meta[v])});
           if (plan.home[v].kind == Home::kOutput) plan.dense_outputs.push_back(plan.home[v].index);  // copied as bytes
         }
-        at += bytes_of(v);
+        at += bytes_in(meta[v]);
       }
       in_place[u.index] = true;
       plan.dense_outputs.push_back(out.index);
