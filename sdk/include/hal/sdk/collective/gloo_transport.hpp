@@ -23,6 +23,9 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -115,6 +118,41 @@ void by_size(size_t es, F&& f) {
   }
 }
 
+// Blocks SIGPIPE on this thread for its lifetime. Gloo's TCP pairs write
+// with writev, which raises SIGPIPE when the peer has gone, and SIGPIPE's
+// default action kills the process: a C++ host of the HAL (hal-conformance,
+// a service) would die where Python, which ignores SIGPIPE, gets the error.
+// The write's EPIPE becomes Gloo's exception either way. A SIGPIPE raised
+// while blocked is discarded on the way out unless one was pending before
+// (then it is the host's, and left for it); the process's disposition is
+// never changed. Threads Gloo starts inherit the mask (its event loop:
+// construct the device under this).
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigemptyset(&pending);
+    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~SigpipeBlocked() {
+    if (!was_pending_) {
+      const timespec zero{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+};
+
 // AVG: the sum divided by WORLD, in place.
 inline void divide(uint32_t dtype, void* data, size_t n, uint32_t world) {
   // x / world = the avg of (x, 0, ..., 0) over world inputs.
@@ -139,6 +177,7 @@ class GlooTransport {
   GlooTransport(gloo::rendezvous::Store& store, uint32_t rank, uint32_t world, std::chrono::milliseconds timeout,
                 const std::string& what)
       : rank_(rank), world_(world), timeout_(timeout) {
+    detail::SigpipeBlocked no_sigpipe;  // here and in Gloo's event loop, started by CreateDevice
     try {
       gloo::transport::tcp::attr attr;
       if (const char* ifname = std::getenv("HAL_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0')
@@ -311,6 +350,7 @@ class GlooTransport {
   // rank's for a message. Thread-safe.
   void close() noexcept {
     if (closed_.exchange(true)) return;
+    detail::SigpipeBlocked no_sigpipe;
     {
       std::lock_guard<std::mutex> lock(waiting_mu_);
       for (auto& [buffer, recv] : waiting_) {
@@ -326,6 +366,7 @@ class GlooTransport {
 
   // Waits (bounded by the timeout) for buffered sends, so peers get them.
   ~GlooTransport() {
+    detail::SigpipeBlocked no_sigpipe;
     for (auto& p : pending_sends_) {
       if (closed_) break;
       if (p->done) continue;  // a second wait would wait for another send
@@ -343,6 +384,7 @@ class GlooTransport {
   template <class F>
   void guard(const std::string& what, F&& f) {
     if (closed_) fail(HAL_STATUS_ABORTED, what, ": rank ", rank_, ": the TCP transport was closed (the communicator was aborted)");
+    detail::SigpipeBlocked no_sigpipe;
     try {
       f();
     } catch (const Error&) {
