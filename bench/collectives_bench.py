@@ -6,8 +6,11 @@ in the same run, at 2 and 4 processes on this machine.
 
 For each size it prints the median time per allreduce of float32 over --reps repetitions (after
 warm-up), the bus bandwidth (2 (n-1)/n x bytes / time, NCCL's definition), hal/gloo as a speed ratio
-(> 1: hal faster), and the bus bandwidth as a percentage of this machine's memcpy bandwidth
-(one process copying 64 MiB, measured first). --ddp also times DistributedDataParallel training
+(> 1: hal faster), and the bus bandwidth as a percentage of this machine's memcpy bandwidth (one
+process copying 64 MiB, measured first): on one thread, as each rank runs (OMP_NUM_THREADS=1), and on
+all. Each rank of an allreduce reads and writes the whole vector at least once, so n ranks move n
+times a memcpy's bytes: against a memcpy that has the whole machine's bandwidth to itself, 1/n is the
+bound. --ddp also times DistributedDataParallel training
 steps (examples/ddp_train.py, 2 processes) on hal against gloo. --two-hosts N (root: network
 namespaces) runs 2 x N ranks on two "hosts" (namespaces joined by a veth pair, rank r on host r % 2)
 and compares the hal backend's hierarchical transport (shared memory within a host, TCP between the
@@ -67,7 +70,20 @@ def worker(backend, rank, world, store, sizes, reps, settle=0):
         print(json.dumps(out), flush=True)
 
 
-def memcpy_bandwidth():
+def memcpy_bandwidth(threads=None):
+    """Bytes per second of one process copying 64 MiB with THREADS intra-op threads (None: torch's default)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _memcpy_bandwidth()
+    finally:
+        torch.set_num_threads(before)
+
+
+def _memcpy_bandwidth():
     import torch
 
     src, dst = torch.ones(16 << 20), torch.empty(16 << 20)
@@ -117,10 +133,11 @@ def main():
     if args.two_hosts:
         return two_hosts(args.two_hosts, sizes, args.reps, args.json)
     rows = []
-    copy_bw = memcpy_bandwidth()
-    print(f"memcpy bandwidth (one process, 64 MiB): {copy_bw / 1e9:.2f} GB/s")
+    copy_bw, copy_all = memcpy_bandwidth(1), memcpy_bandwidth()
+    print(f"memcpy bandwidth (one process, 64 MiB): {copy_bw / 1e9:.2f} GB/s on one thread (as each rank runs), "
+          f"{copy_all / 1e9:.2f} GB/s on {os.cpu_count()} threads")
     print(f"{'world':>5} {'bytes':>10} {'hal us':>10} {'gloo us':>10} {'hal/gloo':>9} {'hal busbw GB/s':>15} "
-          f"{'gloo busbw':>11} {'hal % memcpy':>13}")
+          f"{'gloo busbw':>11} {'% memcpy 1t':>12} {'% all':>6}")
     for world in (int(w) for w in args.worlds.split(",")):
         hal = run("hal", world, sizes, args.reps)
         gloo = run("gloo", world, sizes, args.reps)
@@ -128,10 +145,11 @@ def main():
             factor = 2 * (world - 1) / world * size
             hb, gb = factor / hal[size], factor / gloo[size]
             print(f"{world:>5} {size:>10} {hal[size] * 1e6:>10.1f} {gloo[size] * 1e6:>10.1f} "
-                  f"{gloo[size] / hal[size]:>9.2f} {hb / 1e9:>15.2f} {gb / 1e9:>11.2f} {100 * hb / copy_bw:>12.0f}%")
+                  f"{gloo[size] / hal[size]:>9.2f} {hb / 1e9:>15.2f} {gb / 1e9:>11.2f} {100 * hb / copy_bw:>11.0f}%"
+                  f" {100 * hb / copy_all:>5.0f}%")
             rows.append({"world": world, "bytes": size, "hal_s": hal[size], "gloo_s": gloo[size],
                          "ratio": gloo[size] / hal[size], "hal_busbw_gb_s": hb / 1e9, "gloo_busbw_gb_s": gb / 1e9,
-                         "memcpy_gb_s": copy_bw / 1e9})
+                         "memcpy_gb_s": copy_bw / 1e9, "memcpy_all_threads_gb_s": copy_all / 1e9})
     if args.ddp:
         ddp_step_times()
     if args.json:

@@ -40,8 +40,6 @@ unsigned char* bytes(sdk::Buffer& b) { return static_cast<CpuBuffer&>(b).bytes()
 
 }  // namespace
 
-CpuBuffer::~CpuBuffer() { std::free(data_); }
-
 sdk::DeviceProperties CpuDevice::properties() {
   sdk::DeviceProperties p;
   p.name = cpuinfo_field("model name");
@@ -62,11 +60,7 @@ sdk::DeviceProperties CpuDevice::properties() {
 }
 
 std::unique_ptr<sdk::Buffer> CpuDevice::allocate(uint64_t size, uint64_t alignment) {
-  alignment = std::max<uint64_t>(alignment, sizeof(void*));
-  void* data = nullptr;
-  if (posix_memalign(&data, alignment, size) != 0)
-    sdk::fail(HAL_STATUS_OUT_OF_MEMORY, "cannot allocate ", size, " bytes aligned to ", alignment);
-  return std::make_unique<CpuBuffer>(*this, size, data);
+  return std::make_unique<CpuBuffer>(*this, size, sdk::HostMemory::allocate(size, alignment));
 }
 
 void CpuDevice::copy_host_to_device(sdk::Buffer& dst, uint64_t dst_offset, const void* src,

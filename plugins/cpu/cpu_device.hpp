@@ -5,21 +5,24 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "hal/sdk/host_memory.hpp"
 #include "hal/sdk/plugin.hpp"
 
 namespace hal::cpu {
 
 class CpuBuffer final : public sdk::Buffer {
  public:
-  CpuBuffer(sdk::Device& device, uint64_t size, void* data) : sdk::Buffer(device, size), data_(data) {}
-  ~CpuBuffer() override;
-  void* host_pointer() override { return data_; }
-  unsigned char* bytes() const { return static_cast<unsigned char*>(data_); }
+  CpuBuffer(sdk::Device& device, uint64_t size, sdk::HostMemory memory)
+      : sdk::Buffer(device, size), memory_(std::move(memory)) {}
+  void* host_pointer() override { return memory_.data(); }
+  bool shared_memory(sdk::SharedMemory* out) override { return memory_.shared_memory(out); }
+  unsigned char* bytes() const { return static_cast<unsigned char*>(memory_.data()); }
 
  private:
-  void* data_;
+  sdk::HostMemory memory_;
 };
 
 class CpuDevice final : public sdk::Device {

@@ -839,8 +839,76 @@ def dcp_load(rank, world):
     check(all(torch.equal(saved[k], loaded[k]) for k in saved), "loaded != saved")
 
 
-TIMEOUTS = {"kill": 5, "stuck": 3, "monitored": 4, "barrier_timeout": 10}
-NO_DESTROY = ("kill", "exit_with_work")
+def large(rank, world):
+    """all_reduce above the one-step size (64 KiB), which reads and writes the peers' buffers in place
+    when they are reachable (cross-memory attach), else goes through the shared segment: sizes just
+    past it, past the 128 KiB chunk and uneven across ranks, five dtypes, five ops, in place, a view
+    at an offset (the elements before it untouched) and a strided tensor; each against the values
+    every rank computes for all."""
+    ops = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.AVG]
+    combine = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.PRODUCT: torch.mul, dist.ReduceOp.MIN: torch.minimum,
+               dist.ReduceOp.MAX: torch.maximum, dist.ReduceOp.AVG: torch.add}
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int8):
+        size = torch.empty(0, dtype=dtype).element_size()
+        for n in ((64 << 10) // size + 1, (3 << 17) // size + 2 * world + 1, (4 << 20) // size + 3):
+            for op in ops:
+                if op == dist.ReduceOp.AVG and not dtype.is_floating_point:
+                    continue
+                want = pattern(dtype, 0, n, "cpu")
+                for r in range(1, world):
+                    want = combine[op](want, pattern(dtype, r, n, "cpu"))
+                if op == dist.ReduceOp.AVG:
+                    want = (want.double() / world).to(dtype)
+                where = f"{_name(op)} {dtype} n={n}"
+                x = pattern(dtype, rank, n)
+                dist.all_reduce(x, op=op)
+                got = x.cpu()
+                if op == dist.ReduceOp.AVG:
+                    check(torch.allclose(got.double(), want.double(), rtol=1e-2, atol=0), where)
+                else:
+                    check(torch.equal(got, want), f"{where}: {(got != want).sum()} elements differ")
+            # A view at an offset and a strided tensor (SUM).
+            want = pattern(dtype, 0, n, "cpu")
+            for r in range(1, world):
+                want = want + pattern(dtype, r, n, "cpu")
+            base = torch.full((n + 5,), 3, dtype=dtype, device=DEVICE)
+            base[5:] = pattern(dtype, rank, n)
+            view = base[5:]
+            dist.all_reduce(view)
+            check(torch.equal(view.cpu(), want) and torch.equal(base[:5].cpu(), torch.full((5,), 3, dtype=dtype)),
+                  f"a view at an offset, {dtype} n={n}")
+            wide = torch.zeros(2 * n, dtype=dtype, device=DEVICE)
+            wide[::2] = pattern(dtype, rank, n)
+            strided = wide[::2]
+            dist.all_reduce(strided)
+            check(torch.equal(strided.cpu(), want) and not wide[1::2].cpu().any(), f"strided, {dtype} n={n}")
+
+
+def kill_large(rank, world):
+    """The last rank exits while a 256 MiB all_reduce is under way: the others fail within the timeout."""
+    x = torch.ones(64 << 20, device="hal")
+    dist.all_reduce(x)
+    torch.hal.synchronize()
+    if rank == world - 1:
+        import threading
+
+        threading.Timer(0.02, lambda: os._exit(3)).start()
+    start = time.monotonic()
+    try:
+        for _ in range(20):
+            dist.all_reduce(x)
+            torch.hal.synchronize()
+        if rank == world - 1:
+            time.sleep(10)  # the timer ends this process
+        raise AssertionError("all_reduce succeeded with a dead rank")
+    except dist.DistBackendError as e:
+        took = time.monotonic() - start
+        print(f"rank {rank}: error after {took:.2f} s: {e}", flush=True)
+        check(took < 6.0, f"took {took:.1f} s for a 5 s timeout")
+
+
+TIMEOUTS = {"kill": 5, "kill_large": 5, "stuck": 3, "monitored": 4, "barrier_timeout": 10}
+NO_DESTROY = ("kill", "kill_large", "exit_with_work")
 
 
 def main():
@@ -848,6 +916,8 @@ def main():
     scenario, rank, world, STORE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     scenario, _, api = scenario.partition(":")
     FSDP_API = api or FSDP_API
+    if scenario == "large" and api == "cma_off_on_last" and rank == world - 1:
+        os.environ["HAL_COMM_CMA"] = "0"  # read when the communicator is made
     BACKEND = sys.argv[5] if len(sys.argv) > 5 else "hal"
     DEVICE = "hal" if BACKEND == "hal" else "cpu"
     timeout = datetime.timedelta(seconds=TIMEOUTS.get(scenario, 60))

@@ -96,6 +96,34 @@ def test_a_killed_rank_gives_the_others_an_error_within_the_timeout(tmp_path):
     assert "error after" in outs[0][1] and "exited" in outs[0][1], outs[0][1]
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_large_all_reduce_reads_and_writes_the_peers_buffers_in_place(world, tmp_path):
+    """Above 64 KiB an all_reduce reaches the other ranks' memory by cross-memory attach (said at debug
+    level); every dtype, op and tensor form of the "large" scenario matches the expected values."""
+    outs = _ranks("large", world, tmp_path, env=dict(_env(), HAL_LOG_LEVEL="debug"))
+    for rank, (code, out) in enumerate(outs):
+        assert code == 0, f"rank {rank}:\n{out}"
+        assert "read and write the peers' buffers in place (cross-memory attach)" in out, out
+
+
+def test_large_all_reduce_falls_back_to_the_segment_on_every_rank_when_one_rank_cannot_attach(tmp_path):
+    """HAL_COMM_CMA=0 on the last rank only: all ranks agree on the segment path (no rank waits for a
+    copy that never comes) and the values still match."""
+    outs = _ranks("large:cma_off_on_last", 3, tmp_path, env=dict(_env(), HAL_LOG_LEVEL="debug"))
+    for rank, (code, out) in enumerate(outs):
+        assert code == 0, f"rank {rank}:\n{out}"
+        assert "cross-memory attach" not in out, out
+        reason = "HAL_COMM_CMA=0" if rank == 2 else "another rank cannot reach its peers' memory"
+        assert f"go through the shared segment: {reason}" in out, out
+
+
+def test_a_rank_killed_during_a_large_all_reduce_gives_the_others_an_error_within_the_timeout(tmp_path):
+    outs = _ranks("kill_large", 2, tmp_path)
+    assert outs[1][0] == 3, outs[1][1]
+    assert outs[0][0] == 0, outs[0][1]
+    assert "error after" in outs[0][1], outs[0][1]
+
+
 def test_mismatched_sizes_and_unsupported_ops_are_errors_not_hangs(tmp_path):
     for rank, (code, out) in enumerate(_ranks("bad", 2, tmp_path)):
         assert code == 0, f"rank {rank}:\n{out}"

@@ -51,6 +51,7 @@
 #ifdef HAL_SDK_WITH_GLOO
 #include "hal/sdk/collective/gloo_transport.hpp"
 #endif
+#include "hal/sdk/detail/call.hpp"
 #include "hal/sdk/device.hpp"
 #include "hal/sdk/status.hpp"
 
@@ -67,6 +68,9 @@ class HostCommunicator final : public Communicator {
  public:
   // Below this many bytes per round, allreduce and reduce take one step.
   static constexpr uint64_t kDirectBytes = 64u << 10;
+  // Above kDirectBytes, an allreduce reads its peers' buffers in place
+  // when they are reachable (allreduce_in_place), this many bytes a copy.
+  static constexpr uint64_t kCmaChunkBytes = 128u << 10;
   static constexpr std::chrono::milliseconds kDefaultTimeout{600000};
 
   static hal_comm_unique_id_t unique_id() { return make_unique_id(); }
@@ -320,7 +324,15 @@ class HostCommunicator final : public Communicator {
     Buffer* recv_buffer = nullptr;
     uint64_t recv_offset = 0;
     bool skip_write_back = false;  // a non-root of reduce
+    // The files behind SEND and RECV when their buffers are shareable
+    // (Buffer::shared_memory, offsets at SEND and RECV); fd -1 otherwise.
+    SharedRecord send_file{-1, 0, 0, 0, 0}, recv_file{-1, 0, 0, 0, 0};
   };
+  static SharedRecord file_of(Buffer& b, uint64_t offset) {
+    SharedMemory m;
+    if (!b.shared_memory(&m)) return SharedRecord{-1, 0, 0, 0, 0};
+    return SharedRecord{m.fd, 0, m.offset + offset, m.device, m.inode};
+  }
 
   struct Task {
     HostCommunicator* comm;
@@ -571,6 +583,7 @@ class HostCommunicator final : public Communicator {
       const uint64_t bytes = extent(c, static_cast<uint32_t>(world)).send * es;
       if (auto* p = static_cast<unsigned char*>(c.send->host_pointer())) {
         v.send = p + c.send_offset;
+        v.send_file = file_of(*c.send, c.send_offset);
       } else {
         v.send_stage.resize(bytes);
         if (bytes) device_.copy_device_to_host(v.send_stage.data(), *c.send, c.send_offset, bytes, stream);
@@ -581,6 +594,7 @@ class HostCommunicator final : public Communicator {
       const uint64_t bytes = extent(c, static_cast<uint32_t>(world)).recv * es;
       if (auto* p = static_cast<unsigned char*>(c.recv->host_pointer())) {
         v.recv = p + c.recv_offset;
+        v.recv_file = file_of(*c.recv, c.recv_offset);
       } else {
         // Staged receive buffers start as the device's bytes: parts the
         // operation does not write (gaps between alltoall blocks) keep them.
@@ -724,6 +738,10 @@ class HostCommunicator final : public Communicator {
   void reduce_all(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
     const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
     const bool all = c.kind == CollectiveCall::kAllreduce, receives = all || c.root == me;
+    if (all && world > 1 && c.count * es > kDirectBytes) {
+      uint32_t h = 0;
+      if (post_buffers(d, v, c.count * es, h, what)) return allreduce_in_place(c, v, h, what);
+    }
     std::vector<const void*> in(world);
     rounds(c.count, group_->half_bytes() / es, d, what, [&](uint64_t off, uint64_t n, uint32_t h, bool) {
       unsigned char* mine = group_->slot(static_cast<uint32_t>(me), h);
@@ -758,6 +776,119 @@ class HostCommunicator final : public Communicator {
         std::memcpy(v.recv + (off + rlo) * es, group_->slot(r, h) + rlo * es, (rhi - rlo) * es);
       }
     });
+  }
+
+  // ---- peers' buffers in place ----
+  //
+  // A rank reaches a peer's buffer by mapping the file behind it when the
+  // peer's device memory is shareable (Buffer::shared_memory, e.g. the CPU
+  // plugin's large buffers: PeerMappings), else by cross-memory attach
+  // (ShmGroup::peer_read/peer_write, one kernel copy). Both need the same
+  // ptrace-level access to the peer, which the ranks probe at join.
+
+  // Unless CMA is known to be unusable: posts D and this rank's buffers
+  // (addresses and files) in a new half (H) and steps; true if every rank
+  // reaches its peers' memory. The first call learns that
+  // (ShmGroup::cma_agreed, the same on every rank); when false, its step
+  // served as a barrier and the caller goes on through the segment. When
+  // true, maps what it can of the peers' buffers (BYTES each) into
+  // peer_send_/peer_recv_: a choice each rank makes alone, as the others
+  // need not know how their memory is reached.
+  bool post_buffers(const OpDescriptor& d, const HostView& v, uint64_t bytes, uint32_t& h, const std::string& what) {
+    if (cma_ == kCmaUnavailable) return false;
+    h = next_half();
+    post(h, d, what);
+    const uint32_t me = group_->rank(), world = group_->world();
+    group_->send_address(me, h) = reinterpret_cast<uintptr_t>(v.send);
+    group_->recv_address(me, h) = reinterpret_cast<uintptr_t>(v.recv);
+    group_->send_file(me, h) = v.send_file;
+    group_->recv_file(me, h) = v.recv_file;
+    checked_step(h, what);
+    if (cma_ == kCmaUnknown) decide_cma(what);
+    if (cma_ != kCmaWorks) return false;
+    peer_send_.assign(world, nullptr);
+    peer_recv_.assign(world, nullptr);
+    peer_maps_.begin_operation();
+    std::string failure;
+    for (uint32_t q = 0; q < world; ++q) {
+      if (q == me) continue;
+      peer_send_[q] = peer_maps_.map(q, group_->pid(q), group_->send_file(q, h), bytes, &failure);
+      peer_recv_[q] = peer_maps_.map(q, group_->pid(q), group_->recv_file(q, h), bytes, &failure);
+    }
+    if (!said_mapping_ && (peer_maps_.size() > 0 || !failure.empty())) {
+      said_mapping_ = true;
+      sdk::log(HAL_LOG_DEBUG, what + " (rank " + std::to_string(rank_) + "): " +
+                                  (failure.empty() ? "maps the peers' shared buffers"
+                                                   : "copies by cross-memory attach where a peer's buffer cannot be "
+                                                     "mapped: " + failure));
+    }
+    return true;
+  }
+  // Reads the ranks' verdicts (all published before this step) and says
+  // the outcome once, at debug level (HAL_LOG_LEVEL=debug).
+  void decide_cma(const std::string& what) {
+    cma_ = group_->cma_agreed() ? kCmaWorks : kCmaUnavailable;
+    std::string line = what + " (rank " + std::to_string(rank_) + "): large allreduces ";
+    if (cma_ == kCmaWorks) line += "read and write the peers' buffers in place (cross-memory attach)";
+    else if (!group_->cma_failure().empty()) line += "go through the shared segment: " + group_->cma_failure();
+    else line += "go through the shared segment: another rank cannot reach its peers' memory";
+    sdk::log(HAL_LOG_DEBUG, line);
+  }
+  // OUT[0, COUNT) = the reduction (OP) of elements [AT, AT + COUNT) of every
+  // rank's send buffer posted in half H, a chunk at a time (its own from
+  // SEND, a peer's where mapped, else copied by CMA into this rank's
+  // scratch), in rank order as the segment path reduces.
+  void reduce_from_peers(uint32_t dtype, uint32_t op, const unsigned char* send, unsigned char* out, uint64_t at,
+                         uint64_t count, uint32_t h, const std::string& what) {
+    const uint64_t es = common::dtype_size(dtype), world = group_->world(), me = group_->rank();
+    const uint64_t chunk = std::max<uint64_t>(1, kCmaChunkBytes / es);
+    cma_scratch_.resize(static_cast<size_t>((world - 1) * chunk * es));
+    std::vector<const void*> in(world);
+    for (uint64_t done = 0; done < count; done += chunk) {
+      const uint64_t m = std::min(chunk, count - done), from = (at + done) * es;
+      group_->throw_if_aborted(what);
+      for (uint32_t q = 0, k = 0; q < world; ++q) {
+        if (q == me || peer_send_[q] != nullptr) {
+          in[q] = q == me ? send + from : peer_send_[q] + from;
+          continue;
+        }
+        unsigned char* scratch = cma_scratch_.data() + (k++) * chunk * es;
+        group_->peer_read(q, scratch, group_->send_address(q, h) + from, m * es, what);
+        in[q] = scratch;
+      }
+      reduce(dtype, op, out + done * es, in.data(), world, m);
+    }
+  }
+  // Writes BYTES from SRC into every peer's receive buffer (posted in half
+  // H) at byte offset AT: a memcpy where mapped, else by CMA.
+  void write_to_peers(const unsigned char* src, uint64_t at, uint64_t bytes, uint32_t h, const std::string& what) {
+    for (uint32_t q = 0; q < group_->world(); ++q) {
+      if (q == group_->rank()) continue;
+      if (peer_recv_[q] != nullptr) std::memcpy(peer_recv_[q] + at, src, bytes);
+      else group_->peer_write(q, src, group_->recv_address(q, h) + at, bytes, what);
+    }
+  }
+
+  // Allreduce on the peers' buffers in place, after post_buffers: rank r
+  // reduces slice r of all ranks' send buffers into its receive buffer, a
+  // chunk at a time, and writes each chunk into every peer's receive buffer
+  // while it is in cache. Each slice of every buffer is read, then written,
+  // by its one owner, so in-place buffers are safe. With mapped buffers a
+  // rank's memory traffic is one read and one write of the data, as a
+  // memcpy (the segment path's: two of each); CMA adds the kernel's copy
+  // into scratch. A last step keeps every rank's buffers alive until all
+  // are written.
+  void allreduce_in_place(const CollectiveCall& c, HostView& v, uint32_t h, const std::string& what) {
+    const uint64_t es = common::dtype_size(c.dtype), world = group_->world(), me = group_->rank();
+    const uint64_t per = (c.count + world - 1) / world, lo = std::min(c.count, me * per),
+                   hi = std::min(c.count, lo + per);
+    const uint64_t chunk = std::max<uint64_t>(1, kCmaChunkBytes / es);
+    for (uint64_t off = lo; off < hi; off += chunk) {
+      const uint64_t m = std::min(chunk, hi - off);
+      reduce_from_peers(c.dtype, c.op, v.send, v.recv + off * es, off, m, h, what);
+      write_to_peers(v.recv + off * es, off * es, m * es, h, what);
+    }
+    group_->step(what);
   }
 
   void broadcast(const CollectiveCall& c, HostView& v, const OpDescriptor& d, const std::string& what) {
@@ -1541,7 +1672,17 @@ class HostCommunicator final : public Communicator {
     const uint64_t chunk = std::max<uint64_t>(1, group_->half_bytes() / es / (L - 1));
     const auto place = [&](uint64_t q, uint64_t of) { return (q < of ? q : q - 1) * chunk * es; };
     std::vector<const void*> in(L);
+    // With the host's peers' buffers in reach (post_buffers), both host
+    // phases read and write them in place: no step until the last.
+    uint32_t posted = 0;
+    const bool direct = post_buffers(d, v, n * es, posted, what);
     const auto reduce_scatter = [&](uint64_t from, uint64_t to) {
+      if (direct) {
+        const uint64_t end = std::min(to, len(me));
+        if (end > from)
+          reduce_from_peers(c.dtype, op, v.send, v.recv + (lo(me) + from) * es, lo(me) + from, end - from, posted, what);
+        return;
+      }
       rounds(to - from, chunk, d, what, [&](uint64_t at, uint64_t m, uint32_t h, bool) {
         const uint64_t off = from + at;
         unsigned char* mine = group_->slot(static_cast<uint32_t>(me), h);
@@ -1558,6 +1699,11 @@ class HostCommunicator final : public Communicator {
     // Allgather of slice elements [FROM, TO), a chunk per round.
     unsigned char* slice = v.recv + lo(me) * es;
     const auto allgather = [&](uint64_t from, uint64_t to) {
+      if (direct) {
+        const uint64_t end = std::min(to, len(me));
+        if (end > from) write_to_peers(slice + from * es, (lo(me) + from) * es, (end - from) * es, posted, what);
+        return;
+      }
       rounds(to - from, group_->half_bytes() / es, d, what, [&](uint64_t at, uint64_t m, uint32_t h, bool) {
         const uint64_t off = from + at;
         if (off < len(me))
@@ -1584,7 +1730,9 @@ class HostCommunicator final : public Communicator {
     if (pieces == 1) {
       reduce_scatter(0, longest);
       across(0);
-      return allgather(0, longest);
+      allgather(0, longest);
+      if (direct) group_->step(what);  // every rank's buffers written
+      return;
     }
     std::mutex mu;
     std::condition_variable cv;
@@ -1630,6 +1778,7 @@ class HostCommunicator final : public Communicator {
       }
       wait_crossed(pieces - 1);
       allgather((pieces - 1) * piece, longest);
+      if (direct) group_->step(what);  // every rank's buffers written
     } catch (...) {
       // The communicator is broken (the caller aborts it): closing the TCP
       // meshes ends the thread's wait for its column at once.
@@ -1792,6 +1941,13 @@ class HostCommunicator final : public Communicator {
   bool progress_stop_ = false;
   std::thread progress_;
   uint64_t round_ = 0, sequence_ = 0, splits_ = 0;
+  CmaVerdict cma_ = kCmaUnknown;              // whether allreduce_in_place runs (reduce_all)
+  std::vector<unsigned char> cma_scratch_;    // its peers' chunks; guarded by run_mu_
+  PeerMappings peer_maps_;                    // guarded by run_mu_
+  // This operation's peers' send and receive buffers where mapped, else
+  // null (post_buffers); guarded by run_mu_.
+  std::vector<unsigned char*> peer_send_, peer_recv_;
+  bool said_mapping_ = false;
   mutable std::mutex error_mu_;
   std::optional<Error> error_;
   std::mutex inflight_mu_;

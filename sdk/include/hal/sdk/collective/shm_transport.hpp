@@ -29,6 +29,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,10 +42,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "hal/collective.h"
@@ -218,11 +221,31 @@ struct OpDescriptor {
   }
 };
 
+// A buffer's shared file as its owner posts it (Buffer::shared_memory),
+// for the peers to map.
+struct SharedRecord {
+  int32_t fd;  // in the owner's process; -1: none
+  uint32_t reserved;
+  uint64_t offset, device, inode;
+};
+
 struct alignas(128) RankControl {
   std::atomic<uint32_t> step;
   std::atomic<int32_t> pid;
   OpDescriptor descriptor[2];
+  // This rank's buffers of the operation posted in each half (addresses in
+  // its own process, for cross-memory attach); not compared.
+  uint64_t send_address[2], recv_address[2];
+  SharedRecord send_file[2], recv_file[2];  // the same buffers' files, if shareable
+  // A word of this rank's memory and its value, read by the peers at join
+  // to tell whether cross-memory attach reaches this process; then this
+  // rank's own verdict on its peers (CmaVerdict).
+  uint64_t probe_address, probe_value;
+  std::atomic<uint32_t> cma;
 };
+static_assert(sizeof(RankControl) == 256);
+
+enum CmaVerdict : uint32_t { kCmaUnknown = 0, kCmaWorks = 1, kCmaUnavailable = 2 };
 
 struct alignas(128) Channel {  // SEND side writes head, RECV side tail (bytes, monotonic)
   std::atomic<uint64_t> head;
@@ -241,6 +264,86 @@ struct SegmentHeader {
   std::atomic<uint32_t> aborted;   // 0, or 1 + the rank that aborted
   char abort_reason[512];
   std::atomic<uint32_t> reason_lock;
+};
+
+// Peers' shareable buffers (SharedRecord) mapped into this process, keyed
+// by rank and file identity. A file is opened through /proc/<pid>/fd (the
+// same ptrace-level access as cross-memory attach), checked to be the file
+// the peer posted, mapped whole and closed; mappings stay for later
+// operations on the same buffers. Past kBudgetBytes or kMaxMappings, those
+// least recently used, and not by the current operation, are unmapped (a
+// mapping keeps a buffer its owner freed alive until then). One thread at
+// a time (the communicator's lock).
+class PeerMappings {
+ public:
+  static constexpr uint64_t kBudgetBytes = 1ull << 30;
+  static constexpr size_t kMaxMappings = 64;
+
+  PeerMappings() = default;
+  PeerMappings(const PeerMappings&) = delete;
+  PeerMappings& operator=(const PeerMappings&) = delete;
+  ~PeerMappings() {
+    for (auto& [key, m] : maps_) munmap(m.base, m.size);
+  }
+
+  // Starts an operation: mappings used from here on are kept until the next.
+  void begin_operation() { ++clock_; }
+  // Byte 0 of the BYTES-byte buffer R of rank PEER (process PID) in this
+  // process, or nullptr if it cannot be mapped (why: in FAILURE).
+  unsigned char* map(uint32_t peer, int32_t pid, const SharedRecord& r, uint64_t bytes, std::string* failure) {
+    if (r.fd < 0) return nullptr;
+    const auto key = std::make_tuple(peer, r.device, r.inode);
+    auto it = maps_.find(key);
+    if (it == maps_.end()) {
+      const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(r.fd);
+      const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) {
+        *failure = "opening " + path + " failed: " + std::strerror(errno);
+        return nullptr;
+      }
+      struct stat st{};
+      void* p = MAP_FAILED;
+      if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != r.device ||
+          static_cast<uint64_t>(st.st_ino) != r.inode)
+        *failure = path + " is not the file rank " + std::to_string(peer) + " posted";
+      else if ((p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+               MAP_FAILED)
+        *failure = "mapping " + path + " failed: " + std::strerror(errno);
+      close(fd);
+      if (p == MAP_FAILED) return nullptr;
+      evict();
+      it = maps_.emplace(key, Mapping{static_cast<unsigned char*>(p), static_cast<size_t>(st.st_size), 0}).first;
+      total_ += it->second.size;
+    }
+    Mapping& m = it->second;
+    if (r.offset + bytes > m.size) {
+      *failure = "rank " + std::to_string(peer) + "'s buffer lies past the end of its file";
+      return nullptr;
+    }
+    m.used = clock_;
+    return m.base + r.offset;
+  }
+  size_t size() const { return maps_.size(); }
+
+ private:
+  struct Mapping {
+    unsigned char* base;
+    size_t size;
+    uint64_t used;  // clock_ at the last use
+  };
+  void evict() {
+    while (total_ > kBudgetBytes || maps_.size() >= kMaxMappings) {
+      auto oldest = maps_.end();
+      for (auto it = maps_.begin(); it != maps_.end(); ++it)
+        if (it->second.used < clock_ && (oldest == maps_.end() || it->second.used < oldest->second.used)) oldest = it;
+      if (oldest == maps_.end()) return;  // all in use by this operation
+      munmap(oldest->second.base, oldest->second.size);
+      total_ -= oldest->second.size;
+      maps_.erase(oldest);
+    }
+  }
+  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, Mapping> maps_;
+  uint64_t clock_ = 1, total_ = 0;
 };
 
 class ShmGroup {
@@ -313,6 +416,9 @@ class ShmGroup {
   // waiting and may throw (a peer known to have failed).
   template <class OnTimeout, class Poll>
   void join(const std::string& what, OnTimeout&& on_timeout, Poll&& poll) {
+    probe_token_ = reinterpret_cast<uintptr_t>(this) ^ (static_cast<uint64_t>(getpid()) << 32) ^ 0x9e3779b97f4a7c15ull;
+    rank_control(rank_).probe_address = reinterpret_cast<uintptr_t>(&probe_token_);
+    rank_control(rank_).probe_value = probe_token_;
     rank_control(rank_).pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
     SegmentHeader* h = header();
     h->attached.fetch_add(1, std::memory_order_acq_rel);
@@ -353,6 +459,47 @@ class ShmGroup {
       shm_unlink(name_.c_str());
       owns_name_ = false;
     }
+    cma_failure_ = probe_peers();
+    rank_control(rank_).cma.store(cma_failure_.empty() ? kCmaWorks : kCmaUnavailable, std::memory_order_release);
+  }
+
+  // ---- cross-memory attach (CMA) ----
+  //
+  // process_vm_readv/writev copy between this process's memory and a
+  // peer's in one kernel copy, so a collective can read its peers' buffers
+  // in place instead of passing every byte through the segment. It needs
+  // ptrace-level access to the peer (the same user where Yama's
+  // ptrace_scope is 0, or CAP_SYS_PTRACE; container seccomp profiles may
+  // refuse it) and the peer's pid in this PID namespace, so each rank
+  // probes its peers at join and publishes its verdict.
+
+  // Whether every rank found every peer reachable. Each rank publishes its
+  // verdict before it leaves join, so after any step of the group all
+  // ranks read the same verdicts and agree. $HAL_COMM_CMA=0 on a rank
+  // turns CMA off for its groups.
+  bool cma_agreed() const {
+    for (uint32_t r = 0; r < world_; ++r)
+      if (rank_control(r).cma.load(std::memory_order_acquire) != kCmaWorks) return false;
+    return world_ > 1;
+  }
+  // Why this rank found CMA unusable at join ("HAL_COMM_CMA=0", a failed
+  // process_vm_readv with its errno, ...), or empty.
+  const std::string& cma_failure() const { return cma_failure_; }
+  uint64_t& send_address(uint32_t r, uint32_t half) const { return rank_control(r).send_address[half]; }
+  uint64_t& recv_address(uint32_t r, uint32_t half) const { return rank_control(r).recv_address[half]; }
+  SharedRecord& send_file(uint32_t r, uint32_t half) const { return rank_control(r).send_file[half]; }
+  SharedRecord& recv_file(uint32_t r, uint32_t half) const { return rank_control(r).recv_file[half]; }
+  int32_t pid(uint32_t r) const { return rank_control(r).pid.load(std::memory_order_acquire); }
+
+  // Copies BYTES from address REMOTE of rank PEER's process to LOCAL
+  // (peer_read), or from LOCAL to REMOTE (peer_write). Throws DEVICE_ERROR
+  // naming the peer, its pid and the errno (ESRCH: the peer exited) after
+  // aborting the group, so the others stop waiting for this rank.
+  void peer_read(uint32_t peer, void* local, uint64_t remote, size_t bytes, const std::string& what) {
+    peer_copy(peer, false, local, remote, bytes, what);
+  }
+  void peer_write(uint32_t peer, const void* local, uint64_t remote, size_t bytes, const std::string& what) {
+    peer_copy(peer, true, const_cast<void*>(local), remote, bytes, what);  // iovec's pointer is not const
   }
 
   ~ShmGroup() {
@@ -544,8 +691,55 @@ class ShmGroup {
   uint64_t total_ = 0, half_ = 0, chan_ = 0, ranks_ = 0, channels_ = 0, slots_ = 0, rings_ = 0;
   uint32_t world_ = 1, rank_ = 0;
   std::chrono::milliseconds timeout_{0};
+  void peer_copy(uint32_t peer, bool write, void* local, uint64_t remote, size_t bytes, const std::string& what) {
+    const int32_t pid = rank_control(peer).pid.load(std::memory_order_acquire);
+    size_t done = 0;
+    while (done < bytes) {
+      iovec l{static_cast<unsigned char*>(local) + done, bytes - done};
+      iovec r{reinterpret_cast<void*>(static_cast<uintptr_t>(remote + done)), bytes - done};
+      const ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EFAULT;
+        if (e == EINTR) continue;
+        const std::string why = what + ": " + (write ? "writing to" : "reading from") + " rank " +
+                                std::to_string(peer) + "'s buffer (pid " + std::to_string(pid) +
+                                ") failed: " + std::strerror(e) +
+                                (e == ESRCH ? " (the process exited)" : "");
+        abort(why);
+        fail(HAL_STATUS_DEVICE_ERROR, why);
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+
+
+  // Reads every peer's probe word through CMA (see cma_agreed): empty, or
+  // why this rank cannot.
+  std::string probe_peers() const {
+    if (world_ < 2) return "one rank";
+    if (const char* e = std::getenv("HAL_COMM_CMA"); e != nullptr && std::strcmp(e, "0") == 0)
+      return "HAL_COMM_CMA=0";
+    for (uint32_t q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
+      const RankControl& c = rank_control(q);
+      uint64_t got = 0;
+      iovec l{&got, sizeof(got)};
+      iovec r{reinterpret_cast<void*>(static_cast<uintptr_t>(c.probe_address)), sizeof(got)};
+      const int32_t pid = c.pid.load(std::memory_order_acquire);
+      const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+      if (n != sizeof(got))
+        return "process_vm_readv of rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
+               ") failed: " + std::strerror(n < 0 ? errno : EFAULT);
+      if (got != c.probe_value)
+        return "pid " + std::to_string(pid) + " is not rank " + std::to_string(q) + "'s process here (another PID namespace?)";
+    }
+    return "";
+  }
+
   std::string name_;
   bool owns_name_ = false;
+  uint64_t probe_token_ = 0;  // read by the peers' probes (join)
+  std::string cma_failure_;   // why this rank cannot reach its peers' memory (join), or empty
 };
 
 }  // namespace hal::sdk::collective
