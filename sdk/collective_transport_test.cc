@@ -139,7 +139,7 @@ TEST_CASE("host memory: large allocations are memfds a peer can map, small ones 
   CHECK(reinterpret_cast<uintptr_t>(wide.data()) % (1u << 16) == 0);
 }
 
-TEST_CASE("peer mappings: a peer's shared buffer mapped here is the same memory; a wrong file or range is refused") {
+TEST_CASE("peer mappings: a peer's shared buffer mapped here is the same memory, a wrong file or range is refused") {
   auto mem = hal::sdk::HostMemory::allocate(4u << 20, 64);
   hal::sdk::SharedMemory f;
   REQUIRE(mem.shared_memory(&f));
@@ -246,7 +246,7 @@ std::map<std::string, bool> threads_blocking_sigpipe() {
 
 }  // namespace
 
-TEST_CASE("SigpipeBlocked: a write to a closed socket is EPIPE, not a dead process; nothing is left pending") {
+TEST_CASE("SigpipeBlocked: a write to a closed socket is EPIPE, not a dead process, and nothing is left pending") {
   REQUIRE_FALSE(sigpipe_blocked());
   {
     col::detail::SigpipeBlocked guard;
