@@ -96,14 +96,18 @@ def test_a_killed_rank_gives_the_others_an_error_within_the_timeout(tmp_path):
     assert "error after" in outs[0][1] and "exited" in outs[0][1], outs[0][1]
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_large_all_reduce_reads_and_writes_the_peers_buffers_in_place(world, tmp_path):
-    """Above 64 KiB an all_reduce reaches the other ranks' memory by cross-memory attach (said at debug
-    level); every dtype, op and tensor form of the "large" scenario matches the expected values."""
-    outs = _ranks("large", world, tmp_path, env=dict(_env(), HAL_LOG_LEVEL="debug"))
+@pytest.mark.parametrize("world,shared", [(2, "1"), (3, "1"), (2, "0")], ids=["2", "3", "2-unshared"])
+def test_large_all_reduce_reads_and_writes_the_peers_buffers_in_place(world, shared, tmp_path):
+    """Above 64 KiB an all_reduce reaches the other ranks' memory in place (said at debug level): the
+    CPU plugin's buffers of 1 MiB and up mapped, smaller ones (and all with HAL_SHARED_DEVICE_MEMORY=0)
+    copied by cross-memory attach; every dtype, op and tensor form of the "large" scenario matches the
+    expected values on both."""
+    env = dict(_env(), HAL_LOG_LEVEL="debug", HAL_SHARED_DEVICE_MEMORY=shared)
+    outs = _ranks("large", world, tmp_path, env=env)
     for rank, (code, out) in enumerate(outs):
         assert code == 0, f"rank {rank}:\n{out}"
         assert "read and write the peers' buffers in place (cross-memory attach)" in out, out
+        assert ("maps the peers' shared buffers" in out) == (shared == "1"), out
 
 
 def test_large_all_reduce_falls_back_to_the_segment_on_every_rank_when_one_rank_cannot_attach(tmp_path):

@@ -10,6 +10,7 @@
 // posix_memalign: each memfd holds a descriptor for the buffer's life, so
 // they are made only while the descriptor number stays below a quarter of
 // RLIMIT_NOFILE's soft limit (the rest is the application's).
+// $HAL_SHARED_DEVICE_MEMORY=0 turns memfds off (plain memory throughout).
 //
 // Semantics a user can see: a memfd mapping is MAP_SHARED, so a child made
 // by fork() shares these buffers with its parent rather than getting a
@@ -48,7 +49,12 @@ class HostMemory {
   static HostMemory allocate(uint64_t size, uint64_t alignment) {
     HostMemory m;
     m.size_ = size;
-    if (size >= kSharedMinBytes && alignment <= static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) && m.map_shared())
+    static const bool enabled = [] {
+      const char* e = std::getenv("HAL_SHARED_DEVICE_MEMORY");
+      return e == nullptr || std::strcmp(e, "0") != 0;
+    }();
+    if (enabled && size >= kSharedMinBytes && alignment <= static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) &&
+        m.map_shared())
       return m;
     alignment = std::max<uint64_t>(alignment, sizeof(void*));
     if (posix_memalign(&m.data_, alignment, size) != 0)
