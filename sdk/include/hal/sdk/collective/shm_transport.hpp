@@ -645,6 +645,50 @@ class ShmGroup {
  private:
   ShmGroup() = default;
 
+  void peer_copy(uint32_t peer, bool write, void* local, uint64_t remote, size_t bytes, const std::string& what) {
+    const int32_t pid = rank_control(peer).pid.load(std::memory_order_acquire);
+    size_t done = 0;
+    while (done < bytes) {
+      iovec l{static_cast<unsigned char*>(local) + done, bytes - done};
+      iovec r{reinterpret_cast<void*>(static_cast<uintptr_t>(remote + done)), bytes - done};
+      const ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EFAULT;
+        if (e == EINTR) continue;
+        const std::string why = what + ": " + (write ? "writing to" : "reading from") + " rank " +
+                                std::to_string(peer) + "'s buffer (pid " + std::to_string(pid) +
+                                ") failed: " + std::strerror(e) +
+                                (e == ESRCH ? " (the process exited)" : "");
+        abort(why);
+        fail(HAL_STATUS_DEVICE_ERROR, why);
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+
+  // Reads every peer's probe word through CMA (see cma_agreed): empty, or
+  // why this rank cannot.
+  std::string probe_peers() const {
+    if (world_ < 2) return "one rank";
+    if (const char* e = std::getenv("HAL_COMM_CMA"); e != nullptr && std::strcmp(e, "0") == 0)
+      return "HAL_COMM_CMA=0";
+    for (uint32_t q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
+      const RankControl& c = rank_control(q);
+      uint64_t got = 0;
+      iovec l{&got, sizeof(got)};
+      iovec r{reinterpret_cast<void*>(static_cast<uintptr_t>(c.probe_address)), sizeof(got)};
+      const int32_t pid = c.pid.load(std::memory_order_acquire);
+      const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+      if (n != sizeof(got))
+        return "process_vm_readv of rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
+               ") failed: " + std::strerror(n < 0 ? errno : EFAULT);
+      if (got != c.probe_value)
+        return "pid " + std::to_string(pid) + " is not rank " + std::to_string(q) + "'s process here (another PID namespace?)";
+    }
+    return "";
+  }
+
   void layout(uint64_t half, uint64_t chan) {
     const auto page = [](uint64_t x) { return (x + 4095) / 4096 * 4096; };
     half_ = half;
@@ -691,51 +735,6 @@ class ShmGroup {
   uint64_t total_ = 0, half_ = 0, chan_ = 0, ranks_ = 0, channels_ = 0, slots_ = 0, rings_ = 0;
   uint32_t world_ = 1, rank_ = 0;
   std::chrono::milliseconds timeout_{0};
-  void peer_copy(uint32_t peer, bool write, void* local, uint64_t remote, size_t bytes, const std::string& what) {
-    const int32_t pid = rank_control(peer).pid.load(std::memory_order_acquire);
-    size_t done = 0;
-    while (done < bytes) {
-      iovec l{static_cast<unsigned char*>(local) + done, bytes - done};
-      iovec r{reinterpret_cast<void*>(static_cast<uintptr_t>(remote + done)), bytes - done};
-      const ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-      if (n <= 0) {
-        const int e = n < 0 ? errno : EFAULT;
-        if (e == EINTR) continue;
-        const std::string why = what + ": " + (write ? "writing to" : "reading from") + " rank " +
-                                std::to_string(peer) + "'s buffer (pid " + std::to_string(pid) +
-                                ") failed: " + std::strerror(e) +
-                                (e == ESRCH ? " (the process exited)" : "");
-        abort(why);
-        fail(HAL_STATUS_DEVICE_ERROR, why);
-      }
-      done += static_cast<size_t>(n);
-    }
-  }
-
-
-  // Reads every peer's probe word through CMA (see cma_agreed): empty, or
-  // why this rank cannot.
-  std::string probe_peers() const {
-    if (world_ < 2) return "one rank";
-    if (const char* e = std::getenv("HAL_COMM_CMA"); e != nullptr && std::strcmp(e, "0") == 0)
-      return "HAL_COMM_CMA=0";
-    for (uint32_t q = 0; q < world_; ++q) {
-      if (q == rank_) continue;
-      const RankControl& c = rank_control(q);
-      uint64_t got = 0;
-      iovec l{&got, sizeof(got)};
-      iovec r{reinterpret_cast<void*>(static_cast<uintptr_t>(c.probe_address)), sizeof(got)};
-      const int32_t pid = c.pid.load(std::memory_order_acquire);
-      const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
-      if (n != sizeof(got))
-        return "process_vm_readv of rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
-               ") failed: " + std::strerror(n < 0 ? errno : EFAULT);
-      if (got != c.probe_value)
-        return "pid " + std::to_string(pid) + " is not rank " + std::to_string(q) + "'s process here (another PID namespace?)";
-    }
-    return "";
-  }
-
   std::string name_;
   bool owns_name_ = false;
   uint64_t probe_token_ = 0;  // read by the peers' probes (join)
