@@ -250,6 +250,10 @@ TEST_CASE("the fuzz seed corpus loads (torch-exported MLPs included)") {
     Model m = Model::load(entry.path().string());
     CHECK(!m.outputs().empty());
     ++loaded;
+    if (name == "unique_huge_input.onnx") {  // a fuzzer find: translating its Unique of 2^28 declared elements
+      CHECK(m.runs_in_stages());            // built 2 GiB of index constants (now aranges on the device)
+      continue;
+    }
     if (name == "if_staged.onnx") {
       REQUIRE(m.runs_in_stages());
       ModelStage first = m.stage({});
@@ -259,7 +263,7 @@ TEST_CASE("the fuzz seed corpus loads (torch-exported MLPs included)") {
     }
     CHECK(!m.graph().nodes().empty());
   }
-  CHECK(loaded == 10);
+  CHECK(loaded == 11);
 }
 
 }  // namespace

@@ -876,10 +876,12 @@ bool unique_on_device(Translator& t) {
   if (n < 1) return false;
   V flat = in.spec.shape.size() == 1 ? t.value(0) : reshape_to(t, t.value(0), {n});
   std::vector<V> sorted = t.emit("sort", {flat}, {Attr::i("dim", 0), Attr::b("descending", false), Attr::b("stable", true)}, 2);
+  // [from, to) made by the device, not a constant: the input's declared
+  // size must not decide how much the translation allocates (the load
+  // fuzzer's out-of-memory: a Unique of 2^28 elements built 2 GiB of them).
   auto range_of = [&](int64_t from, int64_t to) {
-    std::vector<int64_t> idx;
-    for (int64_t i = from; i < to; ++i) idx.push_back(i);
-    return t.constant(int_tensor(HAL_DTYPE_INT64, idx, {to - from}));
+    return t.emit1("arange", {}, {Attr::scalar("start", double(from)), Attr::scalar("end", double(to)),
+                                  Attr::scalar("step", 1.0), Attr::dtype("dtype", HAL_DTYPE_INT64)});
   };
   const HostTensor yes{HAL_DTYPE_BOOL, {1}, {1}};
   V starts = t.constant(yes);
