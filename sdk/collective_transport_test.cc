@@ -143,7 +143,8 @@ TEST_CASE("peer mappings: a peer's shared buffer mapped here is the same memory,
   auto mem = hal::sdk::HostMemory::allocate(4u << 20, 64);
   hal::sdk::SharedMemory f;
   REQUIRE(mem.shared_memory(&f));
-  col::SharedRecord r{f.fd, 0, f.offset + 4096, f.device, f.inode};
+  hal::sdk::SharedMemory r = f;
+  r.offset += 4096;
   col::PeerMappings maps;
   maps.begin_operation();
   std::string failure;
@@ -156,19 +157,19 @@ TEST_CASE("peer mappings: a peer's shared buffer mapped here is the same memory,
   CHECK(maps.map(1, getpid(), r, 1u << 20, &failure) == p);          // kept
   CHECK(maps.size() == 1);
 
-  col::SharedRecord wrong = r;
+  hal::sdk::SharedMemory wrong = r;
   wrong.inode += 1;  // a descriptor number now naming another file
   CHECK(maps.map(2, getpid(), wrong, 16, &failure) == nullptr);
   CHECK(failure.find("is not the file rank 2 posted") != std::string::npos);
-  col::SharedRecord past = r;
+  hal::sdk::SharedMemory past = r;
   past.offset = (4u << 20) - 8;
   CHECK(maps.map(1, getpid(), past, 16, &failure) == nullptr);
   CHECK(failure.find("past the end of its file") != std::string::npos);
-  col::SharedRecord gone = r;
+  hal::sdk::SharedMemory gone = r;
   gone.fd = 1 << 20;
   CHECK(maps.map(3, getpid(), gone, 16, &failure) == nullptr);
   CHECK(failure.find("/fd/1048576 failed") != std::string::npos);
-  col::SharedRecord none = r;
+  hal::sdk::SharedMemory none = r;
   none.fd = -1;
   CHECK(maps.map(1, getpid(), none, 16, &failure) == nullptr);
 }
@@ -182,7 +183,7 @@ TEST_CASE("peer mappings: past the mapping count, the least recently used of ear
     hal::sdk::SharedMemory f;
     REQUIRE(files.back().shared_memory(&f));
     maps.begin_operation();
-    REQUIRE(maps.map(0, getpid(), col::SharedRecord{f.fd, 0, 0, f.device, f.inode}, 1u << 20, &failure) != nullptr);
+    REQUIRE(maps.map(0, getpid(), f, 1u << 20, &failure) != nullptr);
     CHECK(maps.size() <= col::PeerMappings::kMaxMappings);
   }
   CHECK(maps.size() == col::PeerMappings::kMaxMappings);
@@ -192,7 +193,7 @@ TEST_CASE("peer mappings: past the mapping count, the least recently used of ear
   for (size_t i = 0; i < files.size(); ++i) {
     hal::sdk::SharedMemory f;
     files[i].shared_memory(&f);
-    held.push_back(maps.map(0, getpid(), col::SharedRecord{f.fd, 0, 0, f.device, f.inode}, 1u << 20, &failure));
+    held.push_back(maps.map(0, getpid(), f, 1u << 20, &failure));
     REQUIRE(held.back() != nullptr);
   }
   for (size_t i = 0; i < files.size(); ++i) {

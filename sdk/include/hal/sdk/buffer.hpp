@@ -14,11 +14,15 @@ class Device;
 // process, the offset of byte 0 in the file, and the file's identity
 // (st_dev, st_ino), by which a peer tells this file from another that
 // reused the descriptor number.
+// Also posted as is in the host communicator's shared segment, for
+// processes of the same build: a fixed layout.
 struct SharedMemory {
-  int fd = -1;
+  int32_t fd = -1;  // -1: none
+  uint32_t reserved = 0;
   uint64_t offset = 0;
   uint64_t device = 0, inode = 0;
 };
+static_assert(sizeof(SharedMemory) == 32);
 
 // Subclass to hold your native handle. Created by Device::allocate, owned
 // by the SDK from then on and destroyed on buffer_free (after the handle was

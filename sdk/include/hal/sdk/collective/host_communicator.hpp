@@ -326,12 +326,13 @@ class HostCommunicator final : public Communicator {
     bool skip_write_back = false;  // a non-root of reduce
     // The files behind SEND and RECV when their buffers are shareable
     // (Buffer::shared_memory, offsets at SEND and RECV); fd -1 otherwise.
-    SharedRecord send_file{-1, 0, 0, 0, 0}, recv_file{-1, 0, 0, 0, 0};
+    SharedMemory send_file, recv_file;
   };
-  static SharedRecord file_of(Buffer& b, uint64_t offset) {
+  static SharedMemory file_of(Buffer& b, uint64_t offset) {
     SharedMemory m;
-    if (!b.shared_memory(&m)) return SharedRecord{-1, 0, 0, 0, 0};
-    return SharedRecord{m.fd, 0, m.offset + offset, m.device, m.inode};
+    if (!b.shared_memory(&m)) return SharedMemory{};
+    m.offset += offset;
+    return m;
   }
 
   struct Task {

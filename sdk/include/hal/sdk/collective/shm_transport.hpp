@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "hal/collective.h"
+#include "hal/sdk/buffer.hpp"
 #include "hal/sdk/status.hpp"
 
 namespace hal::sdk::collective {
@@ -221,14 +222,6 @@ struct OpDescriptor {
   }
 };
 
-// A buffer's shared file as its owner posts it (Buffer::shared_memory),
-// for the peers to map.
-struct SharedRecord {
-  int32_t fd;  // in the owner's process; -1: none
-  uint32_t reserved;
-  uint64_t offset, device, inode;
-};
-
 struct alignas(128) RankControl {
   std::atomic<uint32_t> step;
   std::atomic<int32_t> pid;
@@ -236,7 +229,9 @@ struct alignas(128) RankControl {
   // This rank's buffers of the operation posted in each half (addresses in
   // its own process, for cross-memory attach); not compared.
   uint64_t send_address[2], recv_address[2];
-  SharedRecord send_file[2], recv_file[2];  // the same buffers' files, if shareable
+  // The same buffers' files (Buffer::shared_memory, the fd in this rank's
+  // process), for the peers to map; fd -1 if not shareable.
+  SharedMemory send_file[2], recv_file[2];
   // A word of this rank's memory and its value, read by the peers at join
   // to tell whether cross-memory attach reaches this process; then this
   // rank's own verdict on its peers (CmaVerdict).
@@ -266,7 +261,7 @@ struct SegmentHeader {
   std::atomic<uint32_t> reason_lock;
 };
 
-// Peers' shareable buffers (SharedRecord) mapped into this process, keyed
+// Peers' shareable buffers (SharedMemory, as posted) mapped into this process, keyed
 // by rank and file identity. A file is opened through /proc/<pid>/fd (the
 // same ptrace-level access as cross-memory attach), checked to be the file
 // the peer posted, mapped whole and closed; mappings stay for later
@@ -290,7 +285,7 @@ class PeerMappings {
   void begin_operation() { ++clock_; }
   // Byte 0 of the BYTES-byte buffer R of rank PEER (process PID) in this
   // process, or nullptr if it cannot be mapped (why: in FAILURE).
-  unsigned char* map(uint32_t peer, int32_t pid, const SharedRecord& r, uint64_t bytes, std::string* failure) {
+  unsigned char* map(uint32_t peer, int32_t pid, const SharedMemory& r, uint64_t bytes, std::string* failure) {
     if (r.fd < 0) return nullptr;
     const auto key = std::make_tuple(peer, r.device, r.inode);
     auto it = maps_.find(key);
@@ -487,8 +482,8 @@ class ShmGroup {
   const std::string& cma_failure() const { return cma_failure_; }
   uint64_t& send_address(uint32_t r, uint32_t half) const { return rank_control(r).send_address[half]; }
   uint64_t& recv_address(uint32_t r, uint32_t half) const { return rank_control(r).recv_address[half]; }
-  SharedRecord& send_file(uint32_t r, uint32_t half) const { return rank_control(r).send_file[half]; }
-  SharedRecord& recv_file(uint32_t r, uint32_t half) const { return rank_control(r).recv_file[half]; }
+  SharedMemory& send_file(uint32_t r, uint32_t half) const { return rank_control(r).send_file[half]; }
+  SharedMemory& recv_file(uint32_t r, uint32_t half) const { return rank_control(r).recv_file[half]; }
   int32_t pid(uint32_t r) const { return rank_control(r).pid.load(std::memory_order_acquire); }
 
   // Copies BYTES from address REMOTE of rank PEER's process to LOCAL
