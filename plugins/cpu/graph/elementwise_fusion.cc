@@ -378,14 +378,23 @@ bool same_layout(const Tensor& a, const Tensor& b) {
 
 // One part's state in a step: its walk for the layouts last seen (made at
 // make, remade when a run's operands are laid out otherwise) and this
-// run's operand addresses and units (outer index x tile).
+// run's operand addresses and units: outer index x tile, or, when the inner
+// rows are short, blocks of ROWS rows of the last outer dim as one tile.
 struct PartState {
   std::vector<Tensor> layout;  // per operand: shape and strides the walk is for
   Walk walk;
-  std::vector<bool> direct;    // per part output: written in place (dense)
+  std::vector<bool> direct;    // per part output: written in place (dense over a tile)
   int64_t tiles = 0, units = 0, first_unit = 0;
-  std::vector<char*> data;     // per operand, this run
+  int64_t rows = 1, blocks = 0;     // rows per tile (> 1: short rows), blocks per last outer dim
+  std::vector<int64_t> row_stride;  // per operand: bytes between rows of a tile (the last outer dim's)
+  std::vector<char*> data;          // per operand, this run
 };
+
+// How many rows of INNER elements one tile takes: 1 for long rows, else as
+// many of the OUTER rows (the next dim out) as fit a register.
+int64_t rows_per_tile(int64_t inner, int64_t outer) {
+  return inner <= 0 || inner > kTile / 2 || outer <= 1 ? 1 : std::min(outer, kTile / inner);
+}
 
 // Memory of one chunk of a run: tile registers and the walk's cursors.
 struct Scratch {
@@ -439,26 +448,32 @@ void parallel_chunks(int threads, int64_t units, F&& body) {
   if (error) std::rethrow_exception(error);
 }
 
-// One tile of N elements of P: its inputs read in place when dense float32,
-// else loaded into their registers (filled when broadcast, gathered when
-// strided, converted); its code run; its outputs written in place where
-// DIRECT, else stored from their registers. BASE: per operand (P's outputs,
-// then its inputs) the tile's first element; STRIDE: per operand, the bytes
-// between elements. SC.ptr has one entry per slot. Returns the tile of P's
-// last instruction.
-const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64_t* stride,
-                      const std::vector<bool>& direct, int64_t n) {
+// One tile of P: ROWS rows of N elements (several short rows make one tile,
+// so a chain's per-tile cost is not paid per 8 or 32 elements). Its inputs
+// are read in place when dense float32, else loaded into their registers
+// (filled when broadcast, gathered when strided, converted), row by row; its
+// code runs over all ROWS * N elements; its outputs are written in place
+// where DIRECT, else stored from their registers row by row. BASE: per
+// operand (P's outputs, then its inputs) the tile's first element; STRIDE:
+// per operand, the bytes between elements; ROW_STRIDE: between rows (read
+// only when ROWS > 1). SC.ptr has one entry per slot. Returns the tile of
+// P's last instruction (ROWS * N elements, contiguous).
+const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64_t* stride, const int64_t* row_stride,
+                      const std::vector<bool>& direct, int64_t n, int64_t rows) {
   const size_t n_out = p.output_index.size(), n_in = p.input_index.size();
+  const int64_t total = n * rows;
   auto reg = [&](int slot) { return sc.regs.get() + static_cast<int64_t>(p.reg[static_cast<size_t>(slot)]) * kTile; };
   std::vector<float*>& ptr = sc.ptr;
   for (size_t i = 0; i < n_in; ++i) {
     const size_t o = n_out + i;
-    if (p.load[i] == kLoadFloat32 && stride[o] == static_cast<int64_t>(sizeof(float))) {
+    if (p.load[i] == kLoadFloat32 && stride[o] == static_cast<int64_t>(sizeof(float)) &&
+        (rows == 1 || row_stride[o] == n * static_cast<int64_t>(sizeof(float)))) {
       ptr[i] = reinterpret_cast<float*>(base[o]);
       continue;
     }
     ptr[i] = reg(static_cast<int>(i));
-    p.load[i](ptr[i], base[o], stride[o], n);
+    for (int64_t r = 0; r < rows; ++r)
+      p.load[i](ptr[i] + r * n, base[o] + (rows > 1 ? r * row_stride[o] : 0), stride[o], n);
   }
   const float* last = nullptr;
   for (const Instr& in : p.code) {
@@ -468,15 +483,18 @@ const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64
     const float* a = ptr[static_cast<size_t>(in.a)];
     const TileFn& f = in.fn;
     if (f.unary != nullptr) {
-      f.unary(dst, a, n);
+      f.unary(dst, a, total);
     } else if (f.binary != nullptr) {
-      f.binary(dst, a, ptr[static_cast<size_t>(in.b)], n, f.alpha);
+      f.binary(dst, a, ptr[static_cast<size_t>(in.b)], total, f.alpha);
     } else {
-      f.ternary(dst, a, ptr[static_cast<size_t>(in.b)], ptr[static_cast<size_t>(in.c)], n, f.alpha);
+      f.ternary(dst, a, ptr[static_cast<size_t>(in.b)], ptr[static_cast<size_t>(in.c)], total, f.alpha);
     }
     ptr[static_cast<size_t>(in.dst)] = dst;
     last = dst;
-    if (out >= 0 && !in_place) p.store[static_cast<size_t>(out)](base[static_cast<size_t>(out)], dst, stride[out], n);
+    if (out >= 0 && !in_place)
+      for (int64_t r = 0; r < rows; ++r)
+        p.store[static_cast<size_t>(out)](base[static_cast<size_t>(out)] + (rows > 1 ? r * row_stride[out] : 0),
+                                          dst + r * n, stride[out], n);
   }
   return last;
 }
@@ -542,11 +560,24 @@ class LoopStep final : public sdk::HostGraphStep {
     s.layout.clear();
     for (const Tensor* t : ops) s.layout.push_back(*t);
     s.walk = Walk(ops, *ops[0]);
+    const Walk& w = s.walk;
+    s.rows = rows_per_tile(w.inner, w.outer.empty() ? 1 : w.outer.back());
+    s.row_stride.assign(ops.size(), 0);
+    if (s.rows > 1)
+      for (size_t o = 0; o < ops.size(); ++o) s.row_stride[o] = w.stride[o].back();
     s.direct.assign(part.output_index.size(), false);
     for (size_t o = 0; o < part.output_index.size(); ++o)
-      s.direct[o] = part.store[o] == kStoreFloat32 && s.walk.inner_stride[o] == static_cast<int64_t>(sizeof(float));
-    s.tiles = (s.walk.inner + kTile - 1) / kTile;
-    s.units = s.walk.numel == 0 ? 0 : s.walk.outer_count * s.tiles;
+      s.direct[o] = part.store[o] == kStoreFloat32 && w.inner_stride[o] == static_cast<int64_t>(sizeof(float)) &&
+                    (s.rows == 1 || s.row_stride[o] == w.inner * static_cast<int64_t>(sizeof(float)));
+    s.tiles = (w.inner + kTile - 1) / kTile;
+    if (w.numel == 0) {
+      s.units = 0;
+    } else if (s.rows > 1) {
+      s.blocks = (w.outer.back() + s.rows - 1) / s.rows;
+      s.units = w.outer_count / w.outer.back() * s.blocks;
+    } else {
+      s.units = w.outer_count * s.tiles;
+    }
     s.data.assign(ops.size(), nullptr);
   }
 
@@ -565,11 +596,21 @@ class LoopStep final : public sdk::HostGraphStep {
     sc.ptr.assign(p.reg.size(), nullptr);
     sc.base.assign(ops, nullptr);
     std::vector<char*>& base = sc.base;
+    if (s.rows > 1) {
+      const int64_t last = w.outer.back();
+      for (int64_t u = begin; u < end; ++u) {  // unit u: block u % blocks of the last outer dim's rows
+        const int64_t first_row = u % s.blocks * s.rows, rows = std::min(s.rows, last - first_row);
+        base = s.data;
+        add_offsets(w, (u / s.blocks * last + first_row) * w.inner, base);
+        run_tile(p, sc, base.data(), w.inner_stride.data(), s.row_stride.data(), s.direct, w.inner, rows);
+      }
+      return;
+    }
     for (int64_t u = begin; u < end; ++u) {  // unit u: tile u % tiles of inner row u / tiles
       const int64_t first = u % s.tiles * kTile, n = std::min(kTile, w.inner - first);
       base = s.data;
       add_offsets(w, u / s.tiles * w.inner + first, base);
-      run_tile(p, sc, base.data(), w.inner_stride.data(), s.direct, n);
+      run_tile(p, sc, base.data(), w.inner_stride.data(), s.row_stride.data(), s.direct, n, 1);
     }
   }
 
@@ -669,10 +710,53 @@ class ReduceStep final : public sdk::HostGraphStep {
     for (const Tensor& t : reduced) reduced_ptrs.push_back(&t);
     rows_ = Walk(kept_ptrs, dims_of(chain, 0, r - k));
     red_ = Walk(reduced_ptrs, dims_of(chain, r - k, k));
+    // Short rows of one dim: a tile takes several (of the last kept dim), each reduced on its own.
+    rows_per_tile_ = red_.outer.empty() ? rows_per_tile(red_.inner, rows_.inner) : 1;
+    row_stride_.assign(ops - 1, 0);
+    for (size_t o = 0; o + 1 < ops; ++o) row_stride_[o] = rows_.inner_stride[o + 1];
     direct_.assign(p.output_index.size(), false);
     for (size_t o = 0; o < p.output_index.size(); ++o)
-      direct_[o] = p.store[o] == kStoreFloat32 && red_.inner_stride[o] == static_cast<int64_t>(sizeof(float));
+      direct_[o] = p.store[o] == kStoreFloat32 && red_.inner_stride[o] == static_cast<int64_t>(sizeof(float)) &&
+                   (rows_per_tile_ == 1 || row_stride_[o] == red_.inner * static_cast<int64_t>(sizeof(float)));
     data_.assign(ops, nullptr);
+  }
+
+  // The reduction of N chain values V (one row, or its tile's part).
+  struct Accumulator {
+    double sum = 0.0;
+    float best = 0.0f;
+    bool nan = false;
+  };
+  Accumulator start() const {
+    Accumulator a;
+    a.best = part().reduce == ReduceKind::kMax ? -std::numeric_limits<float>::infinity()
+                                               : std::numeric_limits<float>::infinity();
+    return a;
+  }
+  void accumulate(Accumulator& a, const float* v, int64_t n) const {
+    const ReduceKind kind = part().reduce;
+    if (kind == ReduceKind::kMax || kind == ReduceKind::kMin) {
+      for (int64_t i = 0; i < n; ++i) {
+        a.nan = a.nan || std::isnan(v[i]);
+        a.best = kind == ReduceKind::kMax ? std::max(a.best, v[i]) : std::min(a.best, v[i]);
+      }
+      return;
+    }
+    double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+      for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(v[i + l]);
+    for (; i < n; ++i) lanes[0] += static_cast<double>(v[i]);
+    a.sum += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  }
+  void finish(const Accumulator& a, char* out) const {
+    const Part& p = part();
+    float value;
+    if (p.reduce == ReduceKind::kMax || p.reduce == ReduceKind::kMin)
+      value = a.nan ? std::numeric_limits<float>::quiet_NaN() : a.best;
+    else if (p.reduce == ReduceKind::kMean) value = static_cast<float>(a.sum / static_cast<double>(red_.numel));
+    else value = static_cast<float>(a.sum);
+    p.reduce_store(out, &value, 0, 1);
   }
 
   void run_rows(Scratch& sc, int64_t begin, int64_t end) const {
@@ -680,45 +764,43 @@ class ReduceStep final : public sdk::HostGraphStep {
     const size_t ops = data_.size();
     sc.ptr.assign(p.reg.size(), nullptr);
     std::vector<char*> row(ops), base(ops - 1);
+    if (rows_per_tile_ > 1) {  // one tile: up to rows_per_tile_ rows of one inner run of the kept dims
+      const int64_t n = red_.inner;
+      for (int64_t r = begin; r < end;) {
+        const int64_t rows = std::min({rows_per_tile_, end - r, rows_.inner - r % rows_.inner});
+        row = data_;
+        add_offsets(rows_, r, row);
+        for (size_t o = 0; o + 1 < ops; ++o) base[o] = row[o + 1];
+        const float* v = run_tile(p, sc, base.data(), red_.inner_stride.data(), row_stride_.data(), direct_, n, rows);
+        for (int64_t i = 0; i < rows; ++i) {
+          Accumulator a = start();
+          accumulate(a, v + i * n, n);
+          finish(a, row[0] + i * rows_.inner_stride[0]);
+        }
+        r += rows;
+      }
+      return;
+    }
     const int64_t tiles = (red_.inner + kTile - 1) / kTile, units = red_.numel == 0 ? 0 : red_.outer_count * tiles;
-    const bool extreme = p.reduce == ReduceKind::kMax || p.reduce == ReduceKind::kMin;
     for (int64_t r = begin; r < end; ++r) {
       row = data_;
       add_offsets(rows_, r, row);
-      double sum = 0.0;
-      float best = p.reduce == ReduceKind::kMax ? -std::numeric_limits<float>::infinity()
-                                                : std::numeric_limits<float>::infinity();
-      bool nan = false;
+      Accumulator a = start();
       for (int64_t u = 0; u < units; ++u) {
         const int64_t first = u % tiles * kTile, n = std::min(kTile, red_.inner - first);
         for (size_t o = 0; o + 1 < ops; ++o) base[o] = row[o + 1];
         add_offsets(red_, u / tiles * red_.inner + first, base);
-        const float* v = run_tile(p, sc, base.data(), red_.inner_stride.data(), direct_, n);
-        if (extreme) {
-          for (int64_t i = 0; i < n; ++i) {
-            nan = nan || std::isnan(v[i]);
-            best = p.reduce == ReduceKind::kMax ? std::max(best, v[i]) : std::min(best, v[i]);
-          }
-        } else {
-          double lanes[4] = {0.0, 0.0, 0.0, 0.0};
-          int64_t i = 0;
-          for (; i + 4 <= n; i += 4)
-            for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(v[i + l]);
-          for (; i < n; ++i) lanes[0] += static_cast<double>(v[i]);
-          sum += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        }
+        accumulate(a, run_tile(p, sc, base.data(), red_.inner_stride.data(), row_stride_.data(), direct_, n, 1), n);
       }
-      float out;
-      if (extreme) out = nan ? std::numeric_limits<float>::quiet_NaN() : best;
-      else if (p.reduce == ReduceKind::kMean) out = static_cast<float>(sum / static_cast<double>(red_.numel));
-      else out = static_cast<float>(sum);
-      p.reduce_store(row[0], &out, 0, 1);
+      finish(a, row[0]);
     }
   }
 
   std::shared_ptr<const std::vector<Part>> parts_;
   std::vector<Tensor> layout_;  // per operand: shape and strides the walks are for
   Walk rows_, red_;             // the kept dims (all operands), the reduced ones (the chain's)
+  int64_t rows_per_tile_ = 1;   // rows one tile takes (> 1: short rows of one reduced dim)
+  std::vector<int64_t> row_stride_;  // per chain operand: bytes between rows (the last kept dim's)
   std::vector<bool> direct_;    // per part output: written in place (dense)
   std::vector<char*> data_;     // per operand, this run
   std::vector<Scratch> scratch_;
