@@ -2,9 +2,10 @@
 // accumulation type A (float; double for float64) on contiguous copies:
 // the forward is flash-style (online softmax over key blocks, tiles of
 // query rows in parallel, nothing of size L×S materialised; float32 blocks
-// are oneDNN sgemms); the backward recomputes the probabilities from the
-// saved logsumexp, once per query tile (grad_query) and once per key block
-// (grad_key, grad_value), so both passes parallelise without atomics.
+// are oneDNN sgemms, small ones plain loops); the backward recomputes the
+// probabilities from the saved logsumexp, once per query tile (grad_query)
+// and once per key block (grad_key, grad_value), so both passes parallelise
+// without atomics.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -236,6 +237,55 @@ void attention_forward_loops(const Attention<A>& at, A* out, A* lse) {
 
 using onednn::sgemm;
 
+// C = alpha·op(A)·op(B) + beta·C, row-major (sgemm's arguments). Attention's
+// blocks with short heads (16x16x8 at head size 8) cost less as plain loops
+// than as library calls: a oneDNN sgemm call costs ~0.2 us, such a block's
+// arithmetic a tenth of that. Up to kLoopGemmWork multiply-adds with op(B)
+// of at most kLoopGemmB elements run as loops, larger blocks through oneDNN.
+constexpr int64_t kLoopGemmWork = 8192, kLoopGemmB = 2048;
+
+// Columns [J0, J0 + W) of row I of op(A)·B (B's rows contiguous) into OUT;
+// W is a compile-time width, so the sums stay in vector registers.
+template <int W>
+inline void product_columns(bool ta, int64_t i, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                            int64_t j0, float* out) {
+  float acc[W] = {};
+  for (int64_t l = 0; l < k; ++l) {
+    const float ail = ta ? a[l * lda + i] : a[i * lda + l];
+    const float* bl = b + l * ldb + j0;
+#pragma GCC unroll 16
+    for (int j = 0; j < W; ++j) acc[j] += ail * bl[j];
+  }
+  for (int j = 0; j < W; ++j) out[j] = acc[j];
+}
+
+void block_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m * n * k > kLoopGemmWork || n * k > kLoopGemmB) {
+    sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  float bt[kLoopGemmB], row[kLoopGemmB];  // op(B) with contiguous rows; one row of the product (n <= kLoopGemmB)
+  if (tb == 'T') {
+    for (int64_t l = 0; l < k; ++l)
+      for (int64_t j = 0; j < n; ++j) bt[l * n + j] = b[j * ldb + l];
+    b = bt;
+    ldb = n;
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) product_columns<16>(ta == 'T', i, k, a, lda, b, ldb, j, row + j);
+    for (; j + 8 <= n; j += 8) product_columns<8>(ta == 'T', i, k, a, lda, b, ldb, j, row + j);
+    for (; j < n; ++j) product_columns<1>(ta == 'T', i, k, a, lda, b, ldb, j, row + j);
+    float* ci = c + i * ldc;
+    if (beta == 0.0f) {  // C is not read (sgemm's rule: it may hold anything)
+      for (int64_t jj = 0; jj < n; ++jj) ci[jj] = alpha * row[jj];
+    } else {
+      for (int64_t jj = 0; jj < n; ++jj) ci[jj] = alpha * row[jj] + beta * ci[jj];
+    }
+  }
+}
+
 // float32 version: per tile of kGemmRows query rows and block of kGemmKeys
 // keys, scores = scale·Q·Kᵀ and out += P·V are oneDNN sgemms.
 constexpr int64_t kGemmRows = 64, kGemmKeys = 64;  // 64 keys: a causal backward skips more blocks
@@ -254,8 +304,8 @@ void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) 
       std::fill(l, l + rows, 0.0f);
       for (int64_t j0 = 0; j0 < s_end; j0 += kGemmKeys) {
         const int64_t n = std::min(kGemmKeys, s_end - j0);
-        sgemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f, s.data(),
-              kGemmKeys);
+        block_gemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f,
+                   s.data(), kGemmKeys);
         if (at.mask != nullptr)
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t jj = 0; jj < n; ++jj)
@@ -265,7 +315,7 @@ void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) 
             std::fill(s.data() + r * kGemmKeys + std::clamp<int64_t>(i0 + r - j0 + 1, 0, n), s.data() + r * kGemmKeys + n,
                       kNegInf);
         softmax_block(s.data(), kGemmKeys, rows, n, m, l, acc, Ev);
-        sgemm('N', 'N', rows, Ev, n, 1.0f, s.data(), kGemmKeys, at.v + (b * S + j0) * Ev, Ev, 1.0f, acc, Ev);
+        block_gemm('N', 'N', rows, Ev, n, 1.0f, s.data(), kGemmKeys, at.v + (b * S + j0) * Ev, Ev, 1.0f, acc, Ev);
       }
       finish_rows(rows, m, l, acc, Ev, lse + b * L + i0);
     }
@@ -359,8 +409,9 @@ void attention_backward_gemm(Backward<float>& g) {
   const int64_t q_tiles = (L + kGemmRows - 1) / kGemmRows, k_blocks = (S + kGemmKeys - 1) / kGemmKeys;
   // P and dS of query rows [i0, i0 + rows) of batch b with keys [j0, j0 + n).
   auto block = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, float* p, float* ds) {
-    sgemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f, p, ld);
-    sgemm('N', 'T', rows, n, Ev, 1.0f, g.dout + (b * L + i0) * Ev, Ev, at.v + (b * S + j0) * Ev, Ev, 0.0f, ds, ld);
+    block_gemm('N', 'T', rows, n, E, at.scale, at.q + (b * L + i0) * E, E, at.k + (b * S + j0) * E, E, 0.0f, p, ld);
+    block_gemm('N', 'T', rows, n, Ev, 1.0f, g.dout + (b * L + i0) * Ev, Ev, at.v + (b * S + j0) * Ev, Ev, 0.0f, ds,
+               ld);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = b * L + i0 + r;
       float* pr = p + r * ld;
@@ -385,9 +436,10 @@ void attention_backward_gemm(Backward<float>& g) {
   };
   // grad_value += Pᵀ·grad_out and grad_key += scale·dSᵀ·Q for keys [j0, j0 + n) of batch b.
   auto key_grads = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, const float* p, const float* ds) {
-    sgemm('T', 'N', n, Ev, rows, 1.0f, p, ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f, g.dv.data() + (b * S + j0) * Ev,
-          Ev);
-    sgemm('T', 'N', n, E, rows, at.scale, ds, ld, at.q + (b * L + i0) * E, E, 1.0f, g.dk.data() + (b * S + j0) * E, E);
+    block_gemm('T', 'N', n, Ev, rows, 1.0f, p, ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f,
+               g.dv.data() + (b * S + j0) * Ev, Ev);
+    block_gemm('T', 'N', n, E, rows, at.scale, ds, ld, at.q + (b * L + i0) * E, E, 1.0f,
+               g.dk.data() + (b * S + j0) * E, E);
   };
   // With two batch entries (of B·heads) per thread or more, each task owns whole entries: one pass
   // over (key block, query tile) pairs makes each P and dS once and accumulates all three
@@ -402,8 +454,8 @@ void attention_backward_gemm(Backward<float>& g) {
             const int64_t rows = std::min(kGemmRows, L - i0);
             block(b, i0, rows, j0, n, p.data(), ds.data());
             key_grads(b, i0, rows, j0, n, p.data(), ds.data());
-            sgemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
-                  g.dq.data() + (b * L + i0) * E, E);
+            block_gemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
+                       g.dq.data() + (b * L + i0) * E, E);
           }
         }
     });
@@ -417,8 +469,8 @@ void attention_backward_gemm(Backward<float>& g) {
       for (int64_t j0 = 0; j0 < s_end; j0 += kGemmKeys) {
         const int64_t n = std::min(kGemmKeys, s_end - j0);
         block(b, i0, rows, j0, n, p.data(), ds.data());
-        sgemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
-              g.dq.data() + (b * L + i0) * E, E);
+        block_gemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
+                   g.dq.data() + (b * L + i0) * E, E);
       }
     }
   });
