@@ -592,6 +592,54 @@ bool transposed(const Tensor& dst, const Tensor& src, int& a, int& b) {
   return false;
 }
 
+// COUNT rows of B bytes each, the next row STEP bytes further on (per
+// operand): a constant-size memcpy is a few vector moves, not a call.
+template <int64_t B>
+void copy_rows(char* d, const char* s, int64_t d_step, int64_t s_step, int64_t count, int64_t bytes) {
+  for (int64_t i = 0; i < count; ++i, d += d_step, s += s_step) std::memcpy(d, s, B > 0 ? B : bytes);
+}
+
+// Rows of at most this many bytes, dense in both operands, are copied row
+// after row with pointers stepped along the next dim out: a permute or cat
+// of a head of 8 floats otherwise paid a StridedLoop run (index arithmetic
+// over every dim) and a memcpy call per 32 bytes.
+constexpr int64_t kShortRowBytes = 64;
+
+bool copy_short_rows(const sdk::kernel::StridedLoop<2>& loop, const Tensor& dst, const Tensor& src, bool parallel) {
+  const int r = loop.rank();
+  const int64_t elt = static_cast<int64_t>(dst.element_size());
+  if (dst.dtype != src.dtype || r < 2 || dst.data == src.data || loop.byte_stride(0, r - 1) != elt ||
+      loop.byte_stride(1, r - 1) != elt || loop.size(r - 1) * elt > kShortRowBytes)
+    return false;
+  const int64_t bytes = loop.size(r - 1) * elt, next = loop.size(r - 2), rows = loop.numel() / loop.size(r - 1);
+  const int64_t d_step = loop.byte_stride(0, r - 2), s_step = loop.byte_stride(1, r - 2);
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end;) {
+      char* d = static_cast<char*>(dst.data);
+      const char* s = static_cast<const char*>(src.data);
+      int64_t rest = row;
+      for (int k = r - 2; k >= 0; --k) {
+        const int64_t idx = rest % loop.size(k);
+        rest /= loop.size(k);
+        d += idx * loop.byte_stride(0, k);
+        s += idx * loop.byte_stride(1, k);
+      }
+      const int64_t count = std::min(next - row % next, end - row);
+      switch (bytes) {
+        case 8: copy_rows<8>(d, s, d_step, s_step, count, bytes); break;
+        case 16: copy_rows<16>(d, s, d_step, s_step, count, bytes); break;
+        case 32: copy_rows<32>(d, s, d_step, s_step, count, bytes); break;
+        case 64: copy_rows<64>(d, s, d_step, s_step, count, bytes); break;
+        default: copy_rows<0>(d, s, d_step, s_step, count, bytes); break;
+      }
+      row += count;
+    }
+  };
+  if (parallel) parallel_for(rows, std::max<int64_t>(1, kGrainBytes / bytes), body);
+  else body(0, rows);
+  return true;
+}
+
 }  // namespace
 
 void copy_into(const Tensor& dst, const Tensor& src, bool parallel) {
@@ -601,7 +649,7 @@ void copy_into(const Tensor& dst, const Tensor& src, bool parallel) {
     return;
   }
   sdk::kernel::StridedLoop<2> loop(dst, {&dst, &src}, sdk::kernel::LoopOrder::kMemory);
-  if (loop.numel() == 0) return;
+  if (loop.numel() == 0 || copy_short_rows(loop, dst, src, parallel)) return;
   RunFn fn = pick_run(dst.dtype, src.dtype);
   std::array<char*, 2> bases{static_cast<char*>(dst.data), static_cast<char*>(src.data)};
   auto body = [&](int64_t b, int64_t e) { loop.run(bases, b, e, fn); };
