@@ -42,8 +42,13 @@ hal_install_packages() {
 # reinstalled only when that file changes.
 hal_python_env() {
   local req=$HAL_SRC/.ci/requirements.txt stamp=$HAL_VENV/.requirements.sha1
-  local want
+  local want lock
   want=$(sha1sum "$req" | cut -c1-40)
+  # One installer at a time: two checkouts set up at once (the main job and the tests) would run
+  # pip into the same environment together and leave torch half-installed for one of them.
+  mkdir -p "$(dirname "$HAL_VENV")"
+  exec {lock}>"$HAL_VENV.lock"
+  flock "$lock"
   if [ ! -x "$HAL_PYTHON" ]; then
     hal_log "creating the virtual environment $HAL_VENV"
     /usr/bin/python3 -m venv "$HAL_VENV"
@@ -54,6 +59,7 @@ hal_python_env() {
     "$HAL_PYTHON" -m pip install -q -r "$req"
     echo "$want" >"$stamp"
   fi
+  exec {lock}>&-
 }
 
 # CMake arguments that build the hal Python package against the venv.
