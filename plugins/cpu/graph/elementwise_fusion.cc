@@ -66,6 +66,12 @@ __attribute__((flatten)) void gelu_tanh_tile(float* __restrict o, const float* _
   for (int64_t i = 0; i < n; ++i) o[i] = vmath::gelu(a[i], true);
 }
 
+// copy: its input converted as it is loaded and broadcast by the walk (a
+// mean's backward expands a per-row value this way).
+void identity_tile(float* __restrict o, const float* __restrict a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = a[i];
+}
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // As the kernels compute float32 (elementwise.cc): alpha == 1 skips the
@@ -206,6 +212,8 @@ bool tile_op(const GraphNode& node, TileOp& t) {
     const bool unit = s.to_double() == 1.0 && s.to_int() == 1;
     f.alpha = static_cast<float>(s.to_double());
     f.binary = op == "add" ? (unit ? add_tile : add_alpha_tile) : (unit ? sub_tile : sub_alpha_tile);
+  } else if (op == "copy") {
+    f.unary = identity_tile;
   } else if (op == "mul") {
     f.binary = mul_tile;
   } else if (op == "div") {
@@ -880,6 +888,12 @@ std::string loop_refusal(const Graph& g, size_t n) {
   // of a float32 output cast their inputs to float32 first.
   for (uint32_t v : t.operands)
     if (v >= g.values.size() || !known_dtype(g.values[v].dtype)) return "an input has no kernel dtype";
+  // A copy into float16/bfloat16 from another dtype rounds on purpose (x.half().float()): a loop,
+  // which rounds only what it writes, would lose that.
+  const hal_dtype_e out_dtype = g.values[node.outputs[0]].dtype;
+  if (std::strcmp(node.op(), "copy") == 0 && out_dtype != HAL_DTYPE_FLOAT32 &&
+      g.values[t.operands[0]].dtype != out_dtype)
+    return "a copy that rounds to a 16-bit float";
   return "";
 }
 

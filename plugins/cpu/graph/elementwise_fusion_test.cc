@@ -636,3 +636,37 @@ TEST_CASE("cpu fused loops: a reduction over an empty dim is 0, NaN, or refused 
     }
   }
 }
+
+TEST_CASE("cpu fused loops: a copy joins the loop (broadcast, cast to float32) - one that rounds to 16 bits does not") {
+  // A mean's backward expands its per-row value with a copy; a cast to float32 is a copy too. A copy
+  // into float16 from float32 rounds on purpose (x.half().float()) and stays its kernel.
+  hal::Graph g;
+  const hal_dtype_e F16 = HAL_DTYPE_FLOAT16;
+  auto row = g.input(F32, {5, 1}, "row");
+  auto ints = g.input(HAL_DTYPE_INT32, {5, 37}, "ints");
+  auto x = g.input(F32, {5, 37}, "x");
+  auto y = g.add_op("div", {g.add_op("copy", {row}, hal::ValueSpec{F32, {5, 37}}), x});  // n0 copy, n1 div
+  y = g.add_op("add", {y, g.add_op("copy", {ints}, hal::ValueSpec{F32, {5, 37}})});      // n2 copy, n3 add
+  auto rounded = g.add_op("copy", {y}, hal::ValueSpec{F16, {5, 37}});                     // n4: rounds
+  g.mark_output(g.add_op("mul", {g.add_op("copy", {rounded}, hal::ValueSpec{F32, {5, 37}}), x}));  // n5, n6
+  hal::testing::OpTester t(kCpu);
+  std::mt19937 gen(5);
+  std::vector<int32_t> iv(5 * 37);
+  for (int32_t& v : iv) v = static_cast<int32_t>(gen() % 2001) - 1000;
+  auto trow = t.tensor({5, 1}, random_floats(5, gen));
+  auto tints = t.tensor({5, 37}, iv, HAL_DTYPE_INT32);
+  auto tx = t.tensor({5, 37}, random_floats(5 * 37, gen));
+  std::vector<const hal::TensorView*> views = {&trow.view, &tints.view, &tx.view};
+  hal::CompiledGraph fused = hal::compile(g, options(t.device(), true));
+  const std::string explain = fused.explain();
+  CHECK_MESSAGE(explain.find("loop[n0 copy, n1 div, n2 copy, n3 add]") != std::string::npos, explain);
+  CHECK_MESSAGE(explain.find("node 4 copy: its kernel") != std::string::npos, explain);
+  CHECK_MESSAGE(explain.find("loop[n5 copy, n6 mul]") != std::string::npos, explain);
+  auto got = fused.run_allocating(views);
+  auto want = hal::compile(g, options(t.device(), false)).run_allocating(views);
+  std::vector<float> a(5 * 37), w(5 * 37);
+  got[0].buffer.copy_to_host(a.data(), a.size() * 4);
+  want[0].buffer.copy_to_host(w.data(), w.size() * 4);
+  CHECK(mismatches(a, w) == 0);
+  CHECK(a == w);  // the same products of the same (rounded) values
+}
