@@ -47,10 +47,22 @@ HAL_NN_INLINE void store(float* p, VecF v) { std::memcpy(p, &v, sizeof v); }
 HAL_NN_INLINE VecF splat(float f) { return VecF{} + f; }
 // NaN lanes of A lose to B: NaNs reach the output through the sum instead.
 HAL_NN_INLINE VecF max(VecF a, VecF b) { return a > b ? a : b; }
+// Horizontal sum and max as trees (log2(kW) dependent steps, not kW - 1): a
+// short row (64 floats: 4 vectors) is latency-bound on them.
 HAL_NN_INLINE float hsum(VecF v) {
-  float s = 0;
-  for (int j = 0; j < kW; ++j) s += v[j];
-  return s;
+  float t[kW];
+  std::memcpy(t, &v, sizeof t);
+  for (int w = kW / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) t[j] += t[j + w];
+  return t[0];
+}
+// NaN lanes lose where the other lane is a number (as the max sweep's).
+HAL_NN_INLINE float hmax(VecF v) {
+  float t[kW];
+  std::memcpy(t, &v, sizeof t);
+  for (int w = kW / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) t[j] = t[j + w] > t[j] ? t[j + w] : t[j];
+  return t[0];
 }
 
 // e^x for x <= 0 or NaN (softmax's x - max): vmath::exp's reduction and
@@ -85,6 +97,10 @@ struct Row {
   int64_t n, body;
   VecF tail;
   Row(const float* x_, int64_t n_) : x(x_), n(n_), body(n_ - n_ % kW) {
+    if (body == n) {  // no tail (a multiple of kW): skip the padded vector's loads and exp
+      tail = splat(-std::numeric_limits<float>::infinity());
+      return;
+    }
     float buf[kW];
     for (int j = 0; j < kW; ++j) buf[j] = body + j < n ? x[body + j] : -std::numeric_limits<float>::infinity();
     tail = load(buf);
@@ -97,15 +113,12 @@ struct Row {
       m1 = simd::max(m1, load(x + i + kW));
     }
     if (i < body) m0 = simd::max(m0, load(x + i));
-    m0 = simd::max(m0, m1);
-    float m = m0[0];
-    for (int j = 1; j < kW; ++j) m = m0[j] > m ? m0[j] : m;
-    return m;
+    return hmax(simd::max(m0, m1));
   }
   // Σ e^(x - M); with kStore, stores the body's terms to Y too.
   template <bool kStore>
   float sum_exp(float m, float* y) const {
-    VecF vm = splat(m), s0 = exp_nonpositive(tail - vm), s1 = {};
+    VecF vm = splat(m), s0 = body < n ? exp_nonpositive(tail - vm) : VecF{}, s1 = {};
     int64_t i = 0;
     for (; i + 2 * kW <= body; i += 2 * kW) {
       VecF e0 = exp_nonpositive(load(x + i) - vm), e1 = exp_nonpositive(load(x + i + kW) - vm);
