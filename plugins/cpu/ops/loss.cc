@@ -61,6 +61,10 @@ double class_losses(const OpCall& c, const ClassLossArgs& a, const In& x, const 
     for (int64_t p = lo; p < hi; ++p) {
       int64_t t = pt[p];
       if (t == a.ignore) continue;
+      if (!a.log_softmax && a.smoothing == 0) {  // nll_loss reads only the target's entry
+        loss[p] = -w[t] * double(A(px[l.at(p, t)]));
+        continue;
+      }
       for (int64_t k = 0; k < l.c; ++k) row[k] = A(px[l.at(p, k)]);
       if (a.log_softmax) {  // row := log_softmax(row) = (row - max) - log Σ, as PyTorch (not row - (max + log Σ))
         A m = lane_max(row.data(), l.c);
