@@ -18,7 +18,9 @@ namespace hal::cpu {
 namespace {
 
 using sdk::Graph;
+using sdk::GraphConstant;
 using sdk::GraphNode;
+using sdk::GraphValue;
 using sdk::kNoValue;
 using sdk::Tensor;
 
@@ -263,8 +265,29 @@ struct Instr {
 
 enum class ReduceKind { kNone, kSum, kMean, kMax, kMin };
 
+// An input read through a slice: the entries START, START + STEP, ... (COUNT
+// of them) of dim DIM of the step's input (an index_select by a constant
+// arange, as slices, chunks and ONNX's Slice are lowered), read in place. DIM
+// < 0: the input itself.
+struct SliceView {
+  int dim = -1;
+  int64_t start = 0, step = 1, count = 0;
+};
+
+// T seen through V (the same memory).
+Tensor apply_view(const Tensor& t, const SliceView& v) {
+  Tensor r = t;
+  const int64_t bytes = v.start * t.strides[v.dim] * static_cast<int64_t>(t.element_size());
+  r.shape[v.dim] = v.count;
+  r.strides[v.dim] = t.strides[v.dim] * v.step;
+  r.data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + bytes;  // make() sees no data
+  r.byte_offset = t.byte_offset + static_cast<uint64_t>(bytes);
+  return r;
+}
+
 struct Part {
   std::vector<size_t> input_index;   // per input slot: the step's input it reads
+  std::vector<SliceView> view;       // per input slot: read through a slice, or whole
   std::vector<LoadFn> load;          // per input slot: how a tile of it is loaded
   std::vector<size_t> output_index;  // per part output: the step's output it writes
   std::vector<StoreFn> store;        // per part output: how a tile of it is stored
@@ -521,12 +544,13 @@ class LoopStep final : public sdk::HostGraphStep {
  public:
   LoopStep(std::shared_ptr<const std::vector<Part>> parts, const std::vector<Tensor>& inputs,
            const std::vector<Tensor>& outputs)
-      : parts_(std::move(parts)), state_(parts_->size()) {
+      : parts_(std::move(parts)), state_(parts_->size()), viewed_(parts_->size()) {
     std::vector<const Tensor*> in, out;
     for (const Tensor& t : inputs) in.push_back(&t);
     for (const Tensor& t : outputs) out.push_back(&t);
     for (size_t p = 0; p < parts_->size(); ++p) {
-      std::vector<const Tensor*> ops = operands((*parts_)[p], in.data(), out.data());
+      view_inputs(p, in.data());
+      std::vector<const Tensor*> ops = operands(p, in.data(), out.data());
       remake(p, ops);
       registers_ = std::max(registers_, (*parts_)[p].registers);
     }
@@ -537,14 +561,15 @@ class LoopStep final : public sdk::HostGraphStep {
     for (size_t p = 0; p < parts_->size(); ++p) {
       const Part& part = (*parts_)[p];
       PartState& s = state_[p];
+      view_inputs(p, inputs);
       // operand(o): outputs, then inputs (operands()'s order), without building the list.
       auto operand = [&](size_t o) -> const Tensor& {
         const size_t n_out = part.output_index.size();
-        return o < n_out ? *outputs[part.output_index[o]] : *inputs[part.input_index[o - n_out]];
+        return o < n_out ? *outputs[part.output_index[o]] : input(p, o - n_out, inputs);
       };
       bool same = true;
       for (size_t o = 0; o < s.layout.size() && same; ++o) same = same_layout(operand(o), s.layout[o]);
-      if (!same) remake(p, operands(part, inputs, outputs));
+      if (!same) remake(p, operands(p, inputs, outputs));
       for (size_t o = 0; o < s.layout.size(); ++o) s.data[o] = static_cast<char*>(operand(o).data);
       s.first_unit = units;
       units += s.units;
@@ -560,13 +585,27 @@ class LoopStep final : public sdk::HostGraphStep {
   }
 
  private:
-  // A part's operands: its outputs, then its inputs.
-  static std::vector<const Tensor*> operands(const Part& part, const Tensor* const* inputs,
-                                             const Tensor* const* outputs) {
+  // Part P's input slot I: the step's input, or this run's view of it.
+  const Tensor& input(size_t p, size_t i, const Tensor* const* inputs) const {
+    const Part& part = (*parts_)[p];
+    return part.view[i].dim < 0 ? *inputs[part.input_index[i]] : viewed_[p][i];
+  }
+
+  // This run's views of part P's sliced inputs.
+  void view_inputs(size_t p, const Tensor* const* inputs) {
+    const Part& part = (*parts_)[p];
+    viewed_[p].resize(part.input_index.size());
+    for (size_t i = 0; i < part.input_index.size(); ++i)
+      if (part.view[i].dim >= 0) viewed_[p][i] = apply_view(*inputs[part.input_index[i]], part.view[i]);
+  }
+
+  // Part P's operands: its outputs, then its inputs.
+  std::vector<const Tensor*> operands(size_t p, const Tensor* const* inputs, const Tensor* const* outputs) const {
+    const Part& part = (*parts_)[p];
     std::vector<const Tensor*> ops;
     ops.reserve(part.output_index.size() + part.input_index.size());
     for (size_t i : part.output_index) ops.push_back(outputs[i]);
-    for (size_t i : part.input_index) ops.push_back(inputs[i]);
+    for (size_t i = 0; i < part.input_index.size(); ++i) ops.push_back(&input(p, i, inputs));
     return ops;
   }
 
@@ -632,6 +671,7 @@ class LoopStep final : public sdk::HostGraphStep {
 
   std::shared_ptr<const std::vector<Part>> parts_;
   std::vector<PartState> state_;
+  std::vector<std::vector<Tensor>> viewed_;  // per part, per input slot: this run's view (sliced inputs)
   std::vector<Scratch> scratch_;
   int registers_ = 0;
 };
@@ -662,11 +702,13 @@ class ReduceStep final : public sdk::HostGraphStep {
     std::vector<const Tensor*> in, out;
     for (const Tensor& t : inputs) in.push_back(&t);
     for (const Tensor& t : outputs) out.push_back(&t);
+    view_inputs(in.data());
     remake(in.data(), out.data());
   }
 
   void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
     const Part& p = part();
+    view_inputs(inputs);
     bool same = true;
     for (size_t o = 0; o < layout_.size() && same; ++o) same = same_layout(operand(o, inputs, outputs), layout_[o]);
     if (!same) remake(inputs, outputs);
@@ -692,7 +734,16 @@ class ReduceStep final : public sdk::HostGraphStep {
     const Part& p = part();
     if (o == 0) return *outputs[p.reduce_output];
     if (o <= p.output_index.size()) return *outputs[p.output_index[o - 1]];
-    return *inputs[p.input_index[o - 1 - p.output_index.size()]];
+    const size_t i = o - 1 - p.output_index.size();
+    return p.view[i].dim < 0 ? *inputs[p.input_index[i]] : viewed_[i];
+  }
+
+  // This run's views of the part's sliced inputs.
+  void view_inputs(const Tensor* const* inputs) {
+    const Part& p = part();
+    viewed_.resize(p.input_index.size());
+    for (size_t i = 0; i < p.input_index.size(); ++i)
+      if (p.view[i].dim >= 0) viewed_[i] = apply_view(*inputs[p.input_index[i]], p.view[i]);
   }
 
   void remake(const Tensor* const* inputs, const Tensor* const* outputs) {
@@ -819,6 +870,7 @@ class ReduceStep final : public sdk::HostGraphStep {
   std::vector<int64_t> row_stride_;  // per chain operand: bytes between rows (the last kept dim's)
   std::vector<bool> direct_;    // per part output: written in place (dense)
   std::vector<char*> data_;     // per operand, this run
+  std::vector<Tensor> viewed_;  // per input slot: this run's view (sliced inputs)
   std::vector<Scratch> scratch_;
 };
 
@@ -866,6 +918,47 @@ bool reducible(const Graph& g, size_t r, uint32_t v, ReduceKind& kind, int& k) {
   for (int i = 0; i < k; ++i)
     if (dims[static_cast<size_t>(i)] != rank - k + i) return false;  // not the trailing dims (or repeated)
   return k >= 1;
+}
+
+// Whether value V is an index_select of its producer's first input by a
+// constant index START, START + STEP, ... (STEP >= 1) along a dim of static
+// size: a slice a loop can read in place (VIEW) instead of a copy made by
+// a kernel.
+bool slice_view(const Graph& g, const std::vector<int64_t>& producer, uint32_t v, SliceView& view) {
+  const int64_t p = v < producer.size() ? producer[v] : -1;
+  if (p < 0) return false;
+  const GraphNode& node = g.nodes[static_cast<size_t>(p)];
+  if (std::strcmp(node.op(), "index_select") != 0 || node.inputs.size() != 2 || node.outputs.size() != 1 ||
+      node.attrs.empty())
+    return false;
+  const GraphConstant* index = g.constant(node.inputs[1]);
+  const GraphValue& src = g.values[node.inputs[0]];
+  const GraphValue& out = g.values[v];
+  const int rank = static_cast<int>(src.shape.size());
+  int64_t dim = node.attrs[0].as_int();
+  dim = dim < 0 ? dim + rank : dim;
+  if (index == nullptr || dim < 0 || dim >= rank || out.shape.size() != src.shape.size() || src.dtype != out.dtype)
+    return false;
+  const hal_dtype_e idt = g.values[node.inputs[1]].dtype;
+  const size_t isize = idt == HAL_DTYPE_INT64 ? 8 : idt == HAL_DTYPE_INT32 ? 4 : 0;
+  const int64_t extent = src.shape[static_cast<size_t>(dim)], count = out.shape[static_cast<size_t>(dim)];
+  if (isize == 0 || extent <= 0 || count <= 0 || index->size != static_cast<size_t>(count) * isize) return false;
+  auto at = [&](int64_t i) {
+    if (isize == 8) {
+      int64_t x;
+      std::memcpy(&x, static_cast<const char*>(index->data) + i * 8, 8);
+      return x;
+    }
+    int32_t x;
+    std::memcpy(&x, static_cast<const char*>(index->data) + i * 4, 4);
+    return static_cast<int64_t>(x);
+  };
+  const int64_t start = at(0), step = count > 1 ? at(1) - start : 1;
+  if (start < 0 || step < 1 || start + (count - 1) * step >= extent) return false;
+  for (int64_t i = 1; i < count; ++i)
+    if (at(i) != start + i * step) return false;
+  view = SliceView{static_cast<int>(dim), start, step, count};
+  return true;
 }
 
 }  // namespace
@@ -1022,7 +1115,12 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
     }
     bool joins = !steps.empty() && open_reader > groups[gi].back() && open_nodes + groups[gi].size() <= kMaxStepNodes;
     for (size_t n : groups[gi])
-      for (uint32_t v : g.nodes[n].inputs) {
+      for (uint32_t read : g.nodes[n].inputs) {
+        // A slice (read in place, below) reads its source.
+        SliceView view;
+        const uint32_t v = read != kNoValue && slice_view(g, producer, read, view)
+                               ? g.nodes[static_cast<size_t>(producer[read])].inputs[0]
+                               : read;
         const int64_t p = v == kNoValue ? -1 : producer[v];
         if (joins && p >= 0 && group_of[static_cast<size_t>(p)] >= 0 &&
             step_of[static_cast<size_t>(group_of[static_cast<size_t>(p)])] == static_cast<int64_t>(steps.size()) - 1 &&
@@ -1048,10 +1146,13 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
     if (nodes_in_step < 2) continue;  // one node: its kernel
     auto parts = std::make_shared<std::vector<Part>>();
     sdk::HostGraphFusion f;
-    std::string labels, plans;
+    std::vector<std::string> part_labels, part_counts;  // per part: its label, what it reads and writes
+    std::vector<std::vector<size_t>> part_slices;      // per part: index_select nodes it reads in place
+    std::vector<size_t> sliced;  // all of the step's
     for (size_t gi : members) {
       const std::vector<size_t>& nodes = groups[gi];
       Part part;
+      std::vector<size_t> slices;
       std::vector<std::pair<uint32_t, int>> slots;
       auto slot = [&](uint32_t v) {
         for (const auto& [value, s] : slots)
@@ -1065,11 +1166,19 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
           const bool inside = producer[v] >= 0 && group_of[static_cast<size_t>(producer[v])] == static_cast<int64_t>(gi);
           if (inside || slot(v) >= 0) continue;
           slots.emplace_back(v, static_cast<int>(part.input_index.size()));
-          if (input_of_value[v] < 0) {
-            input_of_value[v] = static_cast<int>(f.inputs.size());
-            f.inputs.push_back(v);
+          SliceView view;
+          uint32_t read = v;  // what the step reads: V, or the source V slices
+          if (slice_view(g, producer, v, view)) {
+            read = g.nodes[static_cast<size_t>(producer[v])].inputs[0];
+            sliced.push_back(static_cast<size_t>(producer[v]));
+            slices.push_back(static_cast<size_t>(producer[v]));
           }
-          part.input_index.push_back(static_cast<size_t>(input_of_value[v]));
+          if (input_of_value[read] < 0) {
+            input_of_value[read] = static_cast<int>(f.inputs.size());
+            f.inputs.push_back(read);
+          }
+          part.input_index.push_back(static_cast<size_t>(input_of_value[read]));
+          part.view.push_back(view);
           part.load.push_back(load_fn(static_cast<hal_dtype_e>(g.values[v].dtype)));
         }
       }
@@ -1112,13 +1221,37 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
         label += " -> n" + std::to_string(r) + " " + g.nodes[r].op() + " over the last " +
                  std::to_string(reduce_dims[gi]) + (reduce_dims[gi] == 1 ? " dim" : " dims");
       }
-      labels += (labels.empty() ? "" : ", ") + label;
-      plans += label + ": reads " + std::to_string(part.input_index.size()) + ", writes " +
-               std::to_string(part.output_index.size() + (part.reduce != ReduceKind::kNone ? 1 : 0)) + "\n";
+      part_labels.push_back(label);
+      part_counts.push_back(": reads " + std::to_string(part.input_index.size()) + ", writes " +
+                            std::to_string(part.output_index.size() + (part.reduce != ReduceKind::kNone ? 1 : 0)));
+      part_slices.push_back(slices);
       assign_registers(part, inputs);
       parts->push_back(std::move(part));
     }
     for (uint32_t v : f.inputs) input_of_value[v] = -1;
+    // A slice read only by this step's loops is not made at all: its node is the step's.
+    std::sort(sliced.begin(), sliced.end());
+    sliced.erase(std::unique(sliced.begin(), sliced.end()), sliced.end());
+    std::vector<size_t> made;  // sliced nodes something outside the step reads: they still run
+    for (size_t n : sliced) {
+      const uint32_t v = g.nodes[n].outputs[0];
+      const bool only_here = !graph_output[v] && std::all_of(readers[v].begin(), readers[v].end(), [&](size_t r) {
+        return std::find(f.nodes.begin(), f.nodes.end(), r) != f.nodes.end();
+      });
+      if (!only_here) made.push_back(n);
+    }
+    for (size_t n : sliced)
+      if (std::find(made.begin(), made.end(), n) == made.end()) f.nodes.push_back(n);
+    std::string labels, plans;
+    for (size_t k = 0; k < part_labels.size(); ++k) {
+      std::string label = part_labels[k], views;
+      for (size_t n : part_slices[k])
+        views += (views.empty() ? "" : ", ") + std::string("n") + std::to_string(n) + " index_select" +
+                 (std::find(made.begin(), made.end(), n) != made.end() ? " (also made)" : "");
+      if (!views.empty()) label += " reading slices in place: " + views;
+      labels += (labels.empty() ? "" : ", ") + label;
+      plans += label + part_counts[k] + "\n";
+    }
     std::sort(f.nodes.begin(), f.nodes.end());
     f.label = members.size() == 1 ? labels : "horizontal[" + labels + "]";
     f.plan = members.size() == 1 ? plans

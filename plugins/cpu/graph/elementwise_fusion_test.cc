@@ -670,3 +670,49 @@ TEST_CASE("cpu fused loops: a copy joins the loop (broadcast, cast to float32) -
   CHECK(mismatches(a, w) == 0);
   CHECK(a == w);  // the same products of the same (rounded) values
 }
+
+namespace {
+
+// An int64 (or int32) constant index of the given values.
+hal::Graph::Value index_constant(hal::Graph& g, const std::vector<int64_t>& values, bool int32 = false) {
+  std::vector<uint8_t> bytes;
+  for (int64_t v : values) {
+    const int32_t n32 = static_cast<int32_t>(v);
+    const auto* b = int32 ? reinterpret_cast<const uint8_t*>(&n32) : reinterpret_cast<const uint8_t*>(&v);
+    bytes.insert(bytes.end(), b, b + (int32 ? 4 : 8));
+  }
+  return g.constant(int32 ? HAL_DTYPE_INT32 : HAL_DTYPE_INT64, {static_cast<int64_t>(values.size())}, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("cpu fused loops: slices (index_select by a constant arange) are read in place - other indexes are not") {
+  // rotate_half's halves, a strided slice (step 2) along a middle dim, an int32 index, a slice of a
+  // value a loop makes (the loop writes it, a later loop reads the slice), and a slice also read by
+  // a kernel (made as well). Each against op by op.
+  hal::Graph g;
+  auto x = g.input(F32, {3, 5, 8}, "x");
+  auto y = g.input(F32, {3, 5, 8}, "y");
+  auto lo = g.add_op("index_select", {x, index_constant(g, {0, 1, 2, 3})}, {hal::Attr::i("dim", -1)});       // n0
+  auto hi = g.add_op("index_select", {x, index_constant(g, {4, 5, 6, 7}, true)}, {hal::Attr::i("dim", 2)});  // n1
+  auto rot = g.add_op("sub", {g.add_op("mul", {lo, lo}), g.add_op("neg", {hi})});                           // n2 n3 n4
+  g.mark_output(rot);
+  auto made = g.add_op("exp", {g.add_op("add", {x, y})});                                                    // n5 n6
+  auto odd = g.add_op("index_select", {made, index_constant(g, {1, 3})}, {hal::Attr::i("dim", 1)});          // n7
+  g.mark_output(g.add_op("relu", {g.add_op("mul", {odd, odd})}));                                            // n8 n9
+  auto shuffled = g.add_op("index_select", {y, index_constant(g, {2, 0, 1})}, {hal::Attr::i("dim", 0)});      // n10
+  g.mark_output(g.add_op("tanh", {g.add_op("add", {shuffled, shuffled})}));                                  // n11 n12
+  auto shared = g.add_op("index_select", {y, index_constant(g, {1, 2, 3})}, {hal::Attr::i("dim", 1)});        // n13
+  g.mark_output(g.add_op("sigmoid", {g.add_op("abs", {shared})}));                                           // n14 n15
+  g.mark_output(g.add_op("sum", {shared}, {hal::Attr::ints("dim", {-1}), hal::Attr::b("keepdim", false)}));  // n16
+  auto [kernels, explain] = check_against_op_by_op(g, {{3, 5, 8}, {3, 5, 8}}, 3);
+  const std::string halves = "loop[n2 mul, n3 neg, n4 sub] reading slices in place: n0 index_select, n1 index_select";
+  CHECK_MESSAGE(explain.find(halves) != std::string::npos, explain);
+  CHECK_MESSAGE(explain.find("loop[n8 mul, n9 relu] reading slices in place: n7 index_select") != std::string::npos,
+                explain);
+  CHECK_MESSAGE(explain.find("loop[n5 add, n6 exp]") != std::string::npos, explain);  // written: n7 reads it
+  CHECK_MESSAGE(explain.find("node 10 index_select: its kernel") != std::string::npos, explain);  // not an arange
+  CHECK_MESSAGE(explain.find("n13 index_select (also made)") != std::string::npos, explain);
+  CHECK_MESSAGE(explain.find("node 13 index_select: its kernel") != std::string::npos, explain);
+  CHECK_MESSAGE(explain.find("node 0 index_select: its kernel") == std::string::npos, explain);
+}
