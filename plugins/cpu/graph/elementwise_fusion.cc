@@ -304,6 +304,18 @@ struct Part {
   StoreFn reduce_store = nullptr;
 };
 
+// This run's views of PART's sliced inputs, per input slot, into VIEWED.
+void view_inputs(const Part& part, const Tensor* const* inputs, std::vector<Tensor>& viewed) {
+  viewed.resize(part.input_index.size());
+  for (size_t i = 0; i < part.input_index.size(); ++i)
+    if (part.view[i].dim >= 0) viewed[i] = apply_view(*inputs[part.input_index[i]], part.view[i]);
+}
+
+// PART's input slot I: the step's input, or this run's view of it (VIEWED, from view_inputs).
+const Tensor& part_input(const Part& part, size_t i, const Tensor* const* inputs, const std::vector<Tensor>& viewed) {
+  return part.view[i].dim < 0 ? *inputs[part.input_index[i]] : viewed[i];
+}
+
 // Gives PART's slots registers (Part::reg, Part::registers; its first
 // INPUTS slots are its inputs) by liveness: a slot's register is free after
 // its last reader, and a node's output never shares its operands' registers.
@@ -494,9 +506,10 @@ void parallel_chunks(int threads, int64_t units, F&& body) {
 // code runs over all ROWS * N elements; its outputs are written in place
 // where DIRECT, else stored from their registers row by row. BASE: per
 // operand (P's outputs, then its inputs) the tile's first element; STRIDE:
-// per operand, the bytes between elements; ROW_STRIDE: between rows (read
-// only when ROWS > 1). SC.ptr has one entry per slot. Returns the tile of
-// P's last instruction (ROWS * N elements, contiguous).
+// per operand, the bytes between elements; ROW_STRIDE: per operand, the
+// bytes between rows (only row 0 is read when ROWS is 1). SC.ptr has one
+// entry per slot. Returns the tile of P's last instruction (ROWS * N
+// elements, contiguous).
 const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64_t* stride, const int64_t* row_stride,
                       const std::vector<bool>& direct, int64_t n, int64_t rows) {
   const size_t n_out = p.output_index.size(), n_in = p.input_index.size();
@@ -512,7 +525,7 @@ const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64
     }
     ptr[i] = reg(static_cast<int>(i));
     for (int64_t r = 0; r < rows; ++r)
-      p.load[i](ptr[i] + r * n, base[o] + (rows > 1 ? r * row_stride[o] : 0), stride[o], n);
+      p.load[i](ptr[i] + r * n, base[o] + r * row_stride[o], stride[o], n);
   }
   const float* last = nullptr;
   for (const Instr& in : p.code) {
@@ -532,8 +545,8 @@ const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64
     last = dst;
     if (out >= 0 && !in_place)
       for (int64_t r = 0; r < rows; ++r)
-        p.store[static_cast<size_t>(out)](base[static_cast<size_t>(out)] + (rows > 1 ? r * row_stride[out] : 0),
-                                          dst + r * n, stride[out], n);
+        p.store[static_cast<size_t>(out)](base[static_cast<size_t>(out)] + r * row_stride[out], dst + r * n,
+                                          stride[out], n);
   }
   return last;
 }
@@ -549,7 +562,7 @@ class LoopStep final : public sdk::HostGraphStep {
     for (const Tensor& t : inputs) in.push_back(&t);
     for (const Tensor& t : outputs) out.push_back(&t);
     for (size_t p = 0; p < parts_->size(); ++p) {
-      view_inputs(p, in.data());
+      view_inputs((*parts_)[p], in.data(), viewed_[p]);
       std::vector<const Tensor*> ops = operands(p, in.data(), out.data());
       remake(p, ops);
       registers_ = std::max(registers_, (*parts_)[p].registers);
@@ -561,11 +574,11 @@ class LoopStep final : public sdk::HostGraphStep {
     for (size_t p = 0; p < parts_->size(); ++p) {
       const Part& part = (*parts_)[p];
       PartState& s = state_[p];
-      view_inputs(p, inputs);
+      view_inputs(part, inputs, viewed_[p]);
       // operand(o): outputs, then inputs (operands()'s order), without building the list.
       auto operand = [&](size_t o) -> const Tensor& {
         const size_t n_out = part.output_index.size();
-        return o < n_out ? *outputs[part.output_index[o]] : input(p, o - n_out, inputs);
+        return o < n_out ? *outputs[part.output_index[o]] : part_input(part, o - n_out, inputs, viewed_[p]);
       };
       bool same = true;
       for (size_t o = 0; o < s.layout.size() && same; ++o) same = same_layout(operand(o), s.layout[o]);
@@ -585,27 +598,13 @@ class LoopStep final : public sdk::HostGraphStep {
   }
 
  private:
-  // Part P's input slot I: the step's input, or this run's view of it.
-  const Tensor& input(size_t p, size_t i, const Tensor* const* inputs) const {
-    const Part& part = (*parts_)[p];
-    return part.view[i].dim < 0 ? *inputs[part.input_index[i]] : viewed_[p][i];
-  }
-
-  // This run's views of part P's sliced inputs.
-  void view_inputs(size_t p, const Tensor* const* inputs) {
-    const Part& part = (*parts_)[p];
-    viewed_[p].resize(part.input_index.size());
-    for (size_t i = 0; i < part.input_index.size(); ++i)
-      if (part.view[i].dim >= 0) viewed_[p][i] = apply_view(*inputs[part.input_index[i]], part.view[i]);
-  }
-
   // Part P's operands: its outputs, then its inputs.
   std::vector<const Tensor*> operands(size_t p, const Tensor* const* inputs, const Tensor* const* outputs) const {
     const Part& part = (*parts_)[p];
     std::vector<const Tensor*> ops;
     ops.reserve(part.output_index.size() + part.input_index.size());
     for (size_t i : part.output_index) ops.push_back(outputs[i]);
-    for (size_t i = 0; i < part.input_index.size(); ++i) ops.push_back(&input(p, i, inputs));
+    for (size_t i = 0; i < part.input_index.size(); ++i) ops.push_back(&part_input(part, i, inputs, viewed_[p]));
     return ops;
   }
 
@@ -702,13 +701,13 @@ class ReduceStep final : public sdk::HostGraphStep {
     std::vector<const Tensor*> in, out;
     for (const Tensor& t : inputs) in.push_back(&t);
     for (const Tensor& t : outputs) out.push_back(&t);
-    view_inputs(in.data());
+    view_inputs(part(), in.data(), viewed_);
     remake(in.data(), out.data());
   }
 
   void run(const Tensor* const* inputs, const Tensor* const* outputs) override {
     const Part& p = part();
-    view_inputs(inputs);
+    view_inputs(p, inputs, viewed_);
     bool same = true;
     for (size_t o = 0; o < layout_.size() && same; ++o) same = same_layout(operand(o, inputs, outputs), layout_[o]);
     if (!same) remake(inputs, outputs);
@@ -734,16 +733,7 @@ class ReduceStep final : public sdk::HostGraphStep {
     const Part& p = part();
     if (o == 0) return *outputs[p.reduce_output];
     if (o <= p.output_index.size()) return *outputs[p.output_index[o - 1]];
-    const size_t i = o - 1 - p.output_index.size();
-    return p.view[i].dim < 0 ? *inputs[p.input_index[i]] : viewed_[i];
-  }
-
-  // This run's views of the part's sliced inputs.
-  void view_inputs(const Tensor* const* inputs) {
-    const Part& p = part();
-    viewed_.resize(p.input_index.size());
-    for (size_t i = 0; i < p.input_index.size(); ++i)
-      if (p.view[i].dim >= 0) viewed_[i] = apply_view(*inputs[p.input_index[i]], p.view[i]);
+    return part_input(p, o - 1 - p.output_index.size(), inputs, viewed_);
   }
 
   void remake(const Tensor* const* inputs, const Tensor* const* outputs) {
@@ -1148,7 +1138,6 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
     sdk::HostGraphFusion f;
     std::vector<std::string> part_labels, part_counts;  // per part: its label, what it reads and writes
     std::vector<std::vector<size_t>> part_slices;      // per part: index_select nodes it reads in place
-    std::vector<size_t> sliced;  // all of the step's
     for (size_t gi : members) {
       const std::vector<size_t>& nodes = groups[gi];
       Part part;
@@ -1170,7 +1159,6 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
           uint32_t read = v;  // what the step reads: V, or the source V slices
           if (slice_view(g, producer, v, view)) {
             read = g.nodes[static_cast<size_t>(producer[v])].inputs[0];
-            sliced.push_back(static_cast<size_t>(producer[v]));
             slices.push_back(static_cast<size_t>(producer[v]));
           }
           if (input_of_value[read] < 0) {
@@ -1230,6 +1218,8 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
     }
     for (uint32_t v : f.inputs) input_of_value[v] = -1;
     // A slice read only by this step's loops is not made at all: its node is the step's.
+    std::vector<size_t> sliced;
+    for (const std::vector<size_t>& slices : part_slices) sliced.insert(sliced.end(), slices.begin(), slices.end());
     std::sort(sliced.begin(), sliced.end());
     sliced.erase(std::unique(sliced.begin(), sliced.end()), sliced.end());
     std::vector<size_t> made;  // sliced nodes something outside the step reads: they still run

@@ -287,7 +287,7 @@ void block_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, 
 }
 
 // float32 version: per tile of kGemmRows query rows and block of kGemmKeys
-// keys, scores = scale·Q·Kᵀ and out += P·V are oneDNN sgemms.
+// keys, scores = scale·Q·Kᵀ and out += P·V are block_gemms.
 constexpr int64_t kGemmRows = 64, kGemmKeys = 64;  // 64 keys: a causal backward skips more blocks
 void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -402,7 +402,7 @@ void attention_backward_loops(Backward<A>& g) {
 }
 
 // float32 version: the same two passes over (query tile, key block) pairs,
-// each block's P and dS from two sgemms, the gradients from one or two more.
+// each block's P and dS from two block_gemms, the gradients from one or two more.
 void attention_backward_gemm(Backward<float>& g) {
   const Attention<float>& at = g.at;
   const int64_t L = at.L, S = at.S, E = at.E, Ev = at.Ev, ld = kGemmKeys;
