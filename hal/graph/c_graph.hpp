@@ -48,8 +48,10 @@ inline std::pair<std::vector<uint32_t>, std::vector<uint32_t>> boundary(const Gr
 // mention. Valid while G and this object live.
 class CGraph {
  public:
+  // ALIASES (ABI 1.14 output aliases): (index into OUTPUTS, index into
+  // INPUTS) pairs, passed on as hal_graph_output_aliases_t.
   CGraph(const Graph& g, const std::vector<size_t>& nodes, const std::vector<uint32_t>& inputs,
-         const std::vector<uint32_t>& outputs)
+         const std::vector<uint32_t>& outputs, const std::vector<std::pair<size_t, size_t>>& aliases = {})
       : local_(g.values().size(), HAL_GRAPH_NO_VALUE) {
     auto local = [&](uint32_t id) {
       if (id == HAL_GRAPH_NO_VALUE) return id;
@@ -102,6 +104,19 @@ class CGraph {
       constants_.sizes = constant_sizes_.data();
       graph_.next = &constants_;
     }
+    for (const auto& [o, i] : aliases) {
+      alias_outputs_.push_back(o);
+      alias_inputs_.push_back(i);
+    }
+    if (!aliases.empty()) {
+      aliases_.base.struct_size = sizeof(aliases_);
+      aliases_.base.type = HAL_EXTENSION_TYPE_GRAPH_OUTPUT_ALIASES;
+      aliases_.base.next = static_cast<const hal_extension_base_t*>(graph_.next);
+      aliases_.count = aliases.size();
+      aliases_.output_indices = alias_outputs_.data();
+      aliases_.input_indices = alias_inputs_.data();
+      graph_.next = &aliases_;
+    }
     for (const auto& v : values_) value_ptrs_.push_back(&v);
     for (const auto& n : nodes_) node_ptrs_.push_back(&n);
     graph_.struct_size = sizeof(graph_);
@@ -130,6 +145,8 @@ class CGraph {
   std::vector<const void*> constant_data_;
   std::vector<uint64_t> constant_sizes_;
   hal_graph_constants_t constants_{};
+  std::vector<size_t> alias_outputs_, alias_inputs_;
+  hal_graph_output_aliases_t aliases_{};
   hal_graph_t graph_{};
 };
 

@@ -74,7 +74,8 @@ SharedExecutable::~SharedExecutable() {
 }
 
 std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
-                      const std::map<std::string, std::string>& options, bool graph_compilers) {
+                      const std::map<std::string, std::string>& options, bool graph_compilers,
+                      const std::vector<std::pair<size_t, size_t>>& aliases) {
   KeyBytes h;
   h.str("hal compile cache 2")  // 2: placements split groups that depend on each other both ways
       .pod(uint32_t{HAL_ABI_VERSION_MAJOR})
@@ -90,6 +91,10 @@ std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>
   h.pod(options.size());
   for (const auto& [k, v] : options) h.str(k).str(v);
   if (!graph_compilers) h.str("no graph compilers");  // the default's key bytes stay as they were
+  if (!aliases.empty()) {  // (likewise)
+    h.str("output aliases").pod(aliases.size());
+    for (const auto& [o, i] : aliases) h.pod(uint64_t{o}).pod(uint64_t{i});
+  }
   return sha256_hex(h.bytes());
 }
 

@@ -55,8 +55,10 @@ struct CompiledPlan {
 // The key (SHA-256, hex) of compiling G for DEVICES (the last one the
 // fallback when FALLBACK) with OPTIONS, subgraphs compiled or not
 // (CompileOptions::graph_compilers).
+// ALIASES: CompileOptions::output_aliases.
 std::string cache_key(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices, bool fallback,
-                      const std::map<std::string, std::string>& options, bool graph_compilers = true);
+                      const std::map<std::string, std::string>& options, bool graph_compilers = true,
+                      const std::vector<std::pair<size_t, size_t>>& aliases = {});
 
 // The memory cache. Thread-safe.
 std::shared_ptr<const CompiledPlan> memory_cache_find(const std::string& key);

@@ -136,6 +136,8 @@ struct CompiledGraph::Impl {
   std::vector<int64_t> into_output;  // per value: the output whose buffer it is written into (-1: none)
   std::vector<bool> executable_reads;  // per value: an executable needing contiguous inputs reads it
   std::vector<bool> internal;  // per value: made and read inside one executable only (its memory, not ours)
+  std::vector<std::pair<size_t, size_t>> declared_aliases;  // CompileOptions::output_aliases
+  std::vector<std::pair<size_t, size_t>> output_aliases;    // of those, the ones honoured
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
 
@@ -258,6 +260,7 @@ std::vector<std::shared_ptr<Device>> CompiledGraph::lost_devices() const {
   }
   return lost;
 }
+const std::vector<std::pair<size_t, size_t>>& CompiledGraph::output_aliases() const { return impl_->output_aliases; }
 bool CompiledGraph::accepts_strided_input(size_t i) const {
   const Graph& g = impl_->graph;
   if (i >= g.inputs().size())
@@ -269,14 +272,23 @@ bool CompiledGraph::accepts_strided_input(size_t i) const {
 namespace {
 
 // Compiles (or rebuilds from BYTES) group GID of G on DEVICE.
+// ALIASES: the output aliases given to this group, as (graph output index,
+// graph input index) pairs.
 std::shared_ptr<SharedExecutable> build_group(const Graph& g, const std::vector<size_t>& nodes,
                                               const std::shared_ptr<Device>& device, const std::string& label,
                                               const std::vector<uint8_t>* bytes, const std::string& cache_file,
-                                              bool* deserialized) {
+                                              bool* deserialized, const std::vector<std::pair<size_t, size_t>>& aliases) {
   std::vector<bool> in_set(g.nodes().size(), false);
   for (size_t i : nodes) in_set[i] = true;
   auto [inputs, outputs] = detail::boundary(g, nodes, in_set);
-  detail::CGraph sub(g, nodes, inputs, outputs);
+  std::vector<std::pair<size_t, size_t>> local;  // the subgraph's output and input indices
+  for (const auto& [o, i] : aliases) {
+    const auto out = std::find(outputs.begin(), outputs.end(), g.outputs()[o]);
+    const auto in = std::find(inputs.begin(), inputs.end(), g.inputs()[i]);
+    if (out != outputs.end() && in != inputs.end())
+      local.emplace_back(static_cast<size_t>(out - outputs.begin()), static_cast<size_t>(in - inputs.begin()));
+  }
+  detail::CGraph sub(g, nodes, inputs, outputs, local);
   const hal_graph_api_t& api = device->plugin().graph;
   hal_executable_t* exe = nullptr;
   *deserialized = false;
@@ -335,11 +347,54 @@ std::string group_label(const Graph& g, const Device& d, uint32_t gid, const std
   return label + ")";
 }
 
+// Per output alias pair (CompileOptions::output_aliases, validated): the
+// group that may update it in place, or 0. It must make the output on the
+// home device and be the input's only reader, so that no step reads the
+// input after the executable wrote the output into its memory.
+std::vector<uint32_t> alias_groups(const Graph& g, const Placement& p, const std::vector<std::pair<size_t, size_t>>& aliases) {
+  std::vector<uint32_t> gids;
+  for (const auto& [o, i] : aliases) {
+    const uint32_t vo = g.outputs()[o], vi = g.inputs()[i];
+    uint32_t gid = 0;
+    for (size_t n = 0; n < g.nodes().size(); ++n)
+      for (uint32_t v : g.nodes()[n].outputs)
+        if (v == vo && p.device[n] == 0) gid = p.group[n];
+    for (size_t n = 0; n < g.nodes().size() && gid != 0; ++n)
+      for (uint32_t v : g.nodes()[n].inputs)
+        if (v == vi && p.group[n] != gid) gid = 0;
+    gids.push_back(gid);
+  }
+  return gids;
+}
+
+// Throws INVALID_ARGUMENT for output alias pairs of G that are out of
+// range, listed twice, or of different dtypes or shapes.
+void check_output_aliases(const Graph& g, const std::vector<std::pair<size_t, size_t>>& aliases) {
+  for (size_t k = 0; k < aliases.size(); ++k) {
+    const auto [o, i] = aliases[k];
+    const std::string what = "compile: output alias " + std::to_string(k) + " (output " + std::to_string(o) +
+                             ", input " + std::to_string(i) + ")";
+    if (o >= g.outputs().size() || i >= g.inputs().size())
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": the graph has " + std::to_string(g.outputs().size()) +
+                                                   " outputs and " + std::to_string(g.inputs().size()) + " inputs");
+    for (size_t e = 0; e < k; ++e)
+      if (aliases[e].first == o || aliases[e].second == i)
+        throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": its " + (aliases[e].first == o ? "output" : "input") +
+                                                     " is already in alias " + std::to_string(e));
+    const ValueSpec &x = g.values()[g.outputs()[o]], &y = g.values()[g.inputs()[i]];
+    if (x.dtype != y.dtype || x.shape != y.shape)
+      throw Error(HAL_STATUS_INVALID_ARGUMENT, what + ": the output is " + common::dtype_name(x.dtype) + " " +
+                                                   g.shape_string(x.shape) + " but the input is " +
+                                                   common::dtype_name(y.dtype) + " " + g.shape_string(y.shape));
+  }
+}
+
 // The plan for DEVICES: from the memory cache, the disk cache, or built.
 std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<std::shared_ptr<Device>>& devices,
                                               bool fallback, const CompileOptions& o, CacheSource* source) {
   const bool cached = o.memory_cache || o.disk_cache;
-  const std::string key = cached ? detail::cache_key(g, devices, fallback, o.options, o.graph_compilers) : "";
+  const std::string key =
+      cached ? detail::cache_key(g, devices, fallback, o.options, o.graph_compilers, o.output_aliases) : "";
   // In memory, executables belong to these Device objects (another runtime
   // loading the same plugin has others); entries keep them alive, so an
   // address is never reused for another device while its entry exists.
@@ -362,7 +417,11 @@ std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<
   // now has bytes (missing or refused on disk).
   bool write = !folder.empty() && !entry;
   std::map<uint32_t, std::vector<uint8_t>> serialized;  // by group id: what the disk entry holds
+  const std::vector<uint32_t> alias_gid = alias_groups(g, plan->placement, o.output_aliases);
   for (const auto& [gid, nodes] : group_nodes(plan->placement)) {
+    std::vector<std::pair<size_t, size_t>> aliases;
+    for (size_t k = 0; k < alias_gid.size(); ++k)
+      if (alias_gid[k] == gid) aliases.push_back(o.output_aliases[k]);
     const std::shared_ptr<Device>& device = devices[plan->placement.device[nodes.front()]];
     const std::vector<uint8_t>* bytes = nullptr;
     if (entry) {
@@ -370,7 +429,8 @@ std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<
       if (it != entry->executables.end()) bytes = &it->second;
     }
     bool deserialized = false;
-    auto exe = build_group(g, nodes, device, group_label(g, *device, gid, nodes), bytes, file, &deserialized);
+    auto exe =
+        build_group(g, nodes, device, group_label(g, *device, gid, nodes), bytes, file, &deserialized, aliases);
     ++(deserialized ? plan->deserialized : plan->compiled);
     if (deserialized) {
       serialized[gid] = *bytes;
@@ -415,6 +475,8 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
   impl->graph = graph;
   const Graph& g = impl->graph;
   const size_t n = g.nodes().size();
+  check_output_aliases(g, o.output_aliases);
+  impl->declared_aliases = o.output_aliases;
   impl->plan = make_plan(g, impl->devices, impl->fallback, o, &impl->stats.cache);
   const Placement& p = impl->plan->placement;
   CompiledGraphStats& stats = impl->stats;
@@ -560,6 +622,7 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
     impl->into_output[v] = static_cast<int64_t>(out->second);
     return true;
   };
+  std::vector<uint32_t> honouring;  // groups whose executables honour output aliases
   for (size_t u : order) {
     const std::vector<size_t>& nodes = units[u];
     const size_t k = p.device[nodes.front()];
@@ -607,6 +670,8 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
       with_context(s.label, [&] { throw_if_error(api.executable_get_info(s.executable->handle(), &info)); });
       s.strided_inputs = impl->devices[k]->plugin().negotiated_minor >= 7 &&
                          (info.flags & HAL_EXECUTABLE_FLAG_STRIDED_INPUTS) != 0;
+      if (impl->devices[k]->plugin().negotiated_minor >= 14 && (info.flags & HAL_EXECUTABLE_FLAG_OUTPUT_ALIASES) != 0)
+        honouring.push_back(gid);
       info.description[sizeof(info.description) - 1] = '\0';
       stats.kernel_count += info.kernel_count;
       ds.kernels += info.kernel_count;
@@ -617,6 +682,10 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
   }
   for (uint32_t v : g.outputs())
     if (present.emplace(0, v).second) output_copy(v);
+  const std::vector<uint32_t> alias_gid = alias_groups(g, p, o.output_aliases);
+  for (size_t k = 0; k < alias_gid.size(); ++k)
+    if (alias_gid[k] != 0 && std::find(honouring.begin(), honouring.end(), alias_gid[k]) != honouring.end())
+      impl->output_aliases.push_back(o.output_aliases[k]);
   impl->executable_reads.assign(g.values().size(), false);
   for (const Step& st : impl->steps)
     if (st.kind == Step::kExecutable && !st.strided_inputs)
@@ -744,6 +813,19 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     bind("output", i, g.outputs()[i], outputs[i]);
     views[0][g.outputs()[i]] = *outputs[i];  // made elsewhere: copied in (kOutputCopy)
     have[g.outputs()[i]] = true;
+  }
+  // An output given as its input's view: only where an executable honours it.
+  for (const auto& [o, i] : impl_->declared_aliases) {
+    const TensorView &out = *outputs[o], &in = *inputs[i];
+    if (out.buffer == nullptr || out.buffer != in.buffer || out.byte_offset != in.byte_offset || span_bytes(out) == 0)
+      continue;
+    if (std::find(impl_->output_aliases.begin(), impl_->output_aliases.end(), std::make_pair(o, i)) ==
+        impl_->output_aliases.end())
+      throw Error(HAL_STATUS_INVALID_ARGUMENT,
+                  "CompiledGraph::run: " + place_of("output", o, g.outputs()[o]) + " is the memory of " +
+                      place_of("input", i, g.inputs()[i]) +
+                      ", but this graph cannot update that input in place (see output_aliases()): pass separate "
+                      "memory and copy");
   }
   // A value's concrete shape: its symbols as the views bind them, else (a
   // size derived from symbols) as shape inference gives it from the inputs.

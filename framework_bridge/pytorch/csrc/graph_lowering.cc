@@ -29,8 +29,12 @@ namespace py = pybind11;
 namespace torch_hal {
 
 Segment::Segment(hal::Graph graph, hal::CompiledGraph compiled, std::vector<c10::ScalarType> out_dtypes,
-                 c10::DeviceIndex dev)
-    : graph_(std::move(graph)), compiled_(make(std::move(compiled))), out_dtypes_(std::move(out_dtypes)), dev_(dev) {}
+                 c10::DeviceIndex dev, std::vector<std::pair<size_t, size_t>> output_aliases)
+    : graph_(std::move(graph)),
+      compiled_(make(std::move(compiled))),
+      out_dtypes_(std::move(out_dtypes)),
+      dev_(dev),
+      output_aliases_(std::move(output_aliases)) {}
 
 hal::CompileOptions segment_compile_options(const std::shared_ptr<hal::Device>& home) {
   hal::CompileOptions co;
@@ -42,8 +46,10 @@ hal::CompileOptions segment_compile_options(const std::shared_ptr<hal::Device>& 
 }
 
 std::shared_ptr<const Segment::Compiled> Segment::make(hal::CompiledGraph graph) const {
-  auto c = std::make_shared<Compiled>(Compiled{std::move(graph), {}});
+  auto c = std::make_shared<Compiled>(Compiled{std::move(graph), {}, {}});
   for (size_t i = 0; i < graph_.inputs().size(); ++i) c->strided_ok.push_back(c->graph.accepts_strided_input(i));
+  c->alias_input.assign(graph_.outputs().size(), -1);
+  for (const auto& [o, i] : c->graph.output_aliases()) c->alias_input[o] = static_cast<int64_t>(i);
   return c;
 }
 
@@ -65,7 +71,9 @@ bool Segment::fail_over(const std::shared_ptr<const Compiled>& at) const {
   if (gone.empty()) return false;  // not a device of this partition: nothing to route around
   std::lock_guard<std::mutex> lock(compiled_mu_);
   if (compiled_ != at) return true;  // another run failed over already
-  std::shared_ptr<const Compiled> next = make(hal::compile(graph_, segment_compile_options(home)));
+  hal::CompileOptions co = segment_compile_options(home);
+  co.output_aliases = output_aliases_;
+  std::shared_ptr<const Compiled> next = make(hal::compile(graph_, co));
   std::string now;
   for (const hal::DevicePartStats& part : next->graph.stats().devices) now += (now.empty() ? "" : ", ") + part.device;
   failovers_.push_back("device " + gone + " lost: re-partitioned onto " + now);
@@ -233,6 +241,34 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
       assign_view(v.all[i], ins[i]);
     v.in.push_back(&v.all[i]);
   }
+  // Transient outputs the run writes into their inputs' tensors (a
+  // parameter updated in place): the write-back is the run itself.
+  std::vector<bool> done(write_back.size(), false);
+  std::vector<int64_t> into(out_shapes->size(), -1);  // per output: the write-back it is written into
+  std::vector<const c10::StorageImpl*> storages;        // per input (scalars: none), made when needed
+  for (size_t k = 0; k < write_back.size(); ++k) {
+    const size_t j = write_backs_[k];
+    const int64_t i = j < compiled.alias_input.size() ? compiled.alias_input[j] : -1;
+    const at::Tensor& dst = write_back[k];
+    if (i < 0 || into[j] >= 0 || j >= transient_.size() || !transient_[j] || scalar_at[static_cast<size_t>(i)] >= 0 ||
+        !plain_dense(dst, dev, out_dtypes_[j], (*out_shapes)[j]))
+      continue;
+    const at::Tensor& in = ins[static_cast<size_t>(i)];
+    if (in.data_ptr() != dst.data_ptr() || in.sizes() != dst.sizes() || !in.is_contiguous()) continue;
+    // Another input reading the same storage would see the update early.
+    if (storages.empty())
+      for (size_t x = 0; x < ins.size(); ++x) {
+        const c10::TensorImpl* impl = ins[x].unsafeGetTensorImpl();
+        storages.push_back(scalar_at[x] < 0 && impl->has_storage() ? impl->storage().unsafeGetStorageImpl() : nullptr);
+      }
+    const c10::StorageImpl* storage = storages[static_cast<size_t>(i)];
+    if (std::count(storages.begin(), storages.end(), storage) != 1) continue;
+    into[j] = static_cast<int64_t>(k);
+    done[k] = true;
+  }
+  if (std::any_of(into.begin(), into.end(), [](int64_t k) { return k >= 0; }))
+    in_place_.fetch_add(static_cast<uint64_t>(std::count_if(into.begin(), into.end(), [](int64_t k) { return k >= 0; })),
+                        std::memory_order_relaxed);
   // Transient outputs share one buffer: one allocation for all of them.
   // Those written back into 0-dim CPU tensors (an optimizer's step
   // counters) come first, so that one download brings them all.
@@ -240,7 +276,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   for (size_t k = 0; k < write_back.size(); ++k) {
     const size_t j = write_backs_[k];
     const at::Tensor& dst = write_back[k];
-    if (j < transient_.size() && transient_[j] && host_scalar(dst) && dst.scalar_type() == out_dtypes_[j] &&
+    if (j < transient_.size() && transient_[j] && into[j] < 0 && host_scalar(dst) && dst.scalar_type() == out_dtypes_[j] &&
         std::none_of(to_host.begin(), to_host.end(), [&](size_t m) { return write_backs_[m] == j; }))
       to_host.push_back(k);
   }
@@ -253,7 +289,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   }
   const int64_t host_bytes = transient_bytes;
   for (size_t j = 0; j < out_shapes->size(); ++j) {
-    if (j >= transient_.size() || !transient_[j] || offsets[j] >= 0) continue;
+    if (j >= transient_.size() || !transient_[j] || offsets[j] >= 0 || into[j] >= 0) continue;
     offsets[j] = transient_bytes;
     transient_bytes += aligned(c10::multiply_integers((*out_shapes)[j]) *
                                static_cast<int64_t>(c10::elementSize(out_dtypes_[j])));
@@ -264,7 +300,10 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   const hal::TensorRef block_ref = block.defined() ? ref_of(block) : hal::TensorRef{};
   for (size_t j = 0; j < out_shapes->size(); ++j) {
     hal::TensorView& view = v.all[ins.size() + j];
-    if (offsets[j] >= 0) {
+    if (into[j] >= 0) {  // the input's own view: the same buffer, offset and shape
+      outs.emplace_back();
+      view = v.all[static_cast<size_t>(compiled.alias_input[j])];
+    } else if (offsets[j] >= 0) {
       outs.emplace_back();
       part_view(view, block_ref, offsets[j], out_dtypes_[j], (*out_shapes)[j]);
     } else {
@@ -279,7 +318,8 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   // are mutations AOTAutograd kept in the graph because autograd need not
   // see them (its rule): below autograd, the version counter still moves.
   const at::AutoDispatchBelowAutograd below_autograd;
-  std::vector<bool> done(write_back.size(), false);
+  for (size_t j = 0; j < into.size(); ++j)
+    if (into[j] >= 0) write_back[static_cast<size_t>(into[j])].unsafeGetTensorImpl()->bump_version();
   if (!to_host.empty()) {  // one download, after the run
     std::vector<uint8_t> staged(static_cast<size_t>(host_bytes));
     const hal::Stream* stream = current_hal_stream(dev_);
@@ -307,10 +347,10 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
       write_back_into(typed_part(block, offsets[j], out_dtypes_[j], (*out_shapes)[j]), dst);
     }
   }
-  if (transient_bytes > 0) {
+  if (std::find(transient_.begin(), transient_.end(), true) != transient_.end()) {  // not returned
     size_t kept = 0;
     for (size_t j = 0; j < outs.size(); ++j)
-      if (offsets[j] < 0) outs[kept++] = std::move(outs[j]);
+      if (j >= transient_.size() || !transient_[j]) outs[kept++] = std::move(outs[j]);
     outs.resize(kept);
   }
   outs.insert(outs.end(), viewed.begin(), viewed.end());
@@ -567,14 +607,21 @@ class SegmentBuilder {
     out_dtypes_.push_back(t.scalar_type());
   }
 
-  std::shared_ptr<Segment> compile(bool fold) {
+  // OUTPUT_ALIASES: (output index, input index) pairs the run may write in
+  // place (CompileOptions::output_aliases): a write-back into the input.
+  std::shared_ptr<Segment> compile(bool fold, std::vector<std::pair<size_t, size_t>> output_aliases = {}) {
     const std::shared_ptr<hal::Device>& home = device(dev_);
-    const hal::CompileOptions co = segment_compile_options(home);
+    hal::CompileOptions co = segment_compile_options(home);
+    co.output_aliases = output_aliases;
     hal::PipelineOptions po;
     po.fold_device = fold ? home.get() : nullptr;
     hal::Graph g = hal::run_pipeline(graph_, po);
+    TORCH_CHECK(output_aliases.empty() || (g.inputs().size() == graph_.inputs().size() &&
+                                           g.outputs().size() == graph_.outputs().size()),
+                "torch_hal: the graph pipeline changed a segment's inputs or outputs; its output aliases would "
+                "name others");
     hal::CompiledGraph c = hal::compile(g, co);
-    return std::make_shared<Segment>(std::move(g), std::move(c), out_dtypes_, dev_);
+    return std::make_shared<Segment>(std::move(g), std::move(c), out_dtypes_, dev_, std::move(output_aliases));
   }
 
   const std::vector<std::string>& input_names() const { return input_names_; }
@@ -659,7 +706,8 @@ void bind_lowering(py::module_& m) {
       .def("input_names", &SegmentBuilder::input_names)
       .def("nodes", &SegmentBuilder::nodes)
       .def("dump", &SegmentBuilder::dump)
-      .def("compile", &SegmentBuilder::compile, py::arg("fold") = false);
+      .def("compile", &SegmentBuilder::compile, py::arg("fold") = false,
+           py::arg("output_aliases") = std::vector<std::pair<size_t, size_t>>{});
   py::class_<Segment, std::shared_ptr<Segment>>(m, "_Segment")
       .def("run", &Segment::run, py::arg("inputs"), py::arg("write_back") = std::vector<at::Tensor>{})
       .def("set_input_permutes", &Segment::set_input_permutes)
@@ -674,6 +722,8 @@ void bind_lowering(py::module_& m) {
            })
       .def("graph_dump", [](const Segment& s) { return s.graph().dump(); })
       .def("node_count", [](const Segment& s) { return s.graph().nodes().size(); })
+      .def("output_aliases", [](const Segment& s) { return s.compiled().output_aliases(); })
+      .def("in_place_write_backs", &Segment::in_place_write_backs)
       .def("stats", [](const Segment& s) { return part_stats(s.compiled().stats()); })
       .def("failovers", &Segment::failovers);
   m.def("_hal_compile_counters", [] {

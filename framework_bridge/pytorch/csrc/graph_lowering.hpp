@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,8 +36,10 @@ using SymDim = std::variant<int64_t, std::string>;
 // is thread-safe, the shape memo is locked).
 class Segment {
  public:
+  // OUTPUT_ALIASES: the CompileOptions::output_aliases COMPILED was made
+  // with (a failover compiles again with them).
   Segment(hal::Graph graph, hal::CompiledGraph compiled, std::vector<c10::ScalarType> out_dtypes,
-          c10::DeviceIndex dev);
+          c10::DeviceIndex dev, std::vector<std::pair<size_t, size_t>> output_aliases = {});
   // Runs the segment on the current torch_hal stream of its device. INPUTS
   // are in graph input order (hal tensors, or 0-dim CPU tensors, which are
   // uploaded: in one copy when there are several); non-contiguous ones are
@@ -55,7 +58,11 @@ class Segment {
   // for, in that order: each gets its output's value copied in (on the same
   // stream, after the segment: an input mutation, BatchNorm's running stats
   // or an optimizer's parameter update); its count must match (c10::Error,
-  // nothing runs).
+  // nothing runs). A transient output whose write-back tensor is the very
+  // tensor passed as the input the compiled graph lets it alias
+  // (CompiledGraph::output_aliases: a parameter updated in place) is
+  // written there by the run itself, no copy, where no other input shares
+  // that tensor's storage.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs,
                               const std::vector<at::Tensor>& write_back = {}) const;
   // Input I is run as inputs[I].permute(PERMUTES[I]) where that is not
@@ -74,6 +81,9 @@ class Segment {
   // set_write_backs and before the first run (not thread-safe against run);
   // throws c10::Error for an index that is not a write-back's source.
   void set_transient_outputs(std::vector<size_t> outputs);
+  // Write-backs the runs so far made in place (the run wrote the output
+  // into its write-back tensor, the input it aliases): no copy.
+  uint64_t in_place_write_backs() const { return in_place_.load(std::memory_order_relaxed); }
   // Run returns, after the outputs, input INPUTS[K]'s permuted view (a
   // transpose the segment reads in place and a later node reads too): no
   // eager view call per run. Set once, before the first run (not thread-safe
@@ -90,6 +100,7 @@ class Segment {
   struct Compiled {
     hal::CompiledGraph graph;
     std::vector<bool> strided_ok;  // per input: CompiledGraph::accepts_strided_input
+    std::vector<int64_t> alias_input;  // per output: the input it may be written into (output_aliases), or -1
   };
   std::shared_ptr<const Compiled> current() const;
   std::shared_ptr<const Compiled> make(hal::CompiledGraph graph) const;
@@ -111,6 +122,8 @@ class Segment {
   std::vector<std::vector<int64_t>> permutes_;  // per input: set_input_permutes
   std::vector<size_t> write_backs_;             // set_write_backs
   std::vector<bool> transient_;                 // per output: set_transient_outputs
+  std::vector<std::pair<size_t, size_t>> output_aliases_;  // CompileOptions::output_aliases
+  mutable std::atomic<uint64_t> in_place_{0};              // write-backs the runs made in place
   std::vector<size_t> view_outputs_;            // set_view_outputs
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::vector<int64_t>> last_in_;

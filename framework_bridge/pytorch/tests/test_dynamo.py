@@ -384,7 +384,7 @@ def test_corrupt_compile_cache_entries_are_rebuilt(opencl_decoder_step):
 def test_segment_compile_error_runs_the_nodes_eagerly_and_warns_once(monkeypatch):
     """A segment the HAL compile refuses (simulated here: the CPU plugin compiles every segment)
     runs its nodes op by op eagerly; the message is warned once, the reason counted."""
-    def refuse(self, fold=False):
+    def refuse(self, fold=False, output_aliases=()):
         raise RuntimeError("plugin 'x' graph_compile: out of registers (simulated)")
 
     monkeypatch.setattr(torch_hal._C._SegmentBuilder, "compile", refuse)
@@ -542,6 +542,37 @@ def test_compiled_optimizer_step_lowers_whole_and_matches_eager_cpu(optim):
     s = torch_hal.dynamo.stats()
     assert s["eager_nodes"] == 0 and s["segments"] >= 1, s
     assert s["write_backs"] >= 2 * len(list(dev.parameters())), s  # at least each parameter and a buffer
+    # The updates were written into the parameters and moments by the runs themselves (output
+    # aliases, ABI 1.14), not copied in after them.
+    runner = torch_hal.dynamo.runners()[-1]
+    in_place = sum(compiled.in_place_write_backs() for _, compiled, _ in runner.segments)
+    assert in_place >= 2 * len(list(dev.parameters())), in_place
+
+
+def test_compiled_optimizer_step_updates_parameters_sharing_a_storage_by_copies():
+    """Two parameters that are views of one storage: writing one's update into its memory during
+    the run could be read through the other's, so the runner copies them in after the run (no
+    output alias is used) and every step matches CPU."""
+    def params(device):
+        torch.manual_seed(0)
+        flat = torch.randn(2 * 40).to(device)
+        return [torch.nn.Parameter(flat[:40].view(8, 5)), torch.nn.Parameter(flat[40:].view(8, 5))]
+    ref, dev = params("cpu"), params("hal")
+    assert dev[0].untyped_storage().data_ptr() == dev[1].untyped_storage().data_ptr()
+    opt_ref = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1)
+    opt_dev = torch.optim.AdamW(dev, lr=1e-2, weight_decay=0.1)
+    step = torch.compile(opt_dev.step, backend="hal")
+    x = torch.randn(5, 3)
+    for _ in range(3):
+        for ps, opt, run, d in ((ref, opt_ref, opt_ref.step, "cpu"), (dev, opt_dev, step, "hal")):
+            opt.zero_grad()
+            ((ps[0] @ x.to(d)).sin().sum() + (ps[1] @ x.to(d)).cos().sum()).backward()
+            run()
+        for a, b in zip(ref, dev):
+            torch.testing.assert_close(b.detach().cpu(), a.detach(), **tc.PARAM_TOL)
+    runner = torch_hal.dynamo.runners()[-1]
+    assert sum(compiled.in_place_write_backs() for _, compiled, _ in runner.segments) > 0  # the moments
+    assert torch_hal.dynamo.stats()["eager_nodes"] == 0
 
 
 def test_transient_outputs_are_only_write_back_sources():

@@ -61,7 +61,9 @@ typedef enum hal_extension_type_e {
   HAL_EXTENSION_TYPE_INVALID = 0,
   /* ABI 1.7: hal_graph_constants_t on hal_graph_t.next (hal/graph.h). */
   HAL_EXTENSION_TYPE_GRAPH_CONSTANTS = 1,
-  HAL_EXTENSION_TYPE_COUNT_ = 2 /* one past the last standard id this header knows */
+  /* ABI 1.14: hal_graph_output_aliases_t on hal_graph_t.next (hal/graph.h). */
+  HAL_EXTENSION_TYPE_GRAPH_OUTPUT_ALIASES = 2,
+  HAL_EXTENSION_TYPE_COUNT_ = 3 /* one past the last standard id this header knows */
 } hal_extension_type_e;
 
 /* Ids in [HAL_EXTENSION_TYPE_VENDOR_FIRST, HAL_EXTENSION_TYPE_VENDOR_LAST]

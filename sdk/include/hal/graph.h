@@ -59,6 +59,21 @@
  * copy or pre-pack them at compile (a blocked weight layout) and read its
  * copy instead. A plugin that does not know the extension skips it (the
  * extension rules) and sees ordinary inputs.
+ *
+ * OUTPUT ALIASES (ABI 1.14). A host may hang a hal_graph_output_aliases_t
+ * on hal_graph_t.next (graph_compile, executable_deserialize; partition
+ * ignores it): it pairs outputs with inputs of the same dtype and shape, as
+ * PJRT's input-output aliases (buffer donation) do. For such a pair the
+ * host may pass, at an execute, the output as the very tensor it passes
+ * for the input (same buffer, byte offset and shape; contiguous): the
+ * execution then reads the input's contents as they were before it and
+ * leaves the output's in that memory (a variable updated in place: an
+ * optimizer step's parameters and moments), with no copy by the host. A
+ * pair is a permission: separate memory for the output stays valid. An
+ * executable that honours the pairs sets HAL_EXECUTABLE_FLAG_OUTPUT_ALIASES;
+ * a plugin that does not know the extension skips it and leaves the flag
+ * clear, and a host then never passes an output as its input (execute
+ * refuses overlapping tensors).
  */
 #ifndef HAL_GRAPH_H_
 #define HAL_GRAPH_H_
@@ -147,6 +162,21 @@ typedef struct hal_graph_constants_t {
   const uint64_t* sizes;
 } hal_graph_constants_t;
 
+/* ABI 1.14: outputs that may be passed as an input's tensor (see OUTPUT
+ * ALIASES). Owned by the caller; read only during the call it is passed to.
+ * Readers refuse with INVALID_ARGUMENT (naming the pair): an index out of
+ * range, an output or an input listed twice, an input that is a constant
+ * (hal_graph_constants_t), or values of different dtypes or shapes (a
+ * symbolic dim must be the same symbol in both). */
+typedef struct hal_graph_output_aliases_t {
+  hal_extension_base_t base; /* type = HAL_EXTENSION_TYPE_GRAPH_OUTPUT_ALIASES */
+  size_t count;
+  /* COUNT indices into hal_graph_t.outputs (not value ids). */
+  const size_t* output_indices;
+  /* COUNT indices into hal_graph_t.inputs: OUTPUT_INDICES[k]'s input. */
+  const size_t* input_indices;
+} hal_graph_output_aliases_t;
+
 /* What an executable is. Filled by executable_get_info up to the caller's
  * struct_size. */
 typedef struct hal_executable_info_t {
@@ -173,6 +203,9 @@ typedef struct hal_executable_info_t {
  * host need not make contiguous copies for it. Without the flag a host
  * passes row-major contiguous inputs. */
 #define HAL_EXECUTABLE_FLAG_STRIDED_INPUTS (1u << 0)
+/* ABI 1.14: execute honours the output aliases the executable was compiled
+ * (or deserialised) with: an aliased output may be its input's tensor. */
+#define HAL_EXECUTABLE_FLAG_OUTPUT_ALIASES (1u << 1)
 
 /* executable_serialize's arguments (ABI 1.5). */
 typedef struct hal_executable_serialize_args_t {
@@ -244,7 +277,10 @@ typedef struct hal_graph_api_t {
    * its value's, each concrete dim equal, and each symbolic dim bound to
    * one size across all tensors. Buffers must belong to the executable's
    * device, hold their tensors, and outputs must overlap no input or other
-   * output. Inputs must not change and outputs must not be read until the
+   * output, except that an output paired with an input by the executable's
+   * output aliases may be that input's very tensor (contiguous) when the
+   * executable has HAL_EXECUTABLE_FLAG_OUTPUT_ALIASES (ABI 1.14). Inputs
+   * must not change and outputs must not be read until the
    * stream reaches the execution. Errors: INVALID_ARGUMENT naming the
    * value and the mismatch ("input 1 (value 4): dim 0 is 5 but symbol -1
    * is 3"), OUT_OF_RANGE (a tensor outside its buffer); on error nothing is

@@ -120,6 +120,15 @@
  *          passes a nonzero tag only to a plugin whose negotiated MINOR is
  *          >= 13 (libhal refuses it with UNIMPLEMENTED for an older one,
  *          which would not read the field and match out of order).
+ *     1.14 output aliases (hal/graph.h): the extension
+ *          hal_graph_output_aliases_t (HAL_EXTENSION_TYPE_GRAPH_OUTPUT_
+ *          ALIASES) on hal_graph_t.next names outputs the host may pass as
+ *          the very tensor of an input (a variable updated in place: an
+ *          optimizer's parameters), and HAL_EXECUTABLE_FLAG_OUTPUT_ALIASES
+ *          says an executable honours them. A host passes such a pair
+ *          only to an executable with the flag; an older plugin skips the
+ *          element (unknown type), leaves the flag clear and still gets
+ *          separate outputs.
  *
  *   Every struct that crosses the boundary starts with `size_t struct_size`
  *   set by whoever fills the struct to sizeof() of the version it was built

@@ -15,7 +15,7 @@ extern "C" {
 
 /* ABI version this header describes. See hal/hal.h for what bumps which. */
 #define HAL_ABI_VERSION_MAJOR 1
-#define HAL_ABI_VERSION_MINOR 13
+#define HAL_ABI_VERSION_MINOR 14
 
 /* Symbol visibility for the one symbol a plugin exports. */
 #if defined(_WIN32)

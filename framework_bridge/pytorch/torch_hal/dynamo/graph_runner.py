@@ -615,8 +615,16 @@ class GraphRunner:
                    for a, src in seg.aliases.items() if any(u not in inside for u in a.users)]
         read = len(outputs)  # outputs read after the run; those after them only feed write-backs
         write_backs = [(self.slot[dst], output(src)) for dst, src in seg.write_backs]
+        # A write-back into an input the segment reads (an optimizer's parameter): the run may
+        # write the update into that input's memory itself (buffer donation), when only the
+        # write-back reads the new value.
+        names = seg.builder.input_names()
+        aliases = [(outputs.index(src), names.index(dst.name)) for dst, src in seg.write_backs
+                   if dst.name in names and dst not in seg.views and outputs.index(src) >= read]
+        aliases = [(o, i) for k, (o, i) in enumerate(aliases)
+                   if all(o != o2 and i != i2 for o2, i2 in aliases[:k])]
         try:
-            compiled = seg.builder.compile(fold=bool(seg.frozen))
+            compiled = seg.builder.compile(fold=bool(seg.frozen), output_aliases=aliases)
         except Exception as e:  # a plugin's compile error: op by op (eager) for this group, said once
             self._claimed.difference_update(later)  # they run in place when reached
             counters.warn_once(f"torch_hal.dynamo: a HAL segment of {len(lowered)} nodes did not compile; "

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hal/runtime/device.hpp"
@@ -49,6 +50,16 @@ struct CompileOptions {
   // "Layouts"). false: every such value is row-major (the A/B baseline).
   // Not part of the cache key: it changes no executable.
   bool layouts = true;
+  // Outputs the caller may pass as an input's very tensor, (output index,
+  // input index) pairs of one dtype and shape: a variable updated in place
+  // (an optimizer step's parameters), as PJRT's input-output aliases. Each
+  // pair goes to the executable that makes the output (ABI 1.14
+  // hal_graph_output_aliases_t) where that executable runs on the home
+  // device and is the input's only reader; CompiledGraph::output_aliases()
+  // lists the pairs honoured. Part of the cache key. compile() throws
+  // INVALID_ARGUMENT for an index out of range, an output or input listed
+  // twice, or values of different dtypes or shapes.
+  std::vector<std::pair<size_t, size_t>> output_aliases;
 };
 
 // What one device does in a compiled graph.
@@ -121,7 +132,11 @@ class CompiledGraph {
   // runs. Intermediates come from each device's caching allocator (sizes
   // derived from symbols through infer_shapes); values
   // cross devices through host memory. Errors from a step name its device
-  // and group or node.
+  // and group or node. An output may be its input's very view (same
+  // buffer, offset and shape; contiguous) for a pair output_aliases()
+  // lists: the run reads the input's old contents and leaves the output's
+  // there. For a pair compile() was given but does not honour, such a view
+  // is INVALID_ARGUMENT (pass separate memory and copy).
   void run(const std::vector<const TensorView*>& inputs, const std::vector<const TensorView*>& outputs,
            const Stream* stream = nullptr) const;
   // As above, allocating the outputs (contiguous, on the home device) with
@@ -138,6 +153,11 @@ class CompiledGraph {
   // An input another compiled group reads must be contiguous. Throws
   // INVALID_ARGUMENT for I out of range.
   bool accepts_strided_input(size_t i) const;
+  // The CompileOptions::output_aliases pairs run() honours: (output index,
+  // input index), in the order given; empty when none was given or none
+  // could be (the input has another reader, the output is made op by op or
+  // on another device, the plugin is older than ABI 1.14).
+  const std::vector<std::pair<size_t, size_t>>& output_aliases() const;
   const CompiledGraphStats& stats() const;
   // Bytes copied between devices by the last run (0 before any).
   uint64_t last_copy_bytes() const;

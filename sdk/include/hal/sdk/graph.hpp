@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hal/hal.h"
@@ -94,6 +95,13 @@ struct Graph {
   // Constant inputs by value id (empty when the host gave none; see
   // GraphConstant for how long DATA lives).
   std::map<uint32_t, GraphConstant> constants;
+  // ABI 1.14 output aliases (hal_graph_output_aliases_t), validated:
+  // (output index, input index) pairs of one dtype and shape, each output
+  // and input at most once. An executable that honours them
+  // (Executable::honours_output_aliases) may be given output J as input
+  // I's very tensor (contiguous): it must read I's old contents and leave
+  // J's new ones there.
+  std::vector<std::pair<size_t, size_t>> output_aliases;
 
   // The bytes of constant value V, or nullptr.
   const GraphConstant* constant(uint32_t v) const {
@@ -130,6 +138,11 @@ class Executable {
   // HAL_EXECUTABLE_FLAG_STRIDED_INPUTS): the host then passes a transposed
   // view as it is instead of a contiguous copy. Default false.
   virtual bool accepts_strided_inputs() const { return false; }
+  // Whether execute honours Graph::output_aliases (ABI 1.14
+  // HAL_EXECUTABLE_FLAG_OUTPUT_ALIASES): an aliased output may then be
+  // its input's tensor, and execute must give the answer separate memory
+  // would. Default false: the SDK refuses such overlaps before execute.
+  virtual bool honours_output_aliases() const { return false; }
   // What Device::deserialize_graph needs to rebuild this executable without
   // compiling (ABI 1.5 executable_serialize; the SDK wraps it with the
   // plugin's name, version and a checksum). Throw UNIMPLEMENTED (the

@@ -141,7 +141,14 @@ struct HostGraphFusion {
   // calls execute. An order that is not a permutation of the output's dims
   // fails the execution with INTERNAL.
   std::function<std::vector<std::vector<int>>(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>
-      output_orders;
+      output_orders;  // Optional: whether the step gives the answer separate memory would
+  // when its output OUTPUT is written into the memory of its input INPUT
+  // (the very tensor: dense, one shape): it reads each element of INPUT
+  // only before, or while, writing the same element of OUTPUT, and no
+  // other element after. An executable whose graph output is such a step's
+  // output, aliased to a graph input (Graph::output_aliases) that no later
+  // step reads, then updates it in place. Empty: never.
+  std::function<bool(size_t input, size_t output)> writes_in_place;
 };
 
 // An executable running G's nodes through the kernels of OPS (every node
@@ -213,6 +220,11 @@ class HostGraphExecutable : public Executable {
   uint32_t kernel_count() const override { return kernels_; }
   // Kernels take strided tensors; fused steps copy what they need dense.
   bool accepts_strided_inputs() const override { return true; }
+  // An aliased output given as its input's tensor is written in place where
+  // its producer is the input's last reader and writes it after reading it
+  // (HostGraphFusion::writes_in_place), else made in the arena and copied
+  // into the output after the last step.
+  bool honours_output_aliases() const override { return true; }
   std::string description() const override {
     std::string out = std::to_string(g_.nodes.size()) + " nodes, " + std::to_string(kernels_) + " kernels";
     for (const HostGraphFusion& f : fusions_) out += ", " + f.label;
@@ -280,6 +292,7 @@ class HostGraphExecutable : public Executable {
   };
   struct Plan {
     std::vector<std::vector<int64_t>> key;  // the input shapes it was made for
+    std::vector<bool> aliased;              // per Graph::output_aliases pair: given as one tensor
     std::vector<size_t> dense_outputs;      // outputs it writes slices of in place: a run's must be contiguous
     std::vector<Home> home;                  // per value
     std::vector<Step> steps;
@@ -349,13 +362,17 @@ class HostGraphExecutable : public Executable {
           same = p->key[i].size() == static_cast<size_t>(inputs[i].rank) &&
                  std::equal(p->key[i].begin(), p->key[i].end(), inputs[i].shape);
         for (size_t j : p->dense_outputs) same = same && j < outputs.size() && outputs[j].is_contiguous();
+        for (size_t k = 0; same && k < g_.output_aliases.size(); ++k)
+          same = p->aliased[k] == aliased(k, inputs, outputs);
         if (same) return p;
       }
     }
     std::vector<std::vector<int64_t>> key;
     key.reserve(inputs.size());
     for (const Tensor& t : inputs) key.push_back(t.sizes());
-    auto plan = make_plan(std::move(key), inputs, outputs);
+    std::vector<bool> aliases(g_.output_aliases.size());
+    for (size_t k = 0; k < aliases.size(); ++k) aliases[k] = aliased(k, inputs, outputs);
+    auto plan = make_plan(std::move(key), std::move(aliases), inputs, outputs);
     std::lock_guard<std::mutex> lock(plans_mu_);
     if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
     plans_.push_back(plan);
@@ -365,10 +382,18 @@ class HostGraphExecutable : public Executable {
   // Shapes of every value for these inputs, homes, the arena layout and
   // the steps' calls. Throws INVALID_ARGUMENT naming the node whose rule
   // refuses the shapes or whose result disagrees with the graph.
-  std::shared_ptr<Plan> make_plan(std::vector<std::vector<int64_t>> key, const std::vector<Tensor>& inputs,
-                                  const std::vector<Tensor>& outputs) {
+  // Whether output alias pair K is given as one tensor this run (the SDK
+  // let only the very tensor, contiguous, through).
+  bool aliased(size_t k, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) const {
+    const auto& [o, i] = g_.output_aliases[k];
+    return outputs[o].data != nullptr && outputs[o].data == inputs[i].data && outputs[o].numel() > 0;
+  }
+
+  std::shared_ptr<Plan> make_plan(std::vector<std::vector<int64_t>> key, std::vector<bool> aliases,
+                                  const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
     auto plan = std::make_shared<Plan>();
     plan->key = std::move(key);
+    plan->aliased = std::move(aliases);
     const size_t nv = g_.values.size();
     std::vector<Tensor> meta(nv);
     std::map<int64_t, int64_t> symbols;  // bound by the inputs (validated by the SDK)
@@ -381,6 +406,20 @@ class HostGraphExecutable : public Executable {
     plan->home.assign(nv, Home{});
     for (size_t i = 0; i < inputs.size(); ++i) plan->home[g_.inputs[i]] = Home{Home::kInput, i, 0};
     for (size_t j = 0; j < outputs.size(); ++j) plan->home[g_.outputs[j]] = Home{Home::kOutput, j, 0};
+    // Outputs given as their inputs' tensors that cannot be written in place:
+    // made in the arena, copied into the output after the last step.
+    std::vector<std::pair<uint32_t, size_t>> staged;  // (value, output)
+    for (size_t k = 0; k < g_.output_aliases.size(); ++k) {
+      if (!plan->aliased[k]) continue;
+      const auto& [o, i] = g_.output_aliases[k];
+      if (in_place(g_.outputs[o], g_.inputs[i])) continue;
+      plan->home[g_.outputs[o]] = Home{};
+      staged.emplace_back(g_.outputs[o], o);
+      plan->dense_outputs.push_back(o);
+    }
+    auto is_staged = [&](uint32_t v) {
+      return std::any_of(staged.begin(), staged.end(), [&](const auto& x) { return x.first == v; });
+    };
 
     // Shapes, node by node (fused nodes too: their steps get the shapes).
     std::vector<std::shared_ptr<OpCall>> calls(g_.nodes.size());
@@ -445,7 +484,7 @@ class HostGraphExecutable : public Executable {
       const std::vector<std::vector<int>> orders = f.output_orders(in, out);
       for (size_t o = 0; o < orders.size() && o < f.outputs.size(); ++o) {
         Tensor& t = meta[f.outputs[o]];
-        if (orders[o].empty() || plan->home[f.outputs[o]].kind != Home::kNone) continue;
+        if (orders[o].empty() || plan->home[f.outputs[o]].kind != Home::kNone || is_staged(f.outputs[o])) continue;
         std::vector<bool> seen(static_cast<size_t>(t.rank), false);
         bool ok = static_cast<int>(orders[o].size()) == t.rank;
         for (size_t k = 0; ok && k < orders[o].size(); ++k) {
@@ -499,8 +538,14 @@ class HostGraphExecutable : public Executable {
         alias_of[out] = in;
       }
     }
+    // An output updated in place is written by its producer, not by a
+    // stack's inputs' producers (they may run before the input's last reader).
+    std::vector<bool> updated(nv, false);
+    for (size_t k = 0; k < g_.output_aliases.size(); ++k)
+      if (plan->aliased[k]) updated[g_.outputs[g_.output_aliases[k].first]] = true;
     std::vector<std::vector<SliceCopy>> slice_copies;
-    const std::vector<bool> in_place = stacked_in_place(*plan, meta, alias_of, outputs, slice_copies);
+    const std::vector<bool> in_place = stacked_in_place(*plan, meta, alias_of, outputs, updated, slice_copies);
+    for (const auto& [v, o] : staged) last_use[v] = static_cast<int64_t>(order_.size()) - 1;  // the final copy reads it
     for (size_t v = nv; v-- > 0;)  // an alias keeps its root alive
       if (alias_of[v] >= 0) {
         const uint32_t r = root(static_cast<uint32_t>(v));
@@ -587,7 +632,35 @@ class HostGraphExecutable : public Executable {
       }
       plan->steps.push_back(std::move(st));
     }
+    for (const auto& [v, o] : staged) {  // after every reader of the inputs they overwrite
+      Step st;
+      st.slice_copies.push_back(SliceCopy{v, 0, bytes_in(meta[v])});
+      st.slice_output = o;
+      st.in.push_back(meta[v]);
+      plan->steps.push_back(std::move(st));
+    }
     return plan;
+  }
+
+  // Whether output value VO, given as input value VI's tensor, can be
+  // written in place: the step making it runs after every other reader of
+  // VI, and where it reads VI itself it says it writes in place.
+  bool in_place(uint32_t vo, uint32_t vi) const {
+    int64_t maker = -1, last_reader = -1;
+    for (size_t s = 0; s < order_.size(); ++s) {
+      const std::vector<uint32_t>& outs = unit_outputs(order_[s]);
+      const std::vector<uint32_t>& ins = unit_inputs(order_[s]);
+      if (std::find(outs.begin(), outs.end(), vo) != outs.end()) maker = static_cast<int64_t>(s);
+      if (std::find(ins.begin(), ins.end(), vi) != ins.end()) last_reader = static_cast<int64_t>(s);
+    }
+    if (maker < 0 || last_reader > maker) return false;
+    if (last_reader < maker) return true;
+    const Unit& u = order_[static_cast<size_t>(maker)];
+    if (!u.fused || !fusions_[u.index].writes_in_place) return false;
+    const HostGraphFusion& f = fusions_[u.index];
+    const size_t i = static_cast<size_t>(std::find(f.inputs.begin(), f.inputs.end(), vi) - f.inputs.begin());
+    const size_t o = static_cast<size_t>(std::find(f.outputs.begin(), f.outputs.end(), vo) - f.outputs.begin());
+    return f.writes_in_place(i, o);
   }
 
   // The bytes of a dense tensor of T's dtype and shape.
@@ -602,7 +675,7 @@ class HostGraphExecutable : public Executable {
   // copy every iteration's value again at the end). Marks PLAN's homes and
   // dense_outputs; returns which nodes run so.
   std::vector<bool> stacked_in_place(Plan& plan, const std::vector<Tensor>& meta, const std::vector<int64_t>& alias_of,
-                                     const std::vector<Tensor>& outputs,
+                                     const std::vector<Tensor>& outputs, const std::vector<bool>& updated,
                                      std::vector<std::vector<SliceCopy>>& slice_copies) const {
     std::vector<bool> in_place(g_.nodes.size(), false);
     slice_copies.assign(g_.nodes.size(), {});
@@ -615,7 +688,7 @@ class HostGraphExecutable : public Executable {
         continue;
       const uint32_t o = node.outputs[0];
       const Home& out = plan.home[o];
-      if (out.kind != Home::kOutput || !outputs[out.index].is_contiguous()) continue;
+      if (out.kind != Home::kOutput || !outputs[out.index].is_contiguous() || updated[o]) continue;
       int64_t dim = node.attrs[0].as_int();
       if (dim < 0) dim += meta[o].rank;
       if (dim != 0) continue;

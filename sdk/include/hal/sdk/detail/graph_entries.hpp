@@ -65,14 +65,16 @@ struct GraphBuilder {
       graph->outputs.push_back(id);
     }
     parse_constants(g, *graph);
+    parse_output_aliases(g, *graph);
     return graph;
   }
 
   // Validates execute's tensors against GRAPH's inputs and outputs and
-  // copies them.
+  // copies them. ALIASES: whether the executable honours GRAPH's output
+  // aliases (an aliased output may then be its input's very tensor).
   static void bind(const Graph& graph, Device& device, const hal_tensor_t* const* inputs, size_t input_count,
                    const hal_tensor_t* const* outputs, size_t output_count, std::vector<Tensor>& in,
-                   std::vector<Tensor>& out) {
+                   std::vector<Tensor>& out, bool aliases = false) {
     if (input_count != graph.inputs.size() || output_count != graph.outputs.size())
       fail(HAL_STATUS_INVALID_ARGUMENT, "got ", input_count, " inputs and ", output_count,
            " outputs but the graph has ", graph.inputs.size(), " and ", graph.outputs.size());
@@ -92,7 +94,7 @@ struct GraphBuilder {
       if (OpCallBuilder::has_internal_overlap(out[i]))
         fail(HAL_STATUS_INVALID_ARGUMENT, Place{"output", i, graph.outputs[i]}, " with shape ", out[i].shape_str(),
              " and strides ", out[i].strides_str(), " has overlapping elements (a broadcast view cannot be written)");
-    check_overlaps(graph, in, out);
+    check_overlaps(graph, in, out, aliases);
   }
 
  private:
@@ -153,6 +155,42 @@ struct GraphBuilder {
         fail(HAL_STATUS_INVALID_ARGUMENT, "constant ", k, ": input ", i, " (value ", v, ") has NULL data");
       if (!graph.constants.emplace(v, GraphConstant{c->data[k], bytes}).second)
         fail(HAL_STATUS_INVALID_ARGUMENT, "constant ", k, ": input ", i, " is listed twice");
+    }
+  }
+
+  // The ABI 1.14 output-aliases extension into GRAPH.output_aliases (after
+  // the constants: a constant input cannot be written).
+  static void parse_output_aliases(const hal_graph_t* g, Graph& graph) {
+    const auto* base = common::find_extension(g->next, HAL_EXTENSION_TYPE_GRAPH_OUTPUT_ALIASES);
+    if (base == nullptr) return;
+    if (base->struct_size < sizeof(hal_graph_output_aliases_t))
+      fail(HAL_STATUS_INVALID_ARGUMENT, "hal_graph_output_aliases_t.base.struct_size ", base->struct_size,
+           " is too small");
+    const auto* a = reinterpret_cast<const hal_graph_output_aliases_t*>(base);
+    check_array(a->output_indices, a->count, "hal_graph_output_aliases_t.output_indices");
+    check_array(a->input_indices, a->count, "hal_graph_output_aliases_t.input_indices");
+    for (size_t k = 0; k < a->count; ++k) {
+      const size_t o = a->output_indices[k], i = a->input_indices[k];
+      if (o >= graph.outputs.size())
+        fail(HAL_STATUS_INVALID_ARGUMENT, "output alias ", k, ": output index ", o,
+             " is out of range (the graph has ", graph.outputs.size(), " outputs)");
+      if (i >= graph.inputs.size())
+        fail(HAL_STATUS_INVALID_ARGUMENT, "output alias ", k, ": input index ", i,
+             " is out of range (the graph has ", graph.inputs.size(), " inputs)");
+      for (const auto& [po, pi] : graph.output_aliases)
+        if (po == o || pi == i)
+          fail(HAL_STATUS_INVALID_ARGUMENT, "output alias ", k, ": ", po == o ? "output " : "input ",
+               po == o ? o : i, " is listed twice");
+      const uint32_t vo = graph.outputs[o], vi = graph.inputs[i];
+      if (graph.constant(vi) != nullptr)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "output alias ", k, ": input ", i, " (value ", vi,
+             ") is a constant input; it cannot be written");
+      const GraphValue &x = graph.values[vo], &y = graph.values[vi];
+      if (x.dtype != y.dtype || x.shape != y.shape)
+        fail(HAL_STATUS_INVALID_ARGUMENT, "output alias ", k, ": output ", o, " (value ", vo, ") is ",
+             dtype_name(x.dtype), " ", shape_string(x.shape.data(), x.rank()), " but input ", i, " (value ", vi,
+             ") is ", dtype_name(y.dtype), " ", shape_string(y.shape.data(), y.rank()));
+      graph.output_aliases.emplace_back(o, i);
     }
   }
 
@@ -293,22 +331,38 @@ struct GraphBuilder {
     }
   }
 
-  // No output may share a byte with an input or another output. Sorted by
-  // buffer and first byte, an overlap shows between a range and the ranges
-  // before it in its buffer: O(n log n), where a run passes many tensors.
-  static void check_overlaps(const Graph& graph, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+  // No output may share a byte with an input or another output, except an
+  // aliased output passed as its input's very tensor (contiguous) when
+  // ALIASES: that range is then written, and must overlap nothing else.
+  // Sorted by buffer and first byte, an overlap shows between a range and
+  // the ranges before it in its buffer: O(n log n), where a run passes
+  // many tensors.
+  static void check_overlaps(const Graph& graph, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                             bool aliases) {
     struct Range {
       const void* buffer;
       uint64_t begin, end;
-      size_t index;  // inputs first, then outputs
+      size_t index;  // inputs first, then outputs; an input written in place: its output's
+      bool written;
     };
+    std::vector<size_t> written_as(in.size(), SIZE_MAX);  // per input: the output passed as it, if any
+    std::vector<bool> merged(out.size(), false);
+    if (aliases)
+      for (const auto& [o, i] : graph.output_aliases)
+        if (same_tensor(out[o], in[i]) && in[i].is_contiguous()) {
+          written_as[i] = o;
+          merged[o] = true;
+        }
     std::vector<Range> ranges;
     ranges.reserve(in.size() + out.size());
     for (size_t k = 0; k < in.size() + out.size(); ++k) {
-      const Tensor& t = k < in.size() ? in[k] : out[k - in.size()];
+      const bool output = k >= in.size();
+      if (output && merged[k - in.size()]) continue;  // its input's range stands for it
+      const Tensor& t = output ? out[k - in.size()] : in[k];
       if (t.buffer == nullptr || t.numel() == 0) continue;
       auto r = OpCallBuilder::byte_range(t);
-      ranges.push_back(Range{t.buffer, r.first, r.second, k});
+      const bool in_place = !output && written_as[k] != SIZE_MAX;
+      ranges.push_back(Range{t.buffer, r.first, r.second, in_place ? in.size() + written_as[k] : k, output || in_place});
     }
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
       return a.buffer != b.buffer ? std::less<const void*>()(a.buffer, b.buffer) : a.begin < b.begin;
@@ -321,15 +375,22 @@ struct GraphBuilder {
     for (size_t r = 0; r < ranges.size(); ++r) {
       const Range& x = ranges[r];
       if (r > 0 && ranges[r - 1].buffer != x.buffer) reach_any = reach_output = nullptr;
-      const bool is_output = x.index >= in.size();
-      const Range* hit = is_output ? reach_any : reach_output;
+      const Range* hit = x.written ? reach_any : reach_output;
       if (hit != nullptr && hit->end > x.begin) {
-        const size_t o = is_output ? x.index : hit->index, other = is_output ? hit->index : x.index;
+        const size_t o = x.written ? x.index : hit->index, other = x.written ? hit->index : x.index;
         fail(HAL_STATUS_INVALID_ARGUMENT, place(o), " overlaps ", place(other), " in the same buffer");
       }
       if (reach_any == nullptr || x.end > reach_any->end) reach_any = &x;
-      if (is_output && (reach_output == nullptr || x.end > reach_output->end)) reach_output = &x;
+      if (x.written && (reach_output == nullptr || x.end > reach_output->end)) reach_output = &x;
     }
+  }
+
+  // Whether A and B are one tensor: the same buffer, first byte, shape and strides.
+  static bool same_tensor(const Tensor& a, const Tensor& b) {
+    if (a.buffer != b.buffer || a.byte_offset != b.byte_offset || a.rank != b.rank) return false;
+    for (int d = 0; d < a.rank; ++d)
+      if (a.shape[d] != b.shape[d] || a.strides[d] != b.strides[d]) return false;
+    return true;
   }
 };
 
@@ -344,6 +405,9 @@ struct CompiledExecutable {
   // the text lives as long as the executable).
   std::once_flag plan_once;
   std::string plan;
+  // impl->honours_output_aliases(), asked once: execute lets an aliased
+  // output be its input's tensor.
+  bool aliases = false;
 };
 
 inline hal_status_t* graph_partition(hal_device_t* d, const hal_graph_t* g, uint32_t* out) {
@@ -369,6 +433,7 @@ inline hal_status_t* graph_compile(hal_device_t* d, const hal_graph_t* g, hal_ex
     if (graph->nodes.empty()) fail(HAL_STATUS_INVALID_ARGUMENT, "the graph has no nodes");
     exe->impl = device->compile_graph(*graph);
     if (exe->impl == nullptr) fail(HAL_STATUS_INTERNAL, "the device's compile_graph returned no executable");
+    exe->aliases = !graph->output_aliases.empty() && exe->impl->honours_output_aliases();
     graph->constants.clear();  // the caller's bytes: valid during this call only
     exe->graph = std::move(graph);
     registry().add(exe.get(), Kind::kExecutable, device);
@@ -392,7 +457,8 @@ inline hal_status_t* executable_get_info(hal_executable_t* e, hal_executable_inf
     // Everything is asked before anything is written: a throw leaves OUT untouched.
     const uint32_t kernels = exe->impl->kernel_count();
     const std::string description = exe->impl->description();
-    const uint32_t flags = exe->impl->accepts_strided_inputs() ? HAL_EXECUTABLE_FLAG_STRIDED_INPUTS : 0u;
+    const uint32_t flags = (exe->impl->accepts_strided_inputs() ? HAL_EXECUTABLE_FLAG_STRIDED_INPUTS : 0u) |
+                           (exe->impl->honours_output_aliases() ? HAL_EXECUTABLE_FLAG_OUTPUT_ALIASES : 0u);
     const bool wants_plan = HAL_STRUCT_HAS_FIELD(out, hal_executable_info_t, plan);
     if (wants_plan) std::call_once(exe->plan_once, [&] { exe->plan = exe->impl->plan(); });
     out->kernel_count = kernels;
@@ -408,7 +474,8 @@ inline hal_status_t* executable_execute(hal_executable_t* e, const hal_tensor_t*
   return call("executable_execute", [&] {
     auto* exe = as<CompiledExecutable>(e, Kind::kExecutable, "executable");
     std::vector<Tensor> in, out;
-    GraphBuilder::bind(*exe->graph, *exe->device, inputs, input_count, outputs, output_count, in, out);
+    GraphBuilder::bind(*exe->graph, *exe->device, inputs, input_count, outputs, output_count, in, out,
+                       exe->aliases);
     Stream* stream = optional_stream(s, *exe->device);
     exe->impl->execute(in, out, stream);
   });
@@ -462,6 +529,7 @@ struct SerializedExecutable {
     }
     list(g.inputs);
     list(g.outputs);
+    if (!g.output_aliases.empty()) list(g.output_aliases);  // (without: the fingerprint of ABI <= 1.13)
     return h;
   }
   static std::vector<uint8_t> wrap(const std::vector<uint8_t>& payload, const Graph& graph) {
@@ -556,6 +624,7 @@ inline hal_status_t* executable_deserialize(const hal_executable_deserialize_arg
         SerializedExecutable::unwrap(static_cast<const uint8_t*>(args->data), args->size, *graph);
     exe->impl = device->deserialize_graph(*graph, payload);
     if (exe->impl == nullptr) fail(HAL_STATUS_INTERNAL, "the device's deserialize_graph returned no executable");
+    exe->aliases = !graph->output_aliases.empty() && exe->impl->honours_output_aliases();
     graph->constants.clear();  // the caller's bytes: valid during this call only
     exe->graph = std::move(graph);
     registry().add(exe.get(), Kind::kExecutable, device);
