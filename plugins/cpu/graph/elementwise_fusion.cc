@@ -291,6 +291,7 @@ struct Part {
   std::vector<LoadFn> load;          // per input slot: how a tile of it is loaded
   std::vector<size_t> output_index;  // per part output: the step's output it writes
   std::vector<StoreFn> store;        // per part output: how a tile of it is stored
+  std::vector<std::vector<int>> writer_reads;  // per part output: the input slots its instruction reads
   std::vector<Instr> code;
   std::vector<int> output_of_slot;   // per slot: the part output it is, or -1
   std::vector<int> reg;              // per slot
@@ -434,7 +435,9 @@ bool same_layout(const Tensor& a, const Tensor& b) {
 struct PartState {
   std::vector<Tensor> layout;  // per operand: shape and strides the walk is for
   Walk walk;
-  std::vector<bool> direct;    // per part output: written in place (dense over a tile)
+  std::vector<bool> single;    // per input slot: one element (a splat, set_splats)
+  std::vector<bool> direct_layout;  // per part output: dense over a tile (may be written directly)
+  std::vector<bool> direct;    // per part output, this run: written directly (not in an input's memory)
   int64_t tiles = 0, units = 0, first_unit = 0;
   int64_t rows = 1, blocks = 0;     // rows per tile (> 1: short rows), blocks per last outer dim
   std::vector<int64_t> row_stride;  // per operand: bytes between rows of a tile (the last outer dim's)
@@ -456,7 +459,32 @@ struct Scratch {
   int capacity = 0;  // registers
   std::vector<float*> ptr;
   std::vector<char*> base;
+  // Per input slot of the part running: a tile of copies of its one element
+  // (set_splats), or nullptr: loaded per tile.
+  std::vector<const float*> fixed;
+  std::vector<float> splat;
 };
+
+// Fills SC.fixed for part P: each input slot whose operand holds one element
+// (an optimizer's or a norm's scalar, a 0-dim constant) gets a tile of
+// copies, made once here instead of per tile. ADDRESS(i): slot i's element;
+// SINGLE(i): whether slot i is one element.
+template <class Address, class Single>
+void set_splats(const Part& p, Scratch& sc, Address address, Single single) {
+  const size_t n_in = p.input_index.size();
+  sc.fixed.assign(n_in, nullptr);
+  size_t count = 0;
+  for (size_t i = 0; i < n_in; ++i) count += single(i) ? 1 : 0;
+  if (count == 0) return;
+  sc.splat.resize(count * kTile);
+  float* next = sc.splat.data();
+  for (size_t i = 0; i < n_in; ++i) {
+    if (!single(i)) continue;
+    p.load[i](next, address(i), 0, kTile);
+    sc.fixed[i] = next;
+    next += kTile;
+  }
+}
 
 // SC's registers: at least REGISTERS tiles.
 void reserve(Scratch& sc, int registers) {
@@ -518,6 +546,10 @@ const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64
   std::vector<float*>& ptr = sc.ptr;
   for (size_t i = 0; i < n_in; ++i) {
     const size_t o = n_out + i;
+    if (!sc.fixed.empty() && sc.fixed[i] != nullptr) {  // a splat, read only
+      ptr[i] = const_cast<float*>(sc.fixed[i]);
+      continue;
+    }
     if (p.load[i] == kLoadFloat32 && stride[o] == static_cast<int64_t>(sizeof(float)) &&
         (rows == 1 || row_stride[o] == n * static_cast<int64_t>(sizeof(float)))) {
       ptr[i] = reinterpret_cast<float*>(base[o]);
@@ -549,6 +581,37 @@ const float* run_tile(const Part& p, Scratch& sc, char* const* base, const int64
                                           stride[out], n);
   }
   return last;
+}
+
+// Whether a step of PARTS may write its output OUTPUT into the memory of
+// its input INPUT (HostGraphFusion::writes_in_place): a loop part makes it,
+// reading INPUT whole (not through a slice: the same element as it writes)
+// and only in instructions up to the one making OUTPUT, and no other part
+// reads INPUT. LoopStep::run stores such an output from its register after
+// that instruction (a tile function's operands never alias its output).
+bool writes_in_place(const std::vector<Part>& parts, size_t input, size_t output) {
+  const Part* owner = nullptr;
+  int writer = -1;  // the instruction making OUTPUT
+  for (const Part& p : parts) {
+    if (p.reduce != ReduceKind::kNone) return false;
+    for (size_t k = 0; k < p.output_index.size(); ++k)
+      if (p.output_index[k] == output)
+        for (size_t j = 0; j < p.code.size(); ++j)
+          if (p.output_of_slot[static_cast<size_t>(p.code[j].dst)] == static_cast<int>(k)) {
+            owner = &p;
+            writer = static_cast<int>(j);
+          }
+  }
+  if (owner == nullptr) return false;
+  for (const Part& p : parts)
+    for (size_t i = 0; i < p.input_index.size(); ++i) {
+      if (p.input_index[i] != input) continue;
+      if (&p != owner || p.view[i].dim >= 0) return false;
+      for (size_t j = static_cast<size_t>(writer) + 1; j < p.code.size(); ++j)
+        for (int s : {p.code[j].a, p.code[j].b, p.code[j].c})
+          if (s == static_cast<int>(i)) return false;
+    }
+  return true;
 }
 
 // Runs its parts (one, or several independent ones: a horizontal step) as
@@ -584,6 +647,15 @@ class LoopStep final : public sdk::HostGraphStep {
       for (size_t o = 0; o < s.layout.size() && same; ++o) same = same_layout(operand(o), s.layout[o]);
       if (!same) remake(p, operands(p, inputs, outputs));
       for (size_t o = 0; o < s.layout.size(); ++o) s.data[o] = static_cast<char*>(operand(o).data);
+      // An output given in the memory of an input its own instruction reads
+      // (updated in place) is stored after that instruction, not written by
+      // it while it reads (a tile function's operands never alias its output).
+      const size_t n_out = part.output_index.size();
+      for (size_t o = 0; o < n_out; ++o) {
+        s.direct[o] = s.direct_layout[o];
+        for (int slot : part.writer_reads[o])
+          if (s.data[n_out + static_cast<size_t>(slot)] == s.data[o]) s.direct[o] = false;
+      }
       s.first_unit = units;
       units += s.units;
       elements += s.walk.numel;
@@ -619,9 +691,12 @@ class LoopStep final : public sdk::HostGraphStep {
     s.row_stride.assign(ops.size(), 0);
     if (s.rows > 1)
       for (size_t o = 0; o < ops.size(); ++o) s.row_stride[o] = w.stride[o].back();
+    s.single.assign(part.input_index.size(), false);
+    for (size_t i = 0; i < part.input_index.size(); ++i) s.single[i] = ops[part.output_index.size() + i]->numel() == 1;
+    s.direct_layout.assign(part.output_index.size(), false);
     s.direct.assign(part.output_index.size(), false);
     for (size_t o = 0; o < part.output_index.size(); ++o)
-      s.direct[o] = part.store[o] == kStoreFloat32 && w.inner_stride[o] == static_cast<int64_t>(sizeof(float)) &&
+      s.direct_layout[o] = part.store[o] == kStoreFloat32 && w.inner_stride[o] == static_cast<int64_t>(sizeof(float)) &&
                     (s.rows == 1 || s.row_stride[o] == w.inner * static_cast<int64_t>(sizeof(float)));
     s.tiles = (w.inner + kTile - 1) / kTile;
     if (w.numel == 0) {
@@ -650,6 +725,8 @@ class LoopStep final : public sdk::HostGraphStep {
     sc.ptr.assign(p.reg.size(), nullptr);
     sc.base.assign(ops, nullptr);
     std::vector<char*>& base = sc.base;
+    const size_t n_out = p.output_index.size();
+    set_splats(p, sc, [&](size_t i) { return s.data[n_out + i]; }, [&](size_t i) { return s.single[i]; });
     if (s.rows > 1) {
       const int64_t last = w.outer.back();
       for (int64_t u = begin; u < end; ++u) {  // unit u: block u % blocks of the last outer dim's rows
@@ -821,6 +898,9 @@ class ReduceStep final : public sdk::HostGraphStep {
     const size_t ops = data_.size();
     sc.ptr.assign(p.reg.size(), nullptr);
     std::vector<char*> row(ops), base(ops - 1);
+    const size_t first_input = 1 + p.output_index.size();  // operand index of input slot 0
+    set_splats(p, sc, [&](size_t i) { return data_[first_input + i]; },
+               [&](size_t i) { return layout_[first_input + i].numel() == 1; });
     if (rows_per_tile_ > 1) {  // one tile: up to rows_per_tile_ rows of one inner run of the kept dims
       const int64_t n = red_.inner;
       for (int64_t r = begin; r < end;) {
@@ -1190,6 +1270,9 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
           part.output_of_slot[static_cast<size_t>(in.dst)] = static_cast<int>(part.output_index.size());
           part.output_index.push_back(f.outputs.size());
           part.store.push_back(store_fn(static_cast<hal_dtype_e>(g.values[v].dtype)));
+          part.writer_reads.emplace_back();
+          for (int operand : {in.a, in.b, in.c})
+            if (operand >= 0 && operand < static_cast<int>(inputs)) part.writer_reads.back().push_back(operand);
           f.outputs.push_back(v);
         }
         label += (j ? ", n" : "n") + std::to_string(nodes[j]) + " " + node.op();
@@ -1256,6 +1339,7 @@ std::vector<sdk::HostGraphFusion> find_elementwise_fusions(const Graph& g, std::
       f.make = [shared](const std::vector<Tensor>& in, const std::vector<Tensor>& out) -> std::unique_ptr<sdk::HostGraphStep> {
         return std::make_unique<LoopStep>(shared, in, out);
       };
+      f.writes_in_place = [shared](size_t input, size_t output) { return writes_in_place(*shared, input, output); };
     }
     fusions.push_back(std::move(f));
   }
