@@ -8,6 +8,8 @@ overhead (guards, wrappers, the runner); at 64x64 a little work too. Ratio > 1: 
 Then an optimizer step: train_compare.py's MLP with AdamW, its gradients made once, and
 torch.compile(opt.step) called again and again (a segment of 30 inputs and 24 write-backs on "hal":
 parameters, both moments, the CPU step counters), against inductor's compiled step and eager steps.
+And the same over 2.1M parameters (two 1024x1024 linears): a step bound by memory, where writing
+the updates into the parameters and moments in place (output aliases) saves a pass over them.
 
     PYTHONPATH=<build>/python python bench/torch_hal_runner_bench.py \\
         --plugin <build>/lib/hal/plugins/libhal_plugin_cpu.so [--calls 20000] [--rounds 5] [--json out.json]
@@ -25,7 +27,7 @@ def f(x, y):
 
 
 def per_call_us(fn, args, calls):
-    for _ in range(min(calls, 500)):
+    for _ in range(min(calls, 500) if calls > 50 else 3):
         fn(*args)
     t0 = time.perf_counter()
     for _ in range(calls):
@@ -65,12 +67,15 @@ def main():
         print(f"{'x'.join(map(str, shape)):6s} us/call: compiled hal {r['compiled_hal_us']:6.2f}  inductor "
               f"{r['inductor_cpu_us']:6.2f}  eager hal {r['eager_hal_us']:6.2f}  eager cpu {r['eager_cpu_us']:6.2f}"
               f"  | hal/inductor {r['hal_over_inductor']:.2f}x")
-    rows.append(optimizer_step_row(torch, a))
+    rows.append(optimizer_step_row(torch, a, "mlp", max(1, a.calls // 4)))
+    rows.append(optimizer_step_row(torch, a, "wide", max(5, a.calls // 1000)))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(rows, indent=1))
 
 
-def optimizer_step_row(torch, a):
+def optimizer_step_row(torch, a, kind, calls):
+    """AdamW's step on KIND: "mlp" (train_compare.py's, 2.9k parameters) or "wide" (two 1024x1024
+    linears, 2.1M), CALLS calls a round."""
     import importlib.util
 
     example = pathlib.Path(__file__).resolve().parents[1] / "framework_bridge" / "pytorch" / "examples" / "train_compare.py"
@@ -81,19 +86,23 @@ def optimizer_step_row(torch, a):
     for key, dev, backend in (("compiled_hal", "hal", "hal"), ("inductor_cpu", "cpu", "inductor"),
                               ("eager_hal", "hal", None), ("eager_cpu", "cpu", None)):
         torch.manual_seed(0)
-        model = tc.MODELS["mlp"]().to(dev)
+        if kind == "mlp":
+            model = tc.MODELS["mlp"]().to(dev)
+            x, y = torch.randn(32, 64, device=dev), torch.randint(0, 10, (32,), device=dev)
+        else:
+            model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Linear(1024, 1024)).to(dev)
+            x, y = torch.randn(8, 1024, device=dev), torch.randint(0, 10, (8,), device=dev)
         opt = torch.optim.AdamW(model.parameters())
-        x, y = torch.randn(32, 64, device=dev), torch.randint(0, 10, (32,), device=dev)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         steps[key] = (torch.compile(opt.step, backend=backend) if backend else opt.step, ())
-    calls = max(1, a.calls // 4)
     times = {k: [] for k in steps}
     for _ in range(a.rounds):
         for k, (fn, args) in steps.items():
             times[k].append(per_call_us(fn, args, calls))
-    r = {"shape": "mlp AdamW step", **{k + "_us": statistics.median(v) for k, v in times.items()}}
+    r = {"shape": f"{kind} AdamW step", **{k + "_us": statistics.median(v) for k, v in times.items()}}
     r["hal_over_inductor"] = r["compiled_hal_us"] / r["inductor_cpu_us"]
-    print(f"AdamW step of the MLP, us/call: compiled hal {r['compiled_hal_us']:6.2f}  inductor {r['inductor_cpu_us']:6.2f}"
+    label = "the MLP" if kind == "mlp" else "2.1M parameters"
+    print(f"AdamW step of {label}, us/call: compiled hal {r['compiled_hal_us']:6.2f}  inductor {r['inductor_cpu_us']:6.2f}"
           f"  eager hal {r['eager_hal_us']:6.2f}  eager cpu {r['eager_cpu_us']:6.2f}  | hal/inductor "
           f"{r['hal_over_inductor']:.2f}x")
     return r
