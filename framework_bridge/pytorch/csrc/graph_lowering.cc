@@ -150,8 +150,12 @@ bool plain_dense(const at::Tensor& dst, c10::Device dev, c10::ScalarType dtype, 
 // The 0-dim CPU tensors among INPUTS (an optimizer's step counters) on DEV,
 // uploaded in one copy into one device block, returned; OFFSET[i] is input
 // i's byte offset in it, -1 for the others. Fewer than two: nothing is
-// uploaded (each is moved as it is) and the block is undefined.
-at::Tensor upload_host_scalars(const std::vector<at::Tensor>& inputs, c10::Device dev, std::vector<int64_t>& offset) {
+// uploaded (each is moved as it is) and the block is undefined. KEPT (may
+// be null; only for a run on the default, synchronous stream) is the block
+// kept from the last run and HOST its contents: reused, and uploaded only
+// when a value differs.
+at::Tensor upload_host_scalars(const std::vector<at::Tensor>& inputs, c10::Device dev, std::vector<int64_t>& offset,
+                               at::Tensor* kept, std::vector<uint8_t>* host) {
   offset.assign(inputs.size(), -1);
   int64_t bytes = 0;
   constexpr int64_t kSlot = 16;  // one slot per scalar: any dtype's bytes, aligned
@@ -164,10 +168,30 @@ at::Tensor upload_host_scalars(const std::vector<at::Tensor>& inputs, c10::Devic
     offset.assign(inputs.size(), -1);
     return at::Tensor();
   }
+  if (kept != nullptr) {
+    bool dirty = !kept->defined() || host->size() != static_cast<size_t>(bytes);
+    if (dirty) {
+      *kept = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(dev));
+      host->assign(static_cast<size_t>(bytes), 0);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (offset[i] < 0) continue;
+      uint8_t* slot = host->data() + offset[i];
+      const size_t size = inputs[i].element_size();
+      if (std::memcmp(slot, inputs[i].const_data_ptr(), size) == 0) continue;
+      std::memcpy(slot, inputs[i].const_data_ptr(), size);
+      dirty = true;
+    }
+    if (dirty) {
+      const hal::TensorRef ref = ref_of(*kept);
+      buffer_of(*kept).copy_from_host(host->data(), host->size(), ref.byte_offset, nullptr);
+    }
+    return *kept;
+  }
   at::Tensor staging = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
-  auto* host = staging.data_ptr<uint8_t>();
+  auto* data = staging.data_ptr<uint8_t>();
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (offset[i] >= 0) std::memcpy(host + offset[i], inputs[i].const_data_ptr(), inputs[i].element_size());
+    if (offset[i] >= 0) std::memcpy(data + offset[i], inputs[i].const_data_ptr(), inputs[i].element_size());
   at::Tensor block = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(dev));
   upload(staging, block);
   return block;
@@ -205,8 +229,13 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   const c10::Device dev(at::kPrivateUse1, dev_);
   std::vector<at::Tensor> ins, viewed(view_outputs_.size());
   ins.reserve(inputs.size());
+  std::unique_lock<std::mutex> keep(views_mu_, std::try_to_lock);
+  // The kept scalar block: a run that holds the views, on the synchronous
+  // default stream (nothing of an earlier run can still read the block).
+  const bool kept = keep.owns_lock() && current_hal_stream(dev_) == nullptr;
   std::vector<int64_t> scalar_at;  // per input: its offset in SCALARS, or -1
-  const at::Tensor scalars = upload_host_scalars(inputs, dev, scalar_at);
+  const at::Tensor scalars = upload_host_scalars(inputs, dev, scalar_at, kept ? &scalars_.block : nullptr,
+                                                 kept ? &scalars_.host : nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     if (scalar_at[i] >= 0) {  // read from SCALARS; T itself stands for its (0-dim) shape
@@ -227,7 +256,6 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   const auto out_shapes = output_shapes(ins);
   std::vector<at::Tensor> outs;
   outs.reserve(out_shapes->size());
-  std::unique_lock<std::mutex> keep(views_mu_, std::try_to_lock);
   Views own;
   Views& v = keep.owns_lock() ? views_ : own;
   v.all.resize(ins.size() + out_shapes->size());
@@ -266,9 +294,28 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     into[j] = static_cast<int64_t>(k);
     done[k] = true;
   }
-  if (std::any_of(into.begin(), into.end(), [](int64_t k) { return k >= 0; }))
-    in_place_.fetch_add(static_cast<uint64_t>(std::count_if(into.begin(), into.end(), [](int64_t k) { return k >= 0; })),
-                        std::memory_order_relaxed);
+  // Step counters the graph lets update their own input: written into the
+  // kept block by the run, downloaded from it afterwards (its next upload
+  // finds the same values).
+  std::vector<size_t> in_block;  // write-backs (index into WRITE_BACK) done so
+  if (kept && scalars.defined())
+    for (size_t k = 0; k < write_back.size(); ++k) {
+      const size_t j = write_backs_[k];
+      const int64_t i = j < compiled.alias_input.size() ? compiled.alias_input[j] : -1;
+      if (i < 0 || done[k] || into[j] >= 0 || j >= transient_.size() || !transient_[j] ||
+          scalar_at[static_cast<size_t>(i)] < 0)
+        continue;
+      const at::Tensor& dst = write_back[k];
+      const at::Tensor& in = inputs[static_cast<size_t>(i)];
+      if (!host_scalar(dst) || dst.scalar_type() != out_dtypes_[j] || dst.scalar_type() != in.scalar_type() ||
+          dst.const_data_ptr() != in.const_data_ptr())
+        continue;
+      into[j] = static_cast<int64_t>(k);
+      done[k] = true;
+      in_block.push_back(k);
+    }
+  if (const auto n = std::count_if(into.begin(), into.end(), [](int64_t k) { return k >= 0; }); n > 0)
+    in_place_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   // Transient outputs share one buffer: one allocation for all of them.
   // Those written back into 0-dim CPU tensors (an optimizer's step
   // counters) come first, so that one download brings them all.
@@ -312,7 +359,19 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     }
     v.out.push_back(&view);
   }
+  if (!in_block.empty()) scalars_.host.clear();  // unknown until downloaded: the run writes the block (or fails midway)
   compiled.graph.run(v.in, v.out, current_hal_stream(dev_));
+  if (!in_block.empty()) {
+    scalars_.host.resize(static_cast<size_t>(scalars_.block.nbytes()));
+    buffer_of(scalars_.block)
+        .copy_to_host(scalars_.host.data(), scalars_.host.size(), ref_of(scalars_.block).byte_offset, nullptr);
+    for (size_t k : in_block) {
+      const at::Tensor& dst = write_back[k];
+      std::memcpy(dst.data_ptr(), scalars_.host.data() + scalar_at[static_cast<size_t>(compiled.alias_input[write_backs_[k]])],
+                  dst.element_size());
+      dst.unsafeGetTensorImpl()->bump_version();
+    }
+  }
   keep = {};
   // Stream order puts the copies after every read of the old values. They
   // are mutations AOTAutograd kept in the graph because autograd need not

@@ -136,6 +136,16 @@ class Segment {
   };
   mutable std::mutex views_mu_;
   mutable Views views_;
+  // The 0-dim CPU inputs' device copy (an optimizer's step counters), kept
+  // between runs on the default (synchronous) stream under views_mu_: HOST
+  // is what BLOCK holds; a run uploads only when an input's value differs,
+  // and a counter's output the graph lets alias its input is written into
+  // BLOCK by the run and downloaded from there (no re-upload next run).
+  struct HostScalars {
+    at::Tensor block;
+    std::vector<uint8_t> host;  // empty: BLOCK's contents unknown
+  };
+  mutable HostScalars scalars_;
 };
 
 // How a segment on HOME compiles: HOME, then the runtime's other devices in

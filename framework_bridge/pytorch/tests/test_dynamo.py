@@ -572,6 +572,37 @@ def test_compiled_optimizer_step_updates_parameters_sharing_a_storage_by_copies(
             torch.testing.assert_close(b.detach().cpu(), a.detach(), **tc.PARAM_TOL)
     runner = torch_hal.dynamo.runners()[-1]
     assert sum(compiled.in_place_write_backs() for _, compiled, _ in runner.segments) > 0  # the moments
+
+
+def test_compiled_optimizer_step_counters_kept_on_the_device_follow_the_cpu_values():
+    """The step counters (0-dim CPU tensors) stay on the device between runs and are updated there
+    by the run itself (counted as in-place write-backs); the CPU tensors still hold every new value,
+    and a value the user sets between steps (a rewound counter, a loaded state) is the one the next
+    step reads."""
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    dev = copy.deepcopy(ref).to("hal")
+    opt_ref = torch.optim.AdamW(ref.parameters(), lr=0.1)
+    opt_dev = torch.optim.AdamW(dev.parameters(), lr=0.1)
+    step = torch.compile(opt_dev.step, backend="hal")
+    for it in range(6):
+        for model in (ref, dev):
+            for p in model.parameters():
+                p.grad = torch.full_like(p, 0.5 * (it + 1))
+        opt_ref.step()
+        step()
+        for state_ref, state_dev in zip(opt_ref.state.values(), opt_dev.state.values()):
+            assert state_dev["step"].device.type == "cpu"
+            assert float(state_dev["step"]) == float(state_ref["step"]), it
+        if it in (2, 3):  # rewound between steps, twice in a row (the second to the value the device holds)
+            for opt in (opt_ref, opt_dev):
+                for state in opt.state.values():
+                    state["step"].fill_(1.0)
+        for a, b in zip(ref.parameters(), dev.parameters()):
+            torch.testing.assert_close(b.detach().cpu(), a.detach(), **tc.PARAM_TOL)
+    runner = torch_hal.dynamo.runners()[-1]
+    in_place = sum(compiled.in_place_write_backs() for _, compiled, _ in runner.segments)
+    assert in_place == 6 * 4 * len(list(dev.parameters())), in_place  # parameter, 2 moments, step counter
     assert torch_hal.dynamo.stats()["eager_nodes"] == 0
 
 
