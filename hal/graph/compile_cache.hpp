@@ -50,6 +50,9 @@ struct CompiledPlan {
   Placement placement;
   std::map<uint32_t, std::shared_ptr<SharedExecutable>> executables;  // by group id
   size_t compiled = 0, deserialized = 0;                 // how the executables were obtained
+  // Per CompileOptions::output_aliases pair (in the key): the group that may
+  // update it in place, or 0.
+  std::vector<uint32_t> alias_groups;
 };
 
 // The key (SHA-256, hex) of compiling G for DEVICES (the last one the

@@ -417,7 +417,8 @@ std::shared_ptr<const CompiledPlan> make_plan(const Graph& g, const std::vector<
   // now has bytes (missing or refused on disk).
   bool write = !folder.empty() && !entry;
   std::map<uint32_t, std::vector<uint8_t>> serialized;  // by group id: what the disk entry holds
-  const std::vector<uint32_t> alias_gid = alias_groups(g, plan->placement, o.output_aliases);
+  plan->alias_groups = alias_groups(g, plan->placement, o.output_aliases);
+  const std::vector<uint32_t>& alias_gid = plan->alias_groups;
   for (const auto& [gid, nodes] : group_nodes(plan->placement)) {
     std::vector<std::pair<size_t, size_t>> aliases;
     for (size_t k = 0; k < alias_gid.size(); ++k)
@@ -682,7 +683,7 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
   }
   for (uint32_t v : g.outputs())
     if (present.emplace(0, v).second) output_copy(v);
-  const std::vector<uint32_t> alias_gid = alias_groups(g, p, o.output_aliases);
+  const std::vector<uint32_t>& alias_gid = impl->plan->alias_groups;
   for (size_t k = 0; k < alias_gid.size(); ++k)
     if (alias_gid[k] != 0 && std::find(honouring.begin(), honouring.end(), alias_gid[k]) != honouring.end())
       impl->output_aliases.push_back(o.output_aliases[k]);

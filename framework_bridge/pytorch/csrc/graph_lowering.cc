@@ -406,7 +406,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
       write_back_into(typed_part(block, offsets[j], out_dtypes_[j], (*out_shapes)[j]), dst);
     }
   }
-  if (std::find(transient_.begin(), transient_.end(), true) != transient_.end()) {  // not returned
+  if (any_transient_) {  // not returned
     size_t kept = 0;
     for (size_t j = 0; j < outs.size(); ++j)
       if (j >= transient_.size() || !transient_[j]) outs[kept++] = std::move(outs[j]);
@@ -438,6 +438,7 @@ void Segment::set_transient_outputs(std::vector<size_t> outputs) {
     transient[j] = true;
   }
   transient_ = std::move(transient);
+  any_transient_ = !outputs.empty();
 }
 
 void Segment::set_input_permutes(std::vector<std::vector<int64_t>> permutes) {

@@ -122,6 +122,7 @@ class Segment {
   std::vector<std::vector<int64_t>> permutes_;  // per input: set_input_permutes
   std::vector<size_t> write_backs_;             // set_write_backs
   std::vector<bool> transient_;                 // per output: set_transient_outputs
+  bool any_transient_ = false;                  // any of them
   std::vector<std::pair<size_t, size_t>> output_aliases_;  // CompileOptions::output_aliases
   mutable std::atomic<uint64_t> in_place_{0};              // write-backs the runs made in place
   std::vector<size_t> view_outputs_;            // set_view_outputs

@@ -141,7 +141,8 @@ struct HostGraphFusion {
   // calls execute. An order that is not a permutation of the output's dims
   // fails the execution with INTERNAL.
   std::function<std::vector<std::vector<int>>(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>
-      output_orders;  // Optional: whether the step gives the answer separate memory would
+      output_orders;
+  // Optional: whether the step gives the answer separate memory would
   // when its output OUTPUT is written into the memory of its input INPUT
   // (the very tensor: dense, one shape): it reads each element of INPUT
   // only before, or while, writing the same element of OUTPUT, and no

@@ -25,18 +25,18 @@ inline void given_dtype(const OpCall& call, std::vector<TensorMeta>& outputs, si
 // Throws unless scalar attribute ATTR fits DTYPE (torch.full's overflow check).
 inline void check_scalar_fits(const OpCall& call, const char* attr, const Scalar& v, hal_dtype_e dt) {
   if (dt == HAL_DTYPE_BOOL) return;
+  // Every fill checks its value: the range is put in words only when it fails.
   bool ok = true;
-  std::string range;
+  double max = 0.0;
+  int64_t lo = 0, hi = 0;
   if (is_floating(dt)) {
-    double max = dt == HAL_DTYPE_FLOAT16 ? 65504.0
-                 : dt == HAL_DTYPE_BFLOAT16 ? 3.3895313892515355e38
-                 : dt == HAL_DTYPE_FLOAT32 ? static_cast<double>(std::numeric_limits<float>::max())
-                                           : std::numeric_limits<double>::max();
+    max = dt == HAL_DTYPE_FLOAT16 ? 65504.0
+          : dt == HAL_DTYPE_BFLOAT16 ? 3.3895313892515355e38
+          : dt == HAL_DTYPE_FLOAT32 ? static_cast<double>(std::numeric_limits<float>::max())
+                                    : std::numeric_limits<double>::max();
     double f = v.to_double();
     ok = !std::isfinite(f) || std::fabs(f) <= max;
-    range = "finite values up to " + std::to_string(max);
   } else {
-    int64_t lo = 0, hi = 0;
     switch (dt) {
       case HAL_DTYPE_INT8: lo = -128; hi = 127; break;
       case HAL_DTYPE_UINT8: lo = 0; hi = 255; break;
@@ -51,12 +51,13 @@ inline void check_scalar_fits(const OpCall& call, const char* attr, const Scalar
       ok = std::isfinite(t) && t >= static_cast<double>(lo) &&
            (dt == HAL_DTYPE_INT64 ? t < 9223372036854775808.0 : t <= static_cast<double>(hi));
     }
-    range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   }
-  if (!ok)
-    fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute '", attr, "' = ",
-         v.is_integral() ? std::to_string(v.to_int()) : std::to_string(v.to_double()),
-         " cannot be converted to ", dtype_name(dt), " without overflow (it holds ", range, ")");
+  if (ok) return;
+  const std::string range = is_floating(dt) ? "finite values up to " + std::to_string(max)
+                                            : "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  fail(HAL_STATUS_INVALID_ARGUMENT, call.name(), ": attribute '", attr, "' = ",
+       v.is_integral() ? std::to_string(v.to_int()) : std::to_string(v.to_double()),
+       " cannot be converted to ", dtype_name(dt), " without overflow (it holds ", range, ")");
 }
 
 // Every tensor of a variadic input must have the first one's rank and sizes

@@ -345,23 +345,28 @@ struct GraphBuilder {
       size_t index;  // inputs first, then outputs; an input written in place: its output's
       bool written;
     };
-    std::vector<size_t> written_as(in.size(), SIZE_MAX);  // per input: the output passed as it, if any
-    std::vector<bool> merged(out.size(), false);
-    if (aliases)
+    // Per input: the output passed as it, if any; per output: whether so
+    // passed. Made only for an executable with aliases (every run checks).
+    std::vector<size_t> written_as;
+    std::vector<bool> merged;
+    if (aliases && !graph.output_aliases.empty()) {
+      written_as.assign(in.size(), SIZE_MAX);
+      merged.assign(out.size(), false);
       for (const auto& [o, i] : graph.output_aliases)
         if (same_tensor(out[o], in[i]) && in[i].is_contiguous()) {
           written_as[i] = o;
           merged[o] = true;
         }
+    }
     std::vector<Range> ranges;
     ranges.reserve(in.size() + out.size());
     for (size_t k = 0; k < in.size() + out.size(); ++k) {
       const bool output = k >= in.size();
-      if (output && merged[k - in.size()]) continue;  // its input's range stands for it
+      if (output && !merged.empty() && merged[k - in.size()]) continue;  // its input's range stands for it
       const Tensor& t = output ? out[k - in.size()] : in[k];
       if (t.buffer == nullptr || t.numel() == 0) continue;
       auto r = OpCallBuilder::byte_range(t);
-      const bool in_place = !output && written_as[k] != SIZE_MAX;
+      const bool in_place = !output && !written_as.empty() && written_as[k] != SIZE_MAX;
       ranges.push_back(Range{t.buffer, r.first, r.second, in_place ? in.size() + written_as[k] : k, output || in_place});
     }
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
