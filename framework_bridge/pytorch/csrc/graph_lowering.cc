@@ -130,6 +130,33 @@ at::Tensor typed_part(const at::Tensor& block, int64_t byte_offset, c10::ScalarT
   return t;
 }
 
+// SELF's bytes seen with SIZES and STRIDES from its own storage offset:
+// not an autograd view and no dispatcher call (inductor's
+// reinterpret_tensor), but sharing SELF's version counter, so autograd's
+// check of a saved tensor still sees an in-place change of either, as it
+// would through an eager view.
+at::Tensor restrided(const at::Tensor& self, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(self.storage()), self.key_set(), self.dtype());
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(sizes, strides, self.storage_offset());
+  // Made under inference mode, T is an inference tensor (no counter to share).
+  if (!impl->is_inference()) impl->set_version_counter(self.unsafeGetTensorImpl()->version_counter());
+  return t;
+}
+
+// SELF.permute(DIMS) as restrided makes it.
+at::Tensor permuted(const at::Tensor& self, const std::vector<int64_t>& dims) {
+  TORCH_CHECK(static_cast<int64_t>(dims.size()) == self.dim(), "torch_hal: a permutation of ", dims.size(),
+              " dims for an input of ", self.dim());
+  c10::DimVector sizes(dims.size()), strides(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const int64_t from = c10::maybe_wrap_dim(dims[d], self.dim());
+    sizes[d] = self.size(from);
+    strides[d] = self.stride(from);
+  }
+  return restrided(self, sizes, strides);
+}
+
 constexpr int64_t kPartAlign = 64;
 
 int64_t aligned(int64_t bytes) { return (bytes + kPartAlign - 1) / kPartAlign * kPartAlign; }
@@ -244,7 +271,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     }
     at::Tensor on = t.device() == dev ? t : t.to(dev);
     if (i < permutes_.size() && !permutes_[i].empty()) {
-      on = on.permute(permutes_[i]);
+      on = permuted(on, permutes_[i]);
       for (size_t k = 0; k < view_outputs_.size(); ++k)
         if (view_outputs_[k] == i) viewed[k] = on;
     }
@@ -786,6 +813,15 @@ void bind_lowering(py::module_& m) {
       .def("in_place_write_backs", &Segment::in_place_write_backs)
       .def("stats", [](const Segment& s) { return part_stats(s.compiled().stats()); })
       .def("failovers", &Segment::failovers);
+  m.def(
+      "_alias",
+      [](const at::Tensor& t) {
+        const bool plain = t.layout() == at::kStrided && t.unsafeGetTensorImpl()->has_storage();
+        return plain ? restrided(t, t.sizes(), t.strides()) : t.alias();
+      },
+      py::arg("tensor"),
+      "T's bytes as another tensor: not an autograd view (a compiled graph's aliased output, as inductor "
+      "returns one), sharing T's version counter.");
   m.def("_hal_compile_counters", [] {
     const hal::CompileCacheCounters c = hal::compile_cache_counters();
     py::dict d;

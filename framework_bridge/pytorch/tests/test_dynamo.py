@@ -773,3 +773,39 @@ def test_dynamo_has_a_device_interface_for_hal():
     assert iface.Worker.get_device_properties(0).plugin == torch.hal.get_device_properties(0).plugin
     assert iface.is_bf16_supported() and not iface.is_triton_capable()
     assert iface.memory_allocated() == torch.hal.memory_allocated()
+
+
+def test_compiled_forward_aliases_keep_autograd_saved_tensor_checks():
+    """A compiled forward returns its aliases (a relu output saved for backward, a weight's transpose)
+    as inductor does, not as autograd views, yet sharing their base's version counter: changing a
+    saved weight in place between forward and backward is the error eager gives, an unsaved one is
+    not, and gradients match CPU."""
+    def f(x, w1, w2):
+        return (torch.relu(x @ w1.t()) @ w2.t()).sum()
+
+    compiled = torch.compile(f, backend="hal")
+    results = {}
+    for dev, fn in (("cpu", f), ("hal", compiled)):
+        torch.manual_seed(0)
+        x = torch.randn(4, 3).to(dev)
+        w1 = torch.randn(5, 3).to(dev).requires_grad_()
+        w2 = torch.randn(2, 5).to(dev).requires_grad_()
+        fn(x, w1, w2).backward()
+        results[dev] = (w1.grad.cpu().clone(), w2.grad.cpu().clone())
+        loss = fn(x, w1, w2)
+        with torch.no_grad():
+            w2.add_(1)  # saved (its transpose feeds the relu output's gradient)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+        loss = fn(x, w1, w2)
+        with torch.no_grad():
+            w1.mul_(2)  # not saved: the backward needs x and the relu output only
+        loss.backward()
+    for a, b in zip(results["cpu"], results["hal"]):
+        torch.testing.assert_close(b, a)
+    from torch_hal import _C
+    base = torch.randn(3, 4, device="hal")
+    alias = _C._alias(base)
+    assert alias.data_ptr() == base.data_ptr() and not alias._is_view()
+    base.add_(1)
+    assert alias._version == base._version  # one counter

@@ -656,7 +656,7 @@ class GraphRunner:
         self.segments.append((seg, compiled, outputs))
 
         def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots, aliased=aliased,
-                 wb_slots=wb_slots, alias=torch.ops.aten.alias.default._op):
+                 wb_slots=wb_slots, alias=_C._alias):
             for s, t in zip(out_slots, run([env[i] for i in in_slots], [env[i] for i in wb_slots])):
                 env[s] = t
             for a, s in aliased:
