@@ -103,9 +103,11 @@ def _hint(s):
 
 
 def _meta_of(val):
-    """A meta tensor with VAL's dtype and (hinted) sizes and strides."""
-    return torch.empty_strided([_hint(s) for s in val.shape], [_hint(s) for s in val.stride()],
-                               dtype=val.dtype, device="meta")
+    """A plain meta tensor (made outside the compiler's fake mode, which would make it a FakeTensor that
+    Meta kernels refuse beside plain ones) with VAL's dtype and (hinted) sizes and strides."""
+    with unset_fake_temporarily():
+        return torch.empty_strided([_hint(s) for s in val.shape], [_hint(s) for s in val.stride()],
+                                   dtype=val.dtype, device="meta")
 
 
 def _tensor_vals(val, ints=False):
