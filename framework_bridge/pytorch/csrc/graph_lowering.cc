@@ -297,50 +297,41 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     v.in.push_back(&v.all[i]);
   }
   // Transient outputs the run writes into their inputs' tensors (a
-  // parameter updated in place): the write-back is the run itself.
+  // parameter updated in place): the write-back is the run itself. A step
+  // counter (a 0-dim CPU input) is so written into the kept block and
+  // downloaded from it after the run (its next upload finds the same value).
   std::vector<bool> done(write_back.size(), false);
   std::vector<int64_t> into(out_shapes->size(), -1);  // per output: the write-back it is written into
+  std::vector<std::pair<size_t, int64_t>> in_block;   // (write-back, its offset in the kept block)
   std::vector<const c10::StorageImpl*> storages;        // per input (scalars: none), made when needed
   for (size_t k = 0; k < write_back.size(); ++k) {
     const size_t j = write_backs_[k];
     const int64_t i = j < compiled.alias_input.size() ? compiled.alias_input[j] : -1;
+    if (i < 0 || into[j] >= 0 || j >= transient_.size() || !transient_[j]) continue;
     const at::Tensor& dst = write_back[k];
-    if (i < 0 || into[j] >= 0 || j >= transient_.size() || !transient_[j] || scalar_at[static_cast<size_t>(i)] >= 0 ||
-        !plain_dense(dst, dev, out_dtypes_[j], (*out_shapes)[j]))
-      continue;
-    const at::Tensor& in = ins[static_cast<size_t>(i)];
-    if (in.data_ptr() != dst.data_ptr() || in.sizes() != dst.sizes() || !in.is_contiguous()) continue;
-    // Another input reading the same storage would see the update early.
-    if (storages.empty())
-      for (size_t x = 0; x < ins.size(); ++x) {
-        const c10::TensorImpl* impl = ins[x].unsafeGetTensorImpl();
-        storages.push_back(scalar_at[x] < 0 && impl->has_storage() ? impl->storage().unsafeGetStorageImpl() : nullptr);
-      }
-    const c10::StorageImpl* storage = storages[static_cast<size_t>(i)];
-    if (std::count(storages.begin(), storages.end(), storage) != 1) continue;
+    const int64_t at_scalar = scalar_at[static_cast<size_t>(i)];
+    if (at_scalar >= 0) {
+      const at::Tensor& in = inputs[static_cast<size_t>(i)];
+      if (!kept || !host_scalar(dst) || dst.scalar_type() != out_dtypes_[j] || dst.scalar_type() != in.scalar_type() ||
+          dst.const_data_ptr() != in.const_data_ptr())
+        continue;
+      in_block.emplace_back(k, at_scalar);
+    } else {
+      if (!plain_dense(dst, dev, out_dtypes_[j], (*out_shapes)[j])) continue;
+      const at::Tensor& in = ins[static_cast<size_t>(i)];
+      if (in.data_ptr() != dst.data_ptr() || in.sizes() != dst.sizes() || !in.is_contiguous()) continue;
+      // Another input reading the same storage would see the update early.
+      if (storages.empty())
+        for (size_t x = 0; x < ins.size(); ++x) {
+          const c10::TensorImpl* impl = ins[x].unsafeGetTensorImpl();
+          storages.push_back(scalar_at[x] < 0 && impl->has_storage() ? impl->storage().unsafeGetStorageImpl() : nullptr);
+        }
+      const c10::StorageImpl* storage = storages[static_cast<size_t>(i)];
+      if (std::count(storages.begin(), storages.end(), storage) != 1) continue;
+    }
     into[j] = static_cast<int64_t>(k);
     done[k] = true;
   }
-  // Step counters the graph lets update their own input: written into the
-  // kept block by the run, downloaded from it afterwards (its next upload
-  // finds the same values).
-  std::vector<size_t> in_block;  // write-backs (index into WRITE_BACK) done so
-  if (kept && scalars.defined())
-    for (size_t k = 0; k < write_back.size(); ++k) {
-      const size_t j = write_backs_[k];
-      const int64_t i = j < compiled.alias_input.size() ? compiled.alias_input[j] : -1;
-      if (i < 0 || done[k] || into[j] >= 0 || j >= transient_.size() || !transient_[j] ||
-          scalar_at[static_cast<size_t>(i)] < 0)
-        continue;
-      const at::Tensor& dst = write_back[k];
-      const at::Tensor& in = inputs[static_cast<size_t>(i)];
-      if (!host_scalar(dst) || dst.scalar_type() != out_dtypes_[j] || dst.scalar_type() != in.scalar_type() ||
-          dst.const_data_ptr() != in.const_data_ptr())
-        continue;
-      into[j] = static_cast<int64_t>(k);
-      done[k] = true;
-      in_block.push_back(k);
-    }
   if (const auto n = std::count_if(into.begin(), into.end(), [](int64_t k) { return k >= 0; }); n > 0)
     in_place_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   // Transient outputs share one buffer: one allocation for all of them.
@@ -392,10 +383,9 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
     scalars_.host.resize(static_cast<size_t>(scalars_.block.nbytes()));
     buffer_of(scalars_.block)
         .copy_to_host(scalars_.host.data(), scalars_.host.size(), ref_of(scalars_.block).byte_offset, nullptr);
-    for (size_t k : in_block) {
+    for (const auto& [k, offset] : in_block) {
       const at::Tensor& dst = write_back[k];
-      std::memcpy(dst.data_ptr(), scalars_.host.data() + scalar_at[static_cast<size_t>(compiled.alias_input[write_backs_[k]])],
-                  dst.element_size());
+      std::memcpy(dst.data_ptr(), scalars_.host.data() + offset, dst.element_size());
       dst.unsafeGetTensorImpl()->bump_version();
     }
   }
