@@ -95,13 +95,19 @@ HAL_CPU_TILE_BINARY(minimum, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] 
 HAL_CPU_TILE_BINARY(clamp_min, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] < b[i] ? b[i] : a[i])
 HAL_CPU_TILE_BINARY(clamp_max, std::isnan(a[i]) || std::isnan(b[i]) ? kNaN : a[i] > b[i] ? b[i] : a[i])
 HAL_CPU_TILE_BINARY(pow_any, b[i] == 2.0f ? a[i] * a[i] : b[i] == 1.0f ? a[i] : std::pow(a[i], b[i]))
-// x ** 2 (a norm's square) is the usual exponent: a tile of only 2s squares
-// in a vector loop (the same products), where the mixed loop calls pow.
+// x ** 2 (a norm's square) and x ** 1 (its backward's) are the usual
+// exponents: a tile of only 2s or only 1s runs as a vector loop (the same
+// values), where the mixed loop branches per element and calls pow.
 void pow_tile(float* __restrict o, const float* __restrict a, const float* __restrict b, int64_t n, float alpha) {
-  bool squares = true;
-  for (int64_t i = 0; i < n; ++i) squares &= b[i] == 2.0f;
-  if (!squares) return pow_any_tile(o, a, b, n, alpha);
-  for (int64_t i = 0; i < n; ++i) o[i] = a[i] * a[i];
+  const float e = n > 0 ? b[0] : 0.0f;
+  int64_t same = 0;  // a count vectorises (an "all" flag compiled to a scalar loop)
+  for (int64_t i = 0; i < n; ++i) same += b[i] == e ? 1 : 0;
+  if (same != n || (e != 2.0f && e != 1.0f)) return pow_any_tile(o, a, b, n, alpha);
+  if (e == 2.0f) {
+    for (int64_t i = 0; i < n; ++i) o[i] = a[i] * a[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = a[i];
+  }
 }
 // Comparisons of float32 values give 1 or 0 (a bool as float32; NaN compares
 // false but for ne).
@@ -148,6 +154,11 @@ void load_as_float(float* __restrict dst, const char* src, int64_t stride, int64
     std::fill_n(dst, n, static_cast<float>(*reinterpret_cast<const T*>(src)));
     return;
   }
+  if (stride == static_cast<int64_t>(sizeof(T))) {  // dense rows (a permuted input's, a converted one): a vector loop
+    const T* s = reinterpret_cast<const T*>(src);
+    for (int64_t e = 0; e < n; ++e) dst[e] = static_cast<float>(s[e]);
+    return;
+  }
   for (int64_t e = 0; e < n; ++e) dst[e] = static_cast<float>(*reinterpret_cast<const T*>(src + e * stride));
 }
 
@@ -164,6 +175,11 @@ using StoreFn = void (*)(char* dst, const float* __restrict src, int64_t stride,
 
 template <class T>
 void store_from_float(char* dst, const float* __restrict src, int64_t stride, int64_t n) {
+  if (stride == static_cast<int64_t>(sizeof(T))) {  // dense (an update stored after the instruction reading its input)
+    T* d = reinterpret_cast<T*>(dst);
+    for (int64_t e = 0; e < n; ++e) d[e] = static_cast<T>(src[e]);
+    return;
+  }
   for (int64_t e = 0; e < n; ++e) *reinterpret_cast<T*>(dst + e * stride) = static_cast<T>(src[e]);
 }
 

@@ -114,8 +114,12 @@ Chain random_chain(std::mt19937& gen, const std::vector<int64_t>& shape, int len
         const hal::Graph::Value b = operand(), d = op == "addcdiv" ? tame(operand()) : operand();
         y = c.graph.add_op(op, {x, b, d}, {hal::Attr::scalar("value", pick(2) == 0 ? 1.0 : -0.3)});
       } else if (op == "pow") {  // a positive base: no NaN from a fractional exponent
-        y = c.graph.add_op(op, {tame(x), pick(3) == 0 ? c.graph.constant(F32, {}, std::vector<uint8_t>{0, 0, 0, 64})
-                                                      : tame(operand())});  // 0x40000000 = 2.0f: the exact square
+        // 0x40000000 = 2.0f (the exact square), 0x3f800000 = 1.0f (a copy): the loop's constant-exponent paths.
+        const int kind = static_cast<int>(pick(4));
+        const hal::Graph::Value e = kind == 0   ? c.graph.constant(F32, {}, std::vector<uint8_t>{0, 0, 0, 0x40})
+                                    : kind == 1 ? c.graph.constant(F32, {}, std::vector<uint8_t>{0, 0, 0x80, 0x3f})
+                                                : tame(operand());
+        y = c.graph.add_op(op, {tame(x), e});
       } else {
         const hal::Graph::Value lo = op != "clamp_max" ? operand() : hal::Graph::Value{};
         const hal::Graph::Value hi = op != "clamp_min" ? operand() : hal::Graph::Value{};

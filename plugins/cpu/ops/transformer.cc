@@ -15,6 +15,7 @@
 #include "cpu_ops.hpp"
 #include "onednn_util.hpp"
 #include "random_layout.hpp"
+#include "softmax_simd.hpp"
 #include "vector_math.hpp"
 
 namespace hal::cpu {
@@ -178,6 +179,35 @@ void softmax_block(A* s, int64_t ld, int64_t rows, int64_t n, A* m, A* l, A* acc
       sum += e;
     }
     l[r] += sum;
+  }
+}
+
+// float32: the same step with each row's max and sum as vector code and tree
+// reductions (softmax_simd.hpp); the template's "omp simd" reductions add the
+// lanes one by one, a chain that dominated short rows (16 keys per head).
+inline void softmax_block(float* s, int64_t ld, int64_t rows, int64_t n, float* m, float* l, float* acc, int64_t ev) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * ld;
+    const simd::Row row(sr, n);
+    const float bm = row.max();
+    if (bm > m[r]) {
+      const float corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
+      l[r] *= corr;
+      for (int64_t e = 0; e < ev; ++e) acc[r * ev + e] *= corr;
+      m[r] = bm;
+    }
+    const float mr = m[r];
+    if (mr == kNegInf) {  // nothing unmasked yet
+      std::fill(sr, sr + n, 0.0f);
+      continue;
+    }
+    // Scores are at most M, so exp_nonpositive applies (0 for a -inf score).
+    l[r] += row.sum_exp<true>(mr, sr);
+    if (row.body < n) {
+      const simd::VecF tail = simd::exp_nonpositive(row.tail - simd::splat(mr));
+      for (int64_t j = row.body; j < n; ++j) sr[j] = tail[j - row.body];
+    }
   }
 }
 
