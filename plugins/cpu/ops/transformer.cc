@@ -274,19 +274,42 @@ using onednn::sgemm;
 // of at most kLoopGemmB elements run as loops, larger blocks through oneDNN.
 constexpr int64_t kLoopGemmWork = 8192, kLoopGemmB = 2048;
 
-// Columns [J0, J0 + W) of row I of op(A)·B (B's rows contiguous) into OUT;
-// W is a compile-time width, so the sums stay in vector registers.
-template <int W>
-inline void product_columns(bool ta, int64_t i, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                            int64_t j0, float* out) {
-  float acc[W] = {};
+// Columns [J0, J0 + W) of rows [I, I + R) of C = alpha·op(A)·B + beta·C
+// (B's rows contiguous). W and R are compile-time, so the R·W sums stay in
+// vector registers as R independent chains (one row's chain of K
+// multiply-adds alone is latency-bound). C is not read when BETA is 0
+// (sgemm's rule: it may hold anything).
+template <int W, int R>
+inline void product_block(bool ta, int64_t i, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                          int64_t j0, float alpha, float beta, float* c, int64_t ldc) {
+  float acc[R][W] = {};
   for (int64_t l = 0; l < k; ++l) {
-    const float ail = ta ? a[l * lda + i] : a[i * lda + l];
     const float* bl = b + l * ldb + j0;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float ail = ta ? a[l * lda + i + r] : a[(i + r) * lda + l];
 #pragma GCC unroll 16
-    for (int j = 0; j < W; ++j) acc[j] += ail * bl[j];
+      for (int j = 0; j < W; ++j) acc[r][j] += ail * bl[j];
+    }
   }
-  for (int j = 0; j < W; ++j) out[j] = acc[j];
+  for (int r = 0; r < R; ++r) {
+    float* ci = c + (i + r) * ldc + j0;
+    if (beta == 0.0f) {
+      for (int j = 0; j < W; ++j) ci[j] = alpha * acc[r][j];
+    } else {
+      for (int j = 0; j < W; ++j) ci[j] = alpha * acc[r][j] + beta * ci[j];
+    }
+  }
+}
+
+// Rows [I, I + R) of the product, all N columns.
+template <int R>
+inline void product_rows(bool ta, int64_t i, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                         int64_t ldb, float alpha, float beta, float* c, int64_t ldc) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) product_block<16, R>(ta, i, k, a, lda, b, ldb, j, alpha, beta, c, ldc);
+  for (; j + 8 <= n; j += 8) product_block<8, R>(ta, i, k, a, lda, b, ldb, j, alpha, beta, c, ldc);
+  for (; j < n; ++j) product_block<1, R>(ta, i, k, a, lda, b, ldb, j, alpha, beta, c, ldc);
 }
 
 void block_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -295,25 +318,16 @@ void block_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, 
     sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  float bt[kLoopGemmB], row[kLoopGemmB];  // op(B) with contiguous rows; one row of the product (n <= kLoopGemmB)
+  float bt[kLoopGemmB];  // op(B) with contiguous rows
   if (tb == 'T') {
     for (int64_t l = 0; l < k; ++l)
       for (int64_t j = 0; j < n; ++j) bt[l * n + j] = b[j * ldb + l];
     b = bt;
     ldb = n;
   }
-  for (int64_t i = 0; i < m; ++i) {
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) product_columns<16>(ta == 'T', i, k, a, lda, b, ldb, j, row + j);
-    for (; j + 8 <= n; j += 8) product_columns<8>(ta == 'T', i, k, a, lda, b, ldb, j, row + j);
-    for (; j < n; ++j) product_columns<1>(ta == 'T', i, k, a, lda, b, ldb, j, row + j);
-    float* ci = c + i * ldc;
-    if (beta == 0.0f) {  // C is not read (sgemm's rule: it may hold anything)
-      for (int64_t jj = 0; jj < n; ++jj) ci[jj] = alpha * row[jj];
-    } else {
-      for (int64_t jj = 0; jj < n; ++jj) ci[jj] = alpha * row[jj] + beta * ci[jj];
-    }
-  }
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) product_rows<4>(ta == 'T', i, n, k, a, lda, b, ldb, alpha, beta, c, ldc);
+  for (; i < m; ++i) product_rows<1>(ta == 'T', i, n, k, a, lda, b, ldb, alpha, beta, c, ldc);
 }
 
 // float32 version: per tile of kGemmRows query rows and block of kGemmKeys
