@@ -127,36 +127,50 @@ void class_loss_backward(const OpCall& c, const ClassLossArgs& a) {
     const T* px = x.ptr<T>();
     T* pdx = dx.ptr<T>();
     using A = acc_t<T>;
+    // Position p's classes: row[k * l.d] from row = at(p, 0) (no division per element).
+    auto scale_of = [&](int64_t p) {
+      return a.reduction == Reduction::kNone   ? double(pg[p])
+             : a.reduction == Reduction::kMean ? double(pg[0]) / denom
+                                               : double(pg[0]);
+    };
     parallel_for(l.positions(), std::max<int64_t>(1, 4096 / std::max<int64_t>(l.c, 1)), [&](int64_t lo, int64_t hi) {
+      if (!a.log_softmax) {  // nll_loss: zeros but at each target (a fill of whole rows, then one store per row)
+        for (int64_t p = lo; p < hi; ++p) {
+          T* dr = pdx + l.at(p, 0);
+          if (l.d == 1) {
+            std::fill_n(dr, l.c, static_cast<T>(0.0f));
+          } else {
+            for (int64_t k = 0; k < l.c; ++k) dr[k * l.d] = static_cast<T>(0.0f);
+          }
+          const int64_t t = pt[p];
+          if (t != a.ignore) dr[t * l.d] = static_cast<T>(-w[t] * scale_of(p));
+        }
+        return;
+      }
       std::vector<A> prob(static_cast<size_t>(l.c));
       for (int64_t p = lo; p < hi; ++p) {
-        int64_t t = pt[p];
+        const int64_t t = pt[p], d = l.d;
+        const T* xr = px + l.at(p, 0);
+        T* dr = pdx + l.at(p, 0);
         if (t == a.ignore) {
-          for (int64_t k = 0; k < l.c; ++k) pdx[l.at(p, k)] = static_cast<T>(0.0f);
-          continue;
-        }
-        double scale = a.reduction == Reduction::kNone ? double(pg[p])
-                       : a.reduction == Reduction::kMean ? double(pg[0]) / denom
-                                                         : double(pg[0]);
-        if (!a.log_softmax) {  // nll_loss
-          for (int64_t k = 0; k < l.c; ++k) pdx[l.at(p, k)] = static_cast<T>(k == t ? -w[t] * scale : 0.0);
+          for (int64_t k = 0; k < l.c; ++k) dr[k * d] = static_cast<T>(0.0f);
           continue;
         }
         // softmax of the row, then (1-ε)·w[t]·(p - onehot) + ε/C·(p·Σw - w).
-        for (int64_t k = 0; k < l.c; ++k) prob[k] = A(px[l.at(p, k)]);
+        for (int64_t k = 0; k < l.c; ++k) prob[k] = A(xr[k * d]);
         A m = lane_max(prob.data(), l.c);
         for (int64_t k = 0; k < l.c; ++k) prob[k] = exp_f(prob[k] - m);
         A inv = A(1) / lane_sum<A>(l.c, [&](int64_t k) { return prob[k]; });
-        A sc = A(scale), wt = A((1 - a.smoothing) * w[t]);
+        A sc = A(scale_of(p)), wt = A((1 - a.smoothing) * w[t]);
         A ws = A(a.smoothing / double(l.c) * wsum), e_c = A(a.smoothing / double(l.c));
         if (a.weight == nullptr) {
-          for (int64_t k = 0; k < l.c; ++k) pdx[l.at(p, k)] = static_cast<T>(sc * ((wt + ws) * prob[k] * inv - e_c));
+          for (int64_t k = 0; k < l.c; ++k) dr[k * d] = static_cast<T>(sc * ((wt + ws) * prob[k] * inv - e_c));
         } else {
           for (int64_t k = 0; k < l.c; ++k)
-            pdx[l.at(p, k)] = static_cast<T>(sc * ((wt + ws) * prob[k] * inv - e_c * A(w[k])));
+            dr[k * d] = static_cast<T>(sc * ((wt + ws) * prob[k] * inv - e_c * A(w[k])));
         }
         A wk = a.weight == nullptr ? A(1) : A(w[t]);
-        pdx[l.at(p, t)] = static_cast<T>(sc * ((wt + ws) * prob[t] * inv - e_c * wk - wt));
+        dr[t * d] = static_cast<T>(sc * ((wt + ws) * prob[t] * inv - e_c * wk - wt));
       }
     });
   });
