@@ -127,6 +127,33 @@ struct Attention {
   int64_t grain(int64_t work_per_row) const { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, work_per_row)); }
 };
 
+// An output of N values of A, zeroed: the output's own memory when it is
+// dense in A's dtype (the usual case: no scratch array, no copy after),
+// else a scratch array that commit() stores, converting and honouring strides.
+// Inputs never share the output's bytes (the SDK rejects an overlap).
+template <class A>
+class OutArray {
+ public:
+  OutArray(const Tensor& dst, int64_t n) : dst_(dst) {
+    if (dst.dtype == Attention<A>::kDtype && dst.is_contiguous()) {
+      data_ = dst.ptr<A>();
+      std::fill_n(data_, n, A(0));
+    } else {
+      scratch_.assign(static_cast<size_t>(n), A(0));
+      data_ = scratch_.data();
+    }
+  }
+  A* data() const { return data_; }
+  void commit() const {
+    if (data_ == scratch_.data() && !scratch_.empty()) store<A>(dst_, data_, Attention<A>::kDtype);
+  }
+
+ private:
+  const Tensor& dst_;
+  std::vector<A> scratch_;
+  A* data_ = nullptr;
+};
+
 constexpr int64_t kKeyBlock = 64;
 constexpr int64_t kRowTile = 4;  // query rows sharing each key row load
 
@@ -369,15 +396,15 @@ void attention_forward_gemm(const Attention<float>& at, float* out, float* lse) 
 template <class A>
 void attention_forward(const OpCall& c) {
   Attention<A> at(c, 0, 3);
-  std::vector<A> out(static_cast<size_t>(at.B * at.L * at.Ev)), lse(static_cast<size_t>(at.B * at.L));
+  const OutArray<A> out(c.output(0), at.B * at.L * at.Ev), lse(c.output(1), at.B * at.L);
   if constexpr (std::is_same_v<A, float>) {
     if (at.E > 0 && at.Ev > 0) attention_forward_gemm(at, out.data(), lse.data());
     else attention_forward_loops(at, out.data(), lse.data());
   } else {
     attention_forward_loops(at, out.data(), lse.data());
   }
-  store<A>(c.output(0), out.data(), Attention<A>::kDtype);
-  store<A>(c.output(1), lse.data(), Attention<A>::kDtype);
+  out.commit();
+  lse.commit();
 }
 
 void attention_body(const OpCall& c) {
@@ -393,12 +420,15 @@ struct Backward {
   const Attention<A>& at;
   const A* dout;
   const A* lse;
-  std::vector<A> d, dq, dk, dv;
+  std::vector<A> d;
+  A* dq;  // [B, L, E], [B, S, E], [B, S, Ev]: zeroed, accumulated into (OutArray)
+  A* dk;
+  A* dv;
 
-  Backward(const Attention<A>& a, const A* grad_out, const A* out, const A* logsumexp)
-      : at(a), dout(grad_out), lse(logsumexp), d(static_cast<size_t>(a.B * a.L)),
-        dq(static_cast<size_t>(a.B * a.L * a.E)), dk(static_cast<size_t>(a.B * a.S * a.E)),
-        dv(static_cast<size_t>(a.B * a.S * a.Ev)) {
+  Backward(const Attention<A>& a, const A* grad_out, const A* out, const A* logsumexp, A* grad_q, A* grad_k,
+           A* grad_v)
+      : at(a), dout(grad_out), lse(logsumexp), d(static_cast<size_t>(a.B * a.L)), dq(grad_q), dk(grad_k),
+        dv(grad_v) {
     const int64_t ev = a.Ev;
     parallel_for(a.B * a.L, a.grain(ev), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) d[row] = dot(dout + row * ev, out + row * ev, ev);
@@ -428,7 +458,7 @@ void attention_backward_loops(Backward<A>& g) {
       for (int64_t j = 0, je = at.key_end(i); j < je; ++j) {
         A p, ds;
         probs(b, i, j, p, ds);
-        if (ds != A(0)) axpy(ds * at.scale, at.k + (b * S + j) * E, g.dq.data() + row * E, E);
+        if (ds != A(0)) axpy(ds * at.scale, at.k + (b * S + j) * E, g.dq + row * E, E);
       }
     }
   });
@@ -438,8 +468,8 @@ void attention_backward_loops(Backward<A>& g) {
       for (int64_t i = at.causal ? j : 0; i < L; ++i) {
         A p, ds;
         probs(b, i, j, p, ds);
-        if (p != A(0)) axpy(p, g.dout + (b * L + i) * Ev, g.dv.data() + key_row * Ev, Ev);
-        if (ds != A(0)) axpy(ds * at.scale, at.q + (b * L + i) * E, g.dk.data() + key_row * E, E);
+        if (p != A(0)) axpy(p, g.dout + (b * L + i) * Ev, g.dv + key_row * Ev, Ev);
+        if (ds != A(0)) axpy(ds * at.scale, at.q + (b * L + i) * E, g.dk + key_row * E, E);
       }
     }
   });
@@ -481,9 +511,9 @@ void attention_backward_gemm(Backward<float>& g) {
   // grad_value += Pᵀ·grad_out and grad_key += scale·dSᵀ·Q for keys [j0, j0 + n) of batch b.
   auto key_grads = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, const float* p, const float* ds) {
     block_gemm('T', 'N', n, Ev, rows, 1.0f, p, ld, g.dout + (b * L + i0) * Ev, Ev, 1.0f,
-               g.dv.data() + (b * S + j0) * Ev, Ev);
+               g.dv + (b * S + j0) * Ev, Ev);
     block_gemm('T', 'N', n, E, rows, at.scale, ds, ld, at.q + (b * L + i0) * E, E, 1.0f,
-               g.dk.data() + (b * S + j0) * E, E);
+               g.dk + (b * S + j0) * E, E);
   };
   // With two batch entries (of B·heads) per thread or more, each task owns whole entries: one pass
   // over (key block, query tile) pairs makes each P and dS once and accumulates all three
@@ -499,7 +529,7 @@ void attention_backward_gemm(Backward<float>& g) {
             block(b, i0, rows, j0, n, p.data(), ds.data());
             key_grads(b, i0, rows, j0, n, p.data(), ds.data());
             block_gemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
-                       g.dq.data() + (b * L + i0) * E, E);
+                       g.dq + (b * L + i0) * E, E);
           }
         }
     });
@@ -514,7 +544,7 @@ void attention_backward_gemm(Backward<float>& g) {
         const int64_t n = std::min(kGemmKeys, s_end - j0);
         block(b, i0, rows, j0, n, p.data(), ds.data());
         block_gemm('N', 'N', rows, E, n, at.scale, ds.data(), ld, at.k + (b * S + j0) * E, E, 1.0f,
-                   g.dq.data() + (b * L + i0) * E, E);
+                   g.dq + (b * L + i0) * E, E);
       }
     }
   });
@@ -536,18 +566,20 @@ void attention_backward(const OpCall& c) {
   Attention<A> at(c, 1, 6);
   Tensor t_do, t_o, t_lse;
   std::vector<unsigned char> s_do, s_o, s_lse;
+  const OutArray<A> dq(c.output(0), at.B * at.L * at.E), dk(c.output(1), at.B * at.S * at.E),
+      dv(c.output(2), at.B * at.S * at.Ev);
   Backward<A> g(at, contiguous_as<A>(c.input(0), Attention<A>::kDtype, t_do, s_do),
                 contiguous_as<A>(c.input(4), Attention<A>::kDtype, t_o, s_o),
-                contiguous_as<A>(c.input(5), Attention<A>::kDtype, t_lse, s_lse));
+                contiguous_as<A>(c.input(5), Attention<A>::kDtype, t_lse, s_lse), dq.data(), dk.data(), dv.data());
   if constexpr (std::is_same_v<A, float>) {
     if (at.E > 0 && at.Ev > 0) attention_backward_gemm(g);
     else attention_backward_loops(g);
   } else {
     attention_backward_loops(g);
   }
-  store<A>(c.output(0), g.dq.data(), Attention<A>::kDtype);
-  store<A>(c.output(1), g.dk.data(), Attention<A>::kDtype);
-  store<A>(c.output(2), g.dv.data(), Attention<A>::kDtype);
+  dq.commit();
+  dk.commit();
+  dv.commit();
 }
 
 void attention_backward_body(const OpCall& c) {
