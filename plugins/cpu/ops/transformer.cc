@@ -175,6 +175,19 @@ inline void dot4(const A* const* q, const A* k, int64_t n, A* out) {
   out[3] = s3;
 }
 
+// Raises row R's running max M[R] to BM when BM is larger, rescaling the
+// row's sum L[R] and output row ACC + R·EV; returns the row's max.
+template <class A>
+inline A raise_max(int64_t r, A bm, A* m, A* l, A* acc, int64_t ev) {
+  if (bm > m[r]) {
+    const A corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
+    l[r] *= corr;
+    for (int64_t e = 0; e < ev; ++e) acc[r * ev + e] *= corr;
+    m[r] = bm;
+  }
+  return m[r];
+}
+
 // One online-softmax step of ROWS query rows over a block of N scores (row
 // stride LD): raises each row's running max M (rescaling its sum L and its
 // output row ACC + r·EV), and turns the scores into exp(s - M).
@@ -186,13 +199,7 @@ void softmax_block(A* s, int64_t ld, int64_t rows, int64_t n, A* m, A* l, A* acc
     A bm = kNegInf;
 #pragma omp simd reduction(max : bm)
     for (int64_t jj = 0; jj < n; ++jj) bm = std::max(bm, sr[jj]);
-    if (bm > m[r]) {
-      const A corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
-      l[r] *= corr;
-      for (int64_t e = 0; e < ev; ++e) acc[r * ev + e] *= corr;
-      m[r] = bm;
-    }
-    const A mr = m[r];
+    const A mr = raise_max(r, bm, m, l, acc, ev);
     if (mr == kNegInf) {  // nothing unmasked yet
       std::fill(sr, sr + n, A(0));
       continue;
@@ -217,14 +224,7 @@ inline void softmax_block(float* s, int64_t ld, int64_t rows, int64_t n, float* 
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * ld;
     const simd::Row row(sr, n);
-    const float bm = row.max();
-    if (bm > m[r]) {
-      const float corr = std::exp(m[r] - bm);  // 0 on the first unmasked block
-      l[r] *= corr;
-      for (int64_t e = 0; e < ev; ++e) acc[r * ev + e] *= corr;
-      m[r] = bm;
-    }
-    const float mr = m[r];
+    const float mr = raise_max(r, row.max(), m, l, acc, ev);
     if (mr == kNegInf) {  // nothing unmasked yet
       std::fill(sr, sr + n, 0.0f);
       continue;
