@@ -72,33 +72,53 @@ void max_pool2d_body(const OpCall& c) {
     using A = acc_t<T>;
     HostView4<T> x(c.input(0), g.batched, 2), y(c.output(0), g.batched, 2);
     HostView4<int64_t> ind(c.output(1), g.batched, 2);
-    const int64_t xs_h = x.stride[2], xs_w = x.stride[3];
+    // The geometry as locals: the index stores below (int64_t) could alias
+    // G's and the views' fields, which the compiler would then reload per tap.
+    const int64_t xs_h = x.stride[2], xs_w = x.stride[3], ys_h = y.stride[2], ys_w = y.stride[3];
+    const int64_t is_h = ind.stride[2], is_w = ind.stride[3];
+    const int64_t out_h = g.out[0], out_w = g.out[1], in_w = g.in[1];
+    const int64_t st_h = g.stride[0], st_w = g.stride[1], pad_h = g.padding[0], pad_w = g.padding[1];
+    const int64_t dil_h = g.dilation[0], dil_w = g.dilation[1];
+    const std::pair<int64_t, int64_t>* th = taps_h.data();
+    const std::pair<int64_t, int64_t>* tw = taps_w.data();
     planes(g, [&](int64_t n, int64_t ch) {
       const T* plane = &x.at(n, ch, 0, 0);
       T* yrow = &y.at(n, ch, 0, 0);
       int64_t* irow = &ind.at(n, ch, 0, 0);
-      for (int64_t oh = 0; oh < g.out[0]; ++oh, yrow += y.stride[2], irow += ind.stride[2]) {
-        const auto [kh0, kh1] = taps_h[static_cast<size_t>(oh)];
-        const int64_t ih0 = oh * g.stride[0] - g.padding[0];
-        for (int64_t ow = 0; ow < g.out[1]; ++ow) {
-          const auto [kw0, kw1] = taps_w[static_cast<size_t>(ow)];
-          const int64_t iw0 = ow * g.stride[1] - g.padding[1];
+      for (int64_t oh = 0; oh < out_h; ++oh, yrow += ys_h, irow += is_h) {
+        const int64_t kh0 = th[oh].first, kh1 = th[oh].second;
+        const int64_t ih0 = oh * st_h - pad_h;
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          const int64_t kw0 = tw[ow].first, kw1 = tw[ow].second;
+          const int64_t iw0 = ow * st_w - pad_w;
+          // The first tap starts the window (an empty one stays -inf, -1).
           A best = -std::numeric_limits<A>::infinity();
           int64_t arg = -1;
+          if (kh0 < kh1 && kw0 < kw1) {
+            const int64_t ih = ih0 + kh0 * dil_h, iw = iw0 + kw0 * dil_w;
+            best = static_cast<A>(plane[ih * xs_h + iw * xs_w]);
+            arg = ih * in_w + iw;
+          }
           for (int64_t kh = kh0; kh < kh1; ++kh) {
-            const int64_t ih = ih0 + kh * g.dilation[0];
+            const int64_t ih = ih0 + kh * dil_h;
             const T* row = plane + ih * xs_h;
             for (int64_t kw = kw0; kw < kw1; ++kw) {
-              const int64_t iw = iw0 + kw * g.dilation[1];
-              A v = static_cast<A>(row[iw * xs_w]);
-              if (arg < 0 || v > best || std::isnan(v)) {  // NaN wins, as PyTorch
+              const int64_t iw = iw0 + kw * dil_w;
+              const A v = static_cast<A>(row[iw * xs_w]);
+              // Random data makes "v > best" a coin flip: a max and a cmov, not a
+              // branch mispredicted every other tap. A NaN wins (the last one), as
+              // PyTorch's: the rare branch (a NaN best stays: v > NaN is false).
+              const int64_t idx = ih * in_w + iw;
+              arg = v > best ? idx : arg;
+              best = v > best ? v : best;
+              if (std::isnan(v)) [[unlikely]] {
                 best = v;
-                arg = ih * g.in[1] + iw;
+                arg = idx;
               }
             }
           }
-          yrow[ow * y.stride[3]] = static_cast<T>(best);
-          irow[ow * ind.stride[3]] = arg;
+          yrow[ow * ys_w] = static_cast<T>(best);
+          irow[ow * is_w] = arg;
         }
       }
     });

@@ -59,6 +59,14 @@ TEST_CASE("max_pool2d: values, flat indices, ceil_mode, NaN and strided input") 
   t.run("max_pool2d", {&xn.view}, {&y.view, &idx.view}, {Attr::ints("kernel_size", {2})});
   CHECK(std::isnan(t.read<float>(y)[0]));
   CHECK(t.read<int64_t>(idx)[0] == 0);
+  // NaNs past the first tap: the last NaN of the window wins, a larger number after it does not (PyTorch's rule).
+  std::vector<float> nans = iota(16);
+  nans[1] = nans[4] = std::numeric_limits<float>::quiet_NaN();
+  nans[5] = 100;
+  auto xm = t.tensor({1, 1, 4, 4}, nans);
+  t.run("max_pool2d", {&xm.view}, {&y.view, &idx.view}, {Attr::ints("kernel_size", {2})});
+  CHECK(std::isnan(t.read<float>(y)[0]));
+  CHECK(t.read<int64_t>(idx)[0] == 4);
 
   // Dilation 2, padding 1, stride 1 on 4x4: out (4 + 2 - 3) / 1 + 1 = 4.
   auto y4 = t.empty(HAL_DTYPE_FLOAT32, {1, 1, 4, 4});
