@@ -32,19 +32,41 @@ void for_float(hal_dtype_e dtype, F&& f) {
 // F(n, c) for every plane, in parallel once there is enough work (~32K
 // window reads per chunk, PyTorch's grain): a small pool on a woken OpenMP
 // team cost ~100 µs (the CNN's max_pool2d).
+inline int64_t plane_grain(const PoolGeometry& g) {
+  const int64_t per_plane = std::max<int64_t>(1, g.out[0] * g.out[1] * g.kernel[0] * g.kernel[1]);
+  return std::max<int64_t>(1, 32768 / per_plane);
+}
 template <class F>
 void planes(const PoolGeometry& g, F&& f) {
-  const int64_t per_plane = std::max<int64_t>(1, g.out[0] * g.out[1] * g.kernel[0] * g.kernel[1]);
-  parallel_for(g.n * g.c, std::max<int64_t>(1, 32768 / per_plane), [&](int64_t lo, int64_t hi) {
+  parallel_for(g.n * g.c, plane_grain(g), [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) f(t / g.c, t % g.c);
   });
 }
 
-// Writes the H x W plane BUF to (N, C) of OUT.
-template <class T, class A>
-void store_plane(const HostView4<T>& out, int64_t n, int64_t c, const std::vector<A>& buf, int64_t h, int64_t w) {
-  for (int64_t i = 0; i < h; ++i)
-    for (int64_t j = 0; j < w; ++j) out.at(n, c, i, j) = static_cast<T>(buf[i * w + j]);
+// Gathers every (N, C) plane of the backward's output GX: F(n, c, buf) adds
+// into BUF, an H x W plane of A zeros (row-major), which then holds the
+// plane. BUF is GX's own plane when that is dense and of type A (no copy),
+// else one array per parallel chunk, stored into GX after F (converting,
+// honouring strides). An allocation per plane cost more than a small
+// plane's work.
+template <class A, class T, class F>
+void gather_planes(const PoolGeometry& g, const HostView4<T>& gx, F&& f) {
+  const int64_t h = g.in[0], w = g.in[1];
+  const bool direct = std::is_same_v<A, T> && gx.stride[3] == 1 && gx.stride[2] == w;
+  parallel_for(g.n * g.c, plane_grain(g), [&](int64_t lo, int64_t hi) {
+    std::vector<A> scratch(direct ? 0 : static_cast<size_t>(h * w));
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t n = t / g.c, ch = t % g.c;
+      A* buf = scratch.data();
+      if constexpr (std::is_same_v<A, T>)
+        if (direct) buf = &gx.at(n, ch, 0, 0);
+      std::fill(buf, buf + h * w, A(0));
+      f(n, ch, buf);
+      if (direct) continue;
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j) gx.at(n, ch, i, j) = static_cast<T>(buf[i * w + j]);
+    }
+  });
 }
 
 // ---- max --------------------------------------------------------------------------
@@ -145,11 +167,9 @@ void max_pool2d_backward_body(const OpCall& c) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     HostView4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
-    planes(g, [&](int64_t n, int64_t ch) {
-      std::vector<A> buf(static_cast<size_t>(plane), A(0));
+    gather_planes<A>(g, gx, [&](int64_t n, int64_t ch, A* buf) {
       for (int64_t oh = 0; oh < g.out[0]; ++oh)
         for (int64_t ow = 0; ow < g.out[1]; ++ow) buf[ind.at(n, ch, oh, ow)] += static_cast<A>(gy.at(n, ch, oh, ow));
-      store_plane(gx, n, ch, buf, g.in[0], g.in[1]);
     });
   });
 }
@@ -235,8 +255,7 @@ void avg_pool2d_backward_body(const OpCall& c) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     HostView4<T> gy(c.input(0), g.batched, 2), gx(c.output(0), g.batched, 2);
-    planes(g, [&](int64_t n, int64_t ch) {
-      std::vector<A> buf(static_cast<size_t>(g.in[0] * g.in[1]), A(0));
+    gather_planes<A>(g, gx, [&](int64_t n, int64_t ch, A* buf) {
       for (int64_t oh = 0; oh < g.out[0]; ++oh)
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
           const Window w = avg_window(rows[static_cast<size_t>(oh)], cols[static_cast<size_t>(ow)], include_pad, divisor);
@@ -245,7 +264,6 @@ void avg_pool2d_backward_body(const OpCall& c) {
           for (int64_t ih = w.h0; ih < w.h1; ++ih)
             for (int64_t iw = w.w0; iw < w.w1; ++iw) buf[ih * g.in[1] + iw] += v;
         }
-      store_plane(gx, n, ch, buf, g.in[0], g.in[1]);
     });
   });
 }
@@ -290,8 +308,7 @@ void adaptive_avg_pool2d_backward_body(const OpCall& c) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     HostView4<T> gy(go, g.batched, 2), gx(c.output(0), g.batched, 2);
-    planes(g, [&](int64_t n, int64_t ch) {
-      std::vector<A> buf(static_cast<size_t>(g.in[0] * g.in[1]), A(0));
+    gather_planes<A>(g, gx, [&](int64_t n, int64_t ch, A* buf) {
       for (int64_t oh = 0; oh < g.out[0]; ++oh) {
         int64_t h0 = adaptive_begin(oh, g.out[0], g.in[0]), h1 = adaptive_end(oh, g.out[0], g.in[0]);
         for (int64_t ow = 0; ow < g.out[1]; ++ow) {
@@ -301,7 +318,6 @@ void adaptive_avg_pool2d_backward_body(const OpCall& c) {
             for (int64_t iw = w0; iw < w1; ++iw) buf[ih * g.in[1] + iw] += v;
         }
       }
-      store_plane(gx, n, ch, buf, g.in[0], g.in[1]);
     });
   });
 }
