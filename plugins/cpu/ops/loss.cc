@@ -128,6 +128,13 @@ void class_loss_backward(const OpCall& c, const ClassLossArgs& a) {
     T* pdx = dx.ptr<T>();
     using A = acc_t<T>;
     // Position p's classes: row[k * l.d] from row = at(p, 0) (no division per element).
+    auto zero_row = [&](T* dr) {
+      if (l.d == 1) {
+        std::fill_n(dr, l.c, static_cast<T>(0.0f));
+      } else {
+        for (int64_t k = 0; k < l.c; ++k) dr[k * l.d] = static_cast<T>(0.0f);
+      }
+    };
     auto scale_of = [&](int64_t p) {
       return a.reduction == Reduction::kNone   ? double(pg[p])
              : a.reduction == Reduction::kMean ? double(pg[0]) / denom
@@ -137,11 +144,7 @@ void class_loss_backward(const OpCall& c, const ClassLossArgs& a) {
       if (!a.log_softmax) {  // nll_loss: zeros but at each target (a fill of whole rows, then one store per row)
         for (int64_t p = lo; p < hi; ++p) {
           T* dr = pdx + l.at(p, 0);
-          if (l.d == 1) {
-            std::fill_n(dr, l.c, static_cast<T>(0.0f));
-          } else {
-            for (int64_t k = 0; k < l.c; ++k) dr[k * l.d] = static_cast<T>(0.0f);
-          }
+          zero_row(dr);
           const int64_t t = pt[p];
           if (t != a.ignore) dr[t * l.d] = static_cast<T>(-w[t] * scale_of(p));
         }
@@ -153,7 +156,7 @@ void class_loss_backward(const OpCall& c, const ClassLossArgs& a) {
         const T* xr = px + l.at(p, 0);
         T* dr = pdx + l.at(p, 0);
         if (t == a.ignore) {
-          for (int64_t k = 0; k < l.c; ++k) dr[k * d] = static_cast<T>(0.0f);
+          zero_row(dr);
           continue;
         }
         // softmax of the row, then (1-ε)·w[t]·(p - onehot) + ε/C·(p·Σw - w).

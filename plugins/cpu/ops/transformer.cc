@@ -145,7 +145,7 @@ class OutArray {
   }
   A* data() const { return data_; }
   void commit() const {
-    if (data_ == scratch_.data() && !scratch_.empty()) store<A>(dst_, data_, Attention<A>::kDtype);
+    if (!scratch_.empty()) store<A>(dst_, data_, Attention<A>::kDtype);  // staged (not written in place)
   }
 
  private:
