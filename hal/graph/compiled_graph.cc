@@ -138,6 +138,16 @@ struct CompiledGraph::Impl {
   std::vector<bool> internal;  // per value: made and read inside one executable only (its memory, not ours)
   std::vector<std::pair<size_t, size_t>> declared_aliases;  // CompileOptions::output_aliases
   std::vector<std::pair<size_t, size_t>> output_aliases;    // of those, the ones honoured
+  // The whole graph is one executable on the home device reading graph
+  // inputs and constants and writing the graph's outputs: a run validates
+  // the caller's views and hands them to it (no per-value views, no scan of
+  // the nodes for temporaries). DIRECT_INPUTS: per executable input, graph
+  // input i, or -1 - k for DIRECT_CONSTANTS[k]; DIRECT_OUTPUTS: per
+  // executable output, its graph output (the executable's order may differ).
+  bool direct = false;
+  std::vector<int64_t> direct_inputs;
+  std::vector<size_t> direct_outputs;
+  std::vector<TensorView> direct_constants;
   CompiledGraphStats stats;
   mutable std::atomic<uint64_t> last_copy_bytes{0};
 
@@ -734,6 +744,33 @@ CompiledGraph compile(const Graph& graph, const CompileOptions& o) {
     if (!impl->layout_nodes.empty() && impl->static_shapes) stats.relaid_values = impl->layouts_for(nullptr)->relaid;
   }
   stats.copy_bytes = copy_bytes_known ? copy_bytes : 0;
+  if (impl->steps.size() == 1 && impl->steps[0].kind == Step::kExecutable && impl->steps[0].device == 0 &&
+      impl->steps[0].outputs.size() == g.outputs().size() && impl->layout_nodes.empty()) {
+    constexpr int64_t kNoSource = INT64_MIN;
+    std::vector<int64_t> from(g.values().size(), kNoSource);  // per value: graph input i, or -1 - constant k
+    for (size_t i = 0; i < g.inputs().size(); ++i) from[g.inputs()[i]] = static_cast<int64_t>(i);
+    for (const auto& [where, buffer] : impl->constants) {
+      if (where.first != 0) continue;
+      const ValueSpec& v = g.values()[where.second];
+      from[where.second] = -1 - static_cast<int64_t>(impl->direct_constants.size());
+      impl->direct_constants.emplace_back(buffer, v.dtype, v.shape);
+    }
+    std::vector<int64_t> output_of(g.values().size(), kNoSource);  // per value: graph output j
+    for (size_t j = 0; j < g.outputs().size(); ++j) output_of[g.outputs()[j]] = static_cast<int64_t>(j);
+    bool direct = true;
+    for (uint32_t v : impl->steps[0].inputs) {
+      direct = direct && from[v] != kNoSource;
+      impl->direct_inputs.push_back(direct ? from[v] : 0);
+    }
+    std::vector<bool> written(g.outputs().size(), false);
+    for (uint32_t v : impl->steps[0].outputs) {
+      direct = direct && output_of[v] != kNoSource && !written[static_cast<size_t>(output_of[v])];
+      if (!direct) break;
+      written[static_cast<size_t>(output_of[v])] = true;
+      impl->direct_outputs.push_back(static_cast<size_t>(output_of[v]));
+    }
+    impl->direct = direct;
+  }
   // Drop devices that run nothing from the stats unless listed.
   if (impl->fallback && stats.devices.back().op_nodes == 0) stats.devices.pop_back();
   return CompiledGraph(std::move(impl));
@@ -775,11 +812,12 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   std::unique_lock<std::mutex> keep(impl_->views_mu, std::try_to_lock);
   std::vector<std::vector<TensorView>> own;
   std::vector<std::vector<TensorView>>& views = keep.owns_lock() ? impl_->kept_views : own;
-  if (views.empty()) impl_->bind_constants(views);
+  const bool direct = impl_->direct;
+  if (views.empty() && !direct) impl_->bind_constants(views);
   Impl::Scratch own_scratch;
   Impl::Scratch& scratch = keep.owns_lock() ? impl_->kept_scratch : own_scratch;
   std::vector<bool>& have = scratch.have;  // on the home device, from the caller
-  have.assign(g.values().size(), false);
+  if (!direct) have.assign(g.values().size(), false);
   auto bind = [&](const char* role, size_t i, uint32_t id, const TensorView* view) {
     if (view == nullptr)
       throw Error(HAL_STATUS_INVALID_ARGUMENT, "CompiledGraph::run: " + place_of(role, i, id) + " is null");
@@ -807,11 +845,13 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
   };
   for (size_t i = 0; i < inputs.size(); ++i) {
     bind("input", i, g.inputs()[i], inputs[i]);
+    if (direct) continue;
     views[0][g.inputs()[i]] = *inputs[i];
     have[g.inputs()[i]] = true;
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     bind("output", i, g.outputs()[i], outputs[i]);
+    if (direct) continue;
     views[0][g.outputs()[i]] = *outputs[i];  // made elsewhere: copied in (kOutputCopy)
     have[g.outputs()[i]] = true;
   }
@@ -856,6 +896,38 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
     return shape;
   };
   auto stream_of = [&](size_t k) { return k == 0 ? stream : nullptr; };
+  // STEP's executable on its boundary views (VIEW(output?, index)).
+  auto execute = [&](const Step& step, const auto& view) {
+    with_context(step.label, [&] {
+      Device& dev = *impl_->devices[step.device];
+      const Stream* s = stream_of(step.device);
+      std::vector<hal_tensor_t>& tensors = scratch.tensors;
+      std::vector<const hal_tensor_t*>&in = scratch.in, &out = scratch.out;
+      tensors.clear();
+      in.clear();
+      out.clear();
+      tensors.reserve(step.inputs.size() + step.outputs.size());  // no reallocation: IN and OUT point into it
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        tensors.push_back(detail::c_tensor("execute", view(false, i), "input", i));
+        in.push_back(&tensors.back());
+      }
+      for (size_t i = 0; i < step.outputs.size(); ++i) {
+        tensors.push_back(detail::c_tensor("execute", view(true, i), "output", i));
+        out.push_back(&tensors.back());
+      }
+      dev.check(dev.plugin().graph.executable_execute(step.executable->handle(), in.data(), in.size(), out.data(),
+                                                       out.size(), s ? s->handle() : nullptr));
+    });
+  };
+  if (direct) {
+    execute(impl_->steps[0], [&](bool output, size_t i) -> const TensorView& {
+      if (output) return *outputs[impl_->direct_outputs[i]];
+      const int64_t from = impl_->direct_inputs[i];
+      return from >= 0 ? *inputs[static_cast<size_t>(from)] : impl_->direct_constants[static_cast<size_t>(-1 - from)];
+    });
+    impl_->last_copy_bytes = 0;
+    return;
+  }
 
   // Intermediates: contiguous, from each device's caching allocator (the
   // home device's on STREAM), each value where its producer runs.
@@ -924,23 +996,8 @@ void CompiledGraph::run(const std::vector<const TensorView*>& inputs, const std:
         break;
       }
       case Step::kExecutable:
-        with_context(step.label, [&] {
-          std::vector<hal_tensor_t>& tensors = scratch.tensors;
-          std::vector<const hal_tensor_t*>&in = scratch.in, &out = scratch.out;
-          tensors.clear();
-          in.clear();
-          out.clear();
-          tensors.reserve(step.inputs.size() + step.outputs.size());  // no reallocation: IN and OUT point into it
-          for (size_t i = 0; i < step.inputs.size(); ++i) {
-            tensors.push_back(detail::c_tensor("execute", views[step.device][step.inputs[i]], "input", i));
-            in.push_back(&tensors.back());
-          }
-          for (size_t i = 0; i < step.outputs.size(); ++i) {
-            tensors.push_back(detail::c_tensor("execute", views[step.device][step.outputs[i]], "output", i));
-            out.push_back(&tensors.back());
-          }
-          dev.check(dev.plugin().graph.executable_execute(step.executable->handle(), in.data(), in.size(),
-                                                               out.data(), out.size(), s ? s->handle() : nullptr));
+        execute(step, [&](bool output, size_t i) -> const TensorView& {
+          return views[step.device][output ? step.outputs[i] : step.inputs[i]];
         });
         break;
       case Step::kCopy:
