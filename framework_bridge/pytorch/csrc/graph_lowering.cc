@@ -304,6 +304,7 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
   std::vector<int64_t> into(out_shapes->size(), -1);  // per output: the write-back it is written into
   std::vector<std::pair<size_t, int64_t>> in_block;   // (write-back, its offset in the kept block)
   std::vector<const c10::StorageImpl*> storages;        // per input (scalars: none), made when needed
+  std::vector<const c10::StorageImpl*> sorted;          // STORAGES sorted: counted by binary search
   for (size_t k = 0; k < write_back.size(); ++k) {
     const size_t j = write_backs_[k];
     const int64_t i = j < compiled.alias_input.size() ? compiled.alias_input[j] : -1;
@@ -326,8 +327,13 @@ std::vector<at::Tensor> Segment::run_on(const Compiled& compiled, const std::vec
           const c10::TensorImpl* impl = ins[x].unsafeGetTensorImpl();
           storages.push_back(scalar_at[x] < 0 && impl->has_storage() ? impl->storage().unsafeGetStorageImpl() : nullptr);
         }
+      if (sorted.empty()) {
+        sorted = storages;
+        std::sort(sorted.begin(), sorted.end(), std::less<const c10::StorageImpl*>());
+      }
       const c10::StorageImpl* storage = storages[static_cast<size_t>(i)];
-      if (std::count(storages.begin(), storages.end(), storage) != 1) continue;
+      const auto same = std::equal_range(sorted.begin(), sorted.end(), storage, std::less<const c10::StorageImpl*>());
+      if (same.second - same.first != 1) continue;
     }
     into[j] = static_cast<int64_t>(k);
     done[k] = true;
