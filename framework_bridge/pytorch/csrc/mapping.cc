@@ -23,6 +23,7 @@
 
 #include "backend.hpp"
 #include "mapping.hpp"
+#include "row_conversion.hpp"
 
 namespace torch_hal {
 namespace {
@@ -76,19 +77,37 @@ void conv_not_transposed(Call& c) {
 }
 
 // nll_loss_forward's total_weight (the catalog's loss does not return it):
-// the summed weight of the targets that are not ignore_index, computed with
-// device ops.
-void nll_total_weight(Call& c) {
+// the summed weight of the targets that are not ignore_index. The hook
+// leaves it out of the launch (eager only: it is computed with device ops).
+void nll_loss_outputs(Call& c) {
   if (c.lowering) throw Decline{"total_weight is computed with eager device ops"};
-  at::Tensor total = c.returns[1];
   c.outputs.resize(1);
-  if (c.arg("reduction").toInt() == at::Reduction::None) {
+}
+
+// After the loss: the same catalog op with reduction "sum" over a broadcast
+// -1 is that sum (-w[t] * -1 per counted target), one launch of the kernel
+// that just ran, where a count of valid targets took two (ne, then sum) and
+// a weighted sum five. A plugin declining the broadcast input gets those.
+// PyTorch's kernel sums it for a [C] input whatever the reduction; an
+// [N, C] input unreduced gets 0.
+void nll_total_weight(Call& c) {
+  at::Tensor total = c.returns[1];
+  const at::Tensor input = c.arg("self").toTensor(), target = c.arg("target").toTensor();
+  if (c.arg("reduction").toInt() == at::Reduction::None && input.dim() == 2) {
     total.zero_();
     return;
   }
-  const at::Tensor target = c.arg("target").toTensor();
-  const at::Tensor valid = target.ne(c.arg("ignore_index").toInt());
   const at::Tensor w = c.optional_tensor("weight");
+  const int64_t ignore_index = c.arg("ignore_index").toInt();
+  try {
+    const at::Tensor minus_one = cached_device_scalar(-1, input.scalar_type(), c.dev).expand(input.sizes());
+    launch(op_runner(c.dev, "nll_loss"), c.dev, {minus_one, target, w}, {total},
+           {hal::Attr::s("reduction", "sum"), hal::Attr::i("ignore_index", ignore_index)});
+    return;
+  } catch (const hal::Error& e) {
+    if (!declined(e)) throw;
+  }
+  const at::Tensor valid = target.ne(ignore_index);
   if (!w.defined()) {  // the count of valid targets, summed straight into TOTAL in its dtype
     at::sum_out(total, valid, c10::IntArrayRef{}, false, total.scalar_type());
     return;
@@ -550,7 +569,9 @@ const std::vector<Mapping>& mappings() {
         {t("grad_output"), t("output")}, {dim});
     const AttrSpec reduction{"reduction", "reduction", A::kReduction}, ignore{"ignore_index", "ignore_index", A::kInt};
     add({"nll_loss_forward", "nll_loss_forward.output"}, "nll_loss", {t("self"), t("target"), opt("weight")},
-        {reduction, ignore}).hook = nll_total_weight;
+        {reduction, ignore});
+    rows->back().hook = nll_loss_outputs;
+    rows->back().after = nll_total_weight;
     add({"nll_loss_backward", "nll_loss_backward.grad_input"}, "nll_loss_backward",
         {t("grad_output"), t("self"), t("target"), opt("weight")}, {reduction, ignore});
     add({"mse_loss", "mse_loss.out"}, "mse_loss", {t("self"), t("target")}, {reduction});

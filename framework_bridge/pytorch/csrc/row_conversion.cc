@@ -292,6 +292,8 @@ std::unordered_map<ScalarKey, at::Tensor, ScalarKeyHash>& scalars() {  // guarde
   return *cache;
 }
 
+}  // namespace
+
 at::Tensor cached_device_scalar(const c10::Scalar& s, c10::ScalarType dtype, c10::DeviceIndex dev) {
   ScalarKey key{dev, current_hal_stream(dev), dtype, 'i', 0};
   if (s.isFloatingPoint()) {
@@ -318,8 +320,6 @@ at::Tensor cached_device_scalar(const c10::Scalar& s, c10::ScalarType dtype, c10
   scalars().emplace(key, t);
   return t;
 }
-
-}  // namespace
 
 void clear_device_scalars() {
   std::unordered_map<ScalarKey, at::Tensor, ScalarKeyHash> dropped;  // freed after the lock is released

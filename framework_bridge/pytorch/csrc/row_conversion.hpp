@@ -80,6 +80,11 @@ class RowConversion {
   mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<MetaReturn>>> meta_cache_;
 };
 
+// S as a 0-dim DTYPE tensor on hal:DEV, made once per device, current
+// stream, dtype and value and kept (see clear_device_scalars): read it on
+// that stream only, never write it. Thread-safe.
+at::Tensor cached_device_scalar(const c10::Scalar& s, c10::ScalarType dtype, c10::DeviceIndex dev);
+
 // Drops the device copies of scalar operands the eager conversion keeps
 // (per device, stream, dtype and value, so optimizers' per-step numbers are
 // not re-uploaded on every call). They count in memory_allocated until

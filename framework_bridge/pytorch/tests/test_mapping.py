@@ -176,6 +176,35 @@ def test_nn_forward_ops():
     _check(lambda a, b: F.mse_loss(a, b), logits, _args((5, 7)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduction", [0, 1, 2])  # none, mean, sum (at::Reduction)
+@pytest.mark.parametrize("shape", [(9, 5), (5,)])
+def test_nll_loss_forward_returns_the_loss_and_total_weight(dtype, reduction, shape):
+    """aten::nll_loss_forward's second return, total_weight (the summed weight of the targets that are not
+    ignore_index; 0 for reduction none), as on CPU, with and without weights, with ignored targets, on a
+    dense and a transposed input."""
+    gen = torch.Generator().manual_seed(5)
+    x = _args(shape, gen=gen).log_softmax(-1).to(dtype)
+    target = torch.randint(0, 5, shape[:-1], generator=gen)
+    if target.dim():
+        target[::3] = 2  # the ignore_index below, at several positions
+    weight = _args((5,), positive=True, gen=gen).to(dtype)
+    tol = dict(rtol=1e-2, atol=1e-2) if dtype in (torch.float16, torch.bfloat16) else dict(rtol=1e-5, atol=1e-6)
+    inputs = [x] + ([x.t().contiguous().t()] if x.dim() == 2 else [])
+    for a in inputs:
+        h = _to_hal_view(a)
+        for w in (None, weight):
+            for ignore in (2, -100):
+                want = torch.ops.aten.nll_loss_forward(a, target, w, reduction, ignore)
+                torch_hal.reset_fallback_stats()
+                got = torch.ops.aten.nll_loss_forward(h, target.to("hal"), None if w is None else w.to("hal"),
+                                                      reduction, ignore)
+                assert torch_hal.fallback_stats() == {}
+                for g, e in zip(got, want):
+                    assert g.device.type == "hal" and g.dtype == e.dtype and g.shape == e.shape
+                    torch.testing.assert_close(g.cpu(), e, **tol)
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -45,13 +45,30 @@ struct ClassLossArgs {
   bool log_softmax;  // cross_entropy: input is logits
 };
 
+// nll_loss reads one entry per position: a strided input (a broadcast, as
+// the PyTorch bridge's total_weight passes) is read in place, not copied.
+bool reads_in_place(const ClassLossArgs& a) { return !a.log_softmax && a.smoothing == 0; }
+
+// Offset in elements of class K at position P of strided INPUT (layout L).
+int64_t strided_at(const Tensor& input, const sdk::kernel::ClassLayout& l, int64_t p, int64_t k) {
+  if (input.rank == 1) return k * input.strides[0];
+  int64_t j = p % l.d, off = (p / l.d) * input.strides[0] + k * input.strides[1];
+  for (int dim = input.rank - 1; dim >= 2; --dim) {
+    off += (j % input.shape[dim]) * input.strides[dim];
+    j /= input.shape[dim];
+  }
+  return off;
+}
+
 // Per-position losses into LOSS; returns the denominator of the mean (the summed weights of non-ignored targets).
+// X: the input made contiguous, or empty where reads_in_place and the input is strided.
 template <class T>
 double class_losses(const OpCall& c, const ClassLossArgs& a, const In& x, const In& tg,
                     std::vector<double>& loss) {
   using A = acc_t<T>;
   sdk::kernel::ClassLayout l = sdk::kernel::class_layout(*a.input);
-  const T* px = x.ptr<T>();
+  const bool strided = x.t == nullptr;
+  const T* px = strided ? static_cast<const T*>(a.input->data) : x.ptr<T>();
   const int64_t* pt = tg.ptr<int64_t>();
   check_targets(c, pt, l.positions(), l.c, a.ignore);
   std::vector<double> w = param_or_ones<T>(a.weight, l.c);
@@ -61,8 +78,8 @@ double class_losses(const OpCall& c, const ClassLossArgs& a, const In& x, const 
     for (int64_t p = lo; p < hi; ++p) {
       int64_t t = pt[p];
       if (t == a.ignore) continue;
-      if (!a.log_softmax && a.smoothing == 0) {  // nll_loss reads only the target's entry
-        loss[p] = -w[t] * double(A(px[l.at(p, t)]));
+      if (reads_in_place(a)) {  // nll_loss reads only the target's entry
+        loss[p] = -w[t] * double(A(px[strided ? strided_at(*a.input, l, p, t) : l.at(p, t)]));
         continue;
       }
       for (int64_t k = 0; k < l.c; ++k) row[k] = A(px[l.at(p, k)]);
@@ -100,7 +117,7 @@ void write_reduced(const OpCall& c, Reduction r, const std::vector<double>& loss
 }
 
 void class_loss_forward(const OpCall& c, const ClassLossArgs& a) {
-  In x(a.input), tg(a.target);
+  In x(reads_in_place(a) && !a.input->is_contiguous() ? nullptr : a.input), tg(a.target);
   dispatch(a.input->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<double> loss;

@@ -479,6 +479,36 @@ TEST_CASE("cross_entropy and nll_loss: reductions, weights, ignore_index, label 
     }
   }
 
+  // nll_loss reads a strided input in place (its one entry per position):
+  // a transposed [N, C, d] view and a broadcast -1 (whose sum is the summed
+  // weight of the counted targets, as the PyTorch bridge's total_weight).
+  {
+    auto ncd = f64(t, {2, 2, 3}, lv);  // [N, d, C] bytes, read as [N, C, d] through strides
+    hal::TensorView nd = ncd.view;
+    nd.shape = {2, 3, 2};
+    nd.strides = {6, 1, 3};
+    std::vector<double> dense(12);
+    for (int n = 0; n < 2; ++n)
+      for (int k = 0; k < 3; ++k)
+        for (int j = 0; j < 2; ++j) dense[n * 6 + k * 2 + j] = lv[n * 6 + j * 3 + k];
+    auto dense_in = f64(t, shape, dense);
+    for (const char* red : {"none", "mean", "sum"}) {
+      std::vector<Attr> attrs = {Attr::s("reduction", red), Attr::i("ignore_index", 2)};
+      std::vector<int64_t> oshape = std::string(red) == "none" ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{};
+      auto a = t.empty(HAL_DTYPE_FLOAT64, oshape), b = t.empty(HAL_DTYPE_FLOAT64, oshape);
+      t.run("nll_loss", {&nd, &target.view, &wt.view}, {&a.view}, attrs);
+      t.run("nll_loss", {&dense_in.view, &target.view, &wt.view}, {&b.view}, attrs);
+      CHECK(t.read<double>(a) == t.read<double>(b));
+    }
+    auto minus_one = f64(t, {1}, {-1});
+    hal::TensorView broadcast = minus_one.view;
+    broadcast.shape = shape;
+    broadcast.strides = {0, 0, 0};
+    t.run("nll_loss", {&broadcast, &target.view, &wt.view}, {&scalar.view},
+          {Attr::s("reduction", "sum"), Attr::i("ignore_index", 2)});
+    CHECK(t.read<double>(scalar) == std::vector<double>{wv[0] + 2 * wv[1]});  // targets 0, (2 ignored), 1, 1
+  }
+
   // [C] input with a 0-d target; zero-size batch.
   auto c = f64(t, {3}, {0, 0, 0});
   auto t0 = i64(t, {}, {1});
