@@ -482,23 +482,26 @@ struct Scratch {
 };
 
 // Fills SC.fixed for part P: each input slot whose operand holds one element
-// (an optimizer's or a norm's scalar, a 0-dim constant) gets a tile of
-// copies, made once here instead of per tile. ADDRESS(i): slot i's element;
-// SINGLE(i): whether slot i is one element.
+// (an optimizer's or a norm's scalar, a 0-dim constant) gets LENGTH copies
+// (the most elements one of this run's tiles takes, at most kTile), made
+// once here instead of per tile: a small tensor's part (a bias and its
+// optimizer state) splats a handful, not a whole tile per scalar.
+// ADDRESS(i): slot i's element; SINGLE(i): whether slot i is one element.
 template <class Address, class Single>
-void set_splats(const Part& p, Scratch& sc, Address address, Single single) {
+void set_splats(const Part& p, Scratch& sc, int64_t length, Address address, Single single) {
   const size_t n_in = p.input_index.size();
   sc.fixed.assign(n_in, nullptr);
   size_t count = 0;
   for (size_t i = 0; i < n_in; ++i) count += single(i) ? 1 : 0;
   if (count == 0) return;
-  sc.splat.resize(count * kTile);
+  length = std::clamp<int64_t>(length, 1, kTile);
+  sc.splat.resize(count * static_cast<size_t>(length));
   float* next = sc.splat.data();
   for (size_t i = 0; i < n_in; ++i) {
     if (!single(i)) continue;
-    p.load[i](next, address(i), 0, kTile);
+    p.load[i](next, address(i), 0, length);
     sc.fixed[i] = next;
-    next += kTile;
+    next += length;
   }
 }
 
@@ -742,7 +745,8 @@ class LoopStep final : public sdk::HostGraphStep {
     sc.base.assign(ops, nullptr);
     std::vector<char*>& base = sc.base;
     const size_t n_out = p.output_index.size();
-    set_splats(p, sc, [&](size_t i) { return s.data[n_out + i]; }, [&](size_t i) { return s.single[i]; });
+    set_splats(p, sc, s.rows > 1 ? s.rows * w.inner : w.inner, [&](size_t i) { return s.data[n_out + i]; },
+               [&](size_t i) { return s.single[i]; });
     if (s.rows > 1) {
       const int64_t last = w.outer.back();
       for (int64_t u = begin; u < end; ++u) {  // unit u: block u % blocks of the last outer dim's rows
@@ -915,7 +919,8 @@ class ReduceStep final : public sdk::HostGraphStep {
     sc.ptr.assign(p.reg.size(), nullptr);
     std::vector<char*> row(ops), base(ops - 1);
     const size_t first_input = 1 + p.output_index.size();  // operand index of input slot 0
-    set_splats(p, sc, [&](size_t i) { return data_[first_input + i]; },
+    set_splats(p, sc, rows_per_tile_ > 1 ? rows_per_tile_ * red_.inner : red_.inner,
+               [&](size_t i) { return data_[first_input + i]; },
                [&](size_t i) { return layout_[first_input + i].numel() == 1; });
     if (rows_per_tile_ > 1) {  // one tile: up to rows_per_tile_ rows of one inner run of the kept dims
       const int64_t n = red_.inner;
