@@ -66,41 +66,49 @@ const char* reduction_name(int64_t r) {
   }
 }
 
-// What a Meta run depends on, as a string: every argument's dtype, shape,
+// What a Meta run depends on, as bytes: every argument's dtype, shape,
 // strides, device and wrapped-number flag, and every non-tensor argument's
-// value. False when an argument has a kind not listed (then no caching).
+// value, each tagged and lists length-prefixed (no two signatures share a
+// key). Raw integers, not text: a key is built on every eager call. False
+// when an argument has a kind not listed (then no caching).
+template <class T>
+void append_raw(std::string& key, T v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void append_ints(std::string& key, c10::IntArrayRef xs) {
+  append_raw<uint64_t>(key, xs.size());
+  key.append(reinterpret_cast<const char*>(xs.data()), xs.size() * sizeof(int64_t));
+}
+void append_text(std::string& key, const std::string& text) {
+  append_raw<uint64_t>(key, text.size());
+  key.append(text);
+}
 bool append_meta_key(std::string& key, const c10::IValue& v) {
-  auto ints = [&](c10::IntArrayRef xs) {
-    for (int64_t x : xs) key.append(std::to_string(x)).push_back(',');
-    key.push_back(';');
-  };
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!t.defined()) return key.append("u;"), true;
+    if (!t.defined()) return key.push_back('u'), true;
     key.push_back('T');
-    key.append(std::to_string(static_cast<int>(t.scalar_type()))).push_back(t.is_privateuseone() ? 'h' : 'c');
-    if (t.unsafeGetTensorImpl()->is_wrapped_number()) key.push_back('w');
-    ints(t.sizes());
-    ints(t.strides());
+    append_raw<int16_t>(key, static_cast<int16_t>(t.scalar_type()));
+    key.push_back(t.is_privateuseone() ? 'h' : 'c');
+    key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? 'w' : '-');
+    append_ints(key, t.sizes());
+    append_ints(key, t.strides());
     return true;
   }
-  if (v.isNone()) return key.append("n;"), true;
-  if (v.isBool()) return key.append(v.toBool() ? "b1;" : "b0;"), true;
-  if (v.isInt()) return key.append("i").append(std::to_string(v.toInt())).append(";"), true;
-  if (v.isDouble()) {  // exact bits: a rounded text form could merge values
-    const double d = v.toDouble();
-    uint64_t bits = 0;
-    std::memcpy(&bits, &d, sizeof bits);
-    return key.append("d").append(std::to_string(bits)).append(";"), true;
-  }
-  if (v.isIntList()) return key.push_back('I'), ints(v.toIntVector()), true;
-  if (v.isString()) return key.append("s").append(v.toStringRef()).append(";"), true;
-  if (v.isDevice()) return key.append("D").append(v.toDevice().str()).append(";"), true;
+  if (v.isNone()) return key.push_back('n'), true;
+  if (v.isBool()) return key.append(v.toBool() ? "b1" : "b0"), true;
+  if (v.isInt()) return key.push_back('i'), append_raw<int64_t>(key, v.toInt()), true;
+  if (v.isDouble()) return key.push_back('d'), append_raw<double>(key, v.toDouble()), true;  // exact bits
+  if (v.isIntList()) return key.push_back('I'), append_ints(key, v.toIntVector()), true;
+  if (v.isString()) return key.push_back('s'), append_text(key, v.toStringRef()), true;
+  if (v.isDevice()) return key.push_back('D'), append_text(key, v.toDevice().str()), true;
   if (v.isList()) {  // Tensor[], Tensor?[], bool[], float[]
+    const auto list = v.toListRef();
     key.push_back('[');
-    for (const c10::IValue& e : v.toListRef())
+    append_raw<uint64_t>(key, list.size());
+    for (const c10::IValue& e : list)
       if (!append_meta_key(key, e)) return false;
-    return key.append("];"), true;
+    return true;
   }
   return false;
 }
@@ -180,9 +188,9 @@ bool RowConversion::direct_shapes(Call& call) const {
 // repeats the same shapes, so results are cached per argument signature.
 void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const {
   // The default dtype decides outputs of calls that name none.
-  std::string key;
-  key.reserve(256);  // one allocation for the whole key
-  key.append(std::to_string(static_cast<int>(c10::typeMetaToScalarType(at::get_default_dtype())))).push_back(';');
+  thread_local std::string key;  // keeps its capacity: no allocation per call once warm
+  key.clear();
+  append_raw<int16_t>(key, static_cast<int16_t>(c10::typeMetaToScalarType(at::get_default_dtype())));
   bool cacheable = true;
   for (size_t i = 0; i < call.args.size() && cacheable; ++i) {
     const c10::IValue& a = call.args[i];
@@ -191,7 +199,7 @@ void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const
     // factory row's (arange: no tensor inputs) scalars are its shape.
     if (!row_.inputs.empty() && call.schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType &&
         (a.isInt() || a.isDouble() || a.isBool())) {
-      key.append(a.isInt() ? "#i;" : a.isDouble() ? "#d;" : "#b;");
+      key.append(a.isInt() ? "#i" : a.isDouble() ? "#d" : "#b");
       continue;
     }
     cacheable = append_meta_key(key, a);
@@ -203,6 +211,7 @@ void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const
     if (it != meta_cache_.end()) cached = it->second;
   }
   if (cached == nullptr) {
+    const std::string owned = key;  // the Meta run below may convert another call on this thread
     auto result = std::make_shared<std::vector<MetaReturn>>();
     torch::jit::Stack meta;
     meta.reserve(call.args.size());
@@ -225,7 +234,7 @@ void RowConversion::meta_shapes(const c10::OperatorHandle& op, Call& call) const
     if (cacheable) {
       std::lock_guard<std::mutex> lock(meta_mu_);
       if (meta_cache_.size() >= kMetaCacheEntries) meta_cache_.clear();  // bounded; shapes in a loop repeat
-      meta_cache_.emplace(std::move(key), std::move(result));
+      meta_cache_.emplace(owned, std::move(result));
     }
   }
   const std::vector<MetaReturn>& result = *cached;
