@@ -211,6 +211,14 @@ def _filler(a):
     return lambda env: _fill(a, env)
 
 
+def _gather(slots):
+    """A function env -> the sequence of env's entries at SLOTS (a tuple made in C: a segment's many
+    inputs are gathered per call)."""
+    if len(slots) >= 2:
+        return operator.itemgetter(*slots)
+    return (lambda env, s=slots[0]: (env[s],)) if slots else (lambda env: ())
+
+
 def _fill(a, env):
     if isinstance(a, _Slot):
         return env[a.index]
@@ -277,6 +285,9 @@ class GraphRunner:
         nodes = list(gm.graph.nodes)
         self.slot = {n: i for i, n in enumerate(nodes)}
         self.placeholders = [self.slot[n] for n in nodes if n.op == "placeholder"]
+        # The placeholders lead (FX's order): a run's environment is its arguments then this tail.
+        leading = self.placeholders == list(range(len(self.placeholders)))
+        self._env_tail = [None] * (len(nodes) - len(self.placeholders)) if leading else None
         # Frozen parameters (inference, by request): graph constants the pipeline folds.
         ph = [n for n in nodes if n.op == "placeholder"]
         self.frozen = {ph[i]: t for i, t in (frozen or {}).items() if i < len(ph)}
@@ -657,9 +668,9 @@ class GraphRunner:
         out_slots = [self.slot[n] for n in outputs[:read] + returned]
         self.segments.append((seg, compiled, outputs))
 
-        def step(env, run=compiled.run, in_slots=in_slots, out_slots=out_slots, aliased=aliased,
-                 wb_slots=wb_slots, alias=_C._alias):
-            for s, t in zip(out_slots, run([env[i] for i in in_slots], [env[i] for i in wb_slots])):
+        def step(env, run=compiled.run, ins=_gather(in_slots), out_slots=out_slots, aliased=aliased,
+                 wbs=_gather(wb_slots), alias=_C._alias):
+            for s, t in zip(out_slots, run(ins(env), wbs(env))):
                 env[s] = t
             for a, s in aliased:
                 env[a] = alias(env[s])
@@ -683,9 +694,12 @@ class GraphRunner:
     # ---- running ----
 
     def __call__(self, args):
-        env = [None] * self.size
-        for i, a in zip(self.placeholders, args):
-            env[i] = a
+        if self._env_tail is not None and type(args) is list and len(args) == len(self.placeholders):
+            env = args + self._env_tail  # a new list: the tail is never written
+        else:
+            env = [None] * self.size
+            for i, a in zip(self.placeholders, args):
+                env[i] = a
         args.clear()  # boxed convention: the caller's list no longer keeps the inputs alive
         for i, c in self.constants.items():
             env[i] = c
