@@ -45,11 +45,13 @@ struct ClassLossArgs {
   bool log_softmax;  // cross_entropy: input is logits
 };
 
-// nll_loss reads one entry per position: a strided input (a broadcast, as
-// the PyTorch bridge's total_weight passes) is read in place, not copied.
+// nll_loss reads one entry per position: its input is read in place
+// through its strides (a broadcast, as the PyTorch bridge's total_weight
+// passes, is not copied dense).
 bool reads_in_place(const ClassLossArgs& a) { return !a.log_softmax && a.smoothing == 0; }
 
-// Offset in elements of class K at position P of strided INPUT (layout L).
+// Offset in elements of class K at position P of strided INPUT (layout L;
+// l.at(p, k) when INPUT is contiguous).
 int64_t strided_at(const Tensor& input, const sdk::kernel::ClassLayout& l, int64_t p, int64_t k) {
   if (input.rank == 1) return k * input.strides[0];
   int64_t j = p % l.d, off = (p / l.d) * input.strides[0] + k * input.strides[1];
@@ -61,14 +63,13 @@ int64_t strided_at(const Tensor& input, const sdk::kernel::ClassLayout& l, int64
 }
 
 // Per-position losses into LOSS; returns the denominator of the mean (the summed weights of non-ignored targets).
-// X: the input made contiguous, or empty where reads_in_place and the input is strided.
+// X: the input made contiguous (empty where reads_in_place).
 template <class T>
 double class_losses(const OpCall& c, const ClassLossArgs& a, const In& x, const In& tg,
                     std::vector<double>& loss) {
   using A = acc_t<T>;
   sdk::kernel::ClassLayout l = sdk::kernel::class_layout(*a.input);
-  const bool strided = x.t == nullptr;
-  const T* px = strided ? static_cast<const T*>(a.input->data) : x.ptr<T>();
+  const T* px = reads_in_place(a) ? static_cast<const T*>(a.input->data) : x.ptr<T>();
   const int64_t* pt = tg.ptr<int64_t>();
   check_targets(c, pt, l.positions(), l.c, a.ignore);
   std::vector<double> w = param_or_ones<T>(a.weight, l.c);
@@ -79,7 +80,7 @@ double class_losses(const OpCall& c, const ClassLossArgs& a, const In& x, const 
       int64_t t = pt[p];
       if (t == a.ignore) continue;
       if (reads_in_place(a)) {  // nll_loss reads only the target's entry
-        loss[p] = -w[t] * double(A(px[strided ? strided_at(*a.input, l, p, t) : l.at(p, t)]));
+        loss[p] = -w[t] * double(A(px[strided_at(*a.input, l, p, t)]));
         continue;
       }
       for (int64_t k = 0; k < l.c; ++k) row[k] = A(px[l.at(p, k)]);
@@ -117,7 +118,7 @@ void write_reduced(const OpCall& c, Reduction r, const std::vector<double>& loss
 }
 
 void class_loss_forward(const OpCall& c, const ClassLossArgs& a) {
-  In x(reads_in_place(a) && !a.input->is_contiguous() ? nullptr : a.input), tg(a.target);
+  In x(reads_in_place(a) ? nullptr : a.input), tg(a.target);
   dispatch(a.input->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<double> loss;
