@@ -201,8 +201,8 @@ def _filler(a):
         as_tuple = isinstance(a, tuple)
         if not slots:
             return (lambda env, c=tuple(template): c) if as_tuple else (lambda env: list(template))
-        if len(slots) == len(a) >= 2:  # every entry a slot (a graph's outputs): gathered in C
-            get = operator.itemgetter(*[i for _, i in slots])
+        if len(slots) == len(a):  # every entry a slot (a graph's outputs): gathered in C
+            get = _gather([i for _, i in slots])
             return get if as_tuple else (lambda env: list(get(env)))
 
         def fill(env, template=template, slots=slots, as_tuple=as_tuple):
